@@ -1,0 +1,18 @@
+# Compiler warnings and sanitizers shared by every rex target.
+function(rex_set_warnings target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wpedantic -Wnon-virtual-dtor
+                                           -Woverloaded-virtual -Wimplicit-fallthrough)
+  if(REX_WARNINGS_AS_ERRORS)
+    target_compile_options(${target} PRIVATE -Werror)
+  endif()
+endfunction()
+
+if(REX_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+find_program(REX_CCACHE ccache)
+if(REX_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
+  set(CMAKE_CXX_COMPILER_LAUNCHER ${REX_CCACHE} CACHE STRING "" FORCE)
+endif()

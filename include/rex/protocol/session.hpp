@@ -1,0 +1,38 @@
+// Session lifecycle messages of the wire protocol: create and close a bash session.
+// Field names and defaults are those of the SWE-ReX protocol (PROTOCOL.md).
+#pragma once
+
+#include <boost/describe/class.hpp>
+
+#include <string>
+#include <vector>
+
+namespace rex {
+
+struct CreateBashSessionRequest {
+  std::vector<std::string> startup_source{};  // files sourced after start, in order
+  std::string session = "default";
+  std::string session_type = "bash";
+  double startup_timeout = 1.0;  // seconds
+};
+BOOST_DESCRIBE_STRUCT(CreateBashSessionRequest, (),
+                      (startup_source, session, session_type, startup_timeout))
+
+struct CreateBashSessionResponse {
+  std::string output{};  // what the startup files printed
+  std::string session_type = "bash";
+};
+BOOST_DESCRIBE_STRUCT(CreateBashSessionResponse, (), (output, session_type))
+
+struct CloseBashSessionRequest {
+  std::string session = "default";
+  std::string session_type = "bash";
+};
+BOOST_DESCRIBE_STRUCT(CloseBashSessionRequest, (), (session, session_type))
+
+struct CloseBashSessionResponse {
+  std::string session_type = "bash";
+};
+BOOST_DESCRIBE_STRUCT(CloseBashSessionResponse, (), (session_type))
+
+}  // namespace rex

@@ -1,0 +1,43 @@
+// Runtime: the one interface an agent or harness programs against. Local, remote and dummy
+// runtimes implement it; the same agent code runs against any of them.
+//
+// Every operation is a coroutine on the runtime's executor. Failures are thrown as the
+// protocol's exceptions (rex/protocol/exceptions.hpp). Cancellation: an operation obeys the
+// terminal cancellation of the coroutine that awaits it (e.g. via awaitable operators).
+#pragma once
+
+#include <rex/protocol/actions.hpp>
+#include <rex/protocol/commands.hpp>
+#include <rex/protocol/files.hpp>
+#include <rex/protocol/responses.hpp>
+#include <rex/protocol/session.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+namespace rex {
+
+namespace asio = boost::asio;
+
+class Runtime {
+ public:
+  virtual ~Runtime() = default;
+
+  virtual asio::awaitable<IsAliveResponse> is_alive() = 0;
+  /// Starts a bash session. SessionExistsError when the name is taken.
+  virtual asio::awaitable<CreateBashSessionResponse> create_session(
+      CreateBashSessionRequest request) = 0;
+  /// Runs a bash action or an interrupt in its session. SessionDoesNotExistError when unknown.
+  virtual asio::awaitable<BashObservation> run_in_session(Action action) = 0;
+  virtual asio::awaitable<CloseBashSessionResponse> close_session(
+      CloseBashSessionRequest request) = 0;
+  /// Runs a one-off process outside any session.
+  virtual asio::awaitable<CommandResponse> execute(Command command) = 0;
+  virtual asio::awaitable<ReadFileResponse> read_file(ReadFileRequest request) = 0;
+  virtual asio::awaitable<WriteFileResponse> write_file(WriteFileRequest request) = 0;
+  /// Copies a local file or directory (source_path) into the runtime's file system.
+  virtual asio::awaitable<UploadResponse> upload(UploadRequest request) = 0;
+  /// Closes every session; the runtime stays usable.
+  virtual asio::awaitable<CloseResponse> close() = 0;
+};
+
+}  // namespace rex

@@ -1,0 +1,13 @@
+// Precompiled header shared by the library, the CLI and the tests: the heavy, stable headers.
+#pragma once
+#include <boost/asio.hpp>
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
