@@ -7,8 +7,25 @@
 
 #include <chrono>
 #include <exception>
+#include <stdexcept>
 #include <optional>
 #include <type_traits>
+
+// EXPECT_THROW for coroutine bodies: gtest's macro jumps with `goto`, which g++ 12 miscompiles
+// around co_await. This one only uses try/catch.
+#define REX_CO_EXPECT_THROW(statement, exception_type)                                     \
+  do {                                                                                     \
+    bool rex_caught_ = false;                                                              \
+    try {                                                                                  \
+      statement;                                                                           \
+    } catch (const exception_type&) {                                                      \
+      rex_caught_ = true;                                                                  \
+    } catch (const std::exception& rex_e_) {                                               \
+      rex_caught_ = true;                                                                  \
+      ADD_FAILURE() << "expected " #exception_type ", got another exception: " << rex_e_.what(); \
+    }                                                                                      \
+    if (!rex_caught_) ADD_FAILURE() << "expected " #exception_type ": " #statement;        \
+  } while (false)
 
 namespace rex::test {
 
@@ -29,6 +46,8 @@ T run_async(asio::io_context& io, asio::awaitable<T> op,
     done = true;
   });
   io.restart();
+  // Work done elsewhere (a thread pool) must not let the io_context run dry and stop.
+  auto work = asio::make_work_guard(io);
   const auto until = std::chrono::steady_clock::now() + deadline;
   while (!done && std::chrono::steady_clock::now() < until) {
     io.run_one_until(until);

@@ -1,0 +1,64 @@
+// File operations of the local runtime (`/read_file`, `/write_file`, `/upload`, PROTOCOL.md)
+// with SWE-ReX's semantics, which are Python's: the same codecs, error handlers and error
+// messages ("[Errno 2] No such file or directory: 'x'").
+//
+// The *_sync functions block on the file system: a runtime runs them off its io threads. They
+// are thread-safe: none touches process-wide state (working directory, umask).
+// Errors are the protocol's exceptions: FileNotFoundError, IsADirectoryError,
+// NotADirectoryError, PermissionError, OSError (any other errno) and ValueError (bad
+// arguments, undecodable text, unsafe archives).
+#pragma once
+
+#include <rex/protocol/files.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace rex {
+
+/// Python's `Path(path).read_text(encoding, errors)`: the file decoded (encoding null = utf-8,
+/// errors null = strict) and, as in Python's text mode, "\r\n" and lone "\r" read as "\n".
+ReadFileResponse read_file_sync(const ReadFileRequest& request);
+
+/// Creates the parent directories, then replaces the file with the content (UTF-8, as is).
+/// The bytes go to a temporary file in the same directory that is renamed over the target, so
+/// a failure never leaves a partial file. An existing file keeps its mode and owner; a symlink
+/// is written through. Files on read-only directories or bind mounts are rewritten in place.
+void write_file_sync(const WriteFileRequest& request);
+
+/// Copies source_path to target_path:
+/// - a file: to exactly target_path (parents created, replaced atomically, mode copied);
+/// - a directory: its contents recursively INTO target_path (created, or merged when it
+///   exists), keeping modes, modification times and symlinks as symlinks; sockets, FIFOs
+///   and devices are skipped;
+/// - unzip=true: source_path is a zip archive extracted into target_path (created). Entries
+///   that would land outside target_path (absolute, "..", through or as a symlink pointing
+///   out) make it a ValueError naming the entry; the archive is checked before anything is
+///   written, so nothing of it is extracted then.
+void upload_sync(const UploadRequest& request);
+
+// --- Pure helpers (no I/O), shared with the process runner -----------------------------------
+
+/// Python's `bytes.decode(encoding, errors)` for the codecs utf-8, latin-1 and ascii (any of
+/// Python's spellings: "UTF-8", "utf8", "latin1", "iso-8859-1", "l1", ...) and the handlers
+/// strict, replace, ignore and backslashreplace. The result is UTF-8. Undecodable input under
+/// strict, an unknown codec or an unknown handler is a ValueError with Python's message.
+std::string decode_text(std::string_view bytes, std::string_view encoding, std::string_view errors);
+
+/// Python's universal-newline reading: "\r\n" and lone "\r" become "\n".
+std::string translate_newlines(std::string_view text);
+
+/// Python's `repr(str)` of UTF-8 text: quoted, with escapes for quotes, backslashes and
+/// unprintable characters; bytes that are not UTF-8 show as '\udcNN' (as file names do).
+std::string python_repr(std::string_view text);
+
+/// Python's float repr: the shortest round-trip form, "1.0" rather than "1".
+std::string python_float_repr(double value);
+
+/// Throws the exception Python raises for an OSError with this errno: FileNotFoundError,
+/// IsADirectoryError, NotADirectoryError, PermissionError, else OSError; the message reads
+/// "[Errno N] strerror" and, with a file name, ": 'name'" after it.
+[[noreturn]] void throw_os_error(int err);
+[[noreturn]] void throw_os_error(int err, std::string_view filename);
+
+}  // namespace rex

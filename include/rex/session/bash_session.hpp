@@ -1,0 +1,87 @@
+// BashSession: one interactive bash in a pseudo-terminal, driven by coroutines.
+//
+// State (working directory, variables, functions, aliases, options) persists across commands.
+// Each command costs one round trip: the prompt carries a per-session random marker and the
+// exit status (ShellFraming). Interactive programs (python3, gdb, pdb) are driven with
+// is_interactive_command / expect and left with is_interactive_quit. An interrupt sends Ctrl-C
+// and, if the foreground job ignores it, kills that job.
+//
+// Threading: every member function must be called from the executor the session was created
+// with (one strand). Operations on one session run one after another, except `interrupt`,
+// which also reaches a command that is still running, and `close`, which ends everything.
+// Different sessions never wait on each other.
+#pragma once
+
+#include <rex/protocol/actions.hpp>
+#include <rex/protocol/session.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+namespace rex {
+
+namespace asio = boost::asio;
+
+struct BashSessionConfig {
+  std::string bash_path = "/bin/bash";
+  // Source /etc/bash.bashrc and ~/.bashrc as a login terminal would. Off by default: sessions
+  // start in milliseconds and behave the same on every machine; pass the files you need as
+  // startup_source instead.
+  bool load_rc_files = false;
+  std::string term = "xterm";
+  unsigned short columns = 250;
+  unsigned short rows = 50;
+  /// Environment set before bash and its startup files run, so those files can override them.
+  /// The defaults keep pagers from waiting for a key press.
+  std::map<std::string, std::string> environment = {
+      {"PAGER", "cat"},         {"GIT_PAGER", "cat"}, {"MANPAGER", "cat"},
+      {"SYSTEMD_PAGER", "cat"}, {"LESS", "-FRX"},     {"PIP_NO_INPUT", "1"},
+  };
+  /// Default cap on one observation's output (head and tail are kept); none = unlimited.
+  /// A BashAction's max_output_bytes takes precedence.
+  std::optional<std::int64_t> max_output_bytes{};
+};
+
+class BashSession {
+ public:
+  BashSession(asio::any_io_executor executor, BashSessionConfig config = {});
+  ~BashSession();
+  BashSession(const BashSession&) = delete;
+  BashSession& operator=(const BashSession&) = delete;
+
+  /// Starts bash, sources the startup files, returns what they printed. Throws PexpectTimeout
+  /// when the prompt does not appear within startup_timeout (the shell is then ended).
+  asio::awaitable<CreateBashSessionResponse> start(CreateBashSessionRequest request);
+
+  /// Runs a command (or interactive input). Throws CommandTimeoutError (the command keeps
+  /// running; interrupt it to reuse the session), NonZeroExitCodeError (check = "raise"),
+  /// BashIncorrectSyntaxError (nothing ran), SessionDiedError, SessionBusyError.
+  asio::awaitable<BashObservation> run(BashAction action);
+
+  /// Stops the running command: Ctrl-C, then SIGKILL for a foreground job that ignores it.
+  /// Throws PexpectTimeout if the prompt (or an expect string) still does not come back.
+  asio::awaitable<BashObservation> interrupt(BashInterruptAction action);
+
+  /// Ends bash and every process of its session (SIGKILL), reaps it, closes its descriptors.
+  /// Safe to call more than once and while a command runs.
+  asio::awaitable<void> close();
+
+  /// The shell's process id (its session and process group id too); -1 before start.
+  pid_t pid() const noexcept;
+  /// False once bash has exited or was killed.
+  bool alive() const noexcept;
+
+ private:
+  struct Impl;
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace rex

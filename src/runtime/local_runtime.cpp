@@ -1,0 +1,133 @@
+#include <rex/runtime/local_runtime.hpp>
+
+#include <rex/protocol/exceptions.hpp>
+#include <rex/runtime/file_ops.hpp>
+#include <rex/runtime/process_runner.hpp>
+#include <rex/protocol/python_repr.hpp>
+#include <rex/session/shell_framing.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <type_traits>
+
+namespace rex {
+
+struct LocalRuntime::Impl {
+  Impl(asio::any_io_executor executor, LocalRuntimeConfig config)
+      : ex(std::move(executor)), cfg(std::move(config)), files(std::max<std::size_t>(cfg.file_threads, 1)) {}
+
+  ~Impl() {
+    sessions.clear();  // each session kills its processes as it goes
+    files.join();
+  }
+
+  // Runs blocking work on the file pool and resumes the caller on its own executor.
+  template <class F>
+  asio::awaitable<std::invoke_result_t<F>> offload(F work) {
+    using R = std::invoke_result_t<F>;
+    // The caller's io_context has nothing else to do meanwhile; keep it from running dry.
+    auto busy = asio::make_work_guard(ex);
+    // g++ 12 miscompiles closures and braced temporaries inside co_await expressions: every
+    // such object is a named local first.
+    auto task = [work = std::move(work)]() mutable -> asio::awaitable<R> { co_return work(); };
+    co_return co_await asio::co_spawn(files.get_executor(), std::move(task), asio::use_awaitable);
+  }
+
+  std::shared_ptr<BashSession> find(const std::string& name) {
+    auto it = sessions.find(name);
+    if (it == sessions.end() || !it->second)
+      throw SessionDoesNotExistError("session " + python_repr_name(name) + " does not exist");
+    return it->second;
+  }
+
+  static std::string python_repr_name(const std::string& name) { return python_repr(name); }
+
+  asio::any_io_executor ex;
+  LocalRuntimeConfig cfg;
+  asio::thread_pool files;
+  // A null entry reserves a name while its session starts.
+  std::map<std::string, std::shared_ptr<BashSession>> sessions;
+};
+
+LocalRuntime::LocalRuntime(asio::any_io_executor executor, LocalRuntimeConfig config)
+    : impl_(std::make_unique<Impl>(std::move(executor), std::move(config))) {}
+
+LocalRuntime::~LocalRuntime() = default;
+
+asio::awaitable<IsAliveResponse> LocalRuntime::is_alive() { co_return IsAliveResponse{true, ""}; }
+
+asio::awaitable<CreateBashSessionResponse> LocalRuntime::create_session(
+    CreateBashSessionRequest request) {
+  if (request.session_type != "bash")
+    throw ValueError("unknown session type: " + request.session_type);
+  if (impl_->sessions.contains(request.session))
+    throw SessionExistsError("session " + request.session + " already exists");
+  const std::string name = request.session;
+  impl_->sessions.emplace(name, nullptr);
+  auto session = std::make_shared<BashSession>(impl_->ex, impl_->cfg.session);
+  try {
+    auto response = co_await session->start(std::move(request));
+    impl_->sessions[name] = std::move(session);
+    co_return response;
+  } catch (...) {
+    impl_->sessions.erase(name);
+    throw;
+  }
+}
+
+asio::awaitable<BashObservation> LocalRuntime::run_in_session(Action action) {
+  auto session = impl_->find(session_of(action));
+  if (auto* bash = std::get_if<BashAction>(&action)) co_return co_await session->run(std::move(*bash));
+  co_return co_await session->interrupt(std::get<BashInterruptAction>(std::move(action)));
+}
+
+asio::awaitable<CloseBashSessionResponse> LocalRuntime::close_session(
+    CloseBashSessionRequest request) {
+  auto session = impl_->find(request.session);
+  impl_->sessions.erase(request.session);
+  co_await session->close();
+  co_return CloseBashSessionResponse{};
+}
+
+asio::awaitable<CommandResponse> LocalRuntime::execute(Command command) {
+  co_return co_await run_command(std::move(command));
+}
+
+asio::awaitable<ReadFileResponse> LocalRuntime::read_file(ReadFileRequest request) {
+  auto work = [r = std::move(request)] { return read_file_sync(r); };
+  co_return co_await impl_->offload(std::move(work));
+}
+
+asio::awaitable<WriteFileResponse> LocalRuntime::write_file(WriteFileRequest request) {
+  auto work = [r = std::move(request)] {
+    write_file_sync(r);
+    return 0;
+  };
+  co_await impl_->offload(std::move(work));
+  co_return WriteFileResponse{};
+}
+
+asio::awaitable<UploadResponse> LocalRuntime::upload(UploadRequest request) {
+  auto work = [r = std::move(request)] {
+    upload_sync(r);
+    return 0;
+  };
+  co_await impl_->offload(std::move(work));
+  co_return UploadResponse{};
+}
+
+asio::awaitable<CloseResponse> LocalRuntime::close() {
+  auto sessions = std::move(impl_->sessions);
+  impl_->sessions.clear();
+  for (auto& [name, session] : sessions) {
+    if (session) co_await session->close();
+  }
+  co_return CloseResponse{};
+}
+
+std::size_t LocalRuntime::session_count() const noexcept { return impl_->sessions.size(); }
+
+}  // namespace rex

@@ -1,0 +1,942 @@
+#include <rex/session/bash_session.hpp>
+
+#include <rex/protocol/exceptions.hpp>
+#include <rex/session/output.hpp>
+#include <rex/protocol/python_repr.hpp>
+#include <rex/session/shell_framing.hpp>
+
+#include "detail/spawn.hpp"
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <fmt/format.h>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <system_error>
+
+extern char** environ;
+
+namespace rex {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using boost::system::error_code;
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+constexpr std::size_t kCleanSlice = 1 << 20;  // yield to other work between 1 MiB slices
+
+Clock::time_point deadline_after(std::optional<double> seconds) {
+  if (!seconds || *seconds < 0) return Clock::time_point::max();
+  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                            std::chrono::duration<double>(std::min(*seconds, 1e9)));
+}
+
+// Python's str(float): "5.0", "0.5".
+std::string python_float(double v) {
+  if (v == static_cast<double>(static_cast<long long>(v))) return fmt::format("{:.1f}", v);
+  return fmt::format("{}", v);
+}
+
+std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  out += '\'';
+  return out;
+}
+
+// SWE-ReX strips the echo of an interactive command from its output.
+std::string strip_interactive_echo(std::string output, std::string_view command) {
+  auto first = output.find_first_not_of(" \t\n\r\f\v");
+  output.erase(0, first == std::string::npos ? output.size() : first);
+  if (output.starts_with(command)) output.erase(0, command.size());
+  first = output.find_first_not_of(" \t\n\r\f\v");
+  output.erase(0, first == std::string::npos ? output.size() : first);
+  auto last = output.find_last_not_of(" \t\n\r\f\v");
+  output.erase(last == std::string::npos ? 0 : last + 1);
+  return output;
+}
+
+std::string trim(std::string s) { return strip_interactive_echo(std::move(s), {}); }
+
+// Every process whose session is `sid` (bash's jobs and their children).
+std::vector<pid_t> session_members(pid_t sid) {
+  std::vector<pid_t> out;
+  DIR* dir = ::opendir("/proc");
+  if (!dir) return out;
+  while (dirent* e = ::readdir(dir)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0') continue;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    char buf[512];
+    const ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    // Fields after the command name (which may hold spaces): state ppid pgrp session ...
+    const char* p = std::strrchr(buf, ')');
+    if (!p) continue;
+    char state = 0;
+    long ppid = 0, pgrp = 0, session = 0;
+    if (std::sscanf(p + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) == 4 &&
+        session == sid) {
+      out.push_back(static_cast<pid_t>(pid));
+    }
+  }
+  ::closedir(dir);
+  return out;
+}
+
+bool ignores_sigint(pid_t pid) {
+  std::ifstream status("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.starts_with("SigIgn:")) {
+      const unsigned long long mask = std::strtoull(line.c_str() + 7, nullptr, 16);
+      return (mask >> (SIGINT - 1)) & 1ULL;
+    }
+  }
+  return false;
+}
+
+struct Fd {
+  int fd = -1;
+  explicit Fd(int f = -1) : fd(f) {}
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int release() { return std::exchange(fd, -1); }
+};
+
+[[noreturn]] void throw_errno(const char* what) {
+  throw OSError(fmt::format("{}: {}", what, std::strerror(errno)));
+}
+
+}  // namespace
+
+struct BashSession::Impl : std::enable_shared_from_this<Impl> {
+  enum class State { not_started, idle, running, dead, closed };
+
+  struct Waiter {
+    explicit Waiter(const asio::any_io_executor& ex) : timer(ex) {}
+    asio::steady_timer timer;
+    bool granted = false;
+  };
+
+  // Releases the session's operation lock when it goes out of scope.
+  class Lock {
+   public:
+    Lock() = default;
+    explicit Lock(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+    Lock(Lock&& o) noexcept : impl_(std::move(o.impl_)) {}
+    Lock& operator=(Lock&& o) noexcept {
+      if (this != &o) {
+        if (impl_) impl_->unlock();
+        impl_ = std::move(o.impl_);
+      }
+      return *this;
+    }
+    ~Lock() {
+      if (impl_) impl_->unlock();
+    }
+    explicit operator bool() const { return impl_ != nullptr; }
+
+   private:
+    std::shared_ptr<Impl> impl_;
+  };
+
+  // Why waiting for the end of a command stopped.
+  struct Stop {
+    enum Kind { prompt, expect, timeout, idle, died } kind;
+    PromptMatch match{};
+    std::size_t expect_index = 0;
+    std::size_t expect_pos = 0;
+  };
+
+  Impl(asio::any_io_executor executor, BashSessionConfig config)
+      : ex(std::move(executor)),
+        cfg(std::move(config)),
+        master(ex),
+        pidfd(ex),
+        read_timer(ex),
+        exit_signal(ex) {
+    exit_signal.expires_at(Clock::time_point::max());
+  }
+
+  ~Impl() { kill_everything(); }
+
+  asio::any_io_executor ex;
+  BashSessionConfig cfg;
+  ShellFraming framing;
+  const std::vector<std::string> no_expect{};
+  asio::posix::stream_descriptor master;
+  asio::posix::stream_descriptor pidfd;
+  asio::steady_timer read_timer;
+  asio::steady_timer exit_signal;  // cancelled when bash has exited and was reaped
+  pid_t pid = -1;
+  bool reaped = false;
+  int wait_status = 0;
+  State state = State::not_started;
+  bool interactive = false;  // running because an interactive program holds the terminal
+  termios baseline{};        // terminal modes commands start from
+
+  // Output of the current operation: raw bytes, or a frozen head + a sliding tail when capped.
+  std::string raw;
+  std::string head;
+  std::uint64_t dropped = 0;
+  std::optional<std::size_t> cap;
+  std::size_t prompt_scan = 0;
+  std::size_t expect_scan = 0;
+  std::array<char, 65536> chunk{};
+
+  std::uint64_t read_gen = 0;
+  std::uint64_t timed_out_gen = 0;
+
+  bool busy = false;
+  std::deque<std::shared_ptr<Waiter>> waiters;
+
+  // ---- lifetime -----------------------------------------------------------------------------
+
+  void on_exit() {
+    reap();
+    if (state != State::closed) state = State::dead;
+    error_code ignored;
+    master.cancel(ignored);
+  }
+
+  void reap() {
+    if (reaped || pid <= 0) return;
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid || (r < 0 && errno == ECHILD)) {
+      reaped = true;
+      wait_status = status;
+      exit_signal.cancel();
+    }
+  }
+
+  void watch_exit() {
+    pidfd.async_wait(asio::posix::descriptor_base::wait_read,
+                     [w = weak_from_this()](const error_code& ec) {
+                       if (auto self = w.lock(); self && !ec) self->on_exit();
+                     });
+  }
+
+  // SIGKILL to bash's process group and to every process of its session.
+  void kill_session_processes() {
+    if (pid <= 0) return;
+    if (!reaped) ::kill(-pid, SIGKILL);
+    for (int pass = 0; pass < 2; ++pass) {
+      for (pid_t member : session_members(pid)) ::kill(member, SIGKILL);
+    }
+  }
+
+  // Synchronous last resort (destructor): nothing may outlive the session.
+  void kill_everything() {
+    if (pid > 0 && !reaped) {
+      kill_session_processes();
+      ::waitpid(pid, &wait_status, 0);
+      reaped = true;
+    }
+    error_code ignored;
+    master.close(ignored);
+    pidfd.close(ignored);
+    state = State::closed;
+  }
+
+  std::string death_description() const {
+    if (!reaped) return "bash is no longer running";
+    if (WIFSIGNALED(wait_status))
+      return fmt::format("bash was killed by signal {} ({})", WTERMSIG(wait_status),
+                         ::strsignal(WTERMSIG(wait_status)));
+    return fmt::format("bash exited with status {}", WEXITSTATUS(wait_status));
+  }
+
+  void ensure_usable() {
+    if (state == State::closed) throw SessionDiedError("the session was closed");
+    if (state == State::not_started) throw SessionNotInitializedError("shell not initialized");
+    if (state == State::dead)
+      throw SessionDiedError(death_description() + "; close the session and create a new one");
+  }
+
+  // ---- operation lock -----------------------------------------------------------------------
+
+  // Waits for the session's turn until `deadline`; an empty Lock means the deadline passed.
+  asio::awaitable<Lock> lock(Clock::time_point deadline = Clock::time_point::max()) {
+    if (!busy) {
+      busy = true;
+      co_return Lock(shared_from_this());
+    }
+    auto waiter = std::make_shared<Waiter>(ex);
+    waiters.push_back(waiter);
+    waiter->timer.expires_at(deadline);
+    auto [ec] = co_await waiter->timer.async_wait(use_tuple);
+    if (waiter->granted) co_return Lock(shared_from_this());
+    std::erase(waiters, waiter);
+    if (ec == asio::error::operation_aborted)
+      throw boost::system::system_error(ec, "waiting for the session");
+    co_return Lock();
+  }
+
+  void unlock() {
+    if (!waiters.empty()) {
+      auto next = waiters.front();
+      waiters.pop_front();
+      next->granted = true;
+      next->timer.cancel();
+      return;
+    }
+    busy = false;
+  }
+
+  // ---- reading ------------------------------------------------------------------------------
+
+  enum class ReadStatus { data, timeout, eof };
+
+  void append(const char* data, std::size_t n) {
+    raw.append(data, n);
+    // Capped: keep the first half of the cap and a sliding tail; compact in large steps.
+    if (!cap || raw.size() <= *cap + (64 << 10)) return;
+    const std::size_t half = std::max<std::size_t>(*cap / 2, 1);
+    if (head.empty()) {
+      head.assign(raw, 0, half);
+      drop_front(half, false);
+    }
+    const std::size_t keep = half + 4096;  // room for a prompt split across reads
+    if (raw.size() > keep) drop_front(raw.size() - keep, true);
+  }
+
+  void drop_front(std::size_t n, bool count) {
+    raw.erase(0, n);
+    if (count) dropped += n;
+    prompt_scan = prompt_scan > n ? prompt_scan - n : 0;
+    expect_scan = expect_scan > n ? expect_scan - n : 0;
+  }
+
+  // Non-blocking: reads whatever bash has already written.
+  void read_available() {
+    if (!master.is_open()) return;
+    error_code ec;
+    while (true) {
+      const std::size_t n = master.read_some(asio::buffer(chunk), ec);
+      if (ec || n == 0) return;
+      append(chunk.data(), n);
+    }
+  }
+
+  void reset_output() {
+    raw.clear();
+    head.clear();
+    dropped = 0;
+    prompt_scan = 0;
+    expect_scan = 0;
+  }
+
+  // Discards output nobody asked for (background jobs that wrote while the shell was idle).
+  void discard_stale_output() {
+    read_available();
+    reset_output();
+  }
+
+  asio::awaitable<ReadStatus> read_some(Clock::time_point deadline) {
+    if (state == State::dead || state == State::closed) {
+      read_available();
+      co_return ReadStatus::eof;
+    }
+    const std::uint64_t gen = ++read_gen;
+    const bool timed = deadline != Clock::time_point::max();
+    if (timed) {
+      read_timer.expires_at(deadline);
+      read_timer.async_wait([w = weak_from_this(), gen](const error_code& ec) {
+        auto self = w.lock();
+        if (!self || ec || self->read_gen != gen) return;
+        self->timed_out_gen = gen;
+        error_code ignored;
+        self->master.cancel(ignored);
+      });
+    }
+    auto [ec, n] = co_await master.async_read_some(asio::buffer(chunk), use_tuple);
+    ++read_gen;  // a timer handler still queued for this read now does nothing
+    if (timed) read_timer.cancel();
+    if (!ec) {
+      append(chunk.data(), n);
+      co_return ReadStatus::data;
+    }
+    if (ec == asio::error::operation_aborted) {
+      if (timed_out_gen == gen) co_return ReadStatus::timeout;
+      if (state == State::dead || state == State::closed) {
+        read_available();
+        co_return ReadStatus::eof;
+      }
+      throw boost::system::system_error(ec, "reading from bash");
+    }
+    // EIO: every holder of the terminal is gone.
+    co_return ReadStatus::eof;
+  }
+
+  // Reads until the prompt, one of `expect`, the deadline, `idle` without output, or bash's end.
+  asio::awaitable<Stop> wait_for_end(const std::vector<std::string>& expect,
+                                     Clock::time_point deadline,
+                                     std::optional<Clock::duration> idle) {
+    std::size_t longest = 0;
+    for (const auto& e : expect) longest = std::max(longest, e.size());
+    while (true) {
+      Stop stop{Stop::timeout};
+      std::size_t best = std::string::npos;
+      std::size_t resume = 0;
+      if (auto m = framing.find_prompt(raw, prompt_scan, resume)) {
+        best = m->begin;
+        stop = Stop{Stop::prompt, *m};
+      } else {
+        prompt_scan = resume;
+      }
+      for (std::size_t i = 0; i < expect.size(); ++i) {
+        if (expect[i].empty()) continue;
+        const std::size_t pos = raw.find(expect[i], expect_scan);
+        if (pos != std::string::npos && (best == std::string::npos || pos < best)) {
+          best = pos;
+          stop = Stop{Stop::expect, {}, i, pos};
+        }
+      }
+      if (best != std::string::npos) co_return stop;
+      if (longest > 0) expect_scan = raw.size() >= longest ? raw.size() - longest + 1 : 0;
+
+      Clock::time_point until = deadline;
+      if (idle) until = std::min(until, Clock::now() + *idle);
+      switch (co_await read_some(until)) {
+        case ReadStatus::data:
+          break;
+        case ReadStatus::timeout:
+          co_return Stop{Clock::now() >= deadline ? Stop::timeout : Stop::idle};
+        case ReadStatus::eof:
+          // One last look: the prompt may have arrived with the final bytes.
+          if (auto m = framing.find_prompt(raw, prompt_scan, resume)) co_return Stop{Stop::prompt, *m};
+          co_return Stop{Stop::died};
+      }
+    }
+  }
+
+  // Turns raw bytes into observation text, yielding between slices so other sessions and
+  // connections keep running while megabytes are cleaned.
+  asio::awaitable<std::string> clean(std::string_view bytes) {
+    std::string out;
+    while (bytes.size() > kCleanSlice) {
+      std::size_t cut = bytes.rfind('\n', kCleanSlice);
+      cut = (cut == std::string_view::npos || cut == 0) ? kCleanSlice : cut + 1;
+      out += clean_terminal_output(bytes.substr(0, cut));
+      bytes.remove_prefix(cut);
+      co_await asio::post(ex, asio::use_awaitable);
+    }
+    out += clean_terminal_output(bytes);
+    co_return out;
+  }
+
+  // The output up to `end` (bytes of raw), with a notice where a capped middle was dropped;
+  // everything up to `consumed` is removed from the buffer.
+  asio::awaitable<std::string> take_output(std::size_t end, std::size_t consumed) {
+    std::string text;
+    if (!head.empty()) {
+      text = co_await clean(head);
+      text += fmt::format("\n[... {} bytes of output omitted ...]\n", dropped);
+    }
+    text += co_await clean(std::string_view(raw).substr(0, end));
+    raw.erase(0, std::min(consumed, raw.size()));
+    head.clear();
+    dropped = 0;
+    prompt_scan = 0;
+    expect_scan = 0;
+    co_return text;
+  }
+
+  asio::awaitable<std::string> take_all_output() { co_return co_await take_output(raw.size(), raw.size()); }
+
+  // ---- writing ------------------------------------------------------------------------------
+
+  asio::awaitable<void> write(std::string_view bytes) {
+    auto [ec, n] = co_await asio::async_write(master, asio::buffer(bytes.data(), bytes.size()),
+                                              use_tuple);
+    if (ec) {
+      reap();
+      if (reaped || ec == asio::error::eof || ec.value() == EIO) {
+        state = State::dead;
+        throw SessionDiedError(death_description() + "; close the session and create a new one");
+      }
+      throw boost::system::system_error(ec, "writing to bash");
+    }
+  }
+
+  // Programs such as python or gdb change terminal modes; a crash can leave echo on.
+  void restore_terminal_modes() {
+    termios now{};
+    if (::tcgetattr(master.native_handle(), &now) != 0) return;
+    const auto lmask = static_cast<tcflag_t>(ECHO | ICANON | ISIG);
+    if ((now.c_lflag & lmask) != (baseline.c_lflag & lmask) ||
+        (now.c_oflag & ONLCR) != (baseline.c_oflag & ONLCR)) {
+      ::tcsetattr(master.native_handle(), TCSANOW, &baseline);
+    }
+  }
+
+  // ---- start --------------------------------------------------------------------------------
+
+  void spawn_shell() {
+    Fd m(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (m.fd < 0) throw_errno("cannot open a pseudo-terminal");
+    if (::grantpt(m.fd) != 0 || ::unlockpt(m.fd) != 0) throw_errno("cannot unlock the pseudo-terminal");
+    char name[128];
+    if (::ptsname_r(m.fd, name, sizeof name) != 0) throw_errno("ptsname");
+    Fd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (slave.fd < 0) throw_errno("cannot open the terminal");
+
+    termios t{};
+    ::tcgetattr(slave.fd, &t);
+    t.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHOE | ECHOK | ECHONL);
+    t.c_lflag |= ICANON | ISIG;
+    t.c_iflag |= IUTF8;
+    t.c_iflag &= ~static_cast<tcflag_t>(IXON);  // Ctrl-S must not freeze the session
+    ::tcsetattr(slave.fd, TCSANOW, &t);
+    baseline = t;
+    winsize ws{};
+    ws.ws_col = cfg.columns;
+    ws.ws_row = cfg.rows;
+    ::ioctl(slave.fd, TIOCSWINSZ, &ws);
+
+    std::map<std::string, std::string> env;
+    for (char** e = environ; e && *e; ++e) {
+      std::string_view kv(*e);
+      const auto eq = kv.find('=');
+      if (eq != std::string_view::npos) env[std::string(kv.substr(0, eq))] = kv.substr(eq + 1);
+    }
+    for (const auto& [k, v] : cfg.environment) env[k] = v;
+    env["TERM"] = cfg.term;
+    env.erase("PROMPT_COMMAND");
+    env.erase("PS1");
+    std::vector<std::string> envv;
+    for (const auto& [k, v] : env) envv.push_back(k + "=" + v);
+
+    detail::SpawnOptions options;
+    options.argv = {cfg.bash_path, "--noediting"};
+    if (!cfg.load_rc_files) options.argv.push_back("--norc");
+    options.argv.push_back("-i");
+    options.env = std::move(envv);
+    options.controlling_tty = name;
+    detail::SpawnedChild child;
+    try {
+      child = detail::spawn_process(options);
+    } catch (const std::system_error& e) {
+      throw OSError(e.what());
+    }
+    pid = child.pid;
+    pidfd.assign(child.pidfd);
+    master.assign(m.release());
+    master.non_blocking(true);
+    watch_exit();
+    state = State::running;
+  }
+
+  asio::awaitable<CreateBashSessionResponse> start(CreateBashSessionRequest request) {
+    if (state != State::not_started) throw SwerexException("the session was already started");
+    auto self = shared_from_this();
+    auto lock_ = co_await lock();
+    cap = cfg.max_output_bytes ? std::optional<std::size_t>(*cfg.max_output_bytes) : std::nullopt;
+    spawn_shell();
+    const auto deadline = deadline_after(request.startup_timeout);
+    auto fail = [&](const std::string& what) -> asio::awaitable<void> {
+      std::string output = co_await take_all_output();
+      kill_everything();
+      boost::json::object info{{"output", output}};
+      throw PexpectTimeout(
+          fmt::format("{} (startup_timeout {} s); output so far: {}", what,
+                      python_float(request.startup_timeout), python_repr(output)),
+          std::move(info));
+    };
+
+    co_await write(framing.setup_code() + "\n");
+    Stop stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
+    if (stop.kind != Stop::prompt) {
+      co_await fail(stop.kind == Stop::died ? death_description() + " while starting"
+                                            : "bash did not show its prompt in time");
+    }
+    reset_output();  // what the rc files printed before rex's prompt was installed
+    state = State::idle;
+
+    CreateBashSessionResponse response;
+    if (!request.startup_source.empty()) {
+      std::string text;
+      for (const auto& file : request.startup_source) {
+        if (!text.empty()) text += "; ";
+        text += "source " + shell_quote(file);
+      }
+      co_await write(framing.command_line(text));
+      state = State::running;
+      stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
+      if (stop.kind != Stop::prompt) {
+        co_await fail(stop.kind == Stop::died ? death_description() + " in a startup file"
+                                              : "the startup files did not finish in time");
+      }
+      response.output = co_await take_output(stop.match.begin, stop.match.end);
+      state = State::idle;
+    }
+    co_return response;
+  }
+
+  // ---- commands -----------------------------------------------------------------------------
+
+  asio::awaitable<void> check_syntax(const std::string& command) {
+    Fd script(::memfd_create("rex-syntax-check", MFD_CLOEXEC));
+    if (script.fd < 0) throw_errno("memfd_create");
+    for (std::size_t off = 0; off < command.size();) {
+      const ssize_t n = ::write(script.fd, command.data() + off, command.size() - off);
+      if (n < 0) throw_errno("writing the syntax check script");
+      off += static_cast<std::size_t>(n);
+    }
+    ::lseek(script.fd, 0, SEEK_SET);
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0) throw_errno("pipe2");
+    Fd read_end(p[0]), write_end(p[1]);
+
+    detail::SpawnOptions options;
+    options.argv = {cfg.bash_path, "-O", "extglob", "-n"};
+    options.stdin_fd = script.fd;
+    options.stdout_fd = write_end.fd;
+    options.stderr_fd = write_end.fd;
+    detail::SpawnedChild child;
+    try {
+      child = detail::spawn_process(options);
+    } catch (const std::system_error& e) {
+      throw OSError(e.what());
+    }
+    ::close(write_end.release());  // the child holds the only write end now
+    asio::posix::stream_descriptor out(ex, read_end.release());
+    asio::posix::stream_descriptor exited(ex, child.pidfd);
+    std::string messages;
+    std::array<char, 4096> buf{};
+    while (true) {
+      auto [ec, n] = co_await out.async_read_some(asio::buffer(buf), use_tuple);
+      if (ec) break;
+      messages.append(buf.data(), n);
+    }
+    co_await exited.async_wait(asio::posix::descriptor_base::wait_read, use_tuple);
+    int status = 0;
+    ::waitpid(child.pid, &status, 0);
+    const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    if (code == 0) co_return;
+    const std::string stderr_text = utf8_backslashreplace(messages);
+    boost::json::object info{{"bash_stdout", ""}, {"bash_stderr", stderr_text}};
+    throw BashIncorrectSyntaxError(
+        fmt::format("Error (exit code {}) while checking bash command \n{}\n---- Stderr ----\n{}\n"
+                    "---- Stdout ----\n",
+                    code, python_repr(command), stderr_text),
+        std::move(info));
+  }
+
+  // A command left running (timed out, or an interactive program) may have finished since.
+  void notice_finished_command() {
+    if (state != State::running) return;
+    read_available();
+    std::size_t resume = 0;
+    if (auto m = framing.find_prompt(raw, 0, resume)) {
+      state = State::idle;
+      interactive = false;
+    }
+  }
+
+  BashObservation finish(BashObservation obs, const BashAction& action) {
+    if (action.check == "ignore") {
+      obs.exit_code.reset();
+    } else if (action.check == "raise" && obs.exit_code.value_or(0) != 0) {
+      std::string msg = fmt::format("Command {} failed with exit code {}. Here is the output:\n{}",
+                                    python_repr(action.command), *obs.exit_code,
+                                    python_repr(obs.output));
+      if (!action.error_msg.empty()) msg = action.error_msg + ": " + msg;
+      boost::json::object info{{"exit_code", *obs.exit_code}, {"output", obs.output}};
+      throw NonZeroExitCodeError(msg, std::move(info));
+    }
+    return obs;
+  }
+
+  asio::awaitable<BashObservation> run(BashAction action) {
+    auto self = shared_from_this();
+    auto lock_ = co_await lock();
+    ensure_usable();
+    if (action.is_interactive_command || action.is_interactive_quit)
+      co_return co_await run_interactive(std::move(action));
+
+    notice_finished_command();
+    if (state == State::running) {
+      throw SessionBusyError(
+          interactive
+              ? "an interactive program is running in this session: send it input with "
+                "is_interactive_command, leave it with is_interactive_quit, or interrupt it"
+              : "the previous command is still running (it timed out): interrupt it first");
+    }
+    discard_stale_output();
+    if (ShellFraming::is_blank(action.command)) co_return finish(BashObservation{"", 0}, action);
+    if (ShellFraming::is_multiline(action.command)) co_await check_syntax(action.command);
+
+    std::string line;
+    try {
+      line = framing.command_line(action.command);
+    } catch (const std::invalid_argument& e) {
+      throw ValueError(e.what());
+    }
+    restore_terminal_modes();
+    set_cap(action);
+    state = State::running;
+    interactive = false;
+    co_await write(line);
+    const Stop stop = co_await wait_for_end(action.expect, deadline_after(action.timeout),
+                                            idle_limit(action));
+    BashObservation obs;
+    switch (stop.kind) {
+      case Stop::prompt: {
+        state = State::idle;
+        obs.output = co_await take_output(stop.match.begin, stop.match.end);
+        if (!stop.match.ran) {
+          const std::string message = framing.clean_syntax_error(obs.output);
+          boost::json::object info{{"bash_stdout", ""}, {"bash_stderr", message}};
+          throw BashIncorrectSyntaxError(
+              fmt::format("Error (exit code {}) while checking bash command \n{}\n---- Stderr "
+                          "----\n{}\n---- Stdout ----\n",
+                          stop.match.status, python_repr(action.command), message),
+              std::move(info));
+        }
+        obs.exit_code = stop.match.status;
+        obs.expect_string = framing.marker();
+        co_return finish(std::move(obs), action);
+      }
+      case Stop::expect:
+        // The command is still running and waits for input: it now holds the terminal.
+        interactive = true;
+        obs.output = co_await take_output(stop.expect_pos,
+                                          stop.expect_pos + action.expect[stop.expect_index].size());
+        obs.exit_code = 0;
+        obs.expect_string = action.expect[stop.expect_index];
+        co_return obs;
+      default:
+        co_return co_await fail_command(stop, action);
+    }
+  }
+
+  asio::awaitable<BashObservation> run_interactive(BashAction action) {
+    notice_finished_command();
+    if (state == State::idle) discard_stale_output();
+    set_cap(action);
+    state = State::running;
+    interactive = true;
+    co_await write(action.command + "\n");
+    const Stop stop = co_await wait_for_end(action.expect, deadline_after(action.timeout),
+                                            idle_limit(action));
+    BashObservation obs;
+    obs.exit_code = 0;
+    switch (stop.kind) {
+      case Stop::prompt:
+        state = State::idle;
+        interactive = false;
+        obs.output = co_await take_output(stop.match.begin, stop.match.end);
+        obs.expect_string = framing.marker();
+        break;
+      case Stop::expect:
+        obs.output = co_await take_output(stop.expect_pos,
+                                          stop.expect_pos + action.expect[stop.expect_index].size());
+        obs.expect_string = action.expect[stop.expect_index];
+        break;
+      default:
+        co_return co_await fail_command(stop, action);
+    }
+    if (!action.is_interactive_quit) obs.output = strip_interactive_echo(std::move(obs.output), action.command);
+    co_return obs;
+  }
+
+  asio::awaitable<BashObservation> fail_command(const Stop& stop, const BashAction& action) {
+    std::string output = co_await take_all_output();
+    boost::json::object info{{"output", output}};
+    if (stop.kind == Stop::died) {
+      if (state == State::closed)
+        throw SessionDiedError("the session was closed while the command ran", std::move(info));
+      reap();
+      state = State::dead;
+      throw SessionDiedError(death_description() + " while running " + python_repr(action.command),
+                             std::move(info));
+    }
+    // The command keeps running; an interrupt (or its own end) frees the session.
+    if (stop.kind == Stop::idle) {
+      info["no_output_timeout"] = *action.no_output_timeout;
+      throw CommandTimeoutError(
+          fmt::format("no output for {} seconds while running command {}",
+                      python_float(*action.no_output_timeout), python_repr(action.command)),
+          std::move(info));
+    }
+    info["timeout"] = action.timeout ? boost::json::value(*action.timeout) : nullptr;
+    throw CommandTimeoutError(
+        fmt::format("timeout after {} seconds while running command {}",
+                    action.timeout ? python_float(*action.timeout) : std::string("None"),
+                    python_repr(action.command)),
+        std::move(info));
+  }
+
+  void set_cap(const BashAction& action) {
+    const auto limit = action.max_output_bytes ? action.max_output_bytes : cfg.max_output_bytes;
+    cap = limit && *limit > 0 ? std::optional<std::size_t>(static_cast<std::size_t>(*limit))
+                              : std::nullopt;
+  }
+
+  static std::optional<Clock::duration> idle_limit(const BashAction& action) {
+    if (!action.no_output_timeout || *action.no_output_timeout <= 0) return std::nullopt;
+    return std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(*action.no_output_timeout));
+  }
+
+  // ---- interrupt ----------------------------------------------------------------------------
+
+  pid_t foreground_group() {
+    return master.is_open() ? ::tcgetpgrp(master.native_handle()) : -1;
+  }
+
+  // Kills the foreground job; never bash itself. Returns false when there is no such job.
+  bool kill_foreground_job() {
+    const pid_t group = foreground_group();
+    if (group <= 0 || group == pid) return false;
+    return ::kill(-group, SIGKILL) == 0;
+  }
+
+  // Ctrl-C; a foreground job that ignores SIGINT is killed at once instead of waited for.
+  asio::awaitable<void> send_interrupt() {
+    co_await write("\x03");
+    const pid_t group = foreground_group();
+    if (group > 0 && group != pid && ignores_sigint(group)) kill_foreground_job();
+  }
+
+  asio::awaitable<BashObservation> interrupt(BashInterruptAction action) {
+    auto self = shared_from_this();
+    const auto attempt_time = std::chrono::duration_cast<Clock::duration>(
+        std::chrono::duration<double>(std::max(action.timeout, 0.001)));
+    const int attempts = std::max(action.n_retry, 1);
+    ensure_usable();
+
+    Lock lock_;
+    int attempt = 0;
+    if (busy) {
+      // A command is running right now: stop it, then take our turn.
+      for (; attempt < attempts && !lock_; ++attempt) {
+        if (attempt == 0) co_await send_interrupt();
+        else kill_foreground_job();
+        lock_ = co_await lock(Clock::now() + attempt_time);
+      }
+      if (!lock_) {
+        throw PexpectTimeout(fmt::format("could not interrupt the running command after {} attempts",
+                                         attempts));
+      }
+    } else {
+      lock_ = co_await lock();
+    }
+    ensure_usable();
+    notice_finished_command();
+    if (state == State::idle) {
+      discard_stale_output();
+      co_return BashObservation{"", 0, "", framing.marker()};
+    }
+    // At least one attempt here, even if waiting for the running command used them all.
+    for (const int last = std::max(attempts, attempt + 1); attempt < last; ++attempt) {
+      if (attempt == 0) co_await send_interrupt();
+      else kill_foreground_job();
+      const Stop stop = co_await wait_for_end(action.expect, Clock::now() + attempt_time, std::nullopt);
+      if (stop.kind == Stop::prompt) {
+        state = State::idle;
+        interactive = false;
+        std::string output = co_await take_output(stop.match.begin, stop.match.end);
+        co_return BashObservation{trim(std::move(output)), 0, "", framing.marker()};
+      }
+      if (stop.kind == Stop::expect) {
+        std::string output = co_await take_output(
+            stop.expect_pos, stop.expect_pos + action.expect[stop.expect_index].size());
+        co_return BashObservation{trim(std::move(output)), 0, "", action.expect[stop.expect_index]};
+      }
+      if (stop.kind == Stop::died) {
+        state = State::dead;
+        throw SessionDiedError(death_description() + " while being interrupted");
+      }
+    }
+    throw PexpectTimeout("Failed to interrupt session");
+  }
+
+  // ---- close --------------------------------------------------------------------------------
+
+  asio::awaitable<void> close() {
+    auto self = shared_from_this();
+    if (state == State::closed || state == State::not_started) {
+      state = State::closed;
+      co_return;
+    }
+    state = State::closed;  // a command still reading sees the end and reports it
+    kill_session_processes();
+    error_code ignored;
+    master.cancel(ignored);
+    if (!reaped) {
+      // SIGKILL was sent: the pidfd becomes readable promptly; the bound only guards a kernel
+      // that cannot deliver it.
+      exit_signal.expires_after(std::chrono::seconds(10));
+      co_await exit_signal.async_wait(use_tuple);
+      reap();
+    }
+    master.close(ignored);
+    pidfd.close(ignored);
+    state = State::closed;
+  }
+};
+
+BashSession::BashSession(asio::any_io_executor executor, BashSessionConfig config)
+    : impl_(std::make_shared<Impl>(std::move(executor), std::move(config))) {}
+
+BashSession::~BashSession() { impl_->kill_everything(); }
+
+asio::awaitable<CreateBashSessionResponse> BashSession::start(CreateBashSessionRequest request) {
+  return impl_->start(std::move(request));
+}
+
+asio::awaitable<BashObservation> BashSession::run(BashAction action) {
+  return impl_->run(std::move(action));
+}
+
+asio::awaitable<BashObservation> BashSession::interrupt(BashInterruptAction action) {
+  return impl_->interrupt(std::move(action));
+}
+
+asio::awaitable<void> BashSession::close() { return impl_->close(); }
+
+pid_t BashSession::pid() const noexcept { return impl_->pid; }
+
+bool BashSession::alive() const noexcept {
+  return impl_->pid > 0 && impl_->state != Impl::State::dead &&
+         impl_->state != Impl::State::closed && impl_->state != Impl::State::not_started;
+}
+
+}  // namespace rex
