@@ -81,7 +81,8 @@ asio::awaitable<CreateBashSessionResponse> LocalRuntime::create_session(
 asio::awaitable<BashObservation> LocalRuntime::run_in_session(Action action) {
   auto session = impl_->find(session_of(action));
   if (auto* bash = std::get_if<BashAction>(&action)) co_return co_await session->run(std::move(*bash));
-  co_return co_await session->interrupt(std::get<BashInterruptAction>(std::move(action)));
+  auto interrupt = std::get<BashInterruptAction>(std::move(action));
+  co_return co_await session->interrupt(std::move(interrupt));
 }
 
 asio::awaitable<CloseBashSessionResponse> LocalRuntime::close_session(

@@ -228,6 +228,12 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   void on_exit() {
     reap();
+    if (!reaped) {
+      // A readiness report for a descriptor number that was closed and reused can arrive
+      // stale; only an exit that waitpid confirms counts.
+      watch_exit();
+      return;
+    }
     if (state != State::closed) state = State::dead;
     error_code ignored;
     master.cancel(ignored);
@@ -284,6 +290,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   void ensure_usable() {
     if (state == State::closed) throw SessionDiedError("the session was closed");
     if (state == State::not_started) throw SessionNotInitializedError("shell not initialized");
+    if (state == State::dead) reap();
     if (state == State::dead)
       throw SessionDiedError(death_description() + "; close the session and create a new one");
   }
@@ -464,11 +471,22 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // everything up to `consumed` is removed from the buffer.
   asio::awaitable<std::string> take_output(std::size_t end, std::size_t consumed) {
     std::string text;
+    if (!head.empty() && cap) {
+      // Capped: keep only the last half of the cap from the tail as well.
+      const std::size_t half = std::max<std::size_t>(*cap / 2, 1);
+      if (end > half) {
+        const std::size_t cut = end - half;
+        drop_front(cut, true);
+        end -= cut;
+        consumed -= std::min(consumed, cut);
+      }
+    }
     if (!head.empty()) {
       text = co_await clean(head);
       text += fmt::format("\n[... {} bytes of output omitted ...]\n", dropped);
     }
-    text += co_await clean(std::string_view(raw).substr(0, end));
+    const std::string_view body = std::string_view(raw).substr(0, end);
+    text += co_await clean(body);
     raw.erase(0, std::min(consumed, raw.size()));
     head.clear();
     dropped = 0;
@@ -562,6 +580,17 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     state = State::running;
   }
 
+  // Startup failed: end the shell and report what it printed.
+  [[noreturn]] void fail_start(const std::string& what, double timeout) {
+    read_available();
+    std::string output = clean_terminal_output(raw);
+    kill_everything();
+    boost::json::object info{{"output", output}};
+    throw PexpectTimeout(fmt::format("{} (startup_timeout {} s); output so far: {}", what,
+                                     python_float(timeout), python_repr(output)),
+                         std::move(info));
+  }
+
   asio::awaitable<CreateBashSessionResponse> start(CreateBashSessionRequest request) {
     if (state != State::not_started) throw SwerexException("the session was already started");
     auto self = shared_from_this();
@@ -569,21 +598,13 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     cap = cfg.max_output_bytes ? std::optional<std::size_t>(*cfg.max_output_bytes) : std::nullopt;
     spawn_shell();
     const auto deadline = deadline_after(request.startup_timeout);
-    auto fail = [&](const std::string& what) -> asio::awaitable<void> {
-      std::string output = co_await take_all_output();
-      kill_everything();
-      boost::json::object info{{"output", output}};
-      throw PexpectTimeout(
-          fmt::format("{} (startup_timeout {} s); output so far: {}", what,
-                      python_float(request.startup_timeout), python_repr(output)),
-          std::move(info));
-    };
-
-    co_await write(framing.setup_code() + "\n");
+    const std::string setup = framing.setup_code() + "\n";
+    co_await write(setup);
     Stop stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
     if (stop.kind != Stop::prompt) {
-      co_await fail(stop.kind == Stop::died ? death_description() + " while starting"
-                                            : "bash did not show its prompt in time");
+      fail_start(stop.kind == Stop::died ? death_description() + " while starting"
+                                         : "bash did not show its prompt in time",
+                 request.startup_timeout);
     }
     reset_output();  // what the rc files printed before rex's prompt was installed
     state = State::idle;
@@ -595,12 +616,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         if (!text.empty()) text += "; ";
         text += "source " + shell_quote(file);
       }
-      co_await write(framing.command_line(text));
+      const std::string line = framing.command_line(text);
+      co_await write(line);
       state = State::running;
       stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
       if (stop.kind != Stop::prompt) {
-        co_await fail(stop.kind == Stop::died ? death_description() + " in a startup file"
-                                              : "the startup files did not finish in time");
+        fail_start(stop.kind == Stop::died ? death_description() + " in a startup file"
+                                           : "the startup files did not finish in time",
+                   request.startup_timeout);
       }
       response.output = co_await take_output(stop.match.begin, stop.match.end);
       state = State::idle;
@@ -713,8 +736,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     state = State::running;
     interactive = false;
     co_await write(line);
-    const Stop stop = co_await wait_for_end(action.expect, deadline_after(action.timeout),
-                                            idle_limit(action));
+    const auto deadline = deadline_after(action.timeout);
+    const auto idle = idle_limit(action);
+    const Stop stop = co_await wait_for_end(action.expect, deadline, idle);
     BashObservation obs;
     switch (stop.kind) {
       case Stop::prompt: {
@@ -752,9 +776,11 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     set_cap(action);
     state = State::running;
     interactive = true;
-    co_await write(action.command + "\n");
-    const Stop stop = co_await wait_for_end(action.expect, deadline_after(action.timeout),
-                                            idle_limit(action));
+    const std::string input = action.command + "\n";
+    co_await write(input);
+    const auto deadline = deadline_after(action.timeout);
+    const auto idle = idle_limit(action);
+    const Stop stop = co_await wait_for_end(action.expect, deadline, idle);
     BashObservation obs;
     obs.exit_code = 0;
     switch (stop.kind) {
@@ -849,7 +875,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       for (; attempt < attempts && !lock_; ++attempt) {
         if (attempt == 0) co_await send_interrupt();
         else kill_foreground_job();
-        lock_ = co_await lock(Clock::now() + attempt_time);
+        const auto until = Clock::now() + attempt_time;
+        lock_ = co_await lock(until);
       }
       if (!lock_) {
         throw PexpectTimeout(fmt::format("could not interrupt the running command after {} attempts",
@@ -868,7 +895,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     for (const int last = std::max(attempts, attempt + 1); attempt < last; ++attempt) {
       if (attempt == 0) co_await send_interrupt();
       else kill_foreground_job();
-      const Stop stop = co_await wait_for_end(action.expect, Clock::now() + attempt_time, std::nullopt);
+      const auto until = Clock::now() + attempt_time;
+      const Stop stop = co_await wait_for_end(action.expect, until, std::nullopt);
       if (stop.kind == Stop::prompt) {
         state = State::idle;
         interactive = false;

@@ -111,9 +111,10 @@ std::string clean_terminal_output(std::string_view raw) {
     } else if (b == 0x1b) {
       i += escape_length(raw, i);
     } else if (b == '\n') {
-      // CRLF -> LF, also when an escape sequence stood between the two.
-      if (!out.empty() && out.back() == '\r') out.back() = '\n';
-      else out += '\n';
+      // CRLF -> LF, also when an escape sequence stood between the two, and CRCRLF (a program
+      // that writes CRLF itself, through the terminal's own LF -> CRLF) as well.
+      while (!out.empty() && out.back() == '\r') out.pop_back();
+      out += '\n';
       ++i;
     } else {
       // Plain ASCII run up to the next byte that needs attention.

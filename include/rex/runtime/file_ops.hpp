@@ -33,8 +33,9 @@ void write_file_sync(const WriteFileRequest& request);
 ///   and devices are skipped;
 /// - unzip=true: source_path is a zip archive extracted into target_path (created). Entries
 ///   that would land outside target_path (absolute, "..", through or as a symlink pointing
-///   out) make it a ValueError naming the entry; the archive is checked before anything is
-///   written, so nothing of it is extracted then.
+///   out) make it a ValueError naming the entry. The archive is checked before anything is
+///   written, so nothing of it is extracted then; only a symlink that was already in
+///   target_path, met on an entry's way, stops the extraction at that entry.
 void upload_sync(const UploadRequest& request);
 
 // --- Pure helpers (no I/O), shared with the process runner -----------------------------------
