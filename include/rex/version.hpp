@@ -5,6 +5,8 @@
 
 namespace rex {
 
-inline constexpr std::string_view version() noexcept { return "0.1.0"; }
+inline constexpr std::string_view version() noexcept {
+  return "0.1.0";
+}
 
 }  // namespace rex

@@ -5,11 +5,11 @@
 #include <rex/protocol/json.hpp>
 #include <rex/rex.hpp>
 
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/json/serialize.hpp>
-#include <fmt/format.h>
 
 #include <sys/resource.h>
 
@@ -62,13 +62,15 @@ std::vector<rex::Action> demo_actions() {
 
 std::vector<rex::Action> load_actions(const std::string& path) {
   std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open actions file '" + path + "'");
+  if (!in)
+    throw std::runtime_error("cannot open actions file '" + path + "'");
   std::vector<rex::Action> actions;
   std::string line;
   int number = 0;
   while (std::getline(in, line)) {
     ++number;
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
     try {
       actions.push_back(rex::parse_json<rex::Action>(line));
     } catch (const rex::ProtocolError& e) {
@@ -78,12 +80,14 @@ std::vector<rex::Action> load_actions(const std::string& path) {
   return actions;
 }
 
-void print_step(const rex::Action& action, const rex::BashObservation* obs, const std::string* error,
-                double ms, bool json) {
+void print_step(const rex::Action& action, const rex::BashObservation* obs,
+                const std::string* error, double ms, bool json) {
   if (json) {
     boost::json::object line{{"action", rex::to_json(action)}, {"elapsed_ms", ms}};
-    if (obs) line["observation"] = rex::to_json(*obs);
-    if (error) line["error"] = *error;
+    if (obs)
+      line["observation"] = rex::to_json(*obs);
+    if (error)
+      line["error"] = *error;
     std::cout << boost::json::serialize(line) << '\n';
     return;
   }
@@ -95,11 +99,13 @@ void print_step(const rex::Action& action, const rex::BashObservation* obs, cons
   }
   if (obs) {
     std::cout << obs->output;
-    if (!obs->output.empty() && obs->output.back() != '\n') std::cout << '\n';
+    if (!obs->output.empty() && obs->output.back() != '\n')
+      std::cout << '\n';
     std::cout << fmt::format("[exit {}, {:.2f} ms]\n",
                              obs->exit_code ? std::to_string(*obs->exit_code) : "none", ms);
   }
-  if (error) std::cout << fmt::format("[error: {}, {:.2f} ms]\n", *error, ms);
+  if (error)
+    std::cout << fmt::format("[error: {}, {:.2f} ms]\n", *error, ms);
 }
 
 asio::awaitable<int> run_actions(rex::Runtime& runtime, RunOptions options,
@@ -109,7 +115,8 @@ asio::awaitable<int> run_actions(rex::Runtime& runtime, RunOptions options,
   create.startup_source = options.startup_source;
   create.startup_timeout = 10.0;
   auto created = co_await runtime.create_session(create);
-  if (!created.output.empty() && !options.json) std::cout << created.output;
+  if (!created.output.empty() && !options.json)
+    std::cout << created.output;
   for (const auto& action : actions) {
     const auto t0 = Clock::now();
     try {
@@ -129,7 +136,8 @@ asio::awaitable<int> run_actions(rex::Runtime& runtime, RunOptions options,
 
 int run_command(const RunOptions& options) {
   std::vector<rex::Action> actions;
-  if (options.demo) actions = demo_actions();
+  if (options.demo)
+    actions = demo_actions();
   if (!options.actions_file.empty()) {
     auto more = load_actions(options.actions_file);
     actions.insert(actions.end(), more.begin(), more.end());
@@ -155,7 +163,8 @@ int run_command(const RunOptions& options) {
                    status = s;
                  });
   io.run();
-  if (error) std::rethrow_exception(error);
+  if (error)
+    std::rethrow_exception(error);
   return status;
 }
 
@@ -175,13 +184,19 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string(rex::version()));
 
   RunOptions run;
-  auto* run_cmd = app.add_subcommand("run", "Run commands in a local bash session and print the observations");
+  auto* run_cmd =
+      app.add_subcommand("run", "Run commands in a local bash session and print the observations");
   run_cmd->add_option("commands", run.commands, "Commands to run, one observation each");
-  run_cmd->add_flag("--demo", run.demo, "Run a short built-in demonstration (shell state, exit codes, python3)");
-  run_cmd->add_option("--actions", run.actions_file, "A JSON-lines file of actions (bash or bash_interrupt)")
+  run_cmd->add_flag("--demo", run.demo,
+                    "Run a short built-in demonstration (shell state, exit codes, python3)");
+  run_cmd
+      ->add_option("--actions", run.actions_file,
+                   "A JSON-lines file of actions (bash or bash_interrupt)")
       ->check(CLI::ExistingFile);
-  run_cmd->add_option("--timeout", run.timeout, "Timeout per command in seconds")->capture_default_str();
-  run_cmd->add_option("--startup-source", run.startup_source, "Files to source when the session starts");
+  run_cmd->add_option("--timeout", run.timeout, "Timeout per command in seconds")
+      ->capture_default_str();
+  run_cmd->add_option("--startup-source", run.startup_source,
+                      "Files to source when the session starts");
   run_cmd->add_flag("--json", run.json, "Print one JSON object per step");
 
   app.add_subcommand("version", "Print the version")->callback([] {
@@ -191,7 +206,8 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   raise_fd_limit();
   try {
-    if (run_cmd->parsed()) return run_command(run);
+    if (run_cmd->parsed())
+      return run_command(run);
   } catch (const std::exception& e) {
     std::cerr << "rex: " << e.what() << '\n';
     return 1;

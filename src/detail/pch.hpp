@@ -1,8 +1,8 @@
 // Precompiled header shared by the library, the CLI and the tests: the heavy, stable headers.
 #pragma once
+#include <fmt/format.h>
 #include <boost/asio.hpp>
 #include <boost/json.hpp>
-#include <fmt/format.h>
 
 #include <chrono>
 #include <map>

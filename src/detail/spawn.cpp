@@ -35,13 +35,15 @@ struct Attributes {
 };
 
 void check(int rc, const char* what) {
-  if (rc != 0) throw std::system_error(rc, std::generic_category(), what);
+  if (rc != 0)
+    throw std::system_error(rc, std::generic_category(), what);
 }
 
 std::vector<char*> to_c_array(const std::vector<std::string>& v) {
   std::vector<char*> out;
   out.reserve(v.size() + 1);
-  for (const auto& s : v) out.push_back(const_cast<char*>(s.c_str()));
+  for (const auto& s : v)
+    out.push_back(const_cast<char*>(s.c_str()));
   out.push_back(nullptr);
   return out;
 }
@@ -55,11 +57,13 @@ bool is_executable_file(const std::string& path) {
 
 std::string find_program(const std::string& name,
                          const std::optional<std::vector<std::string>>& env) {
-  if (name.empty() || name.find('/') != std::string::npos) return name;
+  if (name.empty() || name.find('/') != std::string::npos)
+    return name;
   std::string_view path = "/usr/local/bin:/usr/bin:/bin";
   if (env) {
     for (const auto& e : *env)
-      if (e.starts_with("PATH=")) path = std::string_view(e).substr(5);
+      if (e.starts_with("PATH="))
+        path = std::string_view(e).substr(5);
   } else if (const char* p = ::getenv("PATH")) {
     path = p;
   }
@@ -67,15 +71,18 @@ std::string find_program(const std::string& name,
     auto colon = path.find(':');
     std::string dir(path.substr(0, colon));
     std::string candidate = (dir.empty() ? std::string(".") : dir) + "/" + name;
-    if (is_executable_file(candidate)) return candidate;
-    if (colon == std::string_view::npos) break;
+    if (is_executable_file(candidate))
+      return candidate;
+    if (colon == std::string_view::npos)
+      break;
     path.remove_prefix(colon + 1);
   }
   return name;  // not found: exec reports ENOENT with the name
 }
 
 SpawnedChild spawn_process(const SpawnOptions& options) {
-  if (options.argv.empty()) throw std::invalid_argument("spawn_process: empty argv");
+  if (options.argv.empty())
+    throw std::invalid_argument("spawn_process: empty argv");
   FileActions fa;
   Attributes attr;
 
@@ -113,7 +120,8 @@ SpawnedChild spawn_process(const SpawnOptions& options) {
       }
     }
   }
-  check(posix_spawn_file_actions_addclosefrom_np(&fa.a, 3), "posix_spawn_file_actions_addclosefrom_np");
+  check(posix_spawn_file_actions_addclosefrom_np(&fa.a, 3),
+        "posix_spawn_file_actions_addclosefrom_np");
   if (options.cwd) {
     check(posix_spawn_file_actions_addchdir_np(&fa.a, options.cwd->c_str()),
           "posix_spawn_file_actions_addchdir_np");
@@ -122,14 +130,16 @@ SpawnedChild spawn_process(const SpawnOptions& options) {
   const std::string program = find_program(options.argv.front(), options.env);
   auto argv = to_c_array(options.argv);
   std::vector<char*> envp;
-  if (options.env) envp = to_c_array(*options.env);
+  if (options.env)
+    envp = to_c_array(*options.env);
 
   pid_t pid = -1;
   int rc = ::posix_spawn(&pid, program.c_str(), &fa.a, &attr.a, argv.data(),
                          options.env ? envp.data() : environ);
   if (rc != 0) {
     std::string what = "cannot start '" + options.argv.front() + "'";
-    if (options.cwd) what += " in '" + *options.cwd + "'";
+    if (options.cwd)
+      what += " in '" + *options.cwd + "'";
     throw std::system_error(rc, std::generic_category(), what);
   }
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));

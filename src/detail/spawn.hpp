@@ -11,8 +11,8 @@
 namespace rex::detail {
 
 struct SpawnOptions {
-  std::vector<std::string> argv;                 // argv[0] is looked up in PATH when it has no '/'
-  std::optional<std::vector<std::string>> env;   // "NAME=value" entries; none = inherit ours
+  std::vector<std::string> argv;                // argv[0] is looked up in PATH when it has no '/'
+  std::optional<std::vector<std::string>> env;  // "NAME=value" entries; none = inherit ours
   std::optional<std::string> cwd;
   // File descriptors of ours that become the child's 0, 1 and 2; -1 means /dev/null.
   int stdin_fd = -1;

@@ -1,9 +1,9 @@
 #include <rex/runtime/local_runtime.hpp>
 
 #include <rex/protocol/exceptions.hpp>
+#include <rex/protocol/python_repr.hpp>
 #include <rex/runtime/file_ops.hpp>
 #include <rex/runtime/process_runner.hpp>
-#include <rex/protocol/python_repr.hpp>
 #include <rex/session/shell_framing.hpp>
 
 #include <boost/asio/co_spawn.hpp>
@@ -17,7 +17,9 @@ namespace rex {
 
 struct LocalRuntime::Impl {
   Impl(asio::any_io_executor executor, LocalRuntimeConfig config)
-      : ex(std::move(executor)), cfg(std::move(config)), files(std::max<std::size_t>(cfg.file_threads, 1)) {}
+      : ex(std::move(executor)),
+        cfg(std::move(config)),
+        files(std::max<std::size_t>(cfg.file_threads, 1)) {}
 
   ~Impl() {
     sessions.clear();  // each session kills its processes as it goes
@@ -57,7 +59,9 @@ LocalRuntime::LocalRuntime(asio::any_io_executor executor, LocalRuntimeConfig co
 
 LocalRuntime::~LocalRuntime() = default;
 
-asio::awaitable<IsAliveResponse> LocalRuntime::is_alive() { co_return IsAliveResponse{true, ""}; }
+asio::awaitable<IsAliveResponse> LocalRuntime::is_alive() {
+  co_return IsAliveResponse{true, ""};
+}
 
 asio::awaitable<CreateBashSessionResponse> LocalRuntime::create_session(
     CreateBashSessionRequest request) {
@@ -80,7 +84,8 @@ asio::awaitable<CreateBashSessionResponse> LocalRuntime::create_session(
 
 asio::awaitable<BashObservation> LocalRuntime::run_in_session(Action action) {
   auto session = impl_->find(session_of(action));
-  if (auto* bash = std::get_if<BashAction>(&action)) co_return co_await session->run(std::move(*bash));
+  if (auto* bash = std::get_if<BashAction>(&action))
+    co_return co_await session->run(std::move(*bash));
   auto interrupt = std::get<BashInterruptAction>(std::move(action));
   co_return co_await session->interrupt(std::move(interrupt));
 }
@@ -124,11 +129,14 @@ asio::awaitable<CloseResponse> LocalRuntime::close() {
   auto sessions = std::move(impl_->sessions);
   impl_->sessions.clear();
   for (auto& [name, session] : sessions) {
-    if (session) co_await session->close();
+    if (session)
+      co_await session->close();
   }
   co_return CloseResponse{};
 }
 
-std::size_t LocalRuntime::session_count() const noexcept { return impl_->sessions.size(); }
+std::size_t LocalRuntime::session_count() const noexcept {
+  return impl_->sessions.size();
+}
 
 }  // namespace rex

@@ -1,20 +1,20 @@
 #include <rex/session/bash_session.hpp>
 
 #include <rex/protocol/exceptions.hpp>
-#include <rex/session/output.hpp>
 #include <rex/protocol/python_repr.hpp>
+#include <rex/session/output.hpp>
 #include <rex/session/shell_framing.hpp>
 
 #include "detail/spawn.hpp"
 
+#include <fmt/format.h>
 #include <boost/asio/as_tuple.hpp>
-#include <boost/asio/post.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
-#include <fmt/format.h>
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -47,22 +47,26 @@ constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kCleanSlice = 1 << 20;  // yield to other work between 1 MiB slices
 
 Clock::time_point deadline_after(std::optional<double> seconds) {
-  if (!seconds || *seconds < 0) return Clock::time_point::max();
+  if (!seconds || *seconds < 0)
+    return Clock::time_point::max();
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(std::min(*seconds, 1e9)));
 }
 
 // Python's str(float): "5.0", "0.5".
 std::string python_float(double v) {
-  if (v == static_cast<double>(static_cast<long long>(v))) return fmt::format("{:.1f}", v);
+  if (v == static_cast<double>(static_cast<long long>(v)))
+    return fmt::format("{:.1f}", v);
   return fmt::format("{}", v);
 }
 
 std::string shell_quote(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
+    if (c == '\'')
+      out += "'\\''";
+    else
+      out += c;
   }
   out += '\'';
   return out;
@@ -72,7 +76,8 @@ std::string shell_quote(std::string_view s) {
 std::string strip_interactive_echo(std::string output, std::string_view command) {
   auto first = output.find_first_not_of(" \t\n\r\f\v");
   output.erase(0, first == std::string::npos ? output.size() : first);
-  if (output.starts_with(command)) output.erase(0, command.size());
+  if (output.starts_with(command))
+    output.erase(0, command.size());
   first = output.find_first_not_of(" \t\n\r\f\v");
   output.erase(0, first == std::string::npos ? output.size() : first);
   auto last = output.find_last_not_of(" \t\n\r\f\v");
@@ -80,29 +85,36 @@ std::string strip_interactive_echo(std::string output, std::string_view command)
   return output;
 }
 
-std::string trim(std::string s) { return strip_interactive_echo(std::move(s), {}); }
+std::string trim(std::string s) {
+  return strip_interactive_echo(std::move(s), {});
+}
 
 // Every process whose session is `sid` (bash's jobs and their children).
 std::vector<pid_t> session_members(pid_t sid) {
   std::vector<pid_t> out;
   DIR* dir = ::opendir("/proc");
-  if (!dir) return out;
+  if (!dir)
+    return out;
   while (dirent* e = ::readdir(dir)) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0') continue;
+    if (pid <= 0 || *end != '\0')
+      continue;
     char path[64];
     std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
     const int fd = ::open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) continue;
+    if (fd < 0)
+      continue;
     char buf[512];
     const ssize_t n = ::read(fd, buf, sizeof buf - 1);
     ::close(fd);
-    if (n <= 0) continue;
+    if (n <= 0)
+      continue;
     buf[n] = '\0';
     // Fields after the command name (which may hold spaces): state ppid pgrp session ...
     const char* p = std::strrchr(buf, ')');
-    if (!p) continue;
+    if (!p)
+      continue;
     char state = 0;
     long ppid = 0, pgrp = 0, session = 0;
     if (std::sscanf(p + 1, " %c %ld %ld %ld", &state, &ppid, &pgrp, &session) == 4 &&
@@ -130,7 +142,8 @@ struct Fd {
   int fd = -1;
   explicit Fd(int f = -1) : fd(f) {}
   ~Fd() {
-    if (fd >= 0) ::close(fd);
+    if (fd >= 0)
+      ::close(fd);
   }
   Fd(const Fd&) = delete;
   Fd& operator=(const Fd&) = delete;
@@ -160,13 +173,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     Lock(Lock&& o) noexcept : impl_(std::move(o.impl_)) {}
     Lock& operator=(Lock&& o) noexcept {
       if (this != &o) {
-        if (impl_) impl_->unlock();
+        if (impl_)
+          impl_->unlock();
         impl_ = std::move(o.impl_);
       }
       return *this;
     }
     ~Lock() {
-      if (impl_) impl_->unlock();
+      if (impl_)
+        impl_->unlock();
     }
     explicit operator bool() const { return impl_ != nullptr; }
 
@@ -234,13 +249,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       watch_exit();
       return;
     }
-    if (state != State::closed) state = State::dead;
+    if (state != State::closed)
+      state = State::dead;
     error_code ignored;
     master.cancel(ignored);
   }
 
   void reap() {
-    if (reaped || pid <= 0) return;
+    if (reaped || pid <= 0)
+      return;
     int status = 0;
     const pid_t r = ::waitpid(pid, &status, WNOHANG);
     if (r == pid || (r < 0 && errno == ECHILD)) {
@@ -253,16 +270,20 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   void watch_exit() {
     pidfd.async_wait(asio::posix::descriptor_base::wait_read,
                      [w = weak_from_this()](const error_code& ec) {
-                       if (auto self = w.lock(); self && !ec) self->on_exit();
+                       if (auto self = w.lock(); self && !ec)
+                         self->on_exit();
                      });
   }
 
   // SIGKILL to bash's process group and to every process of its session.
   void kill_session_processes() {
-    if (pid <= 0) return;
-    if (!reaped) ::kill(-pid, SIGKILL);
+    if (pid <= 0)
+      return;
+    if (!reaped)
+      ::kill(-pid, SIGKILL);
     for (int pass = 0; pass < 2; ++pass) {
-      for (pid_t member : session_members(pid)) ::kill(member, SIGKILL);
+      for (pid_t member : session_members(pid))
+        ::kill(member, SIGKILL);
     }
   }
 
@@ -280,7 +301,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   std::string death_description() const {
-    if (!reaped) return "bash is no longer running";
+    if (!reaped)
+      return "bash is no longer running";
     if (WIFSIGNALED(wait_status))
       return fmt::format("bash was killed by signal {} ({})", WTERMSIG(wait_status),
                          ::strsignal(WTERMSIG(wait_status)));
@@ -288,9 +310,12 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void ensure_usable() {
-    if (state == State::closed) throw SessionDiedError("the session was closed");
-    if (state == State::not_started) throw SessionNotInitializedError("shell not initialized");
-    if (state == State::dead) reap();
+    if (state == State::closed)
+      throw SessionDiedError("the session was closed");
+    if (state == State::not_started)
+      throw SessionNotInitializedError("shell not initialized");
+    if (state == State::dead)
+      reap();
     if (state == State::dead)
       throw SessionDiedError(death_description() + "; close the session and create a new one");
   }
@@ -307,7 +332,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     waiters.push_back(waiter);
     waiter->timer.expires_at(deadline);
     auto [ec] = co_await waiter->timer.async_wait(use_tuple);
-    if (waiter->granted) co_return Lock(shared_from_this());
+    if (waiter->granted)
+      co_return Lock(shared_from_this());
     std::erase(waiters, waiter);
     if (ec == asio::error::operation_aborted)
       throw boost::system::system_error(ec, "waiting for the session");
@@ -332,30 +358,35 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   void append(const char* data, std::size_t n) {
     raw.append(data, n);
     // Capped: keep the first half of the cap and a sliding tail; compact in large steps.
-    if (!cap || raw.size() <= *cap + (64 << 10)) return;
+    if (!cap || raw.size() <= *cap + (64 << 10))
+      return;
     const std::size_t half = std::max<std::size_t>(*cap / 2, 1);
     if (head.empty()) {
       head.assign(raw, 0, half);
       drop_front(half, false);
     }
     const std::size_t keep = half + 4096;  // room for a prompt split across reads
-    if (raw.size() > keep) drop_front(raw.size() - keep, true);
+    if (raw.size() > keep)
+      drop_front(raw.size() - keep, true);
   }
 
   void drop_front(std::size_t n, bool count) {
     raw.erase(0, n);
-    if (count) dropped += n;
+    if (count)
+      dropped += n;
     prompt_scan = prompt_scan > n ? prompt_scan - n : 0;
     expect_scan = expect_scan > n ? expect_scan - n : 0;
   }
 
   // Non-blocking: reads whatever bash has already written.
   void read_available() {
-    if (!master.is_open()) return;
+    if (!master.is_open())
+      return;
     error_code ec;
     while (true) {
       const std::size_t n = master.read_some(asio::buffer(chunk), ec);
-      if (ec || n == 0) return;
+      if (ec || n == 0)
+        return;
       append(chunk.data(), n);
     }
   }
@@ -385,7 +416,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       read_timer.expires_at(deadline);
       read_timer.async_wait([w = weak_from_this(), gen](const error_code& ec) {
         auto self = w.lock();
-        if (!self || ec || self->read_gen != gen) return;
+        if (!self || ec || self->read_gen != gen)
+          return;
         self->timed_out_gen = gen;
         error_code ignored;
         self->master.cancel(ignored);
@@ -393,13 +425,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     }
     auto [ec, n] = co_await master.async_read_some(asio::buffer(chunk), use_tuple);
     ++read_gen;  // a timer handler still queued for this read now does nothing
-    if (timed) read_timer.cancel();
+    if (timed)
+      read_timer.cancel();
     if (!ec) {
       append(chunk.data(), n);
       co_return ReadStatus::data;
     }
     if (ec == asio::error::operation_aborted) {
-      if (timed_out_gen == gen) co_return ReadStatus::timeout;
+      if (timed_out_gen == gen)
+        co_return ReadStatus::timeout;
       if (state == State::dead || state == State::closed) {
         read_available();
         co_return ReadStatus::eof;
@@ -415,7 +449,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                                      Clock::time_point deadline,
                                      std::optional<Clock::duration> idle) {
     std::size_t longest = 0;
-    for (const auto& e : expect) longest = std::max(longest, e.size());
+    for (const auto& e : expect)
+      longest = std::max(longest, e.size());
     while (true) {
       Stop stop{Stop::timeout};
       std::size_t best = std::string::npos;
@@ -427,18 +462,22 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         prompt_scan = resume;
       }
       for (std::size_t i = 0; i < expect.size(); ++i) {
-        if (expect[i].empty()) continue;
+        if (expect[i].empty())
+          continue;
         const std::size_t pos = raw.find(expect[i], expect_scan);
         if (pos != std::string::npos && (best == std::string::npos || pos < best)) {
           best = pos;
           stop = Stop{Stop::expect, {}, i, pos};
         }
       }
-      if (best != std::string::npos) co_return stop;
-      if (longest > 0) expect_scan = raw.size() >= longest ? raw.size() - longest + 1 : 0;
+      if (best != std::string::npos)
+        co_return stop;
+      if (longest > 0)
+        expect_scan = raw.size() >= longest ? raw.size() - longest + 1 : 0;
 
       Clock::time_point until = deadline;
-      if (idle) until = std::min(until, Clock::now() + *idle);
+      if (idle)
+        until = std::min(until, Clock::now() + *idle);
       switch (co_await read_some(until)) {
         case ReadStatus::data:
           break;
@@ -446,7 +485,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
           co_return Stop{Clock::now() >= deadline ? Stop::timeout : Stop::idle};
         case ReadStatus::eof:
           // One last look: the prompt may have arrived with the final bytes.
-          if (auto m = framing.find_prompt(raw, prompt_scan, resume)) co_return Stop{Stop::prompt, *m};
+          if (auto m = framing.find_prompt(raw, prompt_scan, resume))
+            co_return Stop{Stop::prompt, *m};
           co_return Stop{Stop::died};
       }
     }
@@ -495,13 +535,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     co_return text;
   }
 
-  asio::awaitable<std::string> take_all_output() { co_return co_await take_output(raw.size(), raw.size()); }
+  asio::awaitable<std::string> take_all_output() {
+    co_return co_await take_output(raw.size(), raw.size());
+  }
 
   // ---- writing ------------------------------------------------------------------------------
 
   asio::awaitable<void> write(std::string_view bytes) {
-    auto [ec, n] = co_await asio::async_write(master, asio::buffer(bytes.data(), bytes.size()),
-                                              use_tuple);
+    auto [ec, n] =
+        co_await asio::async_write(master, asio::buffer(bytes.data(), bytes.size()), use_tuple);
     if (ec) {
       reap();
       if (reaped || ec == asio::error::eof || ec.value() == EIO) {
@@ -515,7 +557,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // Programs such as python or gdb change terminal modes; a crash can leave echo on.
   void restore_terminal_modes() {
     termios now{};
-    if (::tcgetattr(master.native_handle(), &now) != 0) return;
+    if (::tcgetattr(master.native_handle(), &now) != 0)
+      return;
     const auto lmask = static_cast<tcflag_t>(ECHO | ICANON | ISIG);
     if ((now.c_lflag & lmask) != (baseline.c_lflag & lmask) ||
         (now.c_oflag & ONLCR) != (baseline.c_oflag & ONLCR)) {
@@ -527,12 +570,16 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   void spawn_shell() {
     Fd m(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (m.fd < 0) throw_errno("cannot open a pseudo-terminal");
-    if (::grantpt(m.fd) != 0 || ::unlockpt(m.fd) != 0) throw_errno("cannot unlock the pseudo-terminal");
+    if (m.fd < 0)
+      throw_errno("cannot open a pseudo-terminal");
+    if (::grantpt(m.fd) != 0 || ::unlockpt(m.fd) != 0)
+      throw_errno("cannot unlock the pseudo-terminal");
     char name[128];
-    if (::ptsname_r(m.fd, name, sizeof name) != 0) throw_errno("ptsname");
+    if (::ptsname_r(m.fd, name, sizeof name) != 0)
+      throw_errno("ptsname");
     Fd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (slave.fd < 0) throw_errno("cannot open the terminal");
+    if (slave.fd < 0)
+      throw_errno("cannot open the terminal");
 
     termios t{};
     ::tcgetattr(slave.fd, &t);
@@ -551,18 +598,22 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     for (char** e = environ; e && *e; ++e) {
       std::string_view kv(*e);
       const auto eq = kv.find('=');
-      if (eq != std::string_view::npos) env[std::string(kv.substr(0, eq))] = kv.substr(eq + 1);
+      if (eq != std::string_view::npos)
+        env[std::string(kv.substr(0, eq))] = kv.substr(eq + 1);
     }
-    for (const auto& [k, v] : cfg.environment) env[k] = v;
+    for (const auto& [k, v] : cfg.environment)
+      env[k] = v;
     env["TERM"] = cfg.term;
     env.erase("PROMPT_COMMAND");
     env.erase("PS1");
     std::vector<std::string> envv;
-    for (const auto& [k, v] : env) envv.push_back(k + "=" + v);
+    for (const auto& [k, v] : env)
+      envv.push_back(k + "=" + v);
 
     detail::SpawnOptions options;
     options.argv = {cfg.bash_path, "--noediting"};
-    if (!cfg.load_rc_files) options.argv.push_back("--norc");
+    if (!cfg.load_rc_files)
+      options.argv.push_back("--norc");
     options.argv.push_back("-i");
     options.env = std::move(envv);
     options.controlling_tty = name;
@@ -592,7 +643,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   asio::awaitable<CreateBashSessionResponse> start(CreateBashSessionRequest request) {
-    if (state != State::not_started) throw SwerexException("the session was already started");
+    if (state != State::not_started)
+      throw SwerexException("the session was already started");
     auto self = shared_from_this();
     auto lock_ = co_await lock();
     cap = cfg.max_output_bytes ? std::optional<std::size_t>(*cfg.max_output_bytes) : std::nullopt;
@@ -613,7 +665,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (!request.startup_source.empty()) {
       std::string text;
       for (const auto& file : request.startup_source) {
-        if (!text.empty()) text += "; ";
+        if (!text.empty())
+          text += "; ";
         text += "source " + shell_quote(file);
       }
       const std::string line = framing.command_line(text);
@@ -635,15 +688,18 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   asio::awaitable<void> check_syntax(const std::string& command) {
     Fd script(::memfd_create("rex-syntax-check", MFD_CLOEXEC));
-    if (script.fd < 0) throw_errno("memfd_create");
+    if (script.fd < 0)
+      throw_errno("memfd_create");
     for (std::size_t off = 0; off < command.size();) {
       const ssize_t n = ::write(script.fd, command.data() + off, command.size() - off);
-      if (n < 0) throw_errno("writing the syntax check script");
+      if (n < 0)
+        throw_errno("writing the syntax check script");
       off += static_cast<std::size_t>(n);
     }
     ::lseek(script.fd, 0, SEEK_SET);
     int p[2];
-    if (::pipe2(p, O_CLOEXEC) != 0) throw_errno("pipe2");
+    if (::pipe2(p, O_CLOEXEC) != 0)
+      throw_errno("pipe2");
     Fd read_end(p[0]), write_end(p[1]);
 
     detail::SpawnOptions options;
@@ -664,14 +720,16 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     std::array<char, 4096> buf{};
     while (true) {
       auto [ec, n] = co_await out.async_read_some(asio::buffer(buf), use_tuple);
-      if (ec) break;
+      if (ec)
+        break;
       messages.append(buf.data(), n);
     }
     co_await exited.async_wait(asio::posix::descriptor_base::wait_read, use_tuple);
     int status = 0;
     ::waitpid(child.pid, &status, 0);
     const int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (code == 0) co_return;
+    if (code == 0)
+      co_return;
     const std::string stderr_text = utf8_backslashreplace(messages);
     boost::json::object info{{"bash_stdout", ""}, {"bash_stderr", stderr_text}};
     throw BashIncorrectSyntaxError(
@@ -683,7 +741,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   // A command left running (timed out, or an interactive program) may have finished since.
   void notice_finished_command() {
-    if (state != State::running) return;
+    if (state != State::running)
+      return;
     read_available();
     std::size_t resume = 0;
     if (auto m = framing.find_prompt(raw, 0, resume)) {
@@ -696,10 +755,11 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (action.check == "ignore") {
       obs.exit_code.reset();
     } else if (action.check == "raise" && obs.exit_code.value_or(0) != 0) {
-      std::string msg = fmt::format("Command {} failed with exit code {}. Here is the output:\n{}",
-                                    python_repr(action.command), *obs.exit_code,
-                                    python_repr(obs.output));
-      if (!action.error_msg.empty()) msg = action.error_msg + ": " + msg;
+      std::string msg =
+          fmt::format("Command {} failed with exit code {}. Here is the output:\n{}",
+                      python_repr(action.command), *obs.exit_code, python_repr(obs.output));
+      if (!action.error_msg.empty())
+        msg = action.error_msg + ": " + msg;
       boost::json::object info{{"exit_code", *obs.exit_code}, {"output", obs.output}};
       throw NonZeroExitCodeError(msg, std::move(info));
     }
@@ -716,14 +776,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     notice_finished_command();
     if (state == State::running) {
       throw SessionBusyError(
-          interactive
-              ? "an interactive program is running in this session: send it input with "
-                "is_interactive_command, leave it with is_interactive_quit, or interrupt it"
-              : "the previous command is still running (it timed out): interrupt it first");
+          interactive ? "an interactive program is running in this session: send it input with "
+                        "is_interactive_command, leave it with is_interactive_quit, or interrupt it"
+                      : "the previous command is still running (it timed out): interrupt it first");
     }
     discard_stale_output();
-    if (ShellFraming::is_blank(action.command)) co_return finish(BashObservation{"", 0}, action);
-    if (ShellFraming::is_multiline(action.command)) co_await check_syntax(action.command);
+    if (ShellFraming::is_blank(action.command))
+      co_return finish(BashObservation{"", 0}, action);
+    if (ShellFraming::is_multiline(action.command))
+      co_await check_syntax(action.command);
 
     std::string line;
     try {
@@ -760,8 +821,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       case Stop::expect:
         // The command is still running and waits for input: it now holds the terminal.
         interactive = true;
-        obs.output = co_await take_output(stop.expect_pos,
-                                          stop.expect_pos + action.expect[stop.expect_index].size());
+        obs.output = co_await take_output(
+            stop.expect_pos, stop.expect_pos + action.expect[stop.expect_index].size());
         obs.exit_code = 0;
         obs.expect_string = action.expect[stop.expect_index];
         co_return obs;
@@ -772,7 +833,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   asio::awaitable<BashObservation> run_interactive(BashAction action) {
     notice_finished_command();
-    if (state == State::idle) discard_stale_output();
+    if (state == State::idle)
+      discard_stale_output();
     set_cap(action);
     state = State::running;
     interactive = true;
@@ -791,14 +853,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         obs.expect_string = framing.marker();
         break;
       case Stop::expect:
-        obs.output = co_await take_output(stop.expect_pos,
-                                          stop.expect_pos + action.expect[stop.expect_index].size());
+        obs.output = co_await take_output(
+            stop.expect_pos, stop.expect_pos + action.expect[stop.expect_index].size());
         obs.expect_string = action.expect[stop.expect_index];
         break;
       default:
         co_return co_await fail_command(stop, action);
     }
-    if (!action.is_interactive_quit) obs.output = strip_interactive_echo(std::move(obs.output), action.command);
+    if (!action.is_interactive_quit)
+      obs.output = strip_interactive_echo(std::move(obs.output), action.command);
     co_return obs;
   }
 
@@ -836,21 +899,21 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   static std::optional<Clock::duration> idle_limit(const BashAction& action) {
-    if (!action.no_output_timeout || *action.no_output_timeout <= 0) return std::nullopt;
+    if (!action.no_output_timeout || *action.no_output_timeout <= 0)
+      return std::nullopt;
     return std::chrono::duration_cast<Clock::duration>(
         std::chrono::duration<double>(*action.no_output_timeout));
   }
 
   // ---- interrupt ----------------------------------------------------------------------------
 
-  pid_t foreground_group() {
-    return master.is_open() ? ::tcgetpgrp(master.native_handle()) : -1;
-  }
+  pid_t foreground_group() { return master.is_open() ? ::tcgetpgrp(master.native_handle()) : -1; }
 
   // Kills the foreground job; never bash itself. Returns false when there is no such job.
   bool kill_foreground_job() {
     const pid_t group = foreground_group();
-    if (group <= 0 || group == pid) return false;
+    if (group <= 0 || group == pid)
+      return false;
     return ::kill(-group, SIGKILL) == 0;
   }
 
@@ -858,7 +921,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<void> send_interrupt() {
     co_await write("\x03");
     const pid_t group = foreground_group();
-    if (group > 0 && group != pid && ignores_sigint(group)) kill_foreground_job();
+    if (group > 0 && group != pid && ignores_sigint(group))
+      kill_foreground_job();
   }
 
   asio::awaitable<BashObservation> interrupt(BashInterruptAction action) {
@@ -873,14 +937,16 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (busy) {
       // A command is running right now: stop it, then take our turn.
       for (; attempt < attempts && !lock_; ++attempt) {
-        if (attempt == 0) co_await send_interrupt();
-        else kill_foreground_job();
+        if (attempt == 0)
+          co_await send_interrupt();
+        else
+          kill_foreground_job();
         const auto until = Clock::now() + attempt_time;
         lock_ = co_await lock(until);
       }
       if (!lock_) {
-        throw PexpectTimeout(fmt::format("could not interrupt the running command after {} attempts",
-                                         attempts));
+        throw PexpectTimeout(
+            fmt::format("could not interrupt the running command after {} attempts", attempts));
       }
     } else {
       lock_ = co_await lock();
@@ -893,8 +959,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     }
     // At least one attempt here, even if waiting for the running command used them all.
     for (const int last = std::max(attempts, attempt + 1); attempt < last; ++attempt) {
-      if (attempt == 0) co_await send_interrupt();
-      else kill_foreground_job();
+      if (attempt == 0)
+        co_await send_interrupt();
+      else
+        kill_foreground_job();
       const auto until = Clock::now() + attempt_time;
       const Stop stop = co_await wait_for_end(action.expect, until, std::nullopt);
       if (stop.kind == Stop::prompt) {
@@ -944,7 +1012,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 BashSession::BashSession(asio::any_io_executor executor, BashSessionConfig config)
     : impl_(std::make_shared<Impl>(std::move(executor), std::move(config))) {}
 
-BashSession::~BashSession() { impl_->kill_everything(); }
+BashSession::~BashSession() {
+  impl_->kill_everything();
+}
 
 asio::awaitable<CreateBashSessionResponse> BashSession::start(CreateBashSessionRequest request) {
   return impl_->start(std::move(request));
@@ -958,9 +1028,13 @@ asio::awaitable<BashObservation> BashSession::interrupt(BashInterruptAction acti
   return impl_->interrupt(std::move(action));
 }
 
-asio::awaitable<void> BashSession::close() { return impl_->close(); }
+asio::awaitable<void> BashSession::close() {
+  return impl_->close();
+}
 
-pid_t BashSession::pid() const noexcept { return impl_->pid; }
+pid_t BashSession::pid() const noexcept {
+  return impl_->pid;
+}
 
 bool BashSession::alive() const noexcept {
   return impl_->pid > 0 && impl_->state != Impl::State::dead &&

@@ -15,7 +15,8 @@ std::string random_nonce() {
   std::size_t got = 0;
   while (got < sizeof bytes) {
     const ssize_t n = ::getrandom(bytes + got, sizeof bytes - got, 0);
-    if (n > 0) got += static_cast<std::size_t>(n);
+    if (n > 0)
+      got += static_cast<std::size_t>(n);
   }
   std::string out;
   for (unsigned char b : bytes) {
@@ -32,7 +33,8 @@ void append_ansi_c_quoted(std::string& out, std::string_view text) {
   std::size_t piece = 0;
   for (char ch : text) {
     const auto b = static_cast<unsigned char>(ch);
-    if (b == 0) throw std::invalid_argument("the command contains a NUL byte, which bash cannot run");
+    if (b == 0)
+      throw std::invalid_argument("the command contains a NUL byte, which bash cannot run");
     if (piece >= kMaxQuotedPiece) {
       out += "'\\\n$'";
       piece = 0;
@@ -54,7 +56,9 @@ void append_ansi_c_quoted(std::string& out, std::string_view text) {
   out += '\'';
 }
 
-bool is_digit(char c) { return c >= '0' && c <= '9'; }
+bool is_digit(char c) {
+  return c >= '0' && c <= '9';
+}
 
 }  // namespace
 
@@ -108,15 +112,18 @@ std::optional<PromptMatch> ShellFraming::find_prompt(std::string_view buf, std::
       resume = pos;
       return std::nullopt;
     };
-    if (i >= buf.size()) return incomplete();
+    if (i >= buf.size())
+      return incomplete();
     if (buf[i] != ':') {
       ++pos;
       continue;
     }
     ++i;
     const std::size_t ran_begin = i;
-    while (i < buf.size() && is_digit(buf[i])) ++i;
-    if (i >= buf.size()) return incomplete();
+    while (i < buf.size() && is_digit(buf[i]))
+      ++i;
+    if (i >= buf.size())
+      return incomplete();
     const bool ran = i > ran_begin;
     if (buf[i] != ':' || i - ran_begin > 1) {
       ++pos;
@@ -129,7 +136,8 @@ std::optional<PromptMatch> ShellFraming::find_prompt(std::string_view buf, std::
       status = status * 10 + (buf[i] - '0');
       ++i;
     }
-    if (i >= buf.size()) return incomplete();
+    if (i >= buf.size())
+      return incomplete();
     if (buf[i] != ';' || i == status_begin) {
       ++pos;
       continue;
@@ -152,7 +160,8 @@ std::string ShellFraming::clean_syntax_error(std::string_view message) const {
     }
     if (message.substr(i).starts_with(kGo)) {
       std::size_t j = i + kGo.size();
-      while (j < message.size() && is_digit(message[j])) ++j;
+      while (j < message.size() && is_digit(message[j]))
+        ++j;
       if (j < message.size() && message[j] == ';' && j > i + kGo.size()) {
         i = j + 1;
         continue;
@@ -167,10 +176,12 @@ bool ShellFraming::is_blank(std::string_view text) {
   std::size_t i = 0;
   while (i < text.size()) {
     std::size_t eol = text.find('\n', i);
-    if (eol == std::string_view::npos) eol = text.size();
+    if (eol == std::string_view::npos)
+      eol = text.size();
     std::string_view line = text.substr(i, eol - i);
     const std::size_t first = line.find_first_not_of(" \t\r\f\v");
-    if (first != std::string_view::npos && line[first] != '#') return false;
+    if (first != std::string_view::npos && line[first] != '#')
+      return false;
     i = eol + 1;
   }
   return true;

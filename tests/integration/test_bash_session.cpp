@@ -41,7 +41,7 @@ TEST(BashSession, SingleLineSyntaxErrorRunsNothing) {
     CreateBashSessionRequest req;
     co_await session.start(req);
     REX_CO_EXPECT_THROW(co_await session.run(cmd("touch /tmp/rex-should-not-exist; echo )")),
-                 BashIncorrectSyntaxError);
+                        BashIncorrectSyntaxError);
     auto obs = co_await session.run(cmd("test -e /tmp/rex-should-not-exist; echo $?"));
     EXPECT_EQ(obs.output, "1\n");
     co_await session.close();

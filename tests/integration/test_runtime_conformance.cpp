@@ -3,9 +3,9 @@
 #include <rex/protocol/exceptions.hpp>
 #include <rex/runtime/local_runtime.hpp>
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <boost/asio/experimental/awaitable_operators.hpp>
 
 #include <dirent.h>
 #include <signal.h>
@@ -33,7 +33,9 @@ struct RuntimeFactory {
   std::function<std::unique_ptr<Runtime>(asio::io_context&)> make;
 };
 
-std::ostream& operator<<(std::ostream& os, const RuntimeFactory& f) { return os << f.name; }
+std::ostream& operator<<(std::ostream& os, const RuntimeFactory& f) {
+  return os << f.name;
+}
 
 BashAction cmd(std::string command, std::optional<double> timeout = 10.0) {
   BashAction a;
@@ -71,13 +73,15 @@ CreateBashSessionRequest session_named(std::string name) {
 
 std::string temp_dir() {
   std::string tmpl = (fs::temp_directory_path() / "rex-test-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
+  if (!::mkdtemp(tmpl.data()))
+    throw std::runtime_error("mkdtemp failed");
   return tmpl;
 }
 
 std::size_t open_fd_count() {
   std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd")) ++n;
+  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd"))
+    ++n;
   return n;
 }
 
@@ -87,16 +91,20 @@ std::size_t child_process_count() {
   const std::string self = std::to_string(::getpid());
   for (const auto& e : fs::directory_iterator("/proc")) {
     const auto name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
     std::ifstream stat(e.path() / "stat");
     std::string line;
-    if (!std::getline(stat, line)) continue;
+    if (!std::getline(stat, line))
+      continue;
     const auto close = line.rfind(')');
-    if (close == std::string::npos) continue;
+    if (close == std::string::npos)
+      continue;
     std::istringstream rest(line.substr(close + 2));
     std::string state, ppid;
     rest >> state >> ppid;
-    if (ppid == self) ++n;
+    if (ppid == self)
+      ++n;
   }
   return n;
 }
@@ -106,7 +114,8 @@ std::size_t child_process_count() {
 bool process_running(pid_t pid) {
   std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
   std::string line;
-  if (!std::getline(stat, line)) return false;
+  if (!std::getline(stat, line))
+    return false;
   const auto close = line.rfind(')');
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
          line[close + 2] != 'X';
@@ -195,9 +204,10 @@ TEST_P(RuntimeConformance, AnyTextRunsAsOneUnit) {
     EXPECT_EQ(co_await out("cat <<EOF\nheredoc $((1+2))\nEOF"), "heredoc 3\n");
     EXPECT_EQ(co_await out("cat <<'A'\nfirst $HOME\nA\ncat <<B\nsecond\nB\necho after"),
               "first $HOME\nsecond\nafter\n");
-    EXPECT_EQ(co_await out("cat <<EOF > /tmp/rex-heredoc-$$.txt\nline\nEOF\ncat /tmp/rex-heredoc-$$.txt; "
-                           "rm /tmp/rex-heredoc-$$.txt"),
-              "line\n");
+    EXPECT_EQ(
+        co_await out("cat <<EOF > /tmp/rex-heredoc-$$.txt\nline\nEOF\ncat /tmp/rex-heredoc-$$.txt; "
+                     "rm /tmp/rex-heredoc-$$.txt"),
+        "line\n");
     EXPECT_EQ(co_await out("echo a \\\n  b \\\n  c"), "a b c\n");
     EXPECT_EQ(co_await out("echo 'quoted\nacross lines'"), "quoted\nacross lines\n");
     EXPECT_EQ(co_await out("echo $((1+2))"), "3\n");
@@ -214,7 +224,9 @@ TEST_P(RuntimeConformance, AnyTextRunsAsOneUnit) {
     std::string long_text = "echo " + std::string(20000, 'x');
     EXPECT_EQ((co_await out(long_text)).size(), 20001u);
     // Control characters inside the text never reach the terminal as keys.
-    EXPECT_EQ(co_await out("echo 'a\x03" "b\x04" "c' | od -An -tx1 | tr -s ' '"),
+    EXPECT_EQ(co_await out("echo 'a\x03"
+                           "b\x04"
+                           "c' | od -An -tx1 | tr -s ' '"),
               " 61 03 62 04 63 0a\n");
   });
 }
@@ -225,10 +237,8 @@ TEST_P(RuntimeConformance, SyntaxErrorRunsNothing) {
     co_await rt.create_session(session_named("default"));
     const std::string marker = "/tmp/rex-syntax-" + std::to_string(::getpid());
     const std::vector<std::string> bad = {
-        "touch " + marker + "-1; echo )",
-        "touch " + marker + "-2\nif true; then\necho never",
-        "touch " + marker + "-3\necho ok\n)",
-        "echo \"unterminated; touch " + marker + "-4",
+        "touch " + marker + "-1; echo )",     "touch " + marker + "-2\nif true; then\necho never",
+        "touch " + marker + "-3\necho ok\n)", "echo \"unterminated; touch " + marker + "-4",
         "touch " + marker + "-5; }",
     };
     for (const auto& text : bad) {
@@ -269,8 +279,9 @@ TEST_P(RuntimeConformance, PromptLookalikesDoNotEndCommands) {
     EXPECT_EQ(obs.output, w.content + "\nend\n");
     obs = co_await rt.run_in_session(cmd("echo SHELLPS1PREFIX; echo 'REXPS1:1:0;'; echo done"));
     EXPECT_EQ(obs.output, "SHELLPS1PREFIX\nREXPS1:1:0;\ndone\n");
-    obs = co_await rt.run_in_session(cmd("set | grep -c . >/dev/null; env | wc -l | tr -d ' '; "
-                                         "echo \"$PS1\" | wc -l"));
+    obs =
+        co_await rt.run_in_session(cmd("set | grep -c . >/dev/null; env | wc -l | tr -d ' '; "
+                                       "echo \"$PS1\" | wc -l"));
     EXPECT_THAT(obs.output, testing::EndsWith("\n1\n"));
     EXPECT_EQ(obs.exit_code, 0);
   });
@@ -374,7 +385,8 @@ TEST_P(RuntimeConformance, InteractivePrograms) {
     EXPECT_EQ((co_await rt.run_in_session(cmd("echo after gdb"))).output, "after gdb\n");
 
     // pdb.
-    co_await rt.run_in_session(interactive("python3 -q -c 'import pdb; pdb.set_trace()'", "(Pdb) "));
+    co_await rt.run_in_session(
+        interactive("python3 -q -c 'import pdb; pdb.set_trace()'", "(Pdb) "));
     obs = co_await rt.run_in_session(interactive("p 2 ** 10", "(Pdb) "));
     EXPECT_THAT(obs.output, HasSubstr("1024"));
     co_await rt.run_in_session(quit("q"));
@@ -464,7 +476,8 @@ TEST_P(RuntimeConformance, HugeOutputDoesNotStallOtherSessions) {
             a.session = "small";
             auto obs = co_await rt.run_in_session(a);
             EXPECT_EQ(obs.output, "ping\n");
-            if (!big_done) ++finished_before_big;
+            if (!big_done)
+              ++finished_before_big;
           }
           co_return finished_before_big;
         };
@@ -492,12 +505,13 @@ TEST_P(RuntimeConformance, StdinReadersTimeOutAndRecover) {
 TEST_P(RuntimeConformance, PagersNeverHang) {
   run([](Runtime& rt) -> asio::awaitable<void> {
     co_await rt.create_session(session_named("default"));
-    auto obs = co_await rt.run_in_session(cmd(
-        "d=$(mktemp -d) && cd $d && git init -q && git -c user.name=r -c user.email=r@x commit "
-        "-q --allow-empty -m first && git log --format=%s; seq 1 500 > f; less f | tail -1; "
-        "more -d f | wc -l; less < f | head -1; cd / && rm -rf $d"));
+    auto obs = co_await rt.run_in_session(
+        cmd("d=$(mktemp -d) && cd $d && git init -q && git -c user.name=r -c user.email=r@x commit "
+            "-q --allow-empty -m first && git log --format=%s; seq 1 500 > f; less f | tail -1; "
+            "more -d f | wc -l; less < f | head -1; cd / && rm -rf $d"));
     EXPECT_EQ(obs.output, "first\n500\n500\n1\n");
-    obs = co_await rt.run_in_session(cmd("if command -v man >/dev/null; then man bash | head -c 1 | wc -c; else echo 1; fi"));
+    obs = co_await rt.run_in_session(
+        cmd("if command -v man >/dev/null; then man bash | head -c 1 | wc -c; else echo 1; fi"));
     EXPECT_EQ(obs.output, "1\n");
   });
 }
@@ -603,8 +617,10 @@ TEST_P(RuntimeConformance, SessionsAreIndependent) {
         asio::steady_timer all_done(ex, Clock::time_point::max());
         for (int i = 0; i < kSessions; ++i) {
           asio::co_spawn(ex, one(i), [&](std::exception_ptr e) {
-            if (e) ADD_FAILURE() << "session failed";
-            if (--remaining == 0) all_done.cancel();
+            if (e)
+              ADD_FAILURE() << "session failed";
+            if (--remaining == 0)
+              all_done.cancel();
           });
         }
         co_await all_done.async_wait(asio::as_tuple(asio::use_awaitable));
@@ -634,7 +650,8 @@ TEST_P(RuntimeConformance, CloseLeavesNothingBehind) {
           auto obs = co_await rt.run_in_session(a);
           // The last line is the pid; bash's job notices ("[1] 123") come before it.
           const auto last = obs.output.find_last_of('\n', obs.output.size() - 2);
-          if (i % 10 == 0) job_pids.push_back(std::stoi(obs.output.substr(last + 1)));
+          if (i % 10 == 0)
+            job_pids.push_back(std::stoi(obs.output.substr(last + 1)));
           CloseBashSessionRequest c;
           c.session = "cycle";
           co_await rt.close_session(c);
@@ -649,7 +666,8 @@ TEST_P(RuntimeConformance, CloseLeavesNothingBehind) {
       120s);
   EXPECT_EQ(open_fd_count(), fds_before);
   EXPECT_EQ(child_process_count(), children_before);
-  for (int pid : job_pids) EXPECT_FALSE(process_running(pid)) << pid;
+  for (int pid : job_pids)
+    EXPECT_FALSE(process_running(pid)) << pid;
 }
 
 TEST_P(RuntimeConformance, UnknownSessionsAndDuplicatesAreErrors) {
@@ -657,7 +675,8 @@ TEST_P(RuntimeConformance, UnknownSessionsAndDuplicatesAreErrors) {
     BashAction a = cmd("echo x");
     a.session = "missing";
     REX_CO_EXPECT_THROW(co_await rt.run_in_session(a), SessionDoesNotExistError);
-    REX_CO_EXPECT_THROW(co_await rt.run_in_session(interrupt_action("missing")), SessionDoesNotExistError);
+    REX_CO_EXPECT_THROW(co_await rt.run_in_session(interrupt_action("missing")),
+                        SessionDoesNotExistError);
     co_await rt.create_session(session_named("dup"));
     REX_CO_EXPECT_THROW(co_await rt.create_session(session_named("dup")), SessionExistsError);
     EXPECT_TRUE((co_await rt.is_alive()).is_alive);

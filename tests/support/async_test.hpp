@@ -2,29 +2,30 @@
 // test instead of blocking the suite. Exceptions from the coroutine are rethrown.
 #pragma once
 
-#include <boost/asio.hpp>
 #include <gtest/gtest.h>
+#include <boost/asio.hpp>
 
 #include <chrono>
 #include <exception>
-#include <stdexcept>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 
 // EXPECT_THROW for coroutine bodies: gtest's macro jumps with `goto`, which g++ 12 miscompiles
 // around co_await. This one only uses try/catch.
-#define REX_CO_EXPECT_THROW(statement, exception_type)                                     \
-  do {                                                                                     \
-    bool rex_caught_ = false;                                                              \
-    try {                                                                                  \
-      statement;                                                                           \
-    } catch (const exception_type&) {                                                      \
-      rex_caught_ = true;                                                                  \
-    } catch (const std::exception& rex_e_) {                                               \
-      rex_caught_ = true;                                                                  \
+#define REX_CO_EXPECT_THROW(statement, exception_type)                                           \
+  do {                                                                                           \
+    bool rex_caught_ = false;                                                                    \
+    try {                                                                                        \
+      statement;                                                                                 \
+    } catch (const exception_type&) {                                                            \
+      rex_caught_ = true;                                                                        \
+    } catch (const std::exception& rex_e_) {                                                     \
+      rex_caught_ = true;                                                                        \
       ADD_FAILURE() << "expected " #exception_type ", got another exception: " << rex_e_.what(); \
-    }                                                                                      \
-    if (!rex_caught_) ADD_FAILURE() << "expected " #exception_type ": " #statement;        \
+    }                                                                                            \
+    if (!rex_caught_)                                                                            \
+      ADD_FAILURE() << "expected " #exception_type ": " #statement;                              \
   } while (false)
 
 namespace rex::test {
@@ -41,7 +42,8 @@ T run_async(asio::io_context& io, asio::awaitable<T> op,
   asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, auto... value) {
     error = e;
     if constexpr (sizeof...(value) > 0) {
-      if (!e) result.emplace(std::move(value)...);
+      if (!e)
+        result.emplace(std::move(value)...);
     }
     done = true;
   });
@@ -57,8 +59,10 @@ T run_async(asio::io_context& io, asio::awaitable<T> op,
     io.stop();
     throw std::runtime_error("deadline exceeded");
   }
-  if (error) std::rethrow_exception(error);
-  if constexpr (!std::is_void_v<T>) return std::move(*result);
+  if (error)
+    std::rethrow_exception(error);
+  if constexpr (!std::is_void_v<T>)
+    return std::move(*result);
 }
 
 /// Convenience: a fresh io_context per call.

@@ -23,13 +23,12 @@ struct BashAction {
   std::vector<std::string> expect{};  // strings that end the command besides the prompt
   std::string action_type = "bash";
   // rex additions (optional; absent = off):
-  std::optional<double> no_output_timeout{};  // fail when nothing is printed for this long
+  std::optional<double> no_output_timeout{};       // fail when nothing is printed for this long
   std::optional<std::int64_t> max_output_bytes{};  // keep head and tail of longer output
 };
 BOOST_DESCRIBE_STRUCT(BashAction, (),
                       (command, session, timeout, is_interactive_command, is_interactive_quit,
-                       check, error_msg, expect, action_type, no_output_timeout,
-                       max_output_bytes))
+                       check, error_msg, expect, action_type, no_output_timeout, max_output_bytes))
 
 struct BashInterruptAction {
   std::string session = "default";

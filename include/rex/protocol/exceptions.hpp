@@ -30,10 +30,10 @@ class SwerexException : public std::runtime_error {
   boost::json::object extra_info_;
 };
 
-#define REX_DEFINE_EXCEPTION(Name, Base, ClassPath)                            \
-  class Name : public Base {                                                   \
-   public:                                                                     \
-    using Base::Base;                                                          \
+#define REX_DEFINE_EXCEPTION(Name, Base, ClassPath)                             \
+  class Name : public Base {                                                    \
+   public:                                                                      \
+    using Base::Base;                                                           \
     std::string_view class_path() const noexcept override { return ClassPath; } \
   }
 

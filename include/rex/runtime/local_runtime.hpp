@@ -19,7 +19,7 @@
 namespace rex {
 
 struct LocalRuntimeConfig {
-  BashSessionConfig session{};  // how every bash session starts
+  BashSessionConfig session{};   // how every bash session starts
   std::size_t file_threads = 2;  // threads for blocking file-system work
 };
 

@@ -12,8 +12,8 @@ namespace rex {
 std::string utf8_backslashreplace(std::string_view bytes);
 
 /// The observation text of raw pty output: ANSI escape sequences (CSI, OSC, DCS and two-byte
-/// ESC sequences, bracketed-paste toggles included) removed, CRLF (and CRCRLF) turned into LF, and bytes
-/// that are not UTF-8 written as `\xNN`. Lone CRs (progress bars) are kept.
+/// ESC sequences, bracketed-paste toggles included) removed, CRLF (and CRCRLF) turned into LF, and
+/// bytes that are not UTF-8 written as `\xNN`. Lone CRs (progress bars) are kept.
 std::string clean_terminal_output(std::string_view raw);
 
 }  // namespace rex

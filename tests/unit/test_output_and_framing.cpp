@@ -1,0 +1,106 @@
+// Pure logic of the session layer: output cleaning and the shell framing, with plain inputs.
+#include <rex/protocol/python_repr.hpp>
+#include <rex/session/output.hpp>
+#include <rex/session/shell_framing.hpp>
+
+#include <gtest/gtest.h>
+
+namespace rex {
+namespace {
+
+TEST(Utf8BackslashReplace, KeepsValidAndEscapesInvalidBytes) {
+  EXPECT_EQ(utf8_backslashreplace("plain"), "plain");
+  EXPECT_EQ(utf8_backslashreplace("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
+            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+  EXPECT_EQ(utf8_backslashreplace("a\xff"
+                                  "b"),
+            "a\\xffb");
+  EXPECT_EQ(utf8_backslashreplace("\xe2\x82"), "\\xe2\\x82");           // truncated sequence
+  EXPECT_EQ(utf8_backslashreplace("\xc0\xaf"), "\\xc0\\xaf");           // overlong
+  EXPECT_EQ(utf8_backslashreplace("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // surrogate
+  EXPECT_EQ(utf8_backslashreplace("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // > U+10FFFF
+}
+
+TEST(CleanTerminalOutput, StripsEscapesAndNormalisesNewlines) {
+  EXPECT_EQ(clean_terminal_output("\x1b[31mred\x1b[0m\r\n"), "red\n");
+  EXPECT_EQ(clean_terminal_output("\x1b[?2004hx\x1b[?2004l"), "x");
+  EXPECT_EQ(clean_terminal_output("\x1b]0;title\x07text"), "text");
+  EXPECT_EQ(clean_terminal_output("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"), "link");
+  EXPECT_EQ(clean_terminal_output("a\x1b(Bb\x1b=c"), "abc");
+  EXPECT_EQ(clean_terminal_output("line\r\x1b[K\n"), "line\n");
+  EXPECT_EQ(clean_terminal_output("crcrlf\r\r\n"), "crcrlf\n");
+  EXPECT_EQ(clean_terminal_output("progress\rdone\n"), "progress\rdone\n");
+  EXPECT_EQ(clean_terminal_output("bad\xfe"), "bad\\xfe");
+  EXPECT_EQ(clean_terminal_output("unterminated \x1b]0;title"), "unterminated ]0;title");
+  EXPECT_EQ(clean_terminal_output(""), "");
+}
+
+TEST(ShellFraming, CommandLineIsOnePrintableLogicalLine) {
+  ShellFraming f("0123abcd");
+  const std::string line = f.command_line("echo 'x'\n\x03\x7f\xc3\xa9 \\");
+  EXPECT_EQ(line.back(), '\n');
+  for (std::size_t i = 0; i + 1 < line.size(); ++i) {
+    const auto c = static_cast<unsigned char>(line[i]);
+    EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "byte " << int(c) << " at " << i;
+  }
+  EXPECT_NE(line.find("echo \\'x\\'\\x0a\\x03\\x7f\\xc3\\xa9 \\\\"), std::string::npos);
+  EXPECT_THROW(f.command_line(std::string("a\0b", 3)), std::invalid_argument);
+}
+
+TEST(ShellFraming, LongCommandsAreSplitBelowTheTerminalLineLimit) {
+  ShellFraming f("n");
+  const std::string line = f.command_line(std::string(100000, 'x'));
+  std::size_t start = 0;
+  while (start < line.size()) {
+    std::size_t end = line.find('\n', start);
+    if (end == std::string::npos)
+      end = line.size();
+    EXPECT_LT(end - start, 4095u);
+    start = end + 1;
+  }
+}
+
+TEST(ShellFraming, FindsCompletePromptsOnly) {
+  ShellFraming f("abc");
+  std::size_t resume = 0;
+  auto m = f.find_prompt("out\nREXPS1abc:1:7;", 0, resume);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->begin, 4u);
+  EXPECT_TRUE(m->ran);
+  EXPECT_EQ(m->status, 7);
+  m = f.find_prompt("REXPS1abc::2;", 0, resume);
+  ASSERT_TRUE(m);
+  EXPECT_FALSE(m->ran);
+  EXPECT_EQ(m->status, 2);
+  // Split across reads: resume at the partial marker.
+  EXPECT_FALSE(f.find_prompt("data REXPS1abc:1", 0, resume));
+  EXPECT_EQ(resume, 5u);
+  EXPECT_TRUE(f.find_prompt("data REXPS1abc:1:0;", resume, resume));
+  // Lookalikes: another nonce, the raw PS1 text, malformed fields.
+  EXPECT_FALSE(f.find_prompt("REXPS1abd:1:0;", 0, resume));
+  EXPECT_FALSE(f.find_prompt("REXPS1abc:${__rex_ran}:$?;", 0, resume));
+  EXPECT_FALSE(f.find_prompt("REXPS1abc:12:0;", 0, resume));
+  EXPECT_FALSE(f.find_prompt("REXPS1abc:1:;", 0, resume));
+}
+
+TEST(ShellFraming, CleansSyntaxErrorsAndDetectsBlankText) {
+  ShellFraming f("n");
+  EXPECT_EQ(f.clean_syntax_error("bash: eval: line 1: `__rex_go 0;echo )'\n"),
+            "bash: line 1: `echo )'\n");
+  EXPECT_TRUE(ShellFraming::is_blank(""));
+  EXPECT_TRUE(ShellFraming::is_blank("  \n# c\n\t# d"));
+  EXPECT_FALSE(ShellFraming::is_blank("# c\necho"));
+  EXPECT_TRUE(ShellFraming::is_multiline("a\nb"));
+  EXPECT_FALSE(ShellFraming::is_multiline("a; b"));
+}
+
+TEST(PythonRepr, QuotesLikePython) {
+  EXPECT_EQ(python_repr("abc"), "'abc'");
+  EXPECT_EQ(python_repr("it's"), "\"it's\"");
+  EXPECT_EQ(python_repr("'\""), "'\\'\"'");
+  EXPECT_EQ(python_repr("a\nb\t\\"), "'a\\nb\\t\\\\'");
+  EXPECT_EQ(python_repr("\x01"), "'\\x01'");
+}
+
+}  // namespace
+}  // namespace rex
