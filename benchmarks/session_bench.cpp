@@ -1,0 +1,1029 @@
+// rex_bench: each rex figure measured next to its floor, in the same process and run.
+//
+// A floor is the same work done with raw system calls and nothing else: a bash in a pty that we
+// open, spawn and read ourselves, or a posix_spawn with pipes. The targets are ratios of rex to
+// its floor, so the figures mean the same thing on a fast or a slow machine. Rex and floor
+// samples are taken in alternating blocks so that a noisy neighbour hurts both alike.
+//
+//   rex_bench [--smoke] [--iterations N] [--json] [--strict]
+//
+// Figures (lower is better unless noted):
+//   echo           run_in_session("echo hi")               vs a raw pty round trip      <= 2x
+//   create_session create_session (close timed apart)      vs spawn bash, first prompt   <= 2x
+//   create_close   create_session + close_session          vs spawn, prompt, kill, reap  <= 2x
+//   output_1mb     1 MB of output through run_in_session   vs the same through a raw pty <= 2x
+//   execute_true   execute({"true"})                       vs posix_spawn + pipes        <= 1.5x
+//   throughput     S sessions x C `echo`s on one thread    vs poll() over S raw ptys  >= 0.7x
+//                  (ratio = rex commands/s / floor commands/s: higher is better)
+//   sessions_N     N concurrent sessions, one `echo` each: time, success count, memory
+//
+// --smoke: tiny counts, a few seconds; exits 0 even when a ratio misses (errors still fail).
+// --strict: exit 1 when a figure misses its target. --json: one JSON object per figure on
+// stdout (the table then goes to stderr).
+
+#include <rex/protocol/actions.hpp>
+#include <rex/protocol/commands.hpp>
+#include <rex/protocol/session.hpp>
+#include <rex/runtime/local_runtime.hpp>
+
+#include <fmt/core.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+namespace asio = boost::asio;
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+[[noreturn]] void throw_errno(const char* what) {
+  throw std::system_error(errno, std::generic_category(), what);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+
+struct Stats {
+  double p50 = 0;
+  double p99 = 0;
+};
+
+// Nearest-rank percentiles of the samples.
+Stats stats_of(std::vector<double> samples) {
+  if (samples.empty())
+    return {};
+  std::sort(samples.begin(), samples.end());
+  auto rank = [&](double q) {
+    const auto n = static_cast<double>(samples.size());
+    const auto i = static_cast<std::size_t>(std::max(1.0, std::ceil(q * n))) - 1;
+    return samples[std::min(i, samples.size() - 1)];
+  };
+  return {rank(0.50), rank(0.99)};
+}
+
+double median(std::vector<double> v) {
+  return stats_of(std::move(v)).p50;
+}
+
+// Resident memory of this process, in KiB.
+long vm_rss_kib() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0)
+      return std::strtol(line.c_str() + 6, nullptr, 10);
+  }
+  return -1;
+}
+
+void raise_fd_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Floor: a raw bash in a pty. The same bash rex starts (`--noediting --norc -i`, echo off on
+// the terminal), with a fixed PS1 as the end-of-command marker; nothing else.
+
+constexpr std::string_view kFloorPrompt = "FLOORPS1$ ";
+
+// Our environment with the floor's prompt and rex's TERM; built once.
+char** floor_environment() {
+  static const auto storage = [] {
+    std::vector<std::string> env;
+    for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+      const std::string_view kv(*e);
+      if (kv.starts_with("PS1=") || kv.starts_with("PROMPT_COMMAND=") || kv.starts_with("TERM="))
+        continue;
+      env.emplace_back(kv);
+    }
+    env.push_back("PS1=" + std::string(kFloorPrompt));
+    env.emplace_back("TERM=xterm");
+    return env;
+  }();
+  static std::vector<char*> pointers = [] {
+    std::vector<char*> p;
+    for (const auto& s : storage)
+      p.push_back(const_cast<char*>(s.c_str()));
+    p.push_back(nullptr);
+    return p;
+  }();
+  return pointers.data();
+}
+
+class RawShell {
+ public:
+  // Opens a pty, turns echo off, and spawns bash on it as a session leader. Does not wait.
+  RawShell() {
+    master_ = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (master_ < 0)
+      throw_errno("posix_openpt");
+    std::array<char, 128> name{};
+    if (::grantpt(master_) != 0 || ::unlockpt(master_) != 0 ||
+        ::ptsname_r(master_, name.data(), name.size()) != 0) {
+      ::close(master_);
+      throw_errno("grantpt/unlockpt/ptsname");
+    }
+    const int slave = ::open(name.data(), O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (slave < 0) {
+      ::close(master_);
+      throw_errno("open pty slave");
+    }
+    termios t{};
+    ::tcgetattr(slave, &t);
+    t.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHOE | ECHOK | ECHONL);
+    ::tcsetattr(slave, TCSANOW, &t);
+
+    // The child: setsid, then open the slave (it becomes the controlling terminal) as 0, 1, 2.
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    ::posix_spawn_file_actions_init(&fa);
+    ::posix_spawnattr_init(&attr);
+    ::posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSID);
+    ::posix_spawn_file_actions_addopen(&fa, 0, name.data(), O_RDWR, 0);
+    ::posix_spawn_file_actions_adddup2(&fa, 0, 1);
+    ::posix_spawn_file_actions_adddup2(&fa, 0, 2);
+    std::array<char*, 5> argv{const_cast<char*>("/bin/bash"), const_cast<char*>("--noediting"),
+                              const_cast<char*>("--norc"), const_cast<char*>("-i"), nullptr};
+    const int rc = ::posix_spawn(&pid_, "/bin/bash", &fa, &attr, argv.data(), floor_environment());
+    ::posix_spawn_file_actions_destroy(&fa);
+    ::posix_spawnattr_destroy(&attr);
+    ::close(slave);
+    if (rc != 0) {
+      ::close(master_);
+      throw std::system_error(rc, std::generic_category(), "posix_spawn /bin/bash");
+    }
+    ::fcntl(master_, F_SETFL, ::fcntl(master_, F_GETFL) | O_NONBLOCK);
+  }
+  ~RawShell() { kill_and_reap(); }
+  RawShell(const RawShell&) = delete;
+  RawShell& operator=(const RawShell&) = delete;
+
+  int fd() const { return master_; }
+  // Bytes bash printed before the last prompt.
+  std::size_t last_output_size() const { return last_output_; }
+
+  void send(std::string_view line) {
+    while (!line.empty()) {
+      const ssize_t n = ::write(master_, line.data(), line.size());
+      if (n > 0) {
+        line.remove_prefix(static_cast<std::size_t>(n));
+      } else if (n < 0 && errno == EAGAIN) {
+        pollfd p{master_, POLLOUT, 0};
+        ::poll(&p, 1, 1000);
+      } else {
+        throw_errno("write to pty");
+      }
+    }
+  }
+
+  // Reads what is there; true when the prompt has arrived (the buffer then starts over).
+  bool read_available() {
+    std::array<char, 65536> chunk;
+    while (true) {
+      const ssize_t n = ::read(master_, chunk.data(), chunk.size());
+      if (n < 0 && errno == EAGAIN)
+        return false;
+      if (n <= 0)
+        throw std::runtime_error("floor bash exited");
+      buf_.append(chunk.data(), static_cast<std::size_t>(n));
+      // Look only at the new bytes (and a marker's length before them).
+      const std::size_t from = scanned_ >= kFloorPrompt.size() ? scanned_ - kFloorPrompt.size() : 0;
+      const std::size_t pos = buf_.find(kFloorPrompt, from);
+      if (pos != std::string::npos) {
+        last_output_ = pos;
+        buf_.clear();
+        scanned_ = 0;
+        return true;
+      }
+      scanned_ = buf_.size();
+    }
+  }
+
+  // Blocks (poll + read) until the prompt arrives.
+  void wait_prompt() {
+    while (true) {
+      pollfd p{master_, POLLIN, 0};
+      const int rc = ::poll(&p, 1, 30000);
+      if (rc == 0)
+        throw std::runtime_error("floor bash: no prompt within 30 s");
+      if (rc < 0 && errno != EINTR)
+        throw_errno("poll");
+      if (rc > 0 && read_available())
+        return;
+    }
+  }
+
+  // One command: write the line, read until the prompt.
+  void round_trip(std::string_view line) {
+    send(line);
+    wait_prompt();
+  }
+
+  void kill_and_reap() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::close(master_);
+      ::waitpid(pid_, nullptr, 0);
+      pid_ = -1;
+      master_ = -1;
+    }
+  }
+
+ private:
+  int master_ = -1;
+  pid_t pid_ = -1;
+  std::string buf_;
+  std::size_t scanned_ = 0;
+  std::size_t last_output_ = 0;
+};
+
+// Floor of execute: posix_spawn /bin/true with stdout and stderr pipes, read both to EOF,
+// waitpid. Returns the milliseconds it took.
+double floor_execute_true() {
+  const auto t0 = Clock::now();
+  int out[2];
+  int err[2];
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    throw_errno("pipe2");
+  if (::pipe2(err, O_CLOEXEC) != 0)
+    throw_errno("pipe2");
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+  ::posix_spawn_file_actions_adddup2(&fa, err[1], 2);
+  std::array<char*, 2> argv{const_cast<char*>("/bin/true"), nullptr};
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, "/bin/true", &fa, nullptr, argv.data(), environ);
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::close(out[1]);
+  ::close(err[1]);
+  if (rc != 0)
+    throw std::system_error(rc, std::generic_category(), "posix_spawn /bin/true");
+  std::array<pollfd, 2> p{pollfd{out[0], POLLIN, 0}, pollfd{err[0], POLLIN, 0}};
+  std::array<char, 4096> buf;
+  int open_pipes = 2;
+  while (open_pipes > 0) {
+    if (::poll(p.data(), p.size(), 10000) <= 0)
+      throw std::runtime_error("floor execute: poll");
+    for (auto& q : p) {
+      if (q.fd >= 0 && q.revents != 0 && ::read(q.fd, buf.data(), buf.size()) <= 0) {
+        ::close(q.fd);
+        q.fd = -1;
+        --open_pipes;
+      }
+    }
+  }
+  ::waitpid(pid, nullptr, 0);
+  return ms_between(t0, Clock::now());
+}
+
+// Drives shells from one thread with poll(): each sends its next line as soon as its prompt
+// arrives, until each has run `commands` lines. Per-command latencies go to `latencies`.
+void floor_drive(std::vector<std::unique_ptr<RawShell>>& shells, int commands,
+                 std::vector<double>& latencies) {
+  const std::size_t n = shells.size();
+  std::vector<pollfd> fds(n);
+  std::vector<int> sent(n, 0);
+  std::vector<Clock::time_point> started(n);
+  auto send_next = [&](std::size_t i) {
+    const std::string line = "echo " + std::to_string(sent[i]) + "\n";
+    started[i] = Clock::now();
+    shells[i]->send(line);
+    ++sent[i];
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    fds[i] = pollfd{shells[i]->fd(), POLLIN, 0};
+    send_next(i);
+  }
+  std::size_t active = n;
+  while (active > 0) {
+    const int rc = ::poll(fds.data(), fds.size(), 30000);
+    if (rc == 0)
+      throw std::runtime_error("floor: no prompt within 30 s");
+    if (rc < 0) {
+      if (errno == EINTR)
+        continue;
+      throw_errno("poll");
+    }
+    for (std::size_t i = 0; i < n; ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0)
+        continue;
+      if (!shells[i]->read_available())
+        continue;
+      latencies.push_back(ms_between(started[i], Clock::now()));
+      if (sent[i] < commands) {
+        send_next(i);
+      } else {
+        fds[i].fd = -1;
+        --active;
+      }
+    }
+  }
+}
+
+// Waits with poll() until every shell has shown its prompt; records when each did, since t0.
+void floor_wait_all_prompts(std::vector<std::unique_ptr<RawShell>>& shells, Clock::time_point t0,
+                            std::vector<double>& ready_ms) {
+  std::vector<pollfd> fds;
+  for (const auto& s : shells)
+    fds.push_back(pollfd{s->fd(), POLLIN, 0});
+  std::size_t active = shells.size();
+  while (active > 0) {
+    const int rc = ::poll(fds.data(), fds.size(), 30000);
+    if (rc == 0)
+      throw std::runtime_error("floor: no prompt within 30 s");
+    if (rc < 0) {
+      if (errno == EINTR)
+        continue;
+      throw_errno("poll");
+    }
+    for (std::size_t i = 0; i < fds.size(); ++i) {
+      if (fds[i].fd < 0 || fds[i].revents == 0)
+        continue;
+      if (!shells[i]->read_available())
+        continue;
+      ready_ms.push_back(ms_between(t0, Clock::now()));
+      fds[i].fd = -1;
+      --active;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Rex side. Coroutines run on the one io_context; main drives it with run_one() until they are
+// done, so the floors run in between with the io_context idle.
+
+std::string describe(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "unknown exception";
+  }
+}
+
+// Runs one coroutine to completion and returns its value (rethrows its exception).
+template <class T>
+T run_on(asio::io_context& io, asio::awaitable<T> op) {
+  std::exception_ptr error;
+  std::optional<T> result;
+  bool done = false;
+  asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, T value) {
+    error = e;
+    if (!e)
+      result.emplace(std::move(value));
+    done = true;
+  });
+  while (!done)
+    io.run_one();
+  if (error)
+    std::rethrow_exception(error);
+  return std::move(*result);
+}
+
+struct BatchResult {
+  int ok = 0;
+  int failed = 0;
+  std::string first_error;
+};
+
+// Runs make(i) for i in [0, n) all concurrently; each is an awaitable<int>.
+template <class MakeOp>
+BatchResult run_all(asio::io_context& io, int n, MakeOp make) {
+  BatchResult r;
+  int done = 0;
+  for (int i = 0; i < n; ++i) {
+    asio::co_spawn(io, make(i), [&](std::exception_ptr e, int) {
+      ++done;
+      if (!e) {
+        ++r.ok;
+        return;
+      }
+      ++r.failed;
+      if (r.first_error.empty())
+        r.first_error = describe(e);
+    });
+  }
+  while (done < n)
+    io.run_one();
+  return r;
+}
+
+rex::Action make_action(const std::string& session, const std::string& command) {
+  rex::BashAction a;
+  a.command = command;
+  a.session = session;
+  a.timeout = 30.0;  // agents always pass one; costs rex a timer per command
+  a.check = "raise";
+  return rex::Action{std::move(a)};
+}
+
+rex::CreateBashSessionRequest make_create(const std::string& session, double startup_timeout) {
+  rex::CreateBashSessionRequest r;
+  r.session = session;
+  r.startup_timeout = startup_timeout;
+  return r;
+}
+
+// n commands in one session, timed one by one; checks the output size.
+asio::awaitable<std::vector<double>> rex_commands(rex::LocalRuntime& rt, std::string session,
+                                                  std::string command, int n,
+                                                  std::size_t expected_output) {
+  std::vector<double> samples;
+  samples.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    rex::Action action = make_action(session, command);
+    const auto t0 = Clock::now();
+    rex::BashObservation obs = co_await rt.run_in_session(std::move(action));
+    samples.push_back(ms_between(t0, Clock::now()));
+    if (obs.output.size() != expected_output) {
+      throw std::runtime_error(fmt::format("rex: {} printed {} bytes, expected {}", command,
+                                           obs.output.size(), expected_output));
+    }
+  }
+  co_return samples;
+}
+
+asio::awaitable<double> rex_create(rex::LocalRuntime& rt, std::string session) {
+  rex::CreateBashSessionRequest request = make_create(session, 10.0);
+  const auto t0 = Clock::now();
+  rex::CreateBashSessionResponse response = co_await rt.create_session(std::move(request));
+  co_return ms_between(t0, Clock::now());
+}
+
+asio::awaitable<double> rex_close(rex::LocalRuntime& rt, std::string session) {
+  rex::CloseBashSessionRequest request;
+  request.session = session;
+  const auto t0 = Clock::now();
+  rex::CloseBashSessionResponse response = co_await rt.close_session(std::move(request));
+  co_return ms_between(t0, Clock::now());
+}
+
+asio::awaitable<std::vector<double>> rex_execute_true(rex::LocalRuntime& rt, int n) {
+  std::vector<double> samples;
+  samples.reserve(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    rex::Command command;
+    command.command = std::vector<std::string>{"true"};
+    const auto t0 = Clock::now();
+    rex::CommandResponse response = co_await rt.execute(std::move(command));
+    samples.push_back(ms_between(t0, Clock::now()));
+    if (response.exit_code != 0)
+      throw std::runtime_error("rex: `true` did not exit 0");
+  }
+  co_return samples;
+}
+
+// Throughput worker: `commands` echos one after the other in its own session.
+asio::awaitable<int> rex_echo_worker(rex::LocalRuntime& rt, std::string session, int commands,
+                                     std::vector<double>* latencies) {
+  for (int k = 0; k < commands; ++k) {
+    const std::string command = "echo " + std::to_string(k);
+    rex::Action action = make_action(session, command);
+    const auto t0 = Clock::now();
+    rex::BashObservation obs = co_await rt.run_in_session(std::move(action));
+    latencies->push_back(ms_between(t0, Clock::now()));
+    if (obs.output != std::to_string(k))
+      throw std::runtime_error("rex: wrong echo output");
+  }
+  co_return commands;
+}
+
+// Opens a session; records when it was ready, since t0.
+asio::awaitable<int> rex_open_worker(rex::LocalRuntime& rt, std::string session,
+                                     Clock::time_point t0, std::vector<double>* ready_ms) {
+  rex::CreateBashSessionRequest request = make_create(session, 60.0);
+  rex::CreateBashSessionResponse response = co_await rt.create_session(std::move(request));
+  ready_ms->push_back(ms_between(t0, Clock::now()));
+  co_return 1;
+}
+
+asio::awaitable<int> rex_echo_once(rex::LocalRuntime& rt, std::string session) {
+  rex::Action action = make_action(session, "echo hi");
+  rex::BashObservation obs = co_await rt.run_in_session(std::move(action));
+  if (obs.output != "hi")
+    throw std::runtime_error("rex: wrong echo output");
+  co_return 1;
+}
+
+asio::awaitable<int> rex_close_worker(rex::LocalRuntime& rt, std::string session) {
+  rex::CloseBashSessionRequest request;
+  request.session = session;
+  rex::CloseBashSessionResponse response = co_await rt.close_session(std::move(request));
+  co_return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+enum class Verdict { pass, miss, info };
+
+struct Result {
+  std::string name;
+  Stats rex;
+  double floor_p50 = 0;
+  double ratio = 0;
+  std::optional<double> target;  // none: reported only
+  bool higher_is_better = false;
+  Verdict verdict = Verdict::info;
+  std::string note;
+  boost::json::object extra;
+};
+
+Verdict judge(double ratio, double target, bool higher_is_better) {
+  const bool ok = higher_is_better ? ratio >= target : ratio <= target;
+  return ok ? Verdict::pass : Verdict::miss;
+}
+
+// A rex-vs-floor figure where lower is better.
+Result ratio_result(std::string name, const std::vector<double>& rex_samples,
+                    const std::vector<double>& floor_samples, double target) {
+  Result r;
+  r.name = std::move(name);
+  r.rex = stats_of(rex_samples);
+  const Stats floor = stats_of(floor_samples);
+  r.floor_p50 = floor.p50;
+  r.ratio = floor.p50 > 0 ? r.rex.p50 / floor.p50 : 0;
+  r.target = target;
+  r.verdict = judge(r.ratio, target, false);
+  r.extra["samples"] = rex_samples.size();
+  r.extra["floor_p99_ms"] = floor.p99;
+  return r;
+}
+
+struct Options {
+  bool smoke = false;
+  bool json = false;
+  bool strict = false;
+  int iterations = 1000;  // echo and execute; the slower figures take a fraction of it
+  int tp_sessions = 200;
+  int tp_commands = 20;
+  int tp_rounds = 3;
+  int many_sessions = 1000;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Figures
+
+// Round trips of `command` through rex and through the raw pty, in alternating blocks.
+Result bench_round_trip(asio::io_context& io, rex::LocalRuntime& rt, const std::string& name,
+                        const std::string& command, std::size_t expected_output, int iterations,
+                        int block, double target) {
+  const std::string session = "bench-" + name;
+  run_on(io, rex_create(rt, session));
+  RawShell shell;
+  shell.wait_prompt();
+  const std::string line = command + "\n";
+
+  // Warm up both, and check that the floor really sees only the output (echo is off).
+  const int warmup = std::max(3, std::min(50, iterations / 10));
+  run_on(io, rex_commands(rt, session, command, warmup, expected_output));
+  for (int i = 0; i < warmup; ++i)
+    shell.round_trip(line);
+  if (shell.last_output_size() != expected_output + 2) {  // + "\r\n" from the terminal
+    throw std::runtime_error(fmt::format("floor: {} printed {} bytes, expected {}", command,
+                                         shell.last_output_size(), expected_output + 2));
+  }
+
+  std::vector<double> rex_samples;
+  std::vector<double> floor_samples;
+  auto floor_block = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      const auto t0 = Clock::now();
+      shell.round_trip(line);
+      floor_samples.push_back(ms_between(t0, Clock::now()));
+    }
+  };
+  for (int done = 0, b = 0; done < iterations; done += block, ++b) {
+    const int n = std::min(block, iterations - done);
+    if (b % 2 == 1)
+      floor_block(n);
+    const auto samples = run_on(io, rex_commands(rt, session, command, n, expected_output));
+    rex_samples.insert(rex_samples.end(), samples.begin(), samples.end());
+    if (b % 2 == 0)
+      floor_block(n);
+  }
+  run_on(io, rex_close(rt, session));
+
+  Result r = ratio_result(name, rex_samples, floor_samples, target);
+  r.note =
+      fmt::format("rex p50 {:.0f} us, floor p50 {:.0f} us", r.rex.p50 * 1000, r.floor_p50 * 1000);
+  r.extra["p50_us"] = r.rex.p50 * 1000;
+  r.extra["floor_p50_us"] = r.floor_p50 * 1000;
+  return r;
+}
+
+// create_session and close_session, timed apart, vs spawn-to-first-prompt and kill+reap.
+std::vector<Result> bench_create(asio::io_context& io, rex::LocalRuntime& rt, int iterations) {
+  std::vector<double> rex_create_ms, rex_total_ms, floor_create_ms, floor_total_ms;
+  auto floor_once = [&](bool record) {
+    const auto t0 = Clock::now();
+    auto shell = std::make_unique<RawShell>();
+    shell->wait_prompt();
+    const auto t1 = Clock::now();
+    shell.reset();  // SIGKILL, close, waitpid
+    if (record) {
+      floor_create_ms.push_back(ms_between(t0, t1));
+      floor_total_ms.push_back(ms_between(t0, Clock::now()));
+    }
+  };
+  auto rex_once = [&](bool record) {
+    const double create = run_on(io, rex_create(rt, "bench-create"));
+    const double close = run_on(io, rex_close(rt, "bench-create"));
+    if (record) {
+      rex_create_ms.push_back(create);
+      rex_total_ms.push_back(create + close);
+    }
+  };
+  for (int i = 0; i < 5; ++i) {
+    rex_once(false);
+    floor_once(false);
+  }
+  for (int i = 0; i < iterations; ++i) {
+    if (i % 2 == 0) {
+      rex_once(true);
+      floor_once(true);
+    } else {
+      floor_once(true);
+      rex_once(true);
+    }
+  }
+  Result create = ratio_result("create_session", rex_create_ms, floor_create_ms, 2.0);
+  create.note = "close excluded";
+  Result total = ratio_result("create_close", rex_total_ms, floor_total_ms, 2.0);
+  total.note = fmt::format("close alone: rex p50 {:.2f} ms",
+                           stats_of(rex_total_ms).p50 - stats_of(rex_create_ms).p50);
+  return {create, total};
+}
+
+Result bench_execute(asio::io_context& io, rex::LocalRuntime& rt, int iterations) {
+  const int block = 25;
+  run_on(io, rex_execute_true(rt, 20));
+  for (int i = 0; i < 20; ++i)
+    floor_execute_true();
+  std::vector<double> rex_samples;
+  std::vector<double> floor_samples;
+  for (int done = 0, b = 0; done < iterations; done += block, ++b) {
+    const int n = std::min(block, iterations - done);
+    auto floor_block = [&] {
+      for (int i = 0; i < n; ++i)
+        floor_samples.push_back(floor_execute_true());
+    };
+    if (b % 2 == 1)
+      floor_block();
+    const auto samples = run_on(io, rex_execute_true(rt, n));
+    rex_samples.insert(rex_samples.end(), samples.begin(), samples.end());
+    if (b % 2 == 0)
+      floor_block();
+  }
+  Result r = ratio_result("execute_true", rex_samples, floor_samples, 1.5);
+  r.note =
+      fmt::format("rex p50 {:.0f} us, floor p50 {:.0f} us", r.rex.p50 * 1000, r.floor_p50 * 1000);
+  return r;
+}
+
+// S sessions x C commands, all at once on this one thread, vs poll() over S raw ptys.
+Result bench_throughput(asio::io_context& io, rex::LocalRuntime& rt, const Options& opt) {
+  const int s = opt.tp_sessions;
+  const int c = opt.tp_commands;
+  std::vector<std::string> names;
+  for (int i = 0; i < s; ++i)
+    names.push_back("bench-tp-" + std::to_string(i));
+  for (const auto& name : names)
+    run_on(io, rex_create(rt, name));
+  std::vector<std::unique_ptr<RawShell>> shells;
+  for (int i = 0; i < s; ++i)
+    shells.push_back(std::make_unique<RawShell>());
+  for (auto& shell : shells)
+    shell->wait_prompt();
+
+  std::vector<double> rex_latency, floor_latency, rex_cps, floor_cps;
+  const double total = static_cast<double>(s) * c;
+  auto rex_round = [&](bool record) {
+    std::vector<double> lat;
+    lat.reserve(static_cast<std::size_t>(total));
+    const auto t0 = Clock::now();
+    const BatchResult b = run_all(io, s, [&](int i) {
+      return rex_echo_worker(rt, names[static_cast<std::size_t>(i)], c, &lat);
+    });
+    const double secs = ms_between(t0, Clock::now()) / 1000;
+    if (b.failed > 0)
+      throw std::runtime_error("rex throughput: " + b.first_error);
+    if (record) {
+      rex_cps.push_back(total / secs);
+      rex_latency.insert(rex_latency.end(), lat.begin(), lat.end());
+    }
+  };
+  auto floor_round = [&](bool record) {
+    std::vector<double> lat;
+    const auto t0 = Clock::now();
+    floor_drive(shells, c, lat);
+    const double secs = ms_between(t0, Clock::now()) / 1000;
+    if (record) {
+      floor_cps.push_back(total / secs);
+      floor_latency.insert(floor_latency.end(), lat.begin(), lat.end());
+    }
+  };
+  rex_round(false);  // warm-up
+  floor_round(false);
+  for (int round = 0; round < opt.tp_rounds; ++round) {
+    if (round % 2 == 0) {
+      rex_round(true);
+      floor_round(true);
+    } else {
+      floor_round(true);
+      rex_round(true);
+    }
+  }
+  shells.clear();
+  for (const auto& name : names)
+    run_on(io, rex_close(rt, name));
+
+  Result r;
+  r.name = "throughput";
+  r.rex = stats_of(rex_latency);  // per-command latency under the full load
+  r.floor_p50 = stats_of(floor_latency).p50;
+  const double rex_rate = median(rex_cps);
+  const double floor_rate = median(floor_cps);
+  r.ratio = rex_rate / floor_rate;
+  r.target = 0.7;
+  r.higher_is_better = true;
+  r.verdict = judge(r.ratio, 0.7, true);
+  r.note = fmt::format("{}x{}: rex {:.0f} cmd/s, floor {:.0f} cmd/s (higher is better)", s, c,
+                       rex_rate, floor_rate);
+  r.extra["sessions"] = s;
+  r.extra["commands_per_session"] = c;
+  r.extra["rex_commands_per_s"] = rex_rate;
+  r.extra["floor_commands_per_s"] = floor_rate;
+  r.extra["higher_is_better"] = true;
+  return r;
+}
+
+// N sessions opened concurrently, one echo in each, then closed; rex's memory per session.
+Result bench_many(asio::io_context& io, rex::LocalRuntime& rt, int n) {
+  std::vector<std::string> names;
+  for (int i = 0; i < n; ++i)
+    names.push_back("bench-many-" + std::to_string(i));
+  auto name_of = [&](int i) -> const std::string& { return names[static_cast<std::size_t>(i)]; };
+
+  const long rss_before = vm_rss_kib();
+  std::vector<double> ready_ms;
+  const auto t0 = Clock::now();
+  const BatchResult opened =
+      run_all(io, n, [&](int i) { return rex_open_worker(rt, name_of(i), t0, &ready_ms); });
+  const auto t1 = Clock::now();
+  const long rss_after = vm_rss_kib();
+  const BatchResult echoed = run_all(io, n, [&](int i) { return rex_echo_once(rt, name_of(i)); });
+  const auto t2 = Clock::now();
+  const BatchResult closed =
+      run_all(io, n, [&](int i) { return rex_close_worker(rt, name_of(i)); });
+  const auto t3 = Clock::now();
+
+  // Floor: spawn N raw shells, wait for every prompt with poll(), one echo in each, kill all.
+  std::vector<double> floor_ready_ms;
+  std::vector<double> floor_echo_ms;
+  const auto f0 = Clock::now();
+  std::vector<std::unique_ptr<RawShell>> shells;
+  for (int i = 0; i < n; ++i)
+    shells.push_back(std::make_unique<RawShell>());
+  floor_wait_all_prompts(shells, f0, floor_ready_ms);
+  const auto f1 = Clock::now();
+  floor_drive(shells, 1, floor_echo_ms);
+  const auto f2 = Clock::now();
+  shells.clear();
+  const auto f3 = Clock::now();
+
+  Result r;
+  r.name = "sessions_" + std::to_string(n);
+  r.rex = stats_of(ready_ms);  // time until each session was usable, from the start
+  r.floor_p50 = stats_of(floor_ready_ms).p50;
+  const double rex_total = ms_between(t0, t2);
+  const double floor_total = ms_between(f0, f2);
+  r.ratio = rex_total / floor_total;  // open + echo, informational
+  const bool all_ok = opened.ok == n && echoed.ok == n && closed.ok == n;
+  r.verdict = all_ok ? Verdict::pass : Verdict::miss;
+  const double kib_per_session = static_cast<double>(rss_after - rss_before) / n;
+  r.note = fmt::format(
+      "ok {}/{}; open {:.0f} ms, echo {:.0f} ms, close {:.0f} ms; floor open {:.0f} ms, echo "
+      "{:.0f} ms; rex RSS {:.1f} KiB/session",
+      std::min({opened.ok, echoed.ok, closed.ok}), n, ms_between(t0, t1), ms_between(t1, t2),
+      ms_between(t2, t3), ms_between(f0, f1), ms_between(f1, f2), kib_per_session);
+  if (!all_ok) {
+    const std::string& e = !opened.first_error.empty()   ? opened.first_error
+                           : !echoed.first_error.empty() ? echoed.first_error
+                                                         : closed.first_error;
+    r.note += "; first error: " + e;
+  }
+  r.extra["sessions"] = n;
+  r.extra["opened_ok"] = opened.ok;
+  r.extra["echo_ok"] = echoed.ok;
+  r.extra["closed_ok"] = closed.ok;
+  r.extra["open_ms"] = ms_between(t0, t1);
+  r.extra["echo_ms"] = ms_between(t1, t2);
+  r.extra["close_ms"] = ms_between(t2, t3);
+  r.extra["total_ms"] = rex_total;
+  r.extra["floor_open_ms"] = ms_between(f0, f1);
+  r.extra["floor_echo_ms"] = ms_between(f1, f2);
+  r.extra["floor_close_ms"] = ms_between(f2, f3);
+  r.extra["floor_total_ms"] = floor_total;
+  r.extra["rss_before_kib"] = rss_before;
+  r.extra["rss_after_open_kib"] = rss_after;
+  r.extra["rss_per_session_kib"] = kib_per_session;
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+std::string verdict_text(Verdict v) {
+  switch (v) {
+    case Verdict::pass:
+      return "PASS";
+    case Verdict::miss:
+      return "MISS";
+    case Verdict::info:
+      break;
+  }
+  return "-";
+}
+
+std::string target_text(const Result& r) {
+  if (!r.target)
+    return "all ok";
+  return fmt::format("{} {}x", r.higher_is_better ? ">=" : "<=", *r.target);
+}
+
+void print_table(std::FILE* out, const std::vector<Result>& results) {
+  fmt::print(out, "{:<15} {:>10} {:>10} {:>12} {:>7} {:>9} {:>6}  {}\n", "figure", "rex p50 ms",
+             "rex p99 ms", "floor p50 ms", "ratio", "target", "result", "notes");
+  for (const auto& r : results) {
+    fmt::print(out, "{:<15} {:>10.3f} {:>10.3f} {:>12.3f} {:>7.2f} {:>9} {:>6}  {}\n", r.name,
+               r.rex.p50, r.rex.p99, r.floor_p50, r.ratio, target_text(r), verdict_text(r.verdict),
+               r.note);
+  }
+}
+
+void print_json(const std::vector<Result>& results) {
+  for (const auto& r : results) {
+    boost::json::object o;
+    o["name"] = r.name;
+    o["p50_ms"] = r.rex.p50;
+    o["p99_ms"] = r.rex.p99;
+    o["floor_p50_ms"] = r.floor_p50;
+    o["ratio"] = r.ratio;
+    if (r.target) {
+      o["target"] = *r.target;
+    } else {
+      o["target"] = nullptr;
+    }
+    o["result"] = verdict_text(r.verdict);
+    o["note"] = r.note;
+    for (const auto& [k, v] : r.extra)
+      o[k] = v;
+    fmt::print("{}\n", boost::json::serialize(o));
+  }
+}
+
+int usage(const char* argv0, int code) {
+  fmt::print(code == 0 ? stdout : stderr,
+             "usage: {} [--smoke] [--iterations N] [--json] [--strict]\n"
+             "  --smoke         tiny counts (seconds); exit 0 even when a ratio misses\n"
+             "  --iterations N  samples of echo and execute_true (default 1000); create_session\n"
+             "                  takes N/10 and output_1mb N/20\n"
+             "  --json          one JSON object per figure on stdout (table on stderr)\n"
+             "  --strict        exit 1 when a figure misses its target\n",
+             argv0);
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  std::optional<int> iterations;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    if (a == "--smoke") {
+      opt.smoke = true;
+    } else if (a == "--json") {
+      opt.json = true;
+    } else if (a == "--strict") {
+      opt.strict = true;
+    } else if (a == "--iterations" && i + 1 < argc) {
+      iterations = std::atoi(argv[++i]);
+      if (*iterations <= 0)
+        return usage(argv[0], 2);
+    } else if (a == "--help" || a == "-h") {
+      return usage(argv[0], 0);
+    } else {
+      return usage(argv[0], 2);
+    }
+  }
+  if (opt.smoke) {
+    opt.iterations = 40;
+    opt.tp_sessions = 20;
+    opt.tp_commands = 5;
+    opt.tp_rounds = 1;
+    opt.many_sessions = 50;
+  }
+  if (iterations)
+    opt.iterations = *iterations;
+  raise_fd_limit();
+
+  std::FILE* table = opt.json ? stderr : stdout;
+  fmt::print(table, "rex_bench{}: {} iterations; throughput {}x{}; {} concurrent sessions\n",
+             opt.smoke ? " --smoke" : "", opt.iterations, opt.tp_sessions, opt.tp_commands,
+             opt.many_sessions);
+  std::fflush(table);
+
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  rex::LocalRuntime rt(io.get_executor());
+
+  std::vector<Result> results;
+  int errors = 0;
+  auto figure = [&](const char* name, auto run) {
+    fmt::print(stderr, "  running {}...\n", name);
+    try {
+      run();
+    } catch (const std::exception& e) {
+      ++errors;
+      fmt::print(stderr, "  {} FAILED: {}\n", name, e.what());
+    }
+  };
+  const int n = opt.iterations;
+  figure("echo",
+         [&] { results.push_back(bench_round_trip(io, rt, "echo", "echo hi", 2, n, 25, 2.0)); });
+  figure("create_session", [&] {
+    for (auto& r : bench_create(io, rt, std::max(5, n / 10)))
+      results.push_back(std::move(r));
+  });
+  figure("output_1mb", [&] {
+    results.push_back(bench_round_trip(io, rt, "output_1mb",
+                                       "head -c 1000000 /dev/zero | tr '\\0' a", 1000000,
+                                       std::max(3, n / 20), 5, 2.0));
+  });
+  figure("execute_true", [&] { results.push_back(bench_execute(io, rt, n)); });
+  figure("throughput", [&] { results.push_back(bench_throughput(io, rt, opt)); });
+  figure("sessions", [&] { results.push_back(bench_many(io, rt, opt.many_sessions)); });
+  try {
+    run_on(io, rt.close());
+  } catch (const std::exception& e) {
+    ++errors;
+    fmt::print(stderr, "closing the runtime failed: {}\n", e.what());
+  }
+
+  print_table(table, results);
+  if (opt.json)
+    print_json(results);
+  const bool missed = std::any_of(results.begin(), results.end(),
+                                  [](const Result& r) { return r.verdict == Verdict::miss; });
+  if (errors > 0)
+    return 2;
+  if (missed && opt.strict && !opt.smoke)
+    return 1;
+  return 0;
+}
