@@ -25,6 +25,7 @@
 #include <rex/protocol/commands.hpp>
 #include <rex/protocol/session.hpp>
 #include <rex/runtime/local_runtime.hpp>
+#include <rex/session/shell_framing.hpp>
 
 #include <fmt/core.h>
 #include <boost/asio/co_spawn.hpp>
@@ -39,6 +40,7 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -111,6 +113,14 @@ long vm_rss_kib() {
       return std::strtol(line.c_str() + 6, nullptr, 10);
   }
   return -1;
+}
+
+// CPU time (user + system) this process has used, in milliseconds.
+double self_cpu_ms() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + t.tv_usec / 1e3; };
+  return ms(u.ru_utime) + ms(u.ru_stime);
 }
 
 void raise_fd_limit() {
@@ -203,6 +213,19 @@ class RawShell {
   // Bytes bash printed before the last prompt.
   std::size_t last_output_size() const { return last_output_; }
 
+  // Diagnostic, not a floor: after the first prompt, install rex's own prompt and helpers
+  // (ShellFraming) so that bash does exactly the work it does under rex for each command.
+  // Rex against this shows rex's own cost; this against the plain floor shows bash's.
+  void use_rex_framing() {
+    framing_.emplace();
+    send(framing_->setup_code() + "\n");
+    wait_prompt();
+  }
+  // What to write for a command: the command itself, or rex's framed line.
+  std::string line_for(std::string_view command) const {
+    return framing_ ? framing_->command_line(command) : std::string(command) + "\n";
+  }
+
   void send(std::string_view line) {
     while (!line.empty()) {
       const ssize_t n = ::write(master_, line.data(), line.size());
@@ -227,16 +250,28 @@ class RawShell {
       if (n <= 0)
         throw std::runtime_error("floor bash exited");
       buf_.append(chunk.data(), static_cast<std::size_t>(n));
-      // Look only at the new bytes (and a marker's length before them).
-      const std::size_t from = scanned_ >= kFloorPrompt.size() ? scanned_ - kFloorPrompt.size() : 0;
-      const std::size_t pos = buf_.find(kFloorPrompt, from);
-      if (pos != std::string::npos) {
-        last_output_ = pos;
+      std::optional<std::size_t> pos;
+      if (framing_) {
+        std::size_t resume = 0;
+        if (auto m = framing_->find_prompt(buf_, scanned_, resume))
+          pos = m->begin;
+        else
+          scanned_ = resume;
+      } else {
+        // Look only at the new bytes (and a marker's length before them).
+        const std::size_t from =
+            scanned_ >= kFloorPrompt.size() ? scanned_ - kFloorPrompt.size() : 0;
+        if (const std::size_t p = buf_.find(kFloorPrompt, from); p != std::string::npos)
+          pos = p;
+        else
+          scanned_ = buf_.size();
+      }
+      if (pos) {
+        last_output_ = *pos;
         buf_.clear();
         scanned_ = 0;
         return true;
       }
-      scanned_ = buf_.size();
     }
   }
 
@@ -276,6 +311,7 @@ class RawShell {
   std::string buf_;
   std::size_t scanned_ = 0;
   std::size_t last_output_ = 0;
+  std::optional<rex::ShellFraming> framing_;
 };
 
 // Floor of execute: posix_spawn /bin/true with stdout and stderr pipes, read both to EOF,
@@ -328,7 +364,7 @@ void floor_drive(std::vector<std::unique_ptr<RawShell>>& shells, int commands,
   std::vector<int> sent(n, 0);
   std::vector<Clock::time_point> started(n);
   auto send_next = [&](std::size_t i) {
-    const std::string line = "echo " + std::to_string(sent[i]) + "\n";
+    const std::string line = shells[i]->line_for("echo " + std::to_string(sent[i]));
     started[i] = Clock::now();
     shells[i]->send(line);
     ++sent[i];
@@ -526,7 +562,7 @@ asio::awaitable<int> rex_echo_worker(rex::LocalRuntime& rt, std::string session,
     const auto t0 = Clock::now();
     rex::BashObservation obs = co_await rt.run_in_session(std::move(action));
     latencies->push_back(ms_between(t0, Clock::now()));
-    if (obs.output != std::to_string(k))
+    if (obs.output != std::to_string(k) + "\n")
       throw std::runtime_error("rex: wrong echo output");
   }
   co_return commands;
@@ -544,7 +580,7 @@ asio::awaitable<int> rex_open_worker(rex::LocalRuntime& rt, std::string session,
 asio::awaitable<int> rex_echo_once(rex::LocalRuntime& rt, std::string session) {
   rex::Action action = make_action(session, "echo hi");
   rex::BashObservation obs = co_await rt.run_in_session(std::move(action));
-  if (obs.output != "hi")
+  if (obs.output != "hi\n")
     throw std::runtime_error("rex: wrong echo output");
   co_return 1;
 }
@@ -603,6 +639,7 @@ struct Options {
   int tp_commands = 20;
   int tp_rounds = 3;
   int many_sessions = 1000;
+  std::string only;  // run just this figure (its name in the table, or "sessions")
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -610,49 +647,68 @@ struct Options {
 
 // Round trips of `command` through rex and through the raw pty, in alternating blocks.
 Result bench_round_trip(asio::io_context& io, rex::LocalRuntime& rt, const std::string& name,
-                        const std::string& command, std::size_t expected_output, int iterations,
-                        int block, double target) {
+                        const std::string& command, std::size_t rex_output,
+                        std::size_t floor_output, int iterations, int block, double target) {
   const std::string session = "bench-" + name;
   run_on(io, rex_create(rt, session));
   RawShell shell;
   shell.wait_prompt();
-  const std::string line = command + "\n";
+  const std::string line = shell.line_for(command);
+  RawShell framed;  // diagnostic: the floor with rex's framing
+  framed.wait_prompt();
+  framed.use_rex_framing();
+  const std::string framed_line = framed.line_for(command);
 
-  // Warm up both, and check that the floor really sees only the output (echo is off).
+  // Warm up all three, and check that the floor really sees only the output (echo is off).
   const int warmup = std::max(3, std::min(50, iterations / 10));
-  run_on(io, rex_commands(rt, session, command, warmup, expected_output));
-  for (int i = 0; i < warmup; ++i)
+  run_on(io, rex_commands(rt, session, command, warmup, rex_output));
+  for (int i = 0; i < warmup; ++i) {
     shell.round_trip(line);
-  if (shell.last_output_size() != expected_output + 2) {  // + "\r\n" from the terminal
+    framed.round_trip(framed_line);
+  }
+  if (shell.last_output_size() != floor_output) {
     throw std::runtime_error(fmt::format("floor: {} printed {} bytes, expected {}", command,
-                                         shell.last_output_size(), expected_output + 2));
+                                         shell.last_output_size(), floor_output));
   }
 
   std::vector<double> rex_samples;
   std::vector<double> floor_samples;
-  auto floor_block = [&](int n) {
+  std::vector<double> framed_samples;
+  auto raw_block = [](RawShell& sh, const std::string& ln, int n, std::vector<double>& out) {
     for (int i = 0; i < n; ++i) {
       const auto t0 = Clock::now();
-      shell.round_trip(line);
-      floor_samples.push_back(ms_between(t0, Clock::now()));
+      sh.round_trip(ln);
+      out.push_back(ms_between(t0, Clock::now()));
     }
   };
+  // Blocks of rex, floor and framed floor, in a rotating order.
   for (int done = 0, b = 0; done < iterations; done += block, ++b) {
     const int n = std::min(block, iterations - done);
-    if (b % 2 == 1)
-      floor_block(n);
-    const auto samples = run_on(io, rex_commands(rt, session, command, n, expected_output));
-    rex_samples.insert(rex_samples.end(), samples.begin(), samples.end());
-    if (b % 2 == 0)
-      floor_block(n);
+    for (int k = 0; k < 3; ++k) {
+      switch ((b + k) % 3) {
+        case 0: {
+          const auto samples = run_on(io, rex_commands(rt, session, command, n, rex_output));
+          rex_samples.insert(rex_samples.end(), samples.begin(), samples.end());
+          break;
+        }
+        case 1:
+          raw_block(shell, line, n, floor_samples);
+          break;
+        default:
+          raw_block(framed, framed_line, n, framed_samples);
+          break;
+      }
+    }
   }
   run_on(io, rex_close(rt, session));
 
   Result r = ratio_result(name, rex_samples, floor_samples, target);
-  r.note =
-      fmt::format("rex p50 {:.0f} us, floor p50 {:.0f} us", r.rex.p50 * 1000, r.floor_p50 * 1000);
+  const double framed_p50 = stats_of(framed_samples).p50;
+  r.note = fmt::format("rex p50 {:.0f} us, floor p50 {:.0f} us; floor+rex framing {:.0f} us",
+                       r.rex.p50 * 1000, r.floor_p50 * 1000, framed_p50 * 1000);
   r.extra["p50_us"] = r.rex.p50 * 1000;
   r.extra["floor_p50_us"] = r.floor_p50 * 1000;
+  r.extra["framed_floor_p50_ms"] = framed_p50;
   return r;
 }
 
@@ -735,65 +791,97 @@ Result bench_throughput(asio::io_context& io, rex::LocalRuntime& rt, const Optio
   for (const auto& name : names)
     run_on(io, rex_create(rt, name));
   std::vector<std::unique_ptr<RawShell>> shells;
-  for (int i = 0; i < s; ++i)
+  std::vector<std::unique_ptr<RawShell>> framed;  // diagnostic: floor shells with rex's framing
+  for (int i = 0; i < s; ++i) {
     shells.push_back(std::make_unique<RawShell>());
-  for (auto& shell : shells)
-    shell->wait_prompt();
+    framed.push_back(std::make_unique<RawShell>());
+  }
+  for (int i = 0; i < s; ++i) {
+    shells[static_cast<std::size_t>(i)]->wait_prompt();
+    framed[static_cast<std::size_t>(i)]->wait_prompt();
+    framed[static_cast<std::size_t>(i)]->use_rex_framing();
+  }
 
-  std::vector<double> rex_latency, floor_latency, rex_cps, floor_cps;
+  // One round: every command of every session, timed as a whole; rounds rotate between rex,
+  // the floor and the framed floor. Our own CPU time is recorded too: when bash saturates the
+  // cores, rex's thread is not what limits the rate.
+  struct Side {
+    std::vector<double> latency, rate, cpu_us_per_cmd;
+  };
+  Side rex_side, floor_side, framed_side;
   const double total = static_cast<double>(s) * c;
-  auto rex_round = [&](bool record) {
+  auto timed_round = [&](Side& side, bool record, auto body) {
     std::vector<double> lat;
     lat.reserve(static_cast<std::size_t>(total));
+    const double cpu0 = self_cpu_ms();
     const auto t0 = Clock::now();
-    const BatchResult b = run_all(io, s, [&](int i) {
-      return rex_echo_worker(rt, names[static_cast<std::size_t>(i)], c, &lat);
-    });
+    body(lat);
     const double secs = ms_between(t0, Clock::now()) / 1000;
-    if (b.failed > 0)
-      throw std::runtime_error("rex throughput: " + b.first_error);
+    const double cpu = self_cpu_ms() - cpu0;
     if (record) {
-      rex_cps.push_back(total / secs);
-      rex_latency.insert(rex_latency.end(), lat.begin(), lat.end());
+      side.rate.push_back(total / secs);
+      side.cpu_us_per_cmd.push_back(cpu * 1000 / total);
+      side.latency.insert(side.latency.end(), lat.begin(), lat.end());
     }
   };
+  auto rex_round = [&](bool record) {
+    timed_round(rex_side, record, [&](std::vector<double>& lat) {
+      const BatchResult b = run_all(io, s, [&](int i) {
+        return rex_echo_worker(rt, names[static_cast<std::size_t>(i)], c, &lat);
+      });
+      if (b.failed > 0)
+        throw std::runtime_error("rex throughput: " + b.first_error);
+    });
+  };
   auto floor_round = [&](bool record) {
-    std::vector<double> lat;
-    const auto t0 = Clock::now();
-    floor_drive(shells, c, lat);
-    const double secs = ms_between(t0, Clock::now()) / 1000;
-    if (record) {
-      floor_cps.push_back(total / secs);
-      floor_latency.insert(floor_latency.end(), lat.begin(), lat.end());
-    }
+    timed_round(floor_side, record, [&](std::vector<double>& lat) { floor_drive(shells, c, lat); });
+  };
+  auto framed_round = [&](bool record) {
+    timed_round(framed_side, record,
+                [&](std::vector<double>& lat) { floor_drive(framed, c, lat); });
   };
   rex_round(false);  // warm-up
   floor_round(false);
+  framed_round(false);
   for (int round = 0; round < opt.tp_rounds; ++round) {
-    if (round % 2 == 0) {
-      rex_round(true);
-      floor_round(true);
-    } else {
-      floor_round(true);
-      rex_round(true);
+    for (int k = 0; k < 3; ++k) {
+      switch ((round + k) % 3) {
+        case 0:
+          rex_round(true);
+          break;
+        case 1:
+          floor_round(true);
+          break;
+        default:
+          framed_round(true);
+          break;
+      }
     }
   }
   shells.clear();
+  framed.clear();
   for (const auto& name : names)
     run_on(io, rex_close(rt, name));
 
   Result r;
   r.name = "throughput";
-  r.rex = stats_of(rex_latency);  // per-command latency under the full load
-  r.floor_p50 = stats_of(floor_latency).p50;
-  const double rex_rate = median(rex_cps);
-  const double floor_rate = median(floor_cps);
+  r.rex = stats_of(rex_side.latency);  // per-command latency under the full load
+  r.floor_p50 = stats_of(floor_side.latency).p50;
+  const double rex_rate = median(rex_side.rate);
+  const double floor_rate = median(floor_side.rate);
+  const double framed_rate = median(framed_side.rate);
   r.ratio = rex_rate / floor_rate;
   r.target = 0.7;
   r.higher_is_better = true;
   r.verdict = judge(r.ratio, 0.7, true);
-  r.note = fmt::format("{}x{}: rex {:.0f} cmd/s, floor {:.0f} cmd/s (higher is better)", s, c,
-                       rex_rate, floor_rate);
+  r.note = fmt::format(
+      "{}x{}: rex {:.0f} cmd/s, floor {:.0f} cmd/s (higher is better); floor+rex framing {:.0f} "
+      "cmd/s; own CPU/cmd rex {:.0f} us, floor {:.0f} us",
+      s, c, rex_rate, floor_rate, framed_rate, median(rex_side.cpu_us_per_cmd),
+      median(floor_side.cpu_us_per_cmd));
+  r.extra["framed_floor_commands_per_s"] = framed_rate;
+  r.extra["rex_self_cpu_us_per_command"] = median(rex_side.cpu_us_per_cmd);
+  r.extra["floor_self_cpu_us_per_command"] = median(floor_side.cpu_us_per_cmd);
   r.extra["sessions"] = s;
   r.extra["commands_per_session"] = c;
   r.extra["rex_commands_per_s"] = rex_rate;
@@ -929,12 +1017,14 @@ void print_json(const std::vector<Result>& results) {
 
 int usage(const char* argv0, int code) {
   fmt::print(code == 0 ? stdout : stderr,
-             "usage: {} [--smoke] [--iterations N] [--json] [--strict]\n"
+             "usage: {} [--smoke] [--iterations N] [--json] [--strict] [--only FIGURE]\n"
              "  --smoke         tiny counts (seconds); exit 0 even when a ratio misses\n"
              "  --iterations N  samples of echo and execute_true (default 1000); create_session\n"
              "                  takes N/10 and output_1mb N/20\n"
              "  --json          one JSON object per figure on stdout (table on stderr)\n"
-             "  --strict        exit 1 when a figure misses its target\n",
+             "  --strict        exit 1 when a figure misses its target\n"
+             "  --only FIGURE   run one figure: echo, create_session, output_1mb,\n"
+             "                  execute_true, throughput or sessions\n",
              argv0);
   return code;
 }
@@ -956,6 +1046,8 @@ int main(int argc, char** argv) {
       iterations = std::atoi(argv[++i]);
       if (*iterations <= 0)
         return usage(argv[0], 2);
+    } else if (a == "--only" && i + 1 < argc) {
+      opt.only = argv[++i];
     } else if (a == "--help" || a == "-h") {
       return usage(argv[0], 0);
     } else {
@@ -986,6 +1078,8 @@ int main(int argc, char** argv) {
   std::vector<Result> results;
   int errors = 0;
   auto figure = [&](const char* name, auto run) {
+    if (!opt.only.empty() && opt.only != name)
+      return;
     fmt::print(stderr, "  running {}...\n", name);
     try {
       run();
@@ -996,14 +1090,14 @@ int main(int argc, char** argv) {
   };
   const int n = opt.iterations;
   figure("echo",
-         [&] { results.push_back(bench_round_trip(io, rt, "echo", "echo hi", 2, n, 25, 2.0)); });
+         [&] { results.push_back(bench_round_trip(io, rt, "echo", "echo hi", 3, 4, n, 25, 2.0)); });
   figure("create_session", [&] {
     for (auto& r : bench_create(io, rt, std::max(5, n / 10)))
       results.push_back(std::move(r));
   });
   figure("output_1mb", [&] {
     results.push_back(bench_round_trip(io, rt, "output_1mb",
-                                       "head -c 1000000 /dev/zero | tr '\\0' a", 1000000,
+                                       "head -c 1000000 /dev/zero | tr '\\0' a", 1000000, 1000000,
                                        std::max(3, n / 20), 5, 2.0));
   });
   figure("execute_true", [&] { results.push_back(bench_execute(io, rt, n)); });

@@ -43,7 +43,8 @@ int main() {
   asio::io_context io;
   rex::LocalRuntime runtime(io.get_executor());
   asio::co_spawn(io, agent(runtime), [](std::exception_ptr e) {
-    if (e) std::rethrow_exception(e);
+    if (e)
+      std::rethrow_exception(e);
   });
   io.run();
 }

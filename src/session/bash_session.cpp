@@ -53,13 +53,6 @@ Clock::time_point deadline_after(std::optional<double> seconds) {
                             std::chrono::duration<double>(std::min(*seconds, 1e9)));
 }
 
-// Python's str(float): "5.0", "0.5".
-std::string python_float(double v) {
-  if (v == static_cast<double>(static_cast<long long>(v)))
-    return fmt::format("{:.1f}", v);
-  return fmt::format("{}", v);
-}
-
 std::string shell_quote(std::string_view s) {
   std::string out = "'";
   for (char c : s) {
@@ -638,7 +631,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     kill_everything();
     boost::json::object info{{"output", output}};
     throw PexpectTimeout(fmt::format("{} (startup_timeout {} s); output so far: {}", what,
-                                     python_float(timeout), python_repr(output)),
+                                     python_float_repr(timeout), python_repr(output)),
                          std::move(info));
   }
 
@@ -871,7 +864,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (stop.kind == Stop::died) {
       if (state == State::closed)
         throw SessionDiedError("the session was closed while the command ran", std::move(info));
+      // The terminal closes a moment before bash can be reaped; wait (briefly) for the exit
+      // so the error can name the status or signal.
       reap();
+      if (!reaped) {
+        exit_signal.expires_after(std::chrono::seconds(1));
+        co_await exit_signal.async_wait(use_tuple);
+        reap();
+      }
       state = State::dead;
       throw SessionDiedError(death_description() + " while running " + python_repr(action.command),
                              std::move(info));
@@ -881,13 +881,13 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       info["no_output_timeout"] = *action.no_output_timeout;
       throw CommandTimeoutError(
           fmt::format("no output for {} seconds while running command {}",
-                      python_float(*action.no_output_timeout), python_repr(action.command)),
+                      python_float_repr(*action.no_output_timeout), python_repr(action.command)),
           std::move(info));
     }
     info["timeout"] = action.timeout ? boost::json::value(*action.timeout) : nullptr;
     throw CommandTimeoutError(
         fmt::format("timeout after {} seconds while running command {}",
-                    action.timeout ? python_float(*action.timeout) : std::string("None"),
+                    action.timeout ? python_float_repr(*action.timeout) : std::string("None"),
                     python_repr(action.command)),
         std::move(info));
   }

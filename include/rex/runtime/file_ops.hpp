@@ -10,6 +10,7 @@
 #pragma once
 
 #include <rex/protocol/files.hpp>
+#include <rex/protocol/python_repr.hpp>
 
 #include <string>
 #include <string_view>
@@ -48,13 +49,6 @@ std::string decode_text(std::string_view bytes, std::string_view encoding, std::
 
 /// Python's universal-newline reading: "\r\n" and lone "\r" become "\n".
 std::string translate_newlines(std::string_view text);
-
-/// Python's `repr(str)` of UTF-8 text: quoted, with escapes for quotes, backslashes and
-/// unprintable characters; bytes that are not UTF-8 show as '\udcNN' (as file names do).
-std::string python_repr(std::string_view text);
-
-/// Python's float repr: the shortest round-trip form, "1.0" rather than "1".
-std::string python_float_repr(double value);
 
 /// Throws the exception Python raises for an OSError with this errno: FileNotFoundError,
 /// IsADirectoryError, NotADirectoryError, PermissionError, else OSError; the message reads
