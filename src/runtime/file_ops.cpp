@@ -2,6 +2,8 @@
 #include <rex/runtime/file_ops.hpp>
 #include <rex/session/output.hpp>
 
+#include "detail/unique_fd.hpp"
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <dirent.h>
@@ -259,26 +261,7 @@ bool is_directory(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) noexcept : fd_(fd) {}
-  UniqueFd(UniqueFd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() {
-    if (fd_ >= 0)
-      ::close(fd_);
-  }
-  int get() const noexcept { return fd_; }
-  /// Closes now and reports close()'s errno (0 when fine): write errors can surface here.
-  int close() noexcept {
-    const int fd = std::exchange(fd_, -1);
-    return fd >= 0 && ::close(fd) != 0 ? errno : 0;
-  }
-
- private:
-  int fd_;
-};
+using detail::UniqueFd;
 
 void write_all(int fd, std::string_view data, const std::string& name) {
   while (!data.empty()) {

@@ -4,7 +4,6 @@
 #include <rex/protocol/python_repr.hpp>
 #include <rex/runtime/file_ops.hpp>
 #include <rex/runtime/process_runner.hpp>
-#include <rex/session/shell_framing.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
@@ -41,11 +40,9 @@ struct LocalRuntime::Impl {
   std::shared_ptr<BashSession> find(const std::string& name) {
     auto it = sessions.find(name);
     if (it == sessions.end() || !it->second)
-      throw SessionDoesNotExistError("session " + python_repr_name(name) + " does not exist");
+      throw SessionDoesNotExistError("session " + python_repr(name) + " does not exist");
     return it->second;
   }
-
-  static std::string python_repr_name(const std::string& name) { return python_repr(name); }
 
   asio::any_io_executor ex;
   LocalRuntimeConfig cfg;
@@ -110,19 +107,17 @@ asio::awaitable<ReadFileResponse> LocalRuntime::read_file(ReadFileRequest reques
 asio::awaitable<WriteFileResponse> LocalRuntime::write_file(WriteFileRequest request) {
   auto work = [r = std::move(request)] {
     write_file_sync(r);
-    return 0;
+    return WriteFileResponse{};
   };
-  co_await impl_->offload(std::move(work));
-  co_return WriteFileResponse{};
+  co_return co_await impl_->offload(std::move(work));
 }
 
 asio::awaitable<UploadResponse> LocalRuntime::upload(UploadRequest request) {
   auto work = [r = std::move(request)] {
     upload_sync(r);
-    return 0;
+    return UploadResponse{};
   };
-  co_await impl_->offload(std::move(work));
-  co_return UploadResponse{};
+  co_return co_await impl_->offload(std::move(work));
 }
 
 asio::awaitable<CloseResponse> LocalRuntime::close() {

@@ -4,6 +4,7 @@
 #include <rex/session/output.hpp>
 
 #include "detail/spawn.hpp"
+#include "detail/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -34,23 +35,7 @@ namespace {
 namespace asio = boost::asio;
 using asio::posix::stream_descriptor;
 
-class UniqueFd {
- public:
-  explicit UniqueFd(int fd = -1) noexcept : fd_(fd) {}
-  UniqueFd(const UniqueFd&) = delete;
-  UniqueFd& operator=(const UniqueFd&) = delete;
-  ~UniqueFd() { reset(); }
-  int get() const noexcept { return fd_; }
-  int release() noexcept { return std::exchange(fd_, -1); }
-  void reset(int fd = -1) noexcept {
-    if (fd_ >= 0)
-      ::close(fd_);
-    fd_ = fd;
-  }
-
- private:
-  int fd_;
-};
+using detail::UniqueFd;
 
 struct Pipe {
   UniqueFd read;

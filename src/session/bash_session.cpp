@@ -6,6 +6,7 @@
 #include <rex/session/shell_framing.hpp>
 
 #include "detail/spawn.hpp"
+#include "detail/unique_fd.hpp"
 
 #include <fmt/format.h>
 #include <boost/asio/as_tuple.hpp>
@@ -130,18 +131,6 @@ bool ignores_sigint(pid_t pid) {
   }
   return false;
 }
-
-struct Fd {
-  int fd = -1;
-  explicit Fd(int f = -1) : fd(f) {}
-  ~Fd() {
-    if (fd >= 0)
-      ::close(fd);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int release() { return std::exchange(fd, -1); }
-};
 
 [[noreturn]] void throw_errno(const char* what) {
   throw OSError(fmt::format("{}: {}", what, std::strerror(errno)));
@@ -562,30 +551,30 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // ---- start --------------------------------------------------------------------------------
 
   void spawn_shell() {
-    Fd m(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (m.fd < 0)
+    detail::UniqueFd m(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (m.get() < 0)
       throw_errno("cannot open a pseudo-terminal");
-    if (::grantpt(m.fd) != 0 || ::unlockpt(m.fd) != 0)
+    if (::grantpt(m.get()) != 0 || ::unlockpt(m.get()) != 0)
       throw_errno("cannot unlock the pseudo-terminal");
     char name[128];
-    if (::ptsname_r(m.fd, name, sizeof name) != 0)
+    if (::ptsname_r(m.get(), name, sizeof name) != 0)
       throw_errno("ptsname");
-    Fd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (slave.fd < 0)
+    detail::UniqueFd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
+    if (slave.get() < 0)
       throw_errno("cannot open the terminal");
 
     termios t{};
-    ::tcgetattr(slave.fd, &t);
+    ::tcgetattr(slave.get(), &t);
     t.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHOE | ECHOK | ECHONL);
     t.c_lflag |= ICANON | ISIG;
     t.c_iflag |= IUTF8;
     t.c_iflag &= ~static_cast<tcflag_t>(IXON);  // Ctrl-S must not freeze the session
-    ::tcsetattr(slave.fd, TCSANOW, &t);
+    ::tcsetattr(slave.get(), TCSANOW, &t);
     baseline = t;
     winsize ws{};
     ws.ws_col = cfg.columns;
     ws.ws_row = cfg.rows;
-    ::ioctl(slave.fd, TIOCSWINSZ, &ws);
+    ::ioctl(slave.get(), TIOCSWINSZ, &ws);
 
     std::map<std::string, std::string> env;
     for (char** e = environ; e && *e; ++e) {
@@ -680,26 +669,26 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // ---- commands -----------------------------------------------------------------------------
 
   asio::awaitable<void> check_syntax(const std::string& command) {
-    Fd script(::memfd_create("rex-syntax-check", MFD_CLOEXEC));
-    if (script.fd < 0)
+    detail::UniqueFd script(::memfd_create("rex-syntax-check", MFD_CLOEXEC));
+    if (script.get() < 0)
       throw_errno("memfd_create");
     for (std::size_t off = 0; off < command.size();) {
-      const ssize_t n = ::write(script.fd, command.data() + off, command.size() - off);
+      const ssize_t n = ::write(script.get(), command.data() + off, command.size() - off);
       if (n < 0)
         throw_errno("writing the syntax check script");
       off += static_cast<std::size_t>(n);
     }
-    ::lseek(script.fd, 0, SEEK_SET);
+    ::lseek(script.get(), 0, SEEK_SET);
     int p[2];
     if (::pipe2(p, O_CLOEXEC) != 0)
       throw_errno("pipe2");
-    Fd read_end(p[0]), write_end(p[1]);
+    detail::UniqueFd read_end(p[0]), write_end(p[1]);
 
     detail::SpawnOptions options;
     options.argv = {cfg.bash_path, "-O", "extglob", "-n"};
-    options.stdin_fd = script.fd;
-    options.stdout_fd = write_end.fd;
-    options.stderr_fd = write_end.fd;
+    options.stdin_fd = script.get();
+    options.stdout_fd = write_end.get();
+    options.stderr_fd = write_end.get();
     detail::SpawnedChild child;
     try {
       child = detail::spawn_process(options);
