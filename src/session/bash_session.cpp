@@ -204,7 +204,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   int wait_status = 0;
   State state = State::not_started;
   bool interactive = false;  // running because an interactive program holds the terminal
-  termios baseline{};        // terminal modes commands start from
+  // $? as the next command should see it. Known from framed commands' prompts; after an
+  // interactive program the status of its last input is unknown and counts as 0.
+  int last_status = 0;
+  termios baseline{};  // terminal modes commands start from
 
   // Output of the current operation: raw bytes, or a frozen head + a sliding tail when capped.
   std::string raw;
@@ -770,7 +773,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
     std::string line;
     try {
-      line = framing.command_line(action.command);
+      line = framing.command_line(action.command, last_status);
     } catch (const std::invalid_argument& e) {
       throw ValueError(e.what());
     }
@@ -786,6 +789,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     switch (stop.kind) {
       case Stop::prompt: {
         state = State::idle;
+        last_status = stop.match.status;
         obs.output = co_await take_output(stop.match.begin, stop.match.end);
         if (!stop.match.ran) {
           const std::string message = framing.clean_syntax_error(obs.output);
@@ -831,6 +835,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       case Stop::prompt:
         state = State::idle;
         interactive = false;
+        last_status = 0;
         obs.output = co_await take_output(stop.match.begin, stop.match.end);
         obs.expect_string = framing.marker();
         break;
@@ -955,6 +960,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       const auto until = Clock::now() + attempt_time;
       const Stop stop = co_await wait_for_end(action.expect, until, std::nullopt);
       if (stop.kind == Stop::prompt) {
+        // A framed command cut short reports its own status ($? of the killed job).
+        last_status = interactive ? 0 : stop.match.status;
         state = State::idle;
         interactive = false;
         std::string output = co_await take_output(stop.match.begin, stop.match.end);

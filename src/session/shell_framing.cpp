@@ -56,6 +56,8 @@ void append_ansi_c_quoted(std::string& out, std::string_view text) {
   out += '\'';
 }
 
+constexpr std::string_view kRanPrefix = "__rex_ran=1;";
+
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
 }
@@ -67,33 +69,46 @@ ShellFraming::ShellFraming() : ShellFraming(random_nonce()) {}
 ShellFraming::ShellFraming(std::string nonce)
     : nonce_(std::move(nonce)), marker_("REXPS1" + nonce_) {}
 
+std::string ShellFraming::prompt_text() const {
+  // The status is the framed command's (__rex_s) or, when Ctrl-C cut the line short, $?.
+  return marker_ + ":${__rex_ran}:${__rex_s:-$?};";
+}
+
 std::string ShellFraming::prompt_code() const {
-  return "PS1='" + marker_ + ":${__rex_ran}:$?;'; PS2=''; PS0=''; unset PROMPT_COMMAND";
+  return "PS1='" + prompt_text() + "'; PS2=''; PS0=''; unset PROMPT_COMMAND";
 }
 
 std::string ShellFraming::setup_code() const {
-  // __rex_go marks that bash accepted the command's syntax and restores the previous $? for
-  // it; __rex_end silently collects finished background jobs (so bash does not announce them
-  // inside a later observation), re-installs the prompt, and returns the command's status.
-  // less/more become cat: nothing may wait for a key press.
+  // __rex_go marks that bash accepted the command's syntax and restores a non-zero $? of the
+  // previous command for it; __rex_prompt re-installs the prompt. less/more become cat:
+  // nothing may wait for a key press.
   return prompt_code() +
-         "; unset HISTFILE; set +o history +H"
+         "; unset HISTFILE; set +o history +H; __rex_s="
          "; __rex_go() { __rex_ran=1; return \"$1\"; }"
-         "; __rex_end() { jobs >/dev/null 2>&1; " +
+         "; __rex_prompt() { " +
          prompt_code() +
-         "; return \"$1\"; }"
+         "; }"
          "; less() { local __rex_a=() __rex_x; for __rex_x in \"$@\"; do case $__rex_x in -*|+*) "
          ";; *) __rex_a+=(\"$__rex_x\");; esac; done; command cat -- \"${__rex_a[@]}\"; }"
          "; more() { less \"$@\"; }"
          "; __rex_ran=1";
 }
 
-std::string ShellFraming::command_line(std::string_view text) const {
+std::string ShellFraming::command_line(std::string_view text, int previous_status) const {
+  // Bash does every step of this line for every command, so each one is kept cheap: the
+  // status helper runs only when there is a non-zero $? to restore, `jobs` (which collects
+  // finished background jobs, so bash does not announce them inside a later observation) only
+  // once a background job was ever started, and the prompt is re-installed only if changed.
   std::string line;
-  line.reserve(text.size() + 128);
-  line += "__rex_s=$? __rex_ran=;__rex_c=";
-  append_ansi_c_quoted(line, text);
-  line += ";eval \"__rex_go $__rex_s;$__rex_c\";__rex_end $?\n";
+  line.reserve(text.size() + 256);
+  line += "__rex_ran= __rex_s=;eval ";
+  std::string body = previous_status == 0 ? std::string(kRanPrefix)
+                                          : "__rex_go " + std::to_string(previous_status) + ";";
+  body += text;
+  append_ansi_c_quoted(line, body);
+  line += ";__rex_s=$?;[[ -z $! ]]||jobs >/dev/null 2>&1;[[ $PS1$PS2$PS0$PROMPT_COMMAND == '";
+  line += prompt_text();
+  line += "' ]]||__rex_prompt\n";
   return line;
 }
 
@@ -156,6 +171,10 @@ std::string ShellFraming::clean_syntax_error(std::string_view message) const {
     if (message.substr(i).starts_with(kEval)) {
       out += "bash: line ";
       i += kEval.size();
+      continue;
+    }
+    if (message.substr(i).starts_with(kRanPrefix)) {
+      i += kRanPrefix.size();
       continue;
     }
     if (message.substr(i).starts_with(kGo)) {

@@ -284,6 +284,11 @@ TEST_P(RuntimeConformance, PromptLookalikesDoNotEndCommands) {
                                        "echo \"$PS1\" | wc -l"));
     EXPECT_THAT(obs.output, testing::EndsWith("\n1\n"));
     EXPECT_EQ(obs.exit_code, 0);
+    // A command that changes the prompt (as a virtualenv's activate does) or adds a
+    // PROMPT_COMMAND does not disturb the next observations.
+    co_await rt.run_in_session(cmd("PS1=\"(venv) $PS1\"; PROMPT_COMMAND='echo noise'; PS0='pre '"));
+    EXPECT_EQ((co_await rt.run_in_session(cmd("echo clean"))).output, "clean\n");
+    EXPECT_EQ((co_await rt.run_in_session(cmd("echo again"))).output, "again\n");
   });
 }
 

@@ -87,6 +87,8 @@ TEST(ShellFraming, CleansSyntaxErrorsAndDetectsBlankText) {
   ShellFraming f("n");
   EXPECT_EQ(f.clean_syntax_error("bash: eval: line 1: `__rex_go 0;echo )'\n"),
             "bash: line 1: `echo )'\n");
+  EXPECT_EQ(f.clean_syntax_error("bash: eval: line 1: `__rex_ran=1;echo )'\n"),
+            "bash: line 1: `echo )'\n");
   EXPECT_TRUE(ShellFraming::is_blank(""));
   EXPECT_TRUE(ShellFraming::is_blank("  \n# c\n\t# d"));
   EXPECT_FALSE(ShellFraming::is_blank("# c\necho"));

@@ -3,7 +3,7 @@
 // Pure logic, no I/O: BashSession moves the bytes.
 //
 // Protocol with bash (one round trip per command):
-//   rex writes:  __rex_s=$? __rex_ran=;__rex_c=$'<text, escaped>';eval "__rex_go ...";__rex_end $?
+//   rex writes:  __rex_ran= __rex_s=;eval $'__rex_ran=1;<text, escaped>';__rex_s=$?;...
 //   bash prints: <command output> REXPS1<nonce>:<ran>:<status>;
 // The command text travels as one ANSI-C quoted word (split over continuation lines below the
 // terminal's line limit), so it never meets the terminal's line discipline: control characters,
@@ -40,10 +40,13 @@ class ShellFraming {
   std::string setup_code() const;
   /// Bash code that re-installs the prompt (after startup files that may change it).
   std::string prompt_code() const;
+  /// The PS1 value itself.
+  std::string prompt_text() const;
 
-  /// The line to write to the terminal for `text` (ends with a newline). Throws
-  /// std::invalid_argument if the text holds a NUL byte, which bash cannot represent.
-  std::string command_line(std::string_view text) const;
+  /// The line to write to the terminal for `text` (ends with a newline); `previous_status` is
+  /// the $? the text should see (the last prompt's status). Throws std::invalid_argument if the
+  /// text holds a NUL byte, which bash cannot represent.
+  std::string command_line(std::string_view text, int previous_status = 0) const;
 
   /// Scans buf[from..] for a complete prompt marker. On no match, `resume` is set to the offset
   /// where the next scan must start (a marker may be split across reads).
@@ -51,7 +54,7 @@ class ShellFraming {
                                          std::size_t& resume) const;
 
   /// Bash's syntax error message for a rejected one-line command, with rex's framing removed:
-  /// "bash: eval: line 1: ..." becomes "bash: line 1: ...".
+  /// "bash: eval: line 1: `__rex_ran=1;echo )'" becomes "bash: line 1: `echo )'".
   std::string clean_syntax_error(std::string_view message) const;
 
   /// True for text that bash would treat as nothing: blank lines and comments only.
