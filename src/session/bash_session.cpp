@@ -198,8 +198,13 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   std::size_t expect_scan = 0;
   std::array<char, 65536> chunk{};
 
-  std::uint64_t read_gen = 0;
-  std::uint64_t timed_out_gen = 0;
+  // The current wait (see wait_for_end): its limits and whether one of them has passed.
+  enum class Expiry { none, deadline, idle };
+  std::uint64_t wait_gen = 0;
+  Clock::time_point wait_deadline{};
+  std::optional<Clock::duration> wait_idle;
+  Clock::time_point last_output{};
+  Expiry expiry = Expiry::none;
 
   bool busy = false;
   std::deque<std::shared_ptr<Waiter>> waiters;
@@ -370,34 +375,52 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     reset_output();
   }
 
-  asio::awaitable<ReadStatus> read_some(Clock::time_point deadline) {
+  // One timer serves a whole wait (not one per read): when it fires it checks whether the
+  // deadline or the idle limit has really passed; if output came since, it re-arms.
+  Clock::time_point next_expiry() const {
+    Clock::time_point t = wait_deadline;
+    if (wait_idle)
+      t = std::min(t, last_output + *wait_idle);
+    return t;
+  }
+
+  void arm_wait_timer(std::uint64_t gen) {
+    read_timer.expires_at(next_expiry());
+    read_timer.async_wait([w = weak_from_this(), gen](const error_code& ec) {
+      auto self = w.lock();
+      if (self && !ec && self->wait_gen == gen)
+        self->on_wait_timer(gen);
+    });
+  }
+
+  void on_wait_timer(std::uint64_t gen) {
+    const auto now = Clock::now();
+    if (now >= wait_deadline) {
+      expiry = Expiry::deadline;
+    } else if (wait_idle && now >= last_output + *wait_idle) {
+      expiry = Expiry::idle;
+    } else {
+      arm_wait_timer(gen);
+      return;
+    }
+    error_code ignored;
+    master.cancel(ignored);
+  }
+
+  asio::awaitable<ReadStatus> read_once() {
     if (state == State::dead || state == State::closed) {
       read_available();
       co_return ReadStatus::eof;
     }
-    const std::uint64_t gen = ++read_gen;
-    const bool timed = deadline != Clock::time_point::max();
-    if (timed) {
-      read_timer.expires_at(deadline);
-      read_timer.async_wait([w = weak_from_this(), gen](const error_code& ec) {
-        auto self = w.lock();
-        if (!self || ec || self->read_gen != gen)
-          return;
-        self->timed_out_gen = gen;
-        error_code ignored;
-        self->master.cancel(ignored);
-      });
-    }
     auto [ec, n] = co_await master.async_read_some(asio::buffer(chunk), use_tuple);
-    ++read_gen;  // a timer handler still queued for this read now does nothing
-    if (timed)
-      read_timer.cancel();
     if (!ec) {
       append(chunk.data(), n);
+      if (wait_idle)
+        last_output = Clock::now();
       co_return ReadStatus::data;
     }
     if (ec == asio::error::operation_aborted) {
-      if (timed_out_gen == gen)
+      if (expiry != Expiry::none)
         co_return ReadStatus::timeout;
       if (state == State::dead || state == State::closed) {
         read_available();
@@ -409,6 +432,17 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     co_return ReadStatus::eof;
   }
 
+  // Ends the current wait: its timer, if still queued, does nothing.
+  struct WaitGuard {
+    Impl& impl;
+    bool timed;
+    ~WaitGuard() {
+      ++impl.wait_gen;
+      if (timed)
+        impl.read_timer.cancel();
+    }
+  };
+
   // Reads until the prompt, one of `expect`, the deadline, `idle` without output, or bash's end.
   asio::awaitable<Stop> wait_for_end(const std::vector<std::string>& expect,
                                      Clock::time_point deadline,
@@ -416,6 +450,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     std::size_t longest = 0;
     for (const auto& e : expect)
       longest = std::max(longest, e.size());
+    const std::uint64_t gen = ++wait_gen;
+    expiry = Expiry::none;
+    wait_deadline = deadline;
+    wait_idle = idle;
+    last_output = Clock::now();
+    const bool timed = deadline != Clock::time_point::max() || idle;
+    if (timed)
+      arm_wait_timer(gen);
+    WaitGuard guard{*this, timed};
     while (true) {
       Stop stop{Stop::timeout};
       std::size_t best = std::string::npos;
@@ -440,14 +483,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       if (longest > 0)
         expect_scan = raw.size() >= longest ? raw.size() - longest + 1 : 0;
 
-      Clock::time_point until = deadline;
-      if (idle)
-        until = std::min(until, Clock::now() + *idle);
-      switch (co_await read_some(until)) {
+      ReadStatus status = ReadStatus::timeout;
+      if (expiry == Expiry::none)
+        status = co_await read_once();
+      switch (status) {
         case ReadStatus::data:
           break;
         case ReadStatus::timeout:
-          co_return Stop{Clock::now() >= deadline ? Stop::timeout : Stop::idle};
+          co_return Stop{expiry == Expiry::deadline ? Stop::timeout : Stop::idle};
         case ReadStatus::eof:
           // One last look: the prompt may have arrived with the final bytes.
           if (auto m = framing.find_prompt(raw, prompt_scan, resume))
