@@ -3,6 +3,7 @@
 #include <rex/runtime/process_runner.hpp>
 
 #include "support/async_test.hpp"
+#include "support/test_helpers.hpp"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -53,23 +54,7 @@ std::set<std::string> lines_of(const std::string& text) {
   return lines;
 }
 
-std::size_t open_fd_count() {
-  return static_cast<std::size_t>(
-      std::distance(fs::directory_iterator("/proc/self/fd"), fs::directory_iterator()));
-}
-
-// Expects `statement` to throw `Exception` whose what() is exactly `message`.
-#define EXPECT_THROW_MESSAGE(statement, Exception, message)   \
-  do {                                                        \
-    try {                                                     \
-      statement;                                              \
-      ADD_FAILURE() << "no exception from " #statement;       \
-    } catch (const Exception& e) {                            \
-      EXPECT_EQ(std::string(e.what()), std::string(message)); \
-    } catch (const std::exception& e) {                       \
-      ADD_FAILURE() << "unexpected exception: " << e.what();  \
-    }                                                         \
-  } while (false)
+using rex::test::open_fd_count;
 
 // Makes this process the reaper of orphaned descendants while it lives, so that processes of a
 // killed group are reaped here (by group) instead of lingering as zombies of PID 1.
@@ -96,31 +81,7 @@ class AdoptOrphans {
   }
 };
 
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/rex-execute-XXXXXX";
-    if (::mkdtemp(pattern) == nullptr)
-      throw std::runtime_error("mkdtemp failed");
-    path_ = fs::canonical(pattern).string();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name, const std::string& content, mode_t mode) const {
-    const std::string p = path_ + "/" + name;
-    std::ofstream(p) << content;
-    ::chmod(p.c_str(), mode);
-    return p;
-  }
-
- private:
-  std::string path_;
-};
+using rex::test::TempDir;
 
 // --- Command shapes ---------------------------------------------------------------------------
 

@@ -17,6 +17,7 @@
 #include <functional>
 
 #include "support/async_test.hpp"
+#include "support/test_helpers.hpp"
 
 namespace rex {
 namespace {
@@ -71,19 +72,8 @@ CreateBashSessionRequest session_named(std::string name) {
   return r;
 }
 
-std::string temp_dir() {
-  std::string tmpl = (fs::temp_directory_path() / "rex-test-XXXXXX").string();
-  if (!::mkdtemp(tmpl.data()))
-    throw std::runtime_error("mkdtemp failed");
-  return tmpl;
-}
-
-std::size_t open_fd_count() {
-  std::size_t n = 0;
-  for ([[maybe_unused]] const auto& e : fs::directory_iterator("/proc/self/fd"))
-    ++n;
-  return n;
-}
+using test::open_fd_count;
+using test::TempDir;
 
 // Processes (zombies included) whose parent is this test process.
 std::size_t child_process_count() {
@@ -401,7 +391,8 @@ TEST_P(RuntimeConformance, InteractivePrograms) {
 
 // 9. startup_source files run at start, even ones that change the prompt or print text.
 TEST_P(RuntimeConformance, StartupSourceAndTimeout) {
-  const std::string dir = temp_dir();
+  const TempDir temp;
+  const std::string& dir = temp.path();
   {
     std::ofstream rc(dir + "/rc.sh");
     rc << "echo hello from rc\nPS1='custom> '\nPROMPT_COMMAND='echo noise'\nexport FROM_RC=yes\n"
@@ -429,7 +420,6 @@ TEST_P(RuntimeConformance, StartupSourceAndTimeout) {
     slow.startup_timeout = 10;
     co_await rt.create_session(slow);
   });
-  fs::remove_all(dir);
 }
 
 // 10. Output cleaning, large output, and the optional cap.
@@ -689,7 +679,8 @@ TEST_P(RuntimeConformance, UnknownSessionsAndDuplicatesAreErrors) {
 }
 
 TEST_P(RuntimeConformance, FilesRoundTrip) {
-  const std::string dir = temp_dir();
+  const TempDir temp;
+  const std::string& dir = temp.path();
   run([&](Runtime& rt) -> asio::awaitable<void> {
     WriteFileRequest w;
     w.path = dir + "/nested/deeper/file.txt";
@@ -715,7 +706,6 @@ TEST_P(RuntimeConformance, FilesRoundTrip) {
     c.command = std::vector<std::string>{"cat", dir + "/copy/deeper/file.txt"};
     EXPECT_EQ((co_await rt.execute(c)).stdout_, w.content);
   });
-  fs::remove_all(dir);
 }
 
 const RuntimeFactory kLocal{"Local", [](asio::io_context& io) -> std::unique_ptr<Runtime> {

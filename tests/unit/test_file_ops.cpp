@@ -22,23 +22,12 @@
 #include <string_view>
 #include <vector>
 
+#include "support/test_helpers.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 using rex::decode_text;
-
-// Expects `statement` to throw `Exception` whose what() is exactly `message`.
-#define EXPECT_THROW_MESSAGE(statement, Exception, message)   \
-  do {                                                        \
-    try {                                                     \
-      statement;                                              \
-      ADD_FAILURE() << "no exception from " #statement;       \
-    } catch (const Exception& e) {                            \
-      EXPECT_EQ(std::string(e.what()), std::string(message)); \
-    } catch (const std::exception& e) {                       \
-      ADD_FAILURE() << "unexpected exception: " << e.what();  \
-    }                                                         \
-  } while (false)
 
 // --- decode_text ------------------------------------------------------------------------------
 

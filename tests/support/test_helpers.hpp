@@ -1,0 +1,65 @@
+// Small helpers shared by the test suites: a temporary directory, descriptor counting, and an
+// exception check that compares the message.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+namespace rex::test {
+
+/// A fresh directory under the system's temporary directory, removed with everything in it.
+class TempDir {
+ public:
+  TempDir() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "rex-test-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw std::runtime_error("mkdtemp failed");
+    path_ = std::filesystem::canonical(pattern).string();
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  /// Writes `content` to `name` inside the directory with `mode`; returns its path.
+  std::string file(const std::string& name, const std::string& content, mode_t mode = 0644) const {
+    const std::string p = path_ + "/" + name;
+    std::ofstream(p) << content;
+    ::chmod(p.c_str(), mode);
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+/// Descriptors this process has open.
+inline std::size_t open_fd_count() {
+  return static_cast<std::size_t>(std::distance(
+      std::filesystem::directory_iterator("/proc/self/fd"), std::filesystem::directory_iterator()));
+}
+
+}  // namespace rex::test
+
+// Expects `statement` to throw `Exception` whose what() is exactly `message`.
+#define EXPECT_THROW_MESSAGE(statement, Exception, message)   \
+  do {                                                        \
+    try {                                                     \
+      statement;                                              \
+      ADD_FAILURE() << "no exception from " #statement;       \
+    } catch (const Exception& e) {                            \
+      EXPECT_EQ(std::string(e.what()), std::string(message)); \
+    } catch (const std::exception& e) {                       \
+      ADD_FAILURE() << "unexpected exception: " << e.what();  \
+    }                                                         \
+  } while (false)
