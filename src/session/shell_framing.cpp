@@ -106,7 +106,9 @@ std::string ShellFraming::command_line(std::string_view text, int previous_statu
                                           : "__rex_go " + std::to_string(previous_status) + ";";
   body += text;
   append_ansi_c_quoted(line, body);
-  line += ";__rex_s=$?;[[ -z $! ]]||jobs >/dev/null 2>&1;[[ $PS1$PS2$PS0$PROMPT_COMMAND == '";
+  line +=
+      ";__rex_s=$?;[[ -z ${!:-} ]]||jobs >/dev/null 2>&1;[[ "
+      "${PS1:-}${PS2:-}${PS0:-}${PROMPT_COMMAND:-} == '";
   line += prompt_text();
   line += "' ]]||__rex_prompt\n";
   return line;

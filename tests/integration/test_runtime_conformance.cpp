@@ -146,6 +146,10 @@ TEST_P(RuntimeConformance, StatePersistsAcrossCommands) {
     EXPECT_EQ((co_await rt.run_in_session(cmd("shopt -q extglob && [[ -o pipefail ]] && echo on")))
                   .output,
               "on\n");
+    // Shell options that make the framing fail loudly if it used an unset name.
+    co_await rt.run_in_session(cmd("set -u"));
+    EXPECT_EQ((co_await rt.run_in_session(cmd("echo nounset"))).output, "nounset\n");
+    co_await rt.run_in_session(cmd("sleep 0.01 & wait; set +u"));
     co_await rt.run_in_session(cmd("declare -A map=([k]=v); declare -i num=5"));
     EXPECT_EQ((co_await rt.run_in_session(cmd("echo ${map[k]} $num"))).output, "v 5\n");
   });
