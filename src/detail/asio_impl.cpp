@@ -1,2 +1,4 @@
-// Boost.Asio compiled once for the whole library (BOOST_ASIO_SEPARATE_COMPILATION).
+// Boost.Asio, and its OpenSSL layer, compiled once for the whole library
+// (BOOST_ASIO_SEPARATE_COMPILATION).
 #include <boost/asio/impl/src.hpp>
+#include <boost/asio/ssl/impl/src.hpp>

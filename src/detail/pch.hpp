@@ -2,6 +2,8 @@
 #pragma once
 #include <fmt/format.h>
 #include <boost/asio.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
 #include <chrono>
