@@ -5,10 +5,9 @@
 #include <rex/runtime/file_ops.hpp>
 #include <rex/runtime/process_runner.hpp>
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/executor_work_guard.hpp>
+#include "detail/offload.hpp"
+
 #include <boost/asio/thread_pool.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <type_traits>
 
@@ -28,13 +27,7 @@ struct LocalRuntime::Impl {
   // Runs blocking work on the file pool and resumes the caller on its own executor.
   template <class F>
   asio::awaitable<std::invoke_result_t<F>> offload(F work) {
-    using R = std::invoke_result_t<F>;
-    // The caller's io_context has nothing else to do meanwhile; keep it from running dry.
-    auto busy = asio::make_work_guard(ex);
-    // g++ 12 miscompiles closures and braced temporaries inside co_await expressions: every
-    // such object is a named local first.
-    auto task = [work = std::move(work)]() mutable -> asio::awaitable<R> { co_return work(); };
-    co_return co_await asio::co_spawn(files.get_executor(), std::move(task), asio::use_awaitable);
+    return detail::offload(ex, files, std::move(work));
   }
 
   std::shared_ptr<BashSession> find(const std::string& name) {
@@ -116,6 +109,15 @@ asio::awaitable<UploadResponse> LocalRuntime::upload(UploadRequest request) {
   auto work = [r = std::move(request)] {
     upload_sync(r);
     return UploadResponse{};
+  };
+  co_return co_await impl_->offload(std::move(work));
+}
+
+asio::awaitable<DownloadResponse> LocalRuntime::download(DownloadRequest request) {
+  // The same copy as an upload, in the other direction: both sides are this file system.
+  auto work = [r = std::move(request)] {
+    upload_sync(UploadRequest{.source_path = r.path, .target_path = r.target_path, .unzip = false});
+    return DownloadResponse{};
   };
   co_return co_await impl_->offload(std::move(work));
 }
