@@ -474,7 +474,9 @@ asio::awaitable<ClientResponse> perform(std::shared_ptr<State> st, ClientRequest
     const bool malformed = r.error.category() == bhttp::make_error_code(bhttp::error::partial_message).category() &&
                            r.error != bhttp::error::end_of_stream &&
                            r.error != bhttp::error::partial_message;
-    boost::json::object info{{"url", url}, {"attempts", attempts}, {"error", r.error.message()}};
+    boost::json::object info{{"url", url},
+                             {"attempts", static_cast<std::int64_t>(attempts)},
+                             {"error", r.error.message()}};
     if (malformed)
       throw SwerexException(text, std::move(info));
     throw ConnectionError(text, std::move(info));

@@ -122,7 +122,10 @@ void parse_unix(std::string_view url, std::string_view rest, Url& out) {
       }
       pos = next;
     }
-    out.socket_path = std::string(rest.substr(0, end));
+    std::string_view socket = rest.substr(0, end);
+    while (socket.size() > 1 && socket.back() == '/')
+      socket.remove_suffix(1);
+    out.socket_path = std::string(socket);
     out.prefix = clean_prefix(url, rest.substr(end));
   }
   if (out.socket_path.empty() || out.socket_path == "/")
