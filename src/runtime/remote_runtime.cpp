@@ -160,8 +160,9 @@ PreparedUpload prepare_upload(const UploadRequest& request) {
     file.content_type = "application/octet-stream";
   }
   const bool unzip = directory || request.unzip;
-  const std::vector<std::pair<std::string, std::string>> fields{
-      {"target_path", request.target_path}, {"unzip", unzip ? "true" : "false"}};
+  const std::vector<http::MultipartField> fields{
+      {.name = "target_path", .value = request.target_path},
+      {.name = "unzip", .value = unzip ? "true" : "false"}};
   out.body_path = detail::join_path(out.scratch.path(), "body");
   out.content_type = http::write_multipart_body(out.body_path, fields, file);
   return out;
