@@ -5,6 +5,8 @@
 #include <rex/runtime/file_ops.hpp>
 #include <rex/runtime/process_runner.hpp>
 
+#include "detail/offload.hpp"
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/thread_pool.hpp>
@@ -28,13 +30,7 @@ struct LocalRuntime::Impl {
   // Runs blocking work on the file pool and resumes the caller on its own executor.
   template <class F>
   asio::awaitable<std::invoke_result_t<F>> offload(F work) {
-    using R = std::invoke_result_t<F>;
-    // The caller's io_context has nothing else to do meanwhile; keep it from running dry.
-    auto busy = asio::make_work_guard(ex);
-    // g++ 12 miscompiles closures and braced temporaries inside co_await expressions: every
-    // such object is a named local first.
-    auto task = [work = std::move(work)]() mutable -> asio::awaitable<R> { co_return work(); };
-    co_return co_await asio::co_spawn(files.get_executor(), std::move(task), asio::use_awaitable);
+    return detail::offload(files, ex, std::move(work));
   }
 
   std::shared_ptr<BashSession> find(const std::string& name) {
