@@ -1,6 +1,7 @@
 // Umbrella header: everything an agent or harness needs.
 #pragma once
 
+#include <rex/http/multipart.hpp>
 #include <rex/protocol/actions.hpp>
 #include <rex/protocol/commands.hpp>
 #include <rex/protocol/exceptions.hpp>
@@ -8,6 +9,7 @@
 #include <rex/protocol/json.hpp>
 #include <rex/protocol/responses.hpp>
 #include <rex/protocol/session.hpp>
+#include <rex/runtime/archive.hpp>
 #include <rex/runtime/local_runtime.hpp>
 #include <rex/runtime/runtime.hpp>
 #include <rex/session/bash_session.hpp>

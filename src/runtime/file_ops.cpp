@@ -1,12 +1,11 @@
 #include <rex/protocol/exceptions.hpp>
+#include <rex/runtime/archive.hpp>
 #include <rex/runtime/file_ops.hpp>
 #include <rex/session/output.hpp>
 
+#include "detail/file_system.hpp"
 #include "detail/unique_fd.hpp"
 
-#include <archive.h>
-#include <archive_entry.h>
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,15 +18,26 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <optional>
-#include <random>
-#include <set>
 #include <utility>
 #include <vector>
 
 namespace rex {
 namespace {
+
+using detail::copy_fd;
+using detail::is_directory;
+using detail::join_path;
+using detail::list_directory;
+using detail::make_dirs;
+using detail::normalize_path;
+using detail::read_link;
+using detail::reject_nul;
+using detail::replace_file;
+using detail::replace_with_symlink;
+using detail::split_path;
+using detail::UniqueFd;
+using detail::write_all;
 
 constexpr char kHex[] = "0123456789abcdef";
 
@@ -215,66 +225,6 @@ bool is_printable(char32_t cp) {
   return true;
 }
 
-// ---------------------------------------------------------------------------------------------
-// Paths and small POSIX helpers.
-
-// pathlib's normal form: no empty or "." components, no trailing slash; "" becomes ".".
-std::string normalize_path(std::string_view path) {
-  std::string out = !path.empty() && path.front() == '/' ? "/" : "";
-  std::size_t i = 0;
-  while (i <= path.size()) {
-    std::size_t j = path.find('/', i);
-    if (j == std::string_view::npos)
-      j = path.size();
-    const std::string_view part = path.substr(i, j - i);
-    if (!part.empty() && part != ".") {
-      if (!out.empty() && out.back() != '/')
-        out += '/';
-      out += part;
-    }
-    i = j + 1;
-  }
-  return out.empty() ? "." : out;
-}
-
-// Splits a normalized path into its directory and its last component.
-std::pair<std::string, std::string> split_path(const std::string& path) {
-  const auto slash = path.rfind('/');
-  if (slash == std::string::npos)
-    return {".", path};
-  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
-}
-
-std::string join_path(const std::string& dir, std::string_view name) {
-  if (dir.empty() || dir.back() == '/')
-    return dir + std::string(name);
-  return dir + "/" + std::string(name);
-}
-
-void reject_nul(std::string_view value) {
-  if (value.find('\0') != std::string_view::npos)
-    throw ValueError("embedded null byte");
-}
-
-bool is_directory(const std::string& path) {
-  struct stat st {};
-  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-using detail::UniqueFd;
-
-void write_all(int fd, std::string_view data, const std::string& name) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      throw_os_error(errno, name);
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
-
 std::string read_all(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0)
@@ -302,181 +252,6 @@ std::string read_all(const std::string& path) {
   return data;
 }
 
-// pathlib's mkdir(parents=True, exist_ok=True).
-void make_dirs(const std::string& dir) {
-  if (::mkdir(dir.c_str(), 0777) == 0)
-    return;
-  int err = errno;
-  if (err == ENOENT) {
-    const auto parent = split_path(dir).first;
-    if (parent == dir)
-      throw_os_error(err, dir);
-    make_dirs(parent);
-    if (::mkdir(dir.c_str(), 0777) == 0)
-      return;
-    err = errno;
-  }
-  if (!is_directory(dir))
-    throw_os_error(err, dir);
-}
-
-std::string random_suffix() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{:012x}", rng() & 0xFFFFFFFFFFFFull);
-}
-
-struct TempFile {
-  std::string name;
-  UniqueFd fd;
-  int error = 0;  // errno when it could not be created
-};
-
-// Creates a fresh file (mode 0666 less the umask) beside `path`.
-TempFile create_temp_beside(const std::string& path) {
-  const auto [dir, base] = split_path(path);
-  for (int attempt = 0;; ++attempt) {
-    std::string name = join_path(dir, "." + base + ".rex-" + random_suffix());
-    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0)
-      return {std::move(name), UniqueFd(fd)};
-    if (errno != EEXIST || attempt == 100)
-      return {{}, UniqueFd(), errno};
-  }
-}
-
-void copy_fd(int in, int out, const std::string& source, const std::string& target) {
-  std::vector<char> buffer(1 << 18);
-  while (true) {
-    const ssize_t n = ::read(in, buffer.data(), buffer.size());
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      throw_os_error(errno, source);
-    }
-    if (n == 0)
-      return;
-    write_all(out, std::string_view(buffer.data(), static_cast<std::size_t>(n)), target);
-  }
-}
-
-using FillFile = std::function<void(int fd)>;
-
-struct ReplaceOptions {
-  std::optional<mode_t> mode{};  // else an existing file's mode and owner, or 0666 & ~umask
-  bool through_symlink = true;   // write to a symlink's target (open()) or replace the link
-};
-
-// Fills the file at `path` itself, truncating it: for what cannot be replaced by a rename.
-void rewrite_in_place(const std::string& path, const FillFile& fill, const ReplaceOptions& opts) {
-  UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
-  if (fd.get() < 0)
-    throw_os_error(errno, path);
-  fill(fd.get());
-  if (opts.mode && ::fchmod(fd.get(), *opts.mode) != 0)
-    throw_os_error(errno, path);
-  if (const int err = fd.close())
-    throw_os_error(err, path);
-}
-
-// Copies the complete file `from` over `path` in place (for when a rename cannot replace it).
-void copy_in_place(const std::string& from, const std::string& path, const ReplaceOptions& opts) {
-  UniqueFd in(::open(from.c_str(), O_RDONLY | O_CLOEXEC));
-  if (in.get() < 0)
-    throw_os_error(errno, path);
-  rewrite_in_place(
-      path, [&](int out) { copy_fd(in.get(), out, path, path); }, opts);
-}
-
-// Writes a file as a whole: a temporary file beside it is filled, then renamed over it, so
-// readers see the old or the new content, never a part. `fill` is called once at most.
-void replace_file(const std::string& path, const FillFile& fill, const ReplaceOptions& opts) {
-  struct stat st {};
-  const bool exists = ::lstat(path.c_str(), &st) == 0;
-  if (!exists && errno != ENOENT)
-    throw_os_error(errno, path);
-  if (exists && S_ISDIR(st.st_mode))
-    throw_os_error(EISDIR, path);
-  if (exists && !S_ISREG(st.st_mode) && opts.through_symlink) {
-    if (S_ISLNK(st.st_mode)) {
-      // Write to what the link names, as open() would; replace that file as a whole.
-      if (char* real = ::realpath(path.c_str(), nullptr)) {
-        const std::string resolved = real;
-        std::free(real);
-        if (is_directory(resolved))
-          throw_os_error(EISDIR, path);
-        replace_file(resolved, fill, opts);
-        return;
-      }
-    }
-    // A dangling link, a FIFO, a device: open() it and write.
-    rewrite_in_place(path, fill, opts);
-    return;
-  }
-  const bool existing_file = exists && S_ISREG(st.st_mode);
-
-  auto [temp, fd, create_error] = create_temp_beside(path);
-  if (fd.get() < 0) {
-    // A read-only directory can still hold a writable file: rewrite that one in place.
-    if (existing_file &&
-        (create_error == EACCES || create_error == EPERM || create_error == EROFS)) {
-      rewrite_in_place(path, fill, opts);
-      return;
-    }
-    throw_os_error(create_error, path);
-  }
-  struct TempGuard {
-    const std::string* name;
-    ~TempGuard() {
-      if (name != nullptr)
-        ::unlink(name->c_str());
-    }
-  } guard{&temp};
-  fill(fd.get());
-  if (existing_file && (st.st_uid != ::geteuid() || st.st_gid != ::getegid())) {
-    if (::fchown(fd.get(), st.st_uid, st.st_gid) != 0) {
-      // Not permitted: the file becomes ours; its content is what matters.
-    }
-  }
-  const std::optional<mode_t> mode =
-      opts.mode ? opts.mode
-                : (existing_file ? std::optional<mode_t>(st.st_mode & 07777) : std::nullopt);
-  if (mode && ::fchmod(fd.get(), *mode) != 0)
-    throw_os_error(errno, path);
-  if (const int err = fd.close())
-    throw_os_error(err, path);
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    // A bind-mounted file (Docker's /etc/hosts) cannot be renamed over: copy the finished
-    // temporary file into it.
-    if (existing_file && (err == EBUSY || err == EXDEV)) {
-      copy_in_place(temp, path, opts);
-      return;
-    }
-    throw_os_error(err, path);
-  }
-  guard.name = nullptr;  // renamed: the temporary name no longer exists
-}
-
-// Puts a symlink at `path`, replacing a file or link there (never a directory).
-void replace_with_symlink(const std::string& path, const std::string& target) {
-  struct stat st {};
-  if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw_os_error(EISDIR, path);
-  const auto [dir, base] = split_path(path);
-  for (int attempt = 0;; ++attempt) {
-    const std::string temp = join_path(dir, "." + base + ".rex-" + random_suffix());
-    if (::symlink(target.c_str(), temp.c_str()) == 0) {
-      if (::rename(temp.c_str(), path.c_str()) == 0)
-        return;
-      const int err = errno;
-      ::unlink(temp.c_str());
-      throw_os_error(err, path);
-    }
-    if (errno != EEXIST || attempt == 100)
-      throw_os_error(errno, path);
-  }
-}
-
 void copy_file(const std::string& source, const std::string& target, const struct stat& st,
                bool keep_times) {
   UniqueFd in(::open(source.c_str(), O_RDONLY | O_CLOEXEC));
@@ -492,39 +267,6 @@ void copy_file(const std::string& source, const std::string& target, const struc
                  }
                },
                {.mode = st.st_mode & 07777});
-}
-
-std::string read_link(const std::string& path) {
-  std::vector<char> buffer(256);
-  while (true) {
-    const ssize_t n = ::readlink(path.c_str(), buffer.data(), buffer.size());
-    if (n < 0)
-      throw_os_error(errno, path);
-    if (static_cast<std::size_t>(n) < buffer.size()) {
-      return std::string(buffer.data(), static_cast<std::size_t>(n));
-    }
-    buffer.resize(buffer.size() * 2);
-  }
-}
-
-std::vector<std::string> list_directory(const std::string& path) {
-  DIR* dir = ::opendir(path.c_str());
-  if (dir == nullptr)
-    throw_os_error(errno, path);
-  std::vector<std::string> names;
-  errno = 0;
-  while (const dirent* entry = ::readdir(dir)) {
-    const std::string_view name = entry->d_name;
-    if (name != "." && name != "..")
-      names.emplace_back(name);
-    errno = 0;
-  }
-  const int err = errno;
-  ::closedir(dir);
-  if (err != 0)
-    throw_os_error(err, path);
-  std::sort(names.begin(), names.end());
-  return names;
 }
 
 // Gives a copied directory its source's mode and times, once its contents are in place.
@@ -577,244 +319,6 @@ void copy_tree(const std::string& source, const std::string& target, const struc
   make_dirs(target);
   copy_directory_contents(source, target);
   copy_directory_metadata(target, st);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Zip extraction with libarchive.
-
-struct ArchiveReader {
-  archive* a = nullptr;
-  ArchiveReader() : a(archive_read_new()) {
-    if (a == nullptr)
-      throw std::bad_alloc();
-  }
-  ArchiveReader(const ArchiveReader&) = delete;
-  ArchiveReader& operator=(const ArchiveReader&) = delete;
-  ~ArchiveReader() { archive_read_free(a); }
-};
-
-[[noreturn]] void throw_archive_error(archive* a, const std::string& path) {
-  const int err = archive_errno(a);
-  const char* text = archive_error_string(a);
-  const std::string detail = text != nullptr ? text : "unreadable archive";
-  // libarchive reports format problems as EILSEQ, EINVAL or -1; other codes are the system's.
-  if (err <= 0 || err == EILSEQ || err == EINVAL) {
-    throw ValueError(fmt::format("{} is not a valid zip archive: {}", python_repr(path), detail),
-                     {{"path", utf8_backslashreplace(path)}});
-  }
-  throw_os_error(err, path);
-}
-
-void open_zip(ArchiveReader& reader, const std::string& path) {
-  archive_read_support_format_zip(reader.a);
-  if (archive_read_open_filename(reader.a, path.c_str(), 1 << 16) != ARCHIVE_OK) {
-    throw_archive_error(reader.a, path);
-  }
-}
-
-// Advances to the next entry; false at the end.
-bool next_entry(ArchiveReader& reader, archive_entry*& entry, const std::string& path) {
-  const int rc = archive_read_next_header(reader.a, &entry);
-  if (rc == ARCHIVE_EOF)
-    return false;
-  if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
-    throw_archive_error(reader.a, path);
-  return true;
-}
-
-std::string entry_name(archive_entry* entry) {
-  const char* name = archive_entry_pathname_utf8(entry);
-  if (name == nullptr)
-    name = archive_entry_pathname(entry);
-  return name != nullptr ? name : "";
-}
-
-std::string entry_symlink(archive_entry* entry) {
-  const char* target = archive_entry_symlink_utf8(entry);
-  if (target == nullptr)
-    target = archive_entry_symlink(entry);
-  return target != nullptr ? target : "";
-}
-
-[[noreturn]] void refuse_entry(const std::string& name, const std::string& target,
-                               std::string_view why) {
-  throw ValueError(fmt::format("refusing to extract zip entry {} into {}: {}", python_repr(name),
-                               python_repr(target), why),
-                   {{"entry", utf8_backslashreplace(name)}});
-}
-
-// The components of a path inside the archive ('.' and empty ones dropped).
-std::vector<std::string> split_components(std::string_view path) {
-  std::vector<std::string> parts;
-  std::size_t i = 0;
-  while (i <= path.size()) {
-    std::size_t j = path.find('/', i);
-    if (j == std::string_view::npos)
-      j = path.size();
-    const std::string_view part = path.substr(i, j - i);
-    if (!part.empty() && part != ".")
-      parts.emplace_back(part);
-    i = j + 1;
-  }
-  return parts;
-}
-
-struct ZipEntry {
-  std::string name;
-  std::vector<std::string> parts;  // where it lands, relative to the target directory
-  mode_t type = 0;                 // AE_IFREG, AE_IFDIR, AE_IFLNK
-};
-
-std::string join_components(const std::vector<std::string>& parts, std::size_t count) {
-  std::string out;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (i > 0)
-      out += '/';
-    out += parts[i];
-  }
-  return out;
-}
-
-// Checks one entry without touching the disk. A symlink may only go up with leading "..",
-// no further than its own directory's depth, then down by names: since no entry is written
-// through a symlink, such a link resolves inside the target whatever it points at.
-ZipEntry check_entry(archive_entry* entry, const std::string& target) {
-  ZipEntry out{.name = entry_name(entry), .parts = {}, .type = archive_entry_filetype(entry)};
-  const std::string& name = out.name;
-  if (name.empty())
-    refuse_entry(name, target, "the entry has no name");
-  if (name.front() == '/')
-    refuse_entry(name, target, "absolute paths are not allowed");
-  out.parts = split_components(name);
-  if (std::find(out.parts.begin(), out.parts.end(), "..") != out.parts.end()) {
-    refuse_entry(name, target, "'..' would leave the target directory");
-  }
-  if (archive_entry_hardlink(entry) != nullptr) {
-    refuse_entry(name, target, "hard links are not supported");
-  }
-  if (out.type == AE_IFLNK) {
-    const std::string link = entry_symlink(entry);
-    if (link.empty() || link.front() == '/') {
-      refuse_entry(name, target, fmt::format("the symlink points outside ({})", python_repr(link)));
-    }
-    std::size_t ups = 0;
-    bool descended = false;
-    for (const auto& part : split_components(link)) {
-      if (part != "..") {
-        descended = true;
-      } else if (descended || ++ups >= out.parts.size()) {
-        refuse_entry(name, target,
-                     fmt::format("the symlink points outside ({})", python_repr(link)));
-      }
-    }
-  }
-  if (out.parts.empty() && out.type != AE_IFDIR) {
-    refuse_entry(name, target, "the entry would replace the target directory");
-  }
-  return out;
-}
-
-// Makes the directories parts[0, count) under `root`, refusing to go through a symlink.
-std::string make_entry_dirs(const std::string& root, const ZipEntry& entry, std::size_t count,
-                            const std::string& target) {
-  std::string path = root;
-  for (std::size_t i = 0; i < count; ++i) {
-    path = join_path(path, entry.parts[i]);
-    struct stat st {};
-    if (::lstat(path.c_str(), &st) == 0) {
-      if (S_ISDIR(st.st_mode))
-        continue;
-      if (S_ISLNK(st.st_mode)) {
-        refuse_entry(
-            entry.name, target,
-            fmt::format("{} is a symlink", python_repr(join_components(entry.parts, i + 1))));
-      }
-      throw_os_error(ENOTDIR, path);
-    }
-    if (errno != ENOENT)
-      throw_os_error(errno, path);
-    if (::mkdir(path.c_str(), 0777) != 0 && !(errno == EEXIST && is_directory(path))) {
-      throw_os_error(errno, path);
-    }
-  }
-  return path;
-}
-
-void extract_file_data(ArchiveReader& reader, int fd, const std::string& archive_path,
-                       const std::string& path) {
-  while (true) {
-    const void* block = nullptr;
-    std::size_t size = 0;
-    la_int64_t offset = 0;
-    const int rc = archive_read_data_block(reader.a, &block, &size, &offset);
-    if (rc == ARCHIVE_EOF)
-      return;
-    if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
-      throw_archive_error(reader.a, archive_path);
-    if (::lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0)
-      throw_os_error(errno, path);
-    write_all(fd, std::string_view(static_cast<const char*>(block), size), path);
-  }
-}
-
-void extract_zip(const std::string& source, const std::string& target) {
-  // Pass 1: every entry is checked before anything is written.
-  std::vector<ZipEntry> entries;
-  {
-    ArchiveReader reader;
-    open_zip(reader, source);
-    archive_entry* entry = nullptr;
-    while (next_entry(reader, entry, source))
-      entries.push_back(check_entry(entry, target));
-  }
-  std::set<std::string> symlinks;
-  for (const auto& e : entries) {
-    if (e.type == AE_IFLNK)
-      symlinks.insert(join_components(e.parts, e.parts.size()));
-  }
-  for (const auto& e : entries) {
-    for (std::size_t n = 1; n < e.parts.size(); ++n) {
-      const std::string prefix = join_components(e.parts, n);
-      if (symlinks.count(prefix) != 0) {
-        refuse_entry(
-            e.name, target,
-            fmt::format("it would be written through the symlink {}", python_repr(prefix)));
-      }
-    }
-  }
-
-  // Pass 2: extraction, in archive order.
-  make_dirs(target);
-  std::vector<std::pair<std::string, mode_t>> directory_modes;
-  ArchiveReader reader;
-  open_zip(reader, source);
-  archive_entry* entry = nullptr;
-  for (const auto& e : entries) {
-    if (!next_entry(reader, entry, source))
-      break;
-    const mode_t perm = archive_entry_perm(entry) & 0777;
-    if (e.type == AE_IFDIR) {
-      const std::string path = make_entry_dirs(target, e, e.parts.size(), target);
-      if (!e.parts.empty() && perm != 0)
-        directory_modes.emplace_back(path, perm);
-      continue;
-    }
-    if (e.type != AE_IFREG && e.type != AE_IFLNK)
-      continue;  // zip has no other kinds
-    const std::string dir = make_entry_dirs(target, e, e.parts.size() - 1, target);
-    const std::string path = join_path(dir, e.parts.back());
-    if (e.type == AE_IFLNK) {
-      replace_with_symlink(path, entry_symlink(entry));
-      continue;
-    }
-    replace_file(path, [&](int fd) { extract_file_data(reader, fd, source, path); },
-                 {.mode = perm != 0 ? perm : mode_t{0644}, .through_symlink = false});
-  }
-  // Directory modes last, deepest first, so a read-only directory is filled before.
-  for (auto it = directory_modes.rbegin(); it != directory_modes.rend(); ++it) {
-    if (::chmod(it->first.c_str(), it->second) != 0)
-      throw_os_error(errno, it->first);
-  }
 }
 
 }  // namespace
@@ -993,7 +497,7 @@ void upload_sync(const UploadRequest& request) {
   if (request.unzip) {
     if (S_ISDIR(st.st_mode))
       throw_os_error(EISDIR, source);
-    extract_zip(source, target);
+    extract_archive(source, target);
   } else if (S_ISDIR(st.st_mode)) {
     copy_tree(source, target, st);
   } else {

@@ -32,11 +32,10 @@ void write_file_sync(const WriteFileRequest& request);
 /// - a directory: its contents recursively INTO target_path (created, or merged when it
 ///   exists), keeping modes, modification times and symlinks as symlinks; sockets, FIFOs
 ///   and devices are skipped;
-/// - unzip=true: source_path is a zip archive extracted into target_path (created). Entries
-///   that would land outside target_path (absolute, "..", through or as a symlink pointing
-///   out) make it a ValueError naming the entry. The archive is checked before anything is
-///   written, so nothing of it is extracted then; only a symlink that was already in
-///   target_path, met on an entry's way, stops the extraction at that entry.
+/// - unzip=true: source_path is an archive (zip as SWE-ReX sends, or tar, tar.gz) extracted
+///   into target_path (created) by extract_archive (rex/runtime/archive.hpp): entries that
+///   would land outside target_path make it a ValueError naming the entry, before anything of
+///   the archive is written.
 void upload_sync(const UploadRequest& request);
 
 // --- Pure helpers (no I/O), shared with the process runner -----------------------------------
