@@ -1,5 +1,6 @@
 // The `rex` command line.
 //   rex run [--demo] [--actions FILE] [COMMAND...]   run commands in a local bash session
+//   rex server --auth-token T [--port 8000]   serve them over HTTP (as rex-server)
 //   rex version
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/json.hpp>
@@ -11,12 +12,12 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/json/serialize.hpp>
 
-#include <sys/resource.h>
-
 #include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+
+#include "server_command.hpp"
 
 namespace {
 
@@ -168,14 +169,6 @@ int run_command(const RunOptions& options) {
   return status;
 }
 
-void raise_fd_limit() {
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &lim);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -199,12 +192,19 @@ int main(int argc, char** argv) {
                       "Files to source when the session starts");
   run_cmd->add_flag("--json", run.json, "Print one JSON object per step");
 
+  rex::cli::ServerOptions server;
+  auto* server_cmd = app.add_subcommand(
+      "server", "Serve bash sessions, processes and files over HTTP (same as rex-server)");
+  rex::cli::add_server_options(*server_cmd, server);
+
   app.add_subcommand("version", "Print the version")->callback([] {
     std::cout << rex::version() << '\n';
   });
 
   CLI11_PARSE(app, argc, argv);
-  raise_fd_limit();
+  rex::cli::raise_fd_limit();
+  if (server_cmd->parsed())
+    return rex::cli::run_server(server);
   try {
     if (run_cmd->parsed())
       return run_command(run);

@@ -27,7 +27,7 @@ struct LocalRuntime::Impl {
   // Runs blocking work on the file pool and resumes the caller on its own executor.
   template <class F>
   asio::awaitable<std::invoke_result_t<F>> offload(F work) {
-    return detail::offload(ex, files, std::move(work));
+    return detail::offload(files, ex, std::move(work));
   }
 
   std::shared_ptr<BashSession> find(const std::string& name) {

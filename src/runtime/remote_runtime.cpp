@@ -186,7 +186,7 @@ struct RemoteRuntime::Impl {
 
   template <class F>
   asio::awaitable<std::invoke_result_t<F>> offload(F work) {
-    return detail::offload(ex, files, std::move(work));
+    return detail::offload(files, ex, std::move(work));
   }
 
   // Headers of every call: the token, and an idempotency key that retries reuse.

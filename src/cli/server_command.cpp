@@ -1,0 +1,176 @@
+#include "server_command.hpp"
+
+#include <rex/runtime/local_runtime.hpp>
+#include <rex/version.hpp>
+
+#include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <chrono>
+#include <iostream>
+
+namespace rex::cli {
+
+namespace asio = boost::asio;
+
+void add_server_options(CLI::App& app, ServerOptions& o) {
+  auto& s = o.server;
+  app.add_option("--host", s.host, "Address to listen on")->capture_default_str();
+  app.add_option("--port", s.port, "TCP port to listen on (0: any free port)")
+      ->capture_default_str();
+  app.add_option("--auth-token", s.auth_token,
+                 "Token every request must carry in X-API-Key (empty: no authentication)")
+      ->required();
+  app.add_option("--unix-socket", s.unix_socket,
+                 "Listen on this unix domain socket instead of TCP");
+  app.add_option("--max-lifetime", o.max_lifetime,
+                 "Seconds after which the server closes every session and exits (0: never)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--max-connections", s.max_connections,
+                 "Concurrent connections; more are answered 503")
+      ->capture_default_str();
+  app.add_option("--max-header-bytes", s.max_header_bytes,
+                 "Largest request header; larger ones are answered 431")
+      ->capture_default_str();
+  app.add_option("--max-body-bytes", s.max_body_bytes,
+                 "Largest upload body; larger ones are answered 413")
+      ->capture_default_str();
+  app.add_option("--max-json-body-bytes", s.max_json_body_bytes,
+                 "Largest JSON request body; larger ones are answered 413")
+      ->capture_default_str();
+  auto seconds = [](std::chrono::milliseconds& target) {
+    return [&target](double v) {
+      target = std::chrono::milliseconds(static_cast<long long>(v * 1000));
+    };
+  };
+  app.add_option_function<double>("--idle-timeout", seconds(s.idle_timeout),
+                                  "Seconds a keep-alive connection may stay idle (default 120)")
+      ->check(CLI::PositiveNumber);
+  app.add_option_function<double>("--read-timeout", seconds(s.read_timeout),
+                                  "Seconds a request's header or a piece of its body may take "
+                                  "to arrive (default 60)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--upload-dir", s.upload_dir,
+                 "Directory for uploads in transit (default: the system's temporary directory)");
+  app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error or off")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+}
+
+void raise_fd_limit() {
+  rlimit lim{};
+  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &lim);
+  }
+}
+
+namespace {
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "::1" || host == "localhost" || host.starts_with("127.");
+}
+
+struct Shutdown {
+  http::Server& server;
+  LocalRuntime& runtime;
+  bool started = false;
+};
+
+// Stops accepting, closes every session (a running command ends with an error answer), and
+// lets the server finish the answers in flight.
+asio::awaitable<void> shut_down(Shutdown& s, std::string reason) {
+  if (s.started)
+    co_return;
+  s.started = true;
+  spdlog::info("rex-server: {}; closing all sessions", reason);
+  s.server.stop();
+  co_await s.runtime.close();
+}
+
+asio::awaitable<void> watch_signals(asio::signal_set& signals, Shutdown& s, asio::io_context& io) {
+  auto [ec, signo] = co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (ec)
+    co_return;
+  const std::string reason = signo == SIGINT ? "SIGINT" : "SIGTERM";
+  auto first = shut_down(s, reason);
+  asio::co_spawn(io, std::move(first), asio::detached);
+  auto [ec2, again] = co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (!ec2) {
+    spdlog::warn("rex-server: second signal; stopping now");
+    io.stop();
+  }
+  (void)again;
+}
+
+asio::awaitable<void> watch_lifetime(asio::steady_timer& timer, Shutdown& s, double seconds) {
+  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  if (!ec)
+    co_await shut_down(s, fmt::format("maximum lifetime of {} s reached", seconds));
+}
+
+}  // namespace
+
+int run_server(const ServerOptions& options) {
+  spdlog::set_level(spdlog::level::from_str(options.log_level));
+  ::signal(SIGPIPE, SIG_IGN);
+  raise_fd_limit();
+
+  asio::io_context io(1);
+  LocalRuntime runtime(io.get_executor());
+  http::Server server(io.get_executor(), runtime, options.server);
+  try {
+    server.listen();
+  } catch (const std::exception& e) {
+    std::cerr << "rex-server: " << e.what() << '\n';
+    return 1;
+  }
+  const auto& cfg = options.server;
+  if (cfg.unix_socket.empty() && cfg.auth_token.empty() && !is_loopback(cfg.host)) {
+    spdlog::warn(
+        "rex-server: listening on {} with an empty --auth-token: anyone who can reach this "
+        "address can run commands here",
+        cfg.host);
+  }
+  spdlog::info("rex-server {} listening on {}", rex::version(), server.url());
+
+  Shutdown shutdown{server, runtime};
+  asio::signal_set signals(io, SIGINT, SIGTERM);
+  asio::co_spawn(io, watch_signals(signals, shutdown, io), asio::detached);
+  asio::steady_timer lifetime(io);
+  if (options.max_lifetime > 0) {
+    lifetime.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(options.max_lifetime)));
+    asio::co_spawn(io, watch_lifetime(lifetime, shutdown, options.max_lifetime), asio::detached);
+  }
+
+  std::exception_ptr failure;
+  asio::co_spawn(io, server.run(), [&](std::exception_ptr e) {
+    failure = e;
+    // Served out: nothing else may keep the process alive.
+    boost::system::error_code ignored;
+    signals.cancel(ignored);
+    lifetime.cancel();
+  });
+  io.run();
+  if (failure) {
+    try {
+      std::rethrow_exception(failure);
+    } catch (const std::exception& e) {
+      std::cerr << "rex-server: " << e.what() << '\n';
+      return 1;
+    }
+  }
+  spdlog::info("rex-server: stopped");
+  return 0;
+}
+
+}  // namespace rex::cli

@@ -1,0 +1,721 @@
+#include <rex/http/server.hpp>
+
+#include <rex/protocol/exceptions.hpp>
+#include <rex/protocol/json.hpp>
+#include <rex/version.hpp>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/json.hpp>
+
+#include <deque>
+#include <filesystem>
+#include <list>
+#include <map>
+#include <system_error>
+
+#include "http/replay_cache.hpp"
+
+namespace rex::http {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace json = boost::json;
+using tcp = asio::ip::tcp;
+using unix_socket = asio::local::stream_protocol;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+const std::string& server_name() {
+  static const std::string name = fmt::format("rex-server/{}", rex::version());
+  return name;
+}
+
+// --- Routes --------------------------------------------------------------------------------
+
+enum class Route {
+  root,
+  is_alive,
+  create_session,
+  run_in_session,
+  close_session,
+  execute,
+  read_file,
+  write_file,
+  upload,
+  close,
+};
+
+struct RouteInfo {
+  std::string_view path;
+  Route route;
+  bhttp::verb method;
+};
+
+constexpr RouteInfo kRoutes[] = {
+    {"/", Route::root, bhttp::verb::get},
+    {"/is_alive", Route::is_alive, bhttp::verb::get},
+    {"/create_session", Route::create_session, bhttp::verb::post},
+    {"/run_in_session", Route::run_in_session, bhttp::verb::post},
+    {"/close_session", Route::close_session, bhttp::verb::post},
+    {"/execute", Route::execute, bhttp::verb::post},
+    {"/read_file", Route::read_file, bhttp::verb::post},
+    {"/write_file", Route::write_file, bhttp::verb::post},
+    {"/upload", Route::upload, bhttp::verb::post},
+    {"/close", Route::close, bhttp::verb::post},
+};
+
+const RouteInfo* find_route(std::string_view target) {
+  const auto query = target.find('?');
+  if (query != std::string_view::npos)
+    target = target.substr(0, query);
+  for (const auto& r : kRoutes) {
+    if (r.path == target)
+      return &r;
+  }
+  return nullptr;
+}
+
+// --- Answers -------------------------------------------------------------------------------
+
+StoredResponse json_answer(unsigned status, const json::value& body) {
+  StoredResponse r;
+  r.status = status;
+  r.content_type = "application/json";
+  r.body = json::serialize(body);
+  return r;
+}
+
+StoredResponse detail_answer(unsigned status, std::string_view detail) {
+  json::object body;
+  body["detail"] = detail;
+  return json_answer(status, body);
+}
+
+StoredResponse exception_answer(const SwerexException& e) {
+  json::object body;
+  body["swerexception"] = to_wire(e);
+  return json_answer(511, body);
+}
+
+// FastAPI's shape for a request that does not validate:
+// {"detail":[{"type":..., "loc":["body", field...], "msg":..., "input":null}]}.
+StoredResponse validation_answer(std::string_view message) {
+  json::array loc;
+  loc.emplace_back("body");
+  std::string type = "value_error";
+  std::string msg(message);
+  if (message.starts_with("invalid JSON")) {
+    type = "json_invalid";
+    msg = "JSON decode error";
+  } else if (const auto colon = message.find(": "); colon != std::string_view::npos) {
+    // "BashAction.timeout: expected ..." -> loc ["body", "timeout"]
+    std::string_view path = message.substr(0, colon);
+    if (const auto dot = path.find('.'); dot != std::string_view::npos) {
+      path.remove_prefix(dot + 1);
+      while (!path.empty()) {
+        const auto next = path.find('.');
+        loc.emplace_back(path.substr(0, next));
+        path = next == std::string_view::npos ? std::string_view{} : path.substr(next + 1);
+      }
+    }
+    if (message.ends_with("required field missing")) {
+      type = "missing";
+      msg = "Field required";
+    }
+  }
+  json::object error;
+  error["type"] = type;
+  error["loc"] = std::move(loc);
+  error["msg"] = msg;
+  error["input"] = nullptr;
+  json::array errors;
+  errors.emplace_back(std::move(error));
+  json::object body;
+  body["detail"] = std::move(errors);
+  return json_answer(422, body);
+}
+
+// Constant-time comparison: the time taken does not depend on where the strings differ.
+bool same_token(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  const std::size_t n = std::max(a.size(), b.size());
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const auto y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+// --- A mutex for coroutines: FIFO, single-threaded ------------------------------------------
+
+class AsyncMutex {
+ public:
+  asio::awaitable<void> lock() {
+    if (!locked_) {
+      locked_ = true;
+      co_return;
+    }
+    Waiter w(co_await asio::this_coro::executor);
+    waiters_.push_back(&w);
+    // If this coroutine is destroyed while queued, the waiter leaves the queue.
+    struct Leave {
+      AsyncMutex& m;
+      Waiter& w;
+      ~Leave() {
+        if (!w.granted)
+          std::erase(m.waiters_, &w);
+      }
+    } leave{*this, w};
+    while (!w.granted)
+      co_await w.timer.async_wait(use_tuple);
+  }
+
+  void unlock() {
+    if (waiters_.empty()) {
+      locked_ = false;
+      return;
+    }
+    Waiter* next = waiters_.front();
+    waiters_.pop_front();
+    next->granted = true;  // ownership passes on; locked_ stays true
+    next->timer.cancel();
+  }
+
+  bool idle() const noexcept { return !locked_ && waiters_.empty(); }
+
+ private:
+  struct Waiter {
+    explicit Waiter(asio::any_io_executor ex) : timer(std::move(ex)) {
+      timer.expires_at(asio::steady_timer::time_point::max());
+    }
+    asio::steady_timer timer;
+    bool granted = false;
+  };
+  bool locked_ = false;
+  std::deque<Waiter*> waiters_;
+};
+
+template <class Protocol>
+using Stream = beast::basic_stream<Protocol, asio::any_io_executor, beast::unlimited_rate_policy>;
+
+// Blocking file work on the pool, resuming on the caller's executor.
+template <class F>
+asio::awaitable<std::invoke_result_t<F>> on_pool(asio::thread_pool& pool, F work) {
+  using R = std::invoke_result_t<F>;
+  auto caller = co_await asio::this_coro::executor;
+  auto busy = asio::make_work_guard(caller);
+  auto task = [work = std::move(work)]() mutable -> asio::awaitable<R> { co_return work(); };
+  co_return co_await asio::co_spawn(pool.get_executor(), std::move(task), asio::use_awaitable);
+}
+
+}  // namespace
+
+// --- The server ----------------------------------------------------------------------------
+
+struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
+  Impl(asio::any_io_executor executor, Runtime& rt, ServerConfig config)
+      : ex(std::move(executor)),
+        runtime(rt),
+        cfg(std::move(config)),
+        replay(cfg.request_id_cache),
+        files(std::max<std::size_t>(cfg.file_threads, 1)),
+        tcp_acceptor(ex),
+        unix_acceptor(ex),
+        drained(ex) {
+    drained.expires_at(asio::steady_timer::time_point::max());
+  }
+
+  ~Impl() { files.join(); }
+
+  // One open connection, as stop() sees it.
+  struct Connection {
+    std::function<void()> close;  // cancels its I/O
+    bool busy = false;            // a request is being answered
+  };
+
+  void listen();
+  void stop();
+
+  template <class Protocol>
+  static asio::awaitable<void> accept_loop(
+      std::shared_ptr<Impl> self,
+      asio::basic_socket_acceptor<Protocol, asio::any_io_executor>& acc);
+
+  template <class Protocol>
+  static asio::awaitable<void> serve(std::shared_ptr<Impl> self, typename Protocol::socket socket);
+
+  template <class Protocol>
+  static asio::awaitable<void> refuse(std::shared_ptr<Impl> self, typename Protocol::socket socket);
+
+  template <class S>
+  asio::awaitable<bool> serve_one(S& stream, beast::flat_buffer& buffer, Connection& conn);
+
+  asio::awaitable<StoredResponse> answer(const RouteInfo& route, std::string body);
+  asio::awaitable<StoredResponse> answer_replayable(const RouteInfo& route, std::string body,
+                                                    std::string request_key);
+  asio::awaitable<json::value> run_route(Route route, std::string body);
+  asio::awaitable<BashObservation> run_in_lane(Action action);
+
+  void connection_ended(std::list<Connection>::iterator it) {
+    connections.erase(it);
+    if (connections.empty())
+      drained.cancel();
+  }
+
+  asio::any_io_executor ex;
+  Runtime& runtime;
+  ServerConfig cfg;
+  ReplayCache replay;
+  asio::thread_pool files;
+  tcp::acceptor tcp_acceptor;
+  unix_socket::acceptor unix_acceptor;
+  bool listening = false;
+  bool stopping = false;
+  std::list<Connection> connections;
+  asio::steady_timer drained;  // cancelled whenever the last connection ends
+  // Requests to one session queue here; the map drops a lane nobody uses.
+  std::map<std::string, std::shared_ptr<AsyncMutex>> lanes;
+};
+
+void Server::Impl::listen() {
+  if (listening)
+    return;
+  if (!cfg.unix_socket.empty()) {
+    std::error_code ignored;
+    // A socket file left by an earlier run would make bind fail.
+    if (std::filesystem::is_socket(cfg.unix_socket, ignored))
+      std::filesystem::remove(cfg.unix_socket, ignored);
+    unix_socket::endpoint endpoint(cfg.unix_socket);
+    unix_acceptor.open(endpoint.protocol());
+    boost::system::error_code ec;
+    unix_acceptor.bind(endpoint, ec);
+    if (ec)
+      throw std::system_error(ec, "cannot listen on unix socket " + cfg.unix_socket);
+    unix_acceptor.listen(asio::socket_base::max_listen_connections);
+  } else {
+    boost::system::error_code ec;
+    const auto address = asio::ip::make_address(cfg.host, ec);
+    if (ec)
+      throw std::system_error(ec, "invalid listen address " + cfg.host);
+    tcp::endpoint endpoint(address, cfg.port);
+    tcp_acceptor.open(endpoint.protocol());
+    tcp_acceptor.set_option(asio::socket_base::reuse_address(true));
+    tcp_acceptor.bind(endpoint, ec);
+    if (ec)
+      throw std::system_error(ec, fmt::format("cannot listen on {}:{}", cfg.host, cfg.port));
+    tcp_acceptor.listen(asio::socket_base::max_listen_connections);
+  }
+  listening = true;
+}
+
+void Server::Impl::stop() {
+  if (stopping)
+    return;
+  stopping = true;
+  boost::system::error_code ignored;
+  tcp_acceptor.close(ignored);
+  unix_acceptor.close(ignored);
+  for (auto& c : connections) {
+    if (!c.busy)
+      c.close();
+  }
+  if (connections.empty())
+    drained.cancel();
+}
+
+template <class Protocol>
+asio::awaitable<void> Server::Impl::accept_loop(
+    std::shared_ptr<Impl> self, asio::basic_socket_acceptor<Protocol, asio::any_io_executor>& acc) {
+  while (!self->stopping) {
+    auto [ec, socket] = co_await acc.async_accept(use_tuple);
+    if (self->stopping)
+      break;
+    if (ec) {
+      if (ec == asio::error::operation_aborted)
+        break;
+      // Out of descriptors, or the peer gave up before accept: pause briefly, carry on.
+      spdlog::warn("rex-server: accept failed: {}", ec.message());
+      asio::steady_timer pause(self->ex, 50ms);
+      co_await pause.async_wait(use_tuple);
+      continue;
+    }
+    auto handler = [](std::exception_ptr e) {
+      if (!e)
+        return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        spdlog::error("rex-server: connection ended with an error: {}", x.what());
+      }
+    };
+    if (self->connections.size() >= self->cfg.max_connections) {
+      asio::co_spawn(self->ex, refuse<Protocol>(self, std::move(socket)), handler);
+    } else {
+      asio::co_spawn(self->ex, serve<Protocol>(self, std::move(socket)), handler);
+    }
+  }
+}
+
+// Past the connection limit: a 503 with a JSON body, then close.
+template <class Protocol>
+asio::awaitable<void> Server::Impl::refuse(std::shared_ptr<Impl> self,
+                                           typename Protocol::socket socket) {
+  Stream<Protocol> stream(std::move(socket));
+  stream.expires_after(5s);
+  bhttp::response<bhttp::string_body> res(bhttp::status::service_unavailable, 11);
+  res.set(bhttp::field::content_type, "application/json");
+  res.set(bhttp::field::retry_after, "1");
+  res.body() = json::serialize(
+      json::value_from(std::map<std::string, std::string>{{"detail", "Too many connections"}}));
+  res.keep_alive(false);
+  res.prepare_payload();
+  auto [ec, n] = co_await bhttp::async_write(stream, res, use_tuple);
+  (void)self;
+  (void)n;
+  if (!ec)
+    stream.socket().shutdown(asio::socket_base::shutdown_both, ec);
+}
+
+template <class Protocol>
+asio::awaitable<void> Server::Impl::serve(std::shared_ptr<Impl> self,
+                                          typename Protocol::socket socket) {
+  Stream<Protocol> stream(std::move(socket));
+  if constexpr (std::is_same_v<Protocol, tcp>) {
+    boost::system::error_code ignored;
+    stream.socket().set_option(tcp::no_delay(true), ignored);
+  }
+  self->connections.emplace_back();
+  auto it = std::prev(self->connections.end());
+  it->close = [&stream] {
+    boost::system::error_code ignored;
+    stream.socket().cancel(ignored);
+    stream.socket().close(ignored);
+  };
+  struct Untrack {
+    Impl& impl;
+    std::list<Connection>::iterator it;
+    ~Untrack() { impl.connection_ended(it); }
+  } untrack{*self, it};
+
+  beast::flat_buffer buffer;
+  while (!self->stopping) {
+    const bool keep_alive = co_await self->serve_one(stream, buffer, *it);
+    if (!keep_alive)
+      break;
+  }
+  boost::system::error_code ignored;
+  stream.socket().shutdown(asio::socket_base::shutdown_send, ignored);
+  stream.socket().close(ignored);
+}
+
+// Reads one request and answers it. Returns whether the connection stays open.
+template <class S>
+asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buffer,
+                                              Connection& conn) {
+  bhttp::request_parser<bhttp::empty_body> head;
+  head.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
+  head.body_limit(cfg.max_body_bytes);
+
+  // Waiting for a request: the idle timeout until its first byte, then the read timeout.
+  stream.expires_after(buffer.size() > 0 ? cfg.read_timeout : cfg.idle_timeout);
+  auto [ec, n] = co_await bhttp::async_read_header(stream, buffer, head, use_tuple);
+  (void)n;
+  if (ec) {
+    StoredResponse error;
+    if (ec == bhttp::error::header_limit) {
+      error = detail_answer(431, "Request Header Fields Too Large");
+    } else if (ec == bhttp::error::body_limit) {
+      error = detail_answer(413, "Request Entity Too Large");
+    } else if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
+               ec == asio::error::operation_aborted || ec == asio::error::connection_reset ||
+               ec == asio::error::eof || ec == asio::error::bad_descriptor) {
+      co_return false;  // the peer left, went quiet, or the server is stopping
+    } else {
+      error = detail_answer(400, fmt::format("Bad Request: {}", ec.message()));
+    }
+    bhttp::response<bhttp::string_body> res(static_cast<bhttp::status>(error.status), 11);
+    res.set(bhttp::field::content_type, error.content_type);
+    res.body() = std::move(error.body);
+    res.keep_alive(false);
+    res.prepare_payload();
+    stream.expires_after(cfg.read_timeout);
+    co_await bhttp::async_write(stream, res, use_tuple);
+    co_return false;
+  }
+
+  conn.busy = true;
+  struct Idle {
+    Connection& c;
+    ~Idle() { c.busy = false; }
+  } idle{conn};
+
+  auto& req = head.get();
+  const unsigned version = req.version();
+  bool keep_alive = req.keep_alive();
+  const RouteInfo* route = find_route(req.target());
+
+  StoredResponse answer_value;
+  bool have_answer = false;
+  // Authentication comes first, for every route (known or not).
+  if (!cfg.auth_token.empty()) {
+    const auto key = req.find("X-API-Key");
+    if (key == req.end()) {
+      answer_value = detail_answer(403, "Not authenticated");
+      have_answer = true;
+    } else if (!same_token(key->value(), cfg.auth_token)) {
+      answer_value = detail_answer(401, "Invalid API Key");
+      have_answer = true;
+    }
+  }
+  if (!have_answer && route == nullptr) {
+    answer_value = detail_answer(404, "Not Found");
+    have_answer = true;
+  } else if (!have_answer && route->method != req.method()) {
+    answer_value = detail_answer(405, "Method Not Allowed");
+    answer_value.headers.emplace_back("allow", std::string(to_string(route->method)));
+    have_answer = true;
+  }
+
+  std::string request_key;
+  if (const auto id = req.find("X-Request-ID"); id != req.end() && !id->value().empty())
+    request_key = fmt::format("{} {} {}", id->value(), req.method_string(), req.target());
+
+  // The body, unless the answer is already known and the body is large (then the connection
+  // closes instead of reading what nobody will use).
+  std::string body;
+  const bool has_body = !head.is_done();
+  if (has_body) {
+    const auto length = head.content_length();
+    if (have_answer && (!length || *length > 64 * 1024)) {
+      keep_alive = false;
+    } else {
+      if (req[bhttp::field::expect] == "100-continue") {
+        bhttp::response<bhttp::empty_body> go_on(bhttp::status::continue_, 11);
+        stream.expires_after(cfg.read_timeout);
+        co_await bhttp::async_write(stream, go_on, use_tuple);
+      }
+      bhttp::request_parser<bhttp::string_body> full(std::move(head));
+      full.body_limit(cfg.max_json_body_bytes);
+      stream.expires_after(cfg.read_timeout);
+      auto [read_ec, read_n] = co_await bhttp::async_read(stream, buffer, full, use_tuple);
+      (void)read_n;
+      if (read_ec == bhttp::error::body_limit) {
+        answer_value = detail_answer(413, "Request Entity Too Large");
+        have_answer = true;
+        keep_alive = false;
+      } else if (read_ec) {
+        co_return false;
+      } else {
+        body = std::move(full.get().body());
+      }
+    }
+  }
+
+  stream.expires_never();  // a command may run for hours
+  if (!have_answer) {
+    if (request_key.empty()) {
+      answer_value = co_await answer(*route, std::move(body));
+    } else {
+      answer_value = co_await answer_replayable(*route, std::move(body), std::move(request_key));
+    }
+  }
+
+  bhttp::response<bhttp::string_body> res(static_cast<bhttp::status>(answer_value.status), version);
+  res.set(bhttp::field::server, server_name());
+  res.set(bhttp::field::content_type, answer_value.content_type);
+  for (const auto& [name, value] : answer_value.headers)
+    res.set(name, value);
+  res.body() = std::move(answer_value.body);
+  keep_alive = keep_alive && !stopping;
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  stream.expires_after(cfg.read_timeout);
+  auto [write_ec, written] = co_await bhttp::async_write(stream, res, use_tuple);
+  (void)written;
+  co_return keep_alive && !write_ec;
+}
+
+asio::awaitable<StoredResponse> Server::Impl::answer_replayable(const RouteInfo& route,
+                                                                std::string body,
+                                                                std::string request_key) {
+  auto entry = replay.find(request_key);
+  if (entry) {
+    while (!entry->response && entry->ready.expiry() == asio::steady_timer::time_point::max()) {
+      auto [ec] = co_await entry->ready.async_wait(use_tuple);
+      if (entry->response || !ec || ec != asio::error::operation_aborted)
+        break;
+      break;  // abandoned: run it below
+    }
+    if (entry->response)
+      co_return *entry->response;
+  }
+  entry = replay.begin(request_key, ex);
+  struct Abandon {
+    ReplayCache& cache;
+    const std::string& key;
+    std::shared_ptr<ReplayCache::Entry> entry;
+    ~Abandon() {
+      if (!entry->response)
+        cache.abandon(key, entry);
+    }
+  } abandon{replay, request_key, entry};
+  auto result = co_await answer(route, std::move(body));
+  ReplayCache::complete(*entry, result);
+  co_return result;
+}
+
+asio::awaitable<StoredResponse> Server::Impl::answer(const RouteInfo& route, std::string body) {
+  try {
+    auto value = co_await run_route(route.route, std::move(body));
+    co_return json_answer(200, value);
+  } catch (const ProtocolError& e) {
+    co_return validation_answer(e.what());
+  } catch (const SwerexException& e) {
+    co_return exception_answer(e);
+  } catch (const std::exception& e) {
+    SwerexException wrapped(e.what());
+    co_return exception_answer(wrapped);
+  }
+}
+
+asio::awaitable<BashObservation> Server::Impl::run_in_lane(Action action) {
+  const std::string name = session_of(action);
+  auto& slot = lanes[name];
+  if (!slot)
+    slot = std::make_shared<AsyncMutex>();
+  auto lane = slot;
+  co_await lane->lock();
+  struct Release {
+    Impl& impl;
+    const std::string& name;
+    std::shared_ptr<AsyncMutex> lane;
+    ~Release() {
+      lane->unlock();
+      auto it = impl.lanes.find(name);
+      if (it != impl.lanes.end() && it->second == lane && lane->idle())
+        impl.lanes.erase(it);
+    }
+  } release{*this, name, lane};
+  co_return co_await runtime.run_in_session(std::move(action));
+}
+
+asio::awaitable<json::value> Server::Impl::run_route(Route route, std::string body) {
+  switch (route) {
+    case Route::root: {
+      json::object hello;
+      hello["message"] = "hello world";
+      co_return hello;
+    }
+    case Route::is_alive:
+      co_return to_json(co_await runtime.is_alive());
+    case Route::create_session: {
+      auto request = parse_json<CreateBashSessionRequest>(body);
+      co_return to_json(co_await runtime.create_session(std::move(request)));
+    }
+    case Route::run_in_session: {
+      auto action = parse_json<Action>(body);
+      // Interrupts must reach the command they interrupt, so they skip the session's queue.
+      if (std::holds_alternative<BashInterruptAction>(action))
+        co_return to_json(co_await runtime.run_in_session(std::move(action)));
+      co_return to_json(co_await run_in_lane(std::move(action)));
+    }
+    case Route::close_session: {
+      auto request = parse_json<CloseBashSessionRequest>(body);
+      co_return to_json(co_await runtime.close_session(std::move(request)));
+    }
+    case Route::execute: {
+      auto command = parse_json<Command>(body);
+      co_return to_json(co_await runtime.execute(std::move(command)));
+    }
+    case Route::read_file: {
+      auto request = parse_json<ReadFileRequest>(body);
+      co_return to_json(co_await runtime.read_file(std::move(request)));
+    }
+    case Route::write_file: {
+      auto request = parse_json<WriteFileRequest>(body);
+      co_return to_json(co_await runtime.write_file(std::move(request)));
+    }
+    case Route::close:
+      co_return to_json(co_await runtime.close());
+    case Route::upload:
+      throw ValueError("upload needs a multipart/form-data body");
+  }
+  throw SwerexException("unknown route");
+}
+
+// --- Server --------------------------------------------------------------------------------
+
+Server::Server(asio::any_io_executor executor, Runtime& runtime, ServerConfig config)
+    : impl_(std::make_shared<Impl>(std::move(executor), runtime, std::move(config))) {}
+
+Server::~Server() {
+  impl_->stop();
+}
+
+void Server::listen() {
+  impl_->listen();
+}
+
+std::uint16_t Server::port() const {
+  if (!impl_->listening || !impl_->cfg.unix_socket.empty())
+    return 0;
+  return impl_->tcp_acceptor.local_endpoint().port();
+}
+
+std::string Server::url() const {
+  if (!impl_->cfg.unix_socket.empty()) {
+    std::string encoded;
+    for (const char c : impl_->cfg.unix_socket)
+      encoded += c == '/' ? std::string("%2F") : std::string(1, c);
+    return "http+unix://" + encoded;
+  }
+  std::string host = impl_->cfg.host;
+  if (host == "0.0.0.0")
+    host = "127.0.0.1";
+  else if (host == "::")
+    host = "[::1]";
+  else if (host.find(':') != std::string::npos)
+    host = "[" + host + "]";
+  return fmt::format("http://{}:{}", host, port());
+}
+
+asio::awaitable<void> Server::run() {
+  auto self = impl_;
+  self->listen();
+  if (!self->cfg.unix_socket.empty()) {
+    co_await Impl::accept_loop<unix_socket>(self, self->unix_acceptor);
+  } else {
+    co_await Impl::accept_loop<tcp>(self, self->tcp_acceptor);
+  }
+  self->stop();
+  while (!self->connections.empty())
+    co_await self->drained.async_wait(use_tuple);
+  if (!self->cfg.unix_socket.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(self->cfg.unix_socket, ignored);
+  }
+}
+
+void Server::stop() {
+  impl_->stop();
+}
+
+std::size_t Server::connection_count() const noexcept {
+  return impl_->connections.size();
+}
+
+}  // namespace rex::http
