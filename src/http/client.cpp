@@ -448,6 +448,9 @@ asio::awaitable<ClientResponse> perform(std::shared_ptr<State> st, ClientRequest
           boost::json::object{{"url", url},
                               {"timeout", std::chrono::duration<double>(timeout).count()}});
     }
+    // The awaiting coroutine was cancelled: report it the way Asio operations do.
+    if (r.error == asio::error::operation_aborted)
+      throw boost::system::system_error(r.error);
     const bool retryable = no_answer_failure(r);
     force_new = true;
     if (retryable && reused && stale_retry_left) {

@@ -10,7 +10,11 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
 #include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
@@ -89,6 +93,15 @@ class ScriptedServer {
     return "http://127.0.0.1:" + std::to_string(tcp_->local_endpoint().port());
   }
 
+  // Listens with TLS on `address`; returns the base URL (with `host` as the host name).
+  std::string listen_tls(asio::ssl::context& tls, const std::string& host,
+                         const std::string& address = "127.0.0.1") {
+    tls_ = &tls;
+    tcp_.emplace(io_, asio::ip::tcp::endpoint(asio::ip::make_address(address), 0));
+    asio::co_spawn(io_, accept_tls(this), on_done);
+    return "https://" + host + ":" + std::to_string(tcp_->local_endpoint().port());
+  }
+
   // Listens on a unix socket at `path`.
   void listen_unix(const std::string& path) {
     unix_.emplace(io_, asio::local::stream_protocol::endpoint(path));
@@ -106,6 +119,7 @@ class ScriptedServer {
   std::vector<Seen> requests;
   std::size_t connections = 0;
   std::size_t closed_by_client = 0;  // hanging connections the client closed
+  std::size_t failed_handshakes = 0;
 
  private:
   static void on_done(std::exception_ptr e) {
@@ -126,6 +140,28 @@ class ScriptedServer {
       auto socket = co_await self->tcp_->async_accept(asio::use_awaitable);
       asio::co_spawn(self->io_, serve(self, std::move(socket), self->connections++), on_done);
     }
+  }
+
+  static asio::awaitable<void> accept_tls(ScriptedServer* self) {
+    while (true) {
+      auto socket = co_await self->tcp_->async_accept(asio::use_awaitable);
+      asio::co_spawn(self->io_, handshake_then_serve(self, std::move(socket), self->connections++),
+                     on_done);
+    }
+  }
+
+  static asio::awaitable<void> handshake_then_serve(ScriptedServer* self,
+                                                    asio::ip::tcp::socket socket,
+                                                    std::size_t index) {
+    asio::ssl::stream<asio::ip::tcp::socket> stream(std::move(socket), *self->tls_);
+    boost::system::error_code ec;
+    auto token = asio::redirect_error(asio::use_awaitable, ec);
+    co_await stream.async_handshake(asio::ssl::stream_base::server, token);
+    if (ec) {
+      ++self->failed_handshakes;
+      co_return;
+    }
+    co_await serve(self, std::move(stream), index);
   }
 
   static asio::awaitable<void> accept_unix(ScriptedServer* self) {
@@ -191,6 +227,7 @@ class ScriptedServer {
   Script script_;
   std::optional<asio::ip::tcp::acceptor> tcp_;
   std::optional<asio::local::stream_protocol::acceptor> unix_;
+  asio::ssl::context* tls_ = nullptr;
 };
 
 // A port nothing listens on.
@@ -619,6 +656,26 @@ TEST(HttpClient, IdleConnectionsAreBounded) {
   EXPECT_EQ(client.idle_connections(), 1u);
 }
 
+asio::awaitable<void> request_or_give_up(http::Client& client, std::chrono::milliseconds after) {
+  http::ClientRequest request;
+  asio::steady_timer give_up(client.get_executor(), after);
+  auto answer = client.request(request);
+  auto timer = give_up.async_wait(asio::use_awaitable);
+  const auto which = co_await (std::move(answer) || std::move(timer));
+  EXPECT_EQ(which.index(), 1u) << "the request should not have been answered";
+}
+
+TEST(HttpClient, CancelledRequestClosesItsConnection) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) { return Reply::of(Reply::Act::hang); });
+  http::Client client(io.get_executor(), server.listen_tcp());
+  const auto start = Clock::now();
+  test::run_async(io, request_or_give_up(client, 100ms));
+  EXPECT_LT(seconds_since(start), 1.0);
+  EXPECT_EQ(client.idle_connections(), 0u);
+  run_until(io, [&] { return server.closed_by_client == 1; });
+}
+
 TEST(HttpClient, BodiesStreamFromAndToFiles) {
   asio::io_context io;
   TempDir dir;
@@ -679,6 +736,136 @@ TEST(HttpClient, BadRequestsAreRefusedBeforeSending) {
   request.target = "is_alive";
   EXPECT_THROW_MESSAGE(test::run_async(io, client.request(request)), std::invalid_argument,
                        "request target 'is_alive' must start with '/'");
+}
+
+// ---------------------------------------------------------------------------------------------
+// TLS.
+
+// A self-signed certificate for "localhost" and 127.0.0.1, made for the test.
+struct TestCertificate {
+  std::string certificate_pem;
+  std::string key_pem;
+};
+
+TestCertificate make_certificate() {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* cert = X509_new();
+  X509_set_version(cert, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert), 1);
+  X509_gmtime_adj(X509_getm_notBefore(cert), -3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert), 24 * 3600);
+  X509_set_pubkey(cert, key);
+  X509_NAME* name = X509_get_subject_name(cert);
+  const std::string common_name = "rex test";
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(common_name.c_str()), -1, -1,
+                             0);
+  X509_set_issuer_name(cert, name);
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, cert, cert, nullptr, nullptr, 0);
+  for (const auto& [nid, value] : {std::pair{NID_subject_alt_name, "DNS:localhost,IP:127.0.0.1"},
+                                   std::pair{NID_basic_constraints, "critical,CA:TRUE"}}) {
+    X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+    X509_add_ext(cert, ext, -1);
+    X509_EXTENSION_free(ext);
+  }
+  X509_sign(cert, key, EVP_sha256());
+  const auto to_pem = [](auto write) {
+    BIO* bio = BIO_new(BIO_s_mem());
+    write(bio);
+    char* data = nullptr;
+    const long size = BIO_get_mem_data(bio, &data);
+    std::string pem(data, static_cast<std::size_t>(size));
+    BIO_free(bio);
+    return pem;
+  };
+  TestCertificate out;
+  out.certificate_pem = to_pem([&](BIO* bio) { PEM_write_bio_X509(bio, cert); });
+  out.key_pem = to_pem([&](BIO* bio) {
+    PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr);
+  });
+  X509_free(cert);
+  EVP_PKEY_free(key);
+  return out;
+}
+
+class Tls : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    certificate_ = make_certificate();
+    ca_file_ = dir_.file("ca.pem", certificate_.certificate_pem);
+    server_tls_.use_certificate_chain(asio::buffer(certificate_.certificate_pem));
+    server_tls_.use_private_key(asio::buffer(certificate_.key_pem), asio::ssl::context::pem);
+  }
+
+  static Reply alive(const Seen&) { return Reply::json_body(R"({"is_alive": true})"); }
+
+  asio::io_context io_;
+  TempDir dir_;
+  TestCertificate certificate_;
+  std::string ca_file_;
+  asio::ssl::context server_tls_{asio::ssl::context::tls_server};
+};
+
+TEST_F(Tls, TrustedCertificateWorksByAddressAndByName) {
+  ScriptedServer server(io_, alive);
+  const std::string by_address = server.listen_tls(server_tls_, "127.0.0.1");
+  const std::string by_name =
+      "https://localhost:" + by_address.substr(by_address.rfind(':') + 1);
+  for (const std::string& url : {by_address, by_name}) {
+    auto cfg = config_for(url);
+    cfg.client.ca_file = ca_file_;
+    RemoteRuntime rt(io_.get_executor(), cfg);
+    const IsAliveResponse first = test::run_async(io_, rt.is_alive());
+    EXPECT_TRUE(first.is_alive) << url << ": " << first.message;
+    EXPECT_TRUE(test::run_async(io_, rt.is_alive()).is_alive);
+    EXPECT_EQ(rt.client().connections_opened(), 1u) << "TLS connections are kept alive too";
+  }
+  ASSERT_EQ(server.requests.size(), 4u);
+  EXPECT_EQ(server.requests[2].headers.at("host"), by_name.substr(8));
+}
+
+TEST_F(Tls, UntrustedCertificateFailsWithoutRetries) {
+  ScriptedServer server(io_, alive);
+  const std::string url = server.listen_tls(server_tls_, "127.0.0.1");
+  RemoteRuntime rt(io_.get_executor(), config_for(url));
+  ReadFileRequest read;
+  read.path = "/x";
+  try {
+    test::run_async(io_, rt.read_file(read));
+    ADD_FAILURE() << "no exception";
+  } catch (const http::ConnectionError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("in the TLS handshake"));
+    EXPECT_THAT(e.what(), HasSubstr("certificate verify failed"));
+    EXPECT_THAT(e.what(), HasSubstr("(1 attempt)"));
+  }
+  EXPECT_EQ(server.connections, 1u);
+}
+
+TEST_F(Tls, WrongHostNameFails) {
+  // A certificate for localhost and 127.0.0.1 does not vouch for 127.0.0.2.
+  ScriptedServer server(io_, alive);
+  auto cfg = config_for(server.listen_tls(server_tls_, "127.0.0.2", "127.0.0.2"));
+  cfg.client.ca_file = ca_file_;
+  RemoteRuntime rt(io_.get_executor(), cfg);
+  const IsAliveResponse alive = test::run_async(io_, rt.is_alive());
+  EXPECT_FALSE(alive.is_alive);
+  EXPECT_THAT(alive.message, HasSubstr("certificate verify failed"));
+}
+
+TEST_F(Tls, VerificationCanBeTurnedOff) {
+  ScriptedServer server(io_, alive);
+  auto cfg = config_for(server.listen_tls(server_tls_, "127.0.0.1"));
+  cfg.client.verify_peer = false;
+  RemoteRuntime rt(io_.get_executor(), cfg);
+  EXPECT_TRUE(test::run_async(io_, rt.is_alive()).is_alive);
+}
+
+TEST_F(Tls, UnreadableCaFileIsRefusedAtConstruction) {
+  auto cfg = config_for("https://127.0.0.1:1");
+  cfg.client.ca_file = dir_.path() + "/missing.pem";
+  EXPECT_THROW(RemoteRuntime(io_.get_executor(), cfg), std::invalid_argument);
 }
 
 // ---------------------------------------------------------------------------------------------
