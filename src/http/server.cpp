@@ -58,6 +58,7 @@ enum class Route {
   is_alive,
   create_session,
   run_in_session,
+  run_stream,
   close_session,
   execute,
   read_file,
@@ -78,6 +79,7 @@ constexpr RouteInfo kRoutes[] = {
     {"/is_alive", Route::is_alive, bhttp::verb::get},
     {"/create_session", Route::create_session, bhttp::verb::post},
     {"/run_in_session", Route::run_in_session, bhttp::verb::post},
+    {"/run_in_session_stream", Route::run_stream, bhttp::verb::post},
     {"/close_session", Route::close_session, bhttp::verb::post},
     {"/execute", Route::execute, bhttp::verb::post},
     {"/read_file", Route::read_file, bhttp::verb::post},
@@ -234,6 +236,25 @@ struct FileAnswer {
   std::string content_type;
 };
 
+// One Server-Sent Event.
+std::string sse_event(std::string_view name, const json::value& data) {
+  return fmt::format("event: {}\ndata: {}\n\n", name, json::serialize(data));
+}
+
+// Events of a streamed run, from the command (producer) to the connection (consumer).
+struct EventQueue {
+  explicit EventQueue(asio::any_io_executor ex) : wake(std::move(ex)) {
+    wake.expires_at(asio::steady_timer::time_point::max());
+  }
+  void push(std::string event) {
+    events.push_back(std::move(event));
+    wake.cancel();
+  }
+  std::deque<std::string> events;
+  bool finished = false;
+  asio::steady_timer wake;  // cancelled on every push
+};
+
 // Constant-time comparison: the time taken does not depend on where the strings differ.
 bool same_token(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
@@ -365,7 +386,11 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   asio::awaitable<StoredResponse> answer_replayable(const RouteInfo& route, std::string body,
                                                     std::string request_key);
   asio::awaitable<json::value> run_route(Route route, std::string body);
-  asio::awaitable<BashObservation> run_in_lane(Action action);
+  asio::awaitable<BashObservation> run_in_lane(Action action, Runtime::OutputListener on_output);
+  template <class S>
+  asio::awaitable<bool> stream_run(S& stream, Action action, unsigned version, bool keep_alive);
+  static asio::awaitable<void> run_for_stream(std::shared_ptr<Impl> self,
+                                              std::shared_ptr<EventQueue> queue, Action action);
 
   void connection_ended(std::list<Connection>::iterator it) {
     connections.erase(it);
@@ -627,6 +652,19 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   }
 
   stream.expires_never();  // a command may run for hours
+  if (!have_answer && route->route == Route::run_stream) {
+    Action action;
+    std::exception_ptr failure;
+    try {
+      action = parse_json<Action>(body);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (!failure)
+      co_return co_await stream_run(stream, std::move(action), version, keep_alive && !stopping);
+    answer_value = error_answer(failure);
+    have_answer = true;
+  }
   std::optional<FileAnswer> file;
   if (!have_answer) {
     if (route->route == Route::download) {
@@ -910,7 +948,8 @@ asio::awaitable<StoredResponse> Server::Impl::prepare_download(std::string body,
   co_return error_answer(failure);
 }
 
-asio::awaitable<BashObservation> Server::Impl::run_in_lane(Action action) {
+asio::awaitable<BashObservation> Server::Impl::run_in_lane(Action action,
+                                                           Runtime::OutputListener on_output) {
   const std::string name = session_of(action);
   auto& slot = lanes[name];
   if (!slot)
@@ -928,7 +967,78 @@ asio::awaitable<BashObservation> Server::Impl::run_in_lane(Action action) {
         impl.lanes.erase(it);
     }
   } release{*this, name, lane};
-  co_return co_await runtime.run_in_session(std::move(action));
+  co_return co_await runtime.run_in_session_streaming(std::move(action), std::move(on_output));
+}
+
+// Runs the action for a streamed answer: output events while it runs, then one "observation"
+// event, or an "error" event carrying the same body a 511 (or 422) answer would.
+asio::awaitable<void> Server::Impl::run_for_stream(std::shared_ptr<Impl> self,
+                                                   std::shared_ptr<EventQueue> queue,
+                                                   Action action) {
+  std::exception_ptr failure;
+  try {
+    Runtime::OutputListener listener = [queue](std::string_view text) {
+      json::object event;
+      event["output"] = text;
+      queue->push(sse_event("output", event));
+    };
+    BashObservation observation;
+    if (std::holds_alternative<BashInterruptAction>(action)) {
+      observation = co_await self->runtime.run_in_session(std::move(action));
+    } else {
+      observation = co_await self->run_in_lane(std::move(action), std::move(listener));
+    }
+    queue->push(sse_event("observation", to_json(observation)));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (failure) {
+    const auto answer = error_answer(failure);
+    queue->push(sse_event("error", json::parse(answer.body)));
+  }
+  queue->finished = true;
+  queue->wake.cancel();
+}
+
+template <class S>
+asio::awaitable<bool> Server::Impl::stream_run(S& stream, Action action, unsigned version,
+                                               bool keep_alive) {
+  bhttp::response<bhttp::empty_body> res(bhttp::status::ok, version);
+  res.set(bhttp::field::server, server_name());
+  res.set(bhttp::field::content_type, "text/event-stream");
+  res.set(bhttp::field::cache_control, "no-cache");
+  res.chunked(true);
+  res.keep_alive(keep_alive);
+  bhttp::response_serializer<bhttp::empty_body> head(res);
+  stream.expires_after(cfg.read_timeout);
+  auto [ec, n] = co_await bhttp::async_write_header(stream, head, use_tuple);
+  (void)n;
+  if (ec)
+    co_return false;
+
+  auto queue = std::make_shared<EventQueue>(ex);
+  auto runner = run_for_stream(shared_from_this(), queue, std::move(action));
+  asio::co_spawn(ex, std::move(runner), asio::detached);  // reports through the queue
+  while (true) {
+    while (!queue->events.empty()) {
+      const std::string event = std::move(queue->events.front());
+      queue->events.pop_front();
+      auto chunk = bhttp::make_chunk(asio::buffer(event));
+      stream.expires_after(cfg.read_timeout);
+      auto [write_ec, written] = co_await asio::async_write(stream, chunk, use_tuple);
+      (void)written;
+      if (write_ec)
+        co_return false;  // the client left; the command runs on and its session stays usable
+    }
+    if (queue->finished)
+      break;
+    co_await queue->wake.async_wait(use_tuple);
+  }
+  auto last = bhttp::make_chunk_last();
+  stream.expires_after(cfg.read_timeout);
+  auto [last_ec, last_n] = co_await asio::async_write(stream, last, use_tuple);
+  (void)last_n;
+  co_return keep_alive && !last_ec && !stopping;
 }
 
 asio::awaitable<json::value> Server::Impl::run_route(Route route, std::string body) {
@@ -949,7 +1059,8 @@ asio::awaitable<json::value> Server::Impl::run_route(Route route, std::string bo
       // Interrupts must reach the command they interrupt, so they skip the session's queue.
       if (std::holds_alternative<BashInterruptAction>(action))
         co_return to_json(co_await runtime.run_in_session(std::move(action)));
-      co_return to_json(co_await run_in_lane(std::move(action)));
+      Runtime::OutputListener none;
+      co_return to_json(co_await run_in_lane(std::move(action), std::move(none)));
     }
     case Route::close_session: {
       auto request = parse_json<CloseBashSessionRequest>(body);
@@ -971,7 +1082,8 @@ asio::awaitable<json::value> Server::Impl::run_route(Route route, std::string bo
       co_return to_json(co_await runtime.close());
     case Route::upload:
     case Route::download:
-      break;  // served by receive_upload and prepare_download
+    case Route::run_stream:
+      break;  // served by receive_upload, prepare_download and stream_run
   }
   throw SwerexException("unknown route");
 }
