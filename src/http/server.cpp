@@ -1,7 +1,10 @@
 #include <rex/http/server.hpp>
 
+#include <rex/http/multipart.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/json.hpp>
+#include <rex/runtime/archive.hpp>
+#include <rex/runtime/file_ops.hpp>
 #include <rex/version.hpp>
 
 #include <fmt/format.h>
@@ -17,6 +20,11 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
 #include <deque>
 #include <filesystem>
 #include <list>
@@ -50,11 +58,13 @@ enum class Route {
   is_alive,
   create_session,
   run_in_session,
+  run_stream,
   close_session,
   execute,
   read_file,
   write_file,
   upload,
+  download,
   close,
 };
 
@@ -69,11 +79,13 @@ constexpr RouteInfo kRoutes[] = {
     {"/is_alive", Route::is_alive, bhttp::verb::get},
     {"/create_session", Route::create_session, bhttp::verb::post},
     {"/run_in_session", Route::run_in_session, bhttp::verb::post},
+    {"/run_in_session_stream", Route::run_stream, bhttp::verb::post},
     {"/close_session", Route::close_session, bhttp::verb::post},
     {"/execute", Route::execute, bhttp::verb::post},
     {"/read_file", Route::read_file, bhttp::verb::post},
     {"/write_file", Route::write_file, bhttp::verb::post},
     {"/upload", Route::upload, bhttp::verb::post},
+    {"/download", Route::download, bhttp::verb::post},
     {"/close", Route::close, bhttp::verb::post},
 };
 
@@ -147,6 +159,101 @@ StoredResponse validation_answer(std::string_view message) {
   body["detail"] = std::move(errors);
   return json_answer(422, body);
 }
+
+// The answer for an exception a request raised: 422 for a body that does not fit its type, 511
+// (exception transfer) for everything else.
+StoredResponse error_answer(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ProtocolError& e) {
+    return validation_answer(e.what());
+  } catch (const SwerexException& e) {
+    return exception_answer(e);
+  } catch (const std::exception& e) {
+    return exception_answer(SwerexException(e.what()));
+  }
+}
+
+// A file in the upload directory, removed when this goes away.
+class TempFile {
+ public:
+  explicit TempFile(const std::filesystem::path& dir, const char* prefix) {
+    std::string pattern = (dir / (std::string(prefix) + "XXXXXX")).string();
+    fd_ = ::mkostemp(pattern.data(), O_CLOEXEC);
+    if (fd_ < 0)
+      throw_os_error(errno, dir.string());
+    path_ = pattern;
+  }
+  ~TempFile() {
+    close();
+    std::error_code ignored;
+    std::filesystem::remove(path_, ignored);
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  int fd() const noexcept { return fd_; }
+  const std::filesystem::path& path() const noexcept { return path_; }
+  void close() noexcept {
+    if (fd_ >= 0)
+      ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  std::filesystem::path path_;
+};
+
+void write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR)
+        continue;
+      throw_os_error(errno);
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+// FastAPI's reading of a boolean form field.
+std::optional<bool> form_bool(std::string_view v) {
+  std::string s(v);
+  for (auto& c : s)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (s == "true" || s == "1" || s == "yes" || s == "on" || s == "y" || s == "t")
+    return true;
+  if (s == "false" || s == "0" || s == "no" || s == "off" || s == "n" || s == "f")
+    return false;
+  return std::nullopt;
+}
+
+// A file to send as the answer's body (downloads).
+struct FileAnswer {
+  bhttp::file_body::value_type body;
+  std::string kind;  // "file" or "directory"
+  std::string content_type;
+};
+
+// One Server-Sent Event.
+std::string sse_event(std::string_view name, const json::value& data) {
+  return fmt::format("event: {}\ndata: {}\n\n", name, json::serialize(data));
+}
+
+// Events of a streamed run, from the command (producer) to the connection (consumer).
+struct EventQueue {
+  explicit EventQueue(asio::any_io_executor ex) : wake(std::move(ex)) {
+    wake.expires_at(asio::steady_timer::time_point::max());
+  }
+  void push(std::string event) {
+    events.push_back(std::move(event));
+    wake.cancel();
+  }
+  std::deque<std::string> events;
+  bool finished = false;
+  asio::steady_timer wake;  // cancelled on every push
+};
 
 // Constant-time comparison: the time taken does not depend on where the strings differ.
 bool same_token(std::string_view a, std::string_view b) {
@@ -264,11 +371,26 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   template <class S>
   asio::awaitable<bool> serve_one(S& stream, beast::flat_buffer& buffer, Connection& conn);
 
+  template <class S>
+  asio::awaitable<StoredResponse> receive_upload(S& stream, beast::flat_buffer& buffer,
+                                                 bhttp::request_parser<bhttp::empty_body>& head,
+                                                 bool& keep_alive);
+  asio::awaitable<StoredResponse> prepare_download(std::string body,
+                                                   std::optional<FileAnswer>& file);
+  std::filesystem::path upload_dir() const {
+    return cfg.upload_dir.empty() ? std::filesystem::temp_directory_path()
+                                  : std::filesystem::path(cfg.upload_dir);
+  }
+
   asio::awaitable<StoredResponse> answer(const RouteInfo& route, std::string body);
   asio::awaitable<StoredResponse> answer_replayable(const RouteInfo& route, std::string body,
                                                     std::string request_key);
   asio::awaitable<json::value> run_route(Route route, std::string body);
-  asio::awaitable<BashObservation> run_in_lane(Action action);
+  asio::awaitable<BashObservation> run_in_lane(Action action, Runtime::OutputListener on_output);
+  template <class S>
+  asio::awaitable<bool> stream_run(S& stream, Action action, unsigned version, bool keep_alive);
+  static asio::awaitable<void> run_for_stream(std::shared_ptr<Impl> self,
+                                              std::shared_ptr<EventQueue> queue, Action action);
 
   void connection_ended(std::list<Connection>::iterator it) {
     connections.erase(it);
@@ -379,8 +501,7 @@ asio::awaitable<void> Server::Impl::refuse(std::shared_ptr<Impl> self,
   bhttp::response<bhttp::string_body> res(bhttp::status::service_unavailable, 11);
   res.set(bhttp::field::content_type, "application/json");
   res.set(bhttp::field::retry_after, "1");
-  res.body() = json::serialize(
-      json::value_from(std::map<std::string, std::string>{{"detail", "Too many connections"}}));
+  res.body() = detail_answer(503, "Too many connections").body;
   res.keep_alive(false);
   res.prepare_payload();
   auto [ec, n] = co_await bhttp::async_write(stream, res, use_tuple);
@@ -498,40 +619,81 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   // closes instead of reading what nobody will use).
   std::string body;
   const bool has_body = !head.is_done();
-  if (has_body) {
+  const bool upload = !have_answer && route->route == Route::upload;
+  if (has_body && have_answer) {
     const auto length = head.content_length();
-    if (have_answer && (!length || *length > 64 * 1024)) {
+    if (!length || *length > 64 * 1024)
       keep_alive = false;
+  }
+  if (has_body && keep_alive && req[bhttp::field::expect] == "100-continue") {
+    bhttp::response<bhttp::empty_body> go_on(bhttp::status::continue_, 11);
+    stream.expires_after(cfg.read_timeout);
+    co_await bhttp::async_write(stream, go_on, use_tuple);
+  }
+  if (upload) {
+    // Streamed to disk as it arrives; never held in memory.
+    answer_value = co_await receive_upload(stream, buffer, head, keep_alive);
+    have_answer = true;
+  } else if (has_body && keep_alive) {
+    bhttp::request_parser<bhttp::string_body> full(std::move(head));
+    full.body_limit(cfg.max_json_body_bytes);
+    stream.expires_after(cfg.read_timeout);
+    auto [read_ec, read_n] = co_await bhttp::async_read(stream, buffer, full, use_tuple);
+    (void)read_n;
+    if (read_ec == bhttp::error::body_limit) {
+      answer_value = detail_answer(413, "Request Entity Too Large");
+      have_answer = true;
+      keep_alive = false;
+    } else if (read_ec) {
+      co_return false;
     } else {
-      if (req[bhttp::field::expect] == "100-continue") {
-        bhttp::response<bhttp::empty_body> go_on(bhttp::status::continue_, 11);
-        stream.expires_after(cfg.read_timeout);
-        co_await bhttp::async_write(stream, go_on, use_tuple);
-      }
-      bhttp::request_parser<bhttp::string_body> full(std::move(head));
-      full.body_limit(cfg.max_json_body_bytes);
-      stream.expires_after(cfg.read_timeout);
-      auto [read_ec, read_n] = co_await bhttp::async_read(stream, buffer, full, use_tuple);
-      (void)read_n;
-      if (read_ec == bhttp::error::body_limit) {
-        answer_value = detail_answer(413, "Request Entity Too Large");
-        have_answer = true;
-        keep_alive = false;
-      } else if (read_ec) {
-        co_return false;
-      } else {
-        body = std::move(full.get().body());
-      }
+      body = std::move(full.get().body());
     }
   }
 
   stream.expires_never();  // a command may run for hours
+  if (!have_answer && route->route == Route::run_stream) {
+    Action action;
+    std::exception_ptr failure;
+    try {
+      action = parse_json<Action>(body);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (!failure)
+      co_return co_await stream_run(stream, std::move(action), version, keep_alive && !stopping);
+    answer_value = error_answer(failure);
+    have_answer = true;
+  }
+  std::optional<FileAnswer> file;
   if (!have_answer) {
-    if (request_key.empty()) {
+    if (route->route == Route::download) {
+      answer_value = co_await prepare_download(std::move(body), file);
+    } else if (request_key.empty()) {
       answer_value = co_await answer(*route, std::move(body));
     } else {
       answer_value = co_await answer_replayable(*route, std::move(body), std::move(request_key));
     }
+  }
+  keep_alive = keep_alive && !stopping;
+
+  if (file) {
+    bhttp::response<bhttp::file_body> res(bhttp::status::ok, version);
+    res.set(bhttp::field::server, server_name());
+    res.set(bhttp::field::content_type, file->content_type);
+    res.set("X-Rex-Download-Kind", file->kind);
+    res.body() = std::move(file->body);
+    res.keep_alive(keep_alive);
+    res.prepare_payload();
+    bhttp::response_serializer<bhttp::file_body> writer(res);
+    while (!writer.is_done()) {
+      stream.expires_after(cfg.read_timeout);  // per piece: a large file may take long in all
+      auto [ec, n] = co_await bhttp::async_write_some(stream, writer, use_tuple);
+      (void)n;
+      if (ec)
+        co_return false;
+    }
+    co_return keep_alive;
   }
 
   bhttp::response<bhttp::string_body> res(static_cast<bhttp::status>(answer_value.status), version);
@@ -540,7 +702,6 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   for (const auto& [name, value] : answer_value.headers)
     res.set(name, value);
   res.body() = std::move(answer_value.body);
-  keep_alive = keep_alive && !stopping;
   res.keep_alive(keep_alive);
   res.prepare_payload();
   stream.expires_after(cfg.read_timeout);
@@ -554,12 +715,9 @@ asio::awaitable<StoredResponse> Server::Impl::answer_replayable(const RouteInfo&
                                                                 std::string request_key) {
   auto entry = replay.find(request_key);
   if (entry) {
-    while (!entry->response && entry->ready.expiry() == asio::steady_timer::time_point::max()) {
-      auto [ec] = co_await entry->ready.async_wait(use_tuple);
-      if (entry->response || !ec || ec != asio::error::operation_aborted)
-        break;
-      break;  // abandoned: run it below
-    }
+    // The same request is running: its answer (or its failure to produce one) wakes us.
+    if (!entry->response)
+      co_await entry->ready.async_wait(use_tuple);
     if (entry->response)
       co_return *entry->response;
   }
@@ -579,20 +737,219 @@ asio::awaitable<StoredResponse> Server::Impl::answer_replayable(const RouteInfo&
 }
 
 asio::awaitable<StoredResponse> Server::Impl::answer(const RouteInfo& route, std::string body) {
+  std::exception_ptr failure;
   try {
     auto value = co_await run_route(route.route, std::move(body));
     co_return json_answer(200, value);
-  } catch (const ProtocolError& e) {
-    co_return validation_answer(e.what());
-  } catch (const SwerexException& e) {
-    co_return exception_answer(e);
-  } catch (const std::exception& e) {
-    SwerexException wrapped(e.what());
-    co_return exception_answer(wrapped);
+  } catch (...) {
+    failure = std::current_exception();
   }
+  co_return error_answer(failure);
 }
 
-asio::awaitable<BashObservation> Server::Impl::run_in_lane(Action action) {
+template <class S>
+asio::awaitable<StoredResponse> Server::Impl::receive_upload(
+    S& stream, beast::flat_buffer& buffer, bhttp::request_parser<bhttp::empty_body>& head,
+    bool& keep_alive) {
+  const auto boundary = multipart_boundary(head.get()[bhttp::field::content_type]);
+  if (!boundary) {
+    keep_alive = keep_alive && head.is_done();
+    co_return validation_answer("upload: expected a multipart/form-data body with a boundary");
+  }
+  bhttp::request_parser<bhttp::buffer_body> parser(std::move(head));
+  parser.body_limit(cfg.max_body_bytes);
+
+  std::optional<TempFile> data;
+  std::exception_ptr failure;
+  try {
+    data.emplace(upload_dir(), "rex-upload-");
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (failure) {
+    keep_alive = false;
+    co_return error_answer(failure);
+  }
+
+  // What the form carries. The file's bytes collect in `pending` and go to disk in pieces.
+  std::map<std::string, std::string> fields;
+  std::string part;      // name of the part being read
+  bool in_file = false;  // the part is the file
+  bool have_file = false;
+  std::string pending;  // file bytes not yet written
+  std::string field;    // a text field's value so far
+  constexpr std::size_t kFieldLimit = 64 * 1024;
+  constexpr std::size_t kFlushBytes = 1 << 20;
+  MultipartParser::Handlers handlers;
+  handlers.on_part_begin = [&](const MultipartPartHeaders& h) {
+    part = h.name;
+    in_file = h.name == "file";
+    if (in_file && have_file)
+      throw MultipartError("more than one part named 'file'");
+    have_file = have_file || in_file;
+    field.clear();
+  };
+  handlers.on_part_data = [&](std::string_view bytes) {
+    if (in_file) {
+      pending.append(bytes);
+    } else if (field.size() + bytes.size() > kFieldLimit) {
+      throw MultipartError(
+          fmt::format("form field '{}' is larger than {} bytes", part, kFieldLimit));
+    } else {
+      field.append(bytes);
+    }
+  };
+  handlers.on_part_end = [&] {
+    if (!in_file)
+      fields[part] = field;
+    in_file = false;
+  };
+  std::optional<MultipartParser> form;
+  try {
+    form.emplace(*boundary, std::move(handlers));
+  } catch (const MultipartError& e) {
+    keep_alive = false;
+    co_return validation_answer(fmt::format("upload: {}", e.what()));
+  }
+
+  std::vector<char> chunk(64 * 1024);
+  const int fd = data->fd();
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    stream.expires_after(cfg.read_timeout);
+    auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, use_tuple);
+    (void)n;
+    if (ec == bhttp::error::need_buffer)
+      ec = {};
+    if (ec == bhttp::error::body_limit) {
+      keep_alive = false;
+      co_return detail_answer(413, "Request Entity Too Large");
+    }
+    if (ec) {
+      keep_alive = false;
+      co_return detail_answer(400, fmt::format("upload interrupted: {}", ec.message()));
+    }
+    const std::size_t got = chunk.size() - parser.get().body().size;
+    std::string form_error;
+    try {
+      form->feed(std::string_view(chunk.data(), got));
+      if (parser.is_done())
+        form->finish();
+    } catch (const MultipartError& e) {
+      form_error = e.what();
+    }
+    if (!form_error.empty()) {
+      keep_alive = keep_alive && parser.is_done();
+      co_return validation_answer(fmt::format("upload: {}", form_error));
+    }
+    if (pending.size() >= kFlushBytes || (parser.is_done() && !pending.empty())) {
+      auto piece = std::move(pending);
+      pending.clear();
+      auto write = [fd, piece = std::move(piece)] { write_all(fd, piece); };
+      try {
+        co_await on_pool(files, std::move(write));
+      } catch (...) {
+        failure = std::current_exception();
+      }
+      if (failure) {
+        keep_alive = keep_alive && parser.is_done();
+        co_return error_answer(failure);
+      }
+    }
+  }
+  data->close();
+
+  if (!have_file)
+    co_return validation_answer("upload.file: required field missing");
+  const auto target = fields.find("target_path");
+  if (target == fields.end())
+    co_return validation_answer("upload.target_path: required field missing");
+  bool unzip = false;
+  if (const auto u = fields.find("unzip"); u != fields.end()) {
+    const auto value = form_bool(u->second);
+    if (!value)
+      co_return validation_answer("upload.unzip: expected a boolean, got " + u->second);
+    unzip = *value;
+  }
+  UploadRequest request;
+  request.source_path = data->path().string();
+  request.target_path = target->second;
+  request.unzip = unzip;
+  try {
+    co_await runtime.upload(std::move(request));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (failure)
+    co_return error_answer(failure);
+  co_return json_answer(200, json::object());
+}
+
+asio::awaitable<StoredResponse> Server::Impl::prepare_download(std::string body,
+                                                               std::optional<FileAnswer>& file) {
+  std::exception_ptr failure;
+  try {
+    const auto request = json::parse(body);
+    const auto* obj = request.if_object();
+    if (obj == nullptr)
+      throw ProtocolError("DownloadRequest: expected an object");
+    const auto* path_value = obj->if_contains("path");
+    if (path_value == nullptr)
+      throw ProtocolError("DownloadRequest.path: required field missing");
+    if (!path_value->is_string())
+      throw ProtocolError("DownloadRequest.path: expected a string");
+    std::string format = "tar";
+    if (const auto* f = obj->if_contains("format"); f != nullptr && !f->is_null()) {
+      if (!f->is_string())
+        throw ProtocolError("DownloadRequest.format: expected a string");
+      format = f->as_string();
+    }
+    const std::string path(path_value->as_string());
+    auto dir = upload_dir();
+    // A file goes as it is; a directory becomes an archive in the upload directory, opened and
+    // then unlinked at once, so nothing is left behind whatever happens to the connection.
+    auto prepare = [path, format, dir]() -> FileAnswer {
+      struct stat st {};
+      if (::stat(path.c_str(), &st) != 0)
+        throw_os_error(errno, path);
+      FileAnswer out;
+      boost::system::error_code ec;
+      if (S_ISREG(st.st_mode)) {
+        out.kind = "file";
+        out.content_type = "application/octet-stream";
+        out.body.open(path.c_str(), beast::file_mode::scan, ec);
+        if (ec)
+          throw_os_error(ec.value(), path);
+        return out;
+      }
+      if (!S_ISDIR(st.st_mode))
+        throw ValueError(fmt::format("{} is neither a regular file nor a directory", path));
+      const auto kind = parse_archive_format(format);
+      TempFile archive(dir, "rex-download-");
+      archive.close();
+      create_archive(path, archive.path(), kind);
+      out.kind = "directory";
+      out.content_type = kind == ArchiveFormat::zip   ? "application/zip"
+                         : kind == ArchiveFormat::tar ? "application/x-tar"
+                                                      : "application/gzip";
+      out.body.open(archive.path().c_str(), beast::file_mode::scan, ec);
+      if (ec)
+        throw_os_error(ec.value(), archive.path().string());
+      return out;  // ~TempFile unlinks the name; the open file stays readable
+    };
+    file = co_await on_pool(files, std::move(prepare));
+    co_return StoredResponse{};
+  } catch (const boost::system::system_error& e) {
+    failure = std::make_exception_ptr(ProtocolError(std::string("invalid JSON: ") + e.what()));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  co_return error_answer(failure);
+}
+
+asio::awaitable<BashObservation> Server::Impl::run_in_lane(Action action,
+                                                           Runtime::OutputListener on_output) {
   const std::string name = session_of(action);
   auto& slot = lanes[name];
   if (!slot)
@@ -610,7 +967,78 @@ asio::awaitable<BashObservation> Server::Impl::run_in_lane(Action action) {
         impl.lanes.erase(it);
     }
   } release{*this, name, lane};
-  co_return co_await runtime.run_in_session(std::move(action));
+  co_return co_await runtime.run_in_session_streaming(std::move(action), std::move(on_output));
+}
+
+// Runs the action for a streamed answer: output events while it runs, then one "observation"
+// event, or an "error" event carrying the same body a 511 (or 422) answer would.
+asio::awaitable<void> Server::Impl::run_for_stream(std::shared_ptr<Impl> self,
+                                                   std::shared_ptr<EventQueue> queue,
+                                                   Action action) {
+  std::exception_ptr failure;
+  try {
+    Runtime::OutputListener listener = [queue](std::string_view text) {
+      json::object event;
+      event["output"] = text;
+      queue->push(sse_event("output", event));
+    };
+    BashObservation observation;
+    if (std::holds_alternative<BashInterruptAction>(action)) {
+      observation = co_await self->runtime.run_in_session(std::move(action));
+    } else {
+      observation = co_await self->run_in_lane(std::move(action), std::move(listener));
+    }
+    queue->push(sse_event("observation", to_json(observation)));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (failure) {
+    const auto answer = error_answer(failure);
+    queue->push(sse_event("error", json::parse(answer.body)));
+  }
+  queue->finished = true;
+  queue->wake.cancel();
+}
+
+template <class S>
+asio::awaitable<bool> Server::Impl::stream_run(S& stream, Action action, unsigned version,
+                                               bool keep_alive) {
+  bhttp::response<bhttp::empty_body> res(bhttp::status::ok, version);
+  res.set(bhttp::field::server, server_name());
+  res.set(bhttp::field::content_type, "text/event-stream");
+  res.set(bhttp::field::cache_control, "no-cache");
+  res.chunked(true);
+  res.keep_alive(keep_alive);
+  bhttp::response_serializer<bhttp::empty_body> head(res);
+  stream.expires_after(cfg.read_timeout);
+  auto [ec, n] = co_await bhttp::async_write_header(stream, head, use_tuple);
+  (void)n;
+  if (ec)
+    co_return false;
+
+  auto queue = std::make_shared<EventQueue>(ex);
+  auto runner = run_for_stream(shared_from_this(), queue, std::move(action));
+  asio::co_spawn(ex, std::move(runner), asio::detached);  // reports through the queue
+  while (true) {
+    while (!queue->events.empty()) {
+      const std::string event = std::move(queue->events.front());
+      queue->events.pop_front();
+      auto chunk = bhttp::make_chunk(asio::buffer(event));
+      stream.expires_after(cfg.read_timeout);
+      auto [write_ec, written] = co_await asio::async_write(stream, chunk, use_tuple);
+      (void)written;
+      if (write_ec)
+        co_return false;  // the client left; the command runs on and its session stays usable
+    }
+    if (queue->finished)
+      break;
+    co_await queue->wake.async_wait(use_tuple);
+  }
+  auto last = bhttp::make_chunk_last();
+  stream.expires_after(cfg.read_timeout);
+  auto [last_ec, last_n] = co_await asio::async_write(stream, last, use_tuple);
+  (void)last_n;
+  co_return keep_alive && !last_ec && !stopping;
 }
 
 asio::awaitable<json::value> Server::Impl::run_route(Route route, std::string body) {
@@ -631,7 +1059,8 @@ asio::awaitable<json::value> Server::Impl::run_route(Route route, std::string bo
       // Interrupts must reach the command they interrupt, so they skip the session's queue.
       if (std::holds_alternative<BashInterruptAction>(action))
         co_return to_json(co_await runtime.run_in_session(std::move(action)));
-      co_return to_json(co_await run_in_lane(std::move(action)));
+      Runtime::OutputListener none;
+      co_return to_json(co_await run_in_lane(std::move(action), std::move(none)));
     }
     case Route::close_session: {
       auto request = parse_json<CloseBashSessionRequest>(body);
@@ -652,7 +1081,9 @@ asio::awaitable<json::value> Server::Impl::run_route(Route route, std::string bo
     case Route::close:
       co_return to_json(co_await runtime.close());
     case Route::upload:
-      throw ValueError("upload needs a multipart/form-data body");
+    case Route::download:
+    case Route::run_stream:
+      break;  // served by receive_upload, prepare_download and stream_run
   }
   throw SwerexException("unknown route");
 }

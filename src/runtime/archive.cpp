@@ -655,3 +655,19 @@ void extract_archive(const std::filesystem::path& archive_path,
 }
 
 }  // namespace rex
+
+// libarchive keeps one small internal helper of its tar, pax and zip writers in the object file
+// that also holds its table of every writer, xar among them, which needs libxml2 and ICU: 34 MB
+// more in a static executable. Defining the helper here keeps that object out of the link.
+// A libarchive that moves the helper elsewhere makes the link fail loudly (duplicate symbol);
+// the fix is then to delete this definition.
+namespace {
+constexpr int EFTYPE_UNSUPPORTED = EINVAL;  // libarchive uses EINVAL for an unsupported type
+}
+
+extern "C" void __archive_write_entry_filetype_unsupported(archive* a, archive_entry* entry,
+                                                           const char* format) {
+  const char* path = archive_entry_pathname(entry);
+  archive_set_error(a, EFTYPE_UNSUPPORTED, "%s: %s format cannot archive this file type",
+                    path != nullptr ? path : "(unnamed entry)", format);
+}

@@ -73,9 +73,15 @@ asio::awaitable<CreateBashSessionResponse> LocalRuntime::create_session(
 }
 
 asio::awaitable<BashObservation> LocalRuntime::run_in_session(Action action) {
+  OutputListener none;
+  co_return co_await run_in_session_streaming(std::move(action), std::move(none));
+}
+
+asio::awaitable<BashObservation> LocalRuntime::run_in_session_streaming(Action action,
+                                                                        OutputListener on_output) {
   auto session = impl_->find(session_of(action));
   if (auto* bash = std::get_if<BashAction>(&action))
-    co_return co_await session->run(std::move(*bash));
+    co_return co_await session->run(std::move(*bash), std::move(on_output));
   auto interrupt = std::get<BashInterruptAction>(std::move(action));
   co_return co_await session->interrupt(std::move(interrupt));
 }

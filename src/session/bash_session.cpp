@@ -197,6 +197,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   std::size_t prompt_scan = 0;
   std::size_t expect_scan = 0;
   std::array<char, 65536> chunk{};
+  // Streaming: complete lines of the running command's output, cleaned, as they arrive.
+  BashSession::OutputListener listener;
+  std::size_t streamed = 0;  // bytes at the front of `raw` already given to the listener
 
   // The current wait (see wait_for_end): its limits and whether one of them has passed.
   enum class Expiry { none, deadline, idle };
@@ -327,6 +330,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   void append(const char* data, std::size_t n) {
     raw.append(data, n);
+    if (listener)
+      stream_lines();
     // Capped: keep the first half of the cap and a sliding tail; compact in large steps.
     if (!cap || raw.size() <= *cap + (64 << 10))
       return;
@@ -340,8 +345,22 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       drop_front(raw.size() - keep, true);
   }
 
+  // Only whole lines go out, so a split escape sequence or the prompt (which ends no line) never
+  // does; the observation at the end remains the complete, authoritative output.
+  void stream_lines() {
+    const auto nl = raw.rfind('\n');
+    if (nl == std::string::npos || nl + 1 <= streamed)
+      return;
+    const std::string piece =
+        clean_terminal_output(std::string_view(raw).substr(streamed, nl + 1 - streamed));
+    streamed = nl + 1;
+    if (!piece.empty())
+      listener(piece);
+  }
+
   void drop_front(std::size_t n, bool count) {
     raw.erase(0, n);
+    streamed = streamed > n ? streamed - n : 0;
     if (count)
       dropped += n;
     prompt_scan = prompt_scan > n ? prompt_scan - n : 0;
@@ -363,6 +382,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   void reset_output() {
     raw.clear();
+    streamed = 0;
     head.clear();
     dropped = 0;
     prompt_scan = 0;
@@ -774,10 +794,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     return obs;
   }
 
-  asio::awaitable<BashObservation> run(BashAction action) {
+  asio::awaitable<BashObservation> run(BashAction action, BashSession::OutputListener on_output) {
     auto self = shared_from_this();
     auto lock_ = co_await lock();
     ensure_usable();
+    struct Listening {
+      Impl& impl;
+      ~Listening() { impl.listener = nullptr; }
+    } listening{*this};
+    listener = std::move(on_output);
     if (action.is_interactive_command || action.is_interactive_quit)
       co_return co_await run_interactive(std::move(action));
 
@@ -1039,8 +1064,8 @@ asio::awaitable<CreateBashSessionResponse> BashSession::start(CreateBashSessionR
   return impl_->start(std::move(request));
 }
 
-asio::awaitable<BashObservation> BashSession::run(BashAction action) {
-  return impl_->run(std::move(action));
+asio::awaitable<BashObservation> BashSession::run(BashAction action, OutputListener on_output) {
+  return impl_->run(std::move(action), std::move(on_output));
 }
 
 asio::awaitable<BashObservation> BashSession::interrupt(BashInterruptAction action) {

@@ -32,6 +32,8 @@ class LocalRuntime final : public Runtime {
   asio::awaitable<CreateBashSessionResponse> create_session(
       CreateBashSessionRequest request) override;
   asio::awaitable<BashObservation> run_in_session(Action action) override;
+  asio::awaitable<BashObservation> run_in_session_streaming(Action action,
+                                                            OutputListener on_output) override;
   asio::awaitable<CloseBashSessionResponse> close_session(CloseBashSessionRequest request) override;
   asio::awaitable<CommandResponse> execute(Command command) override;
   asio::awaitable<ReadFileResponse> read_file(ReadFileRequest request) override;

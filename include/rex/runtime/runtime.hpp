@@ -14,6 +14,9 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <functional>
+#include <string_view>
+
 namespace rex {
 
 namespace asio = boost::asio;
@@ -28,6 +31,12 @@ class Runtime {
       CreateBashSessionRequest request) = 0;
   /// Runs a bash action or an interrupt in its session. SessionDoesNotExistError when unknown.
   virtual asio::awaitable<BashObservation> run_in_session(Action action) = 0;
+  /// Receives a command's output while it runs: whole lines, cleaned as in the observation.
+  using OutputListener = std::function<void(std::string_view)>;
+  /// run_in_session that also hands the output to `on_output` as it arrives. The observation
+  /// stays the complete answer. By default nothing streams: the whole output comes at the end.
+  virtual asio::awaitable<BashObservation> run_in_session_streaming(Action action,
+                                                                    OutputListener on_output);
   virtual asio::awaitable<CloseBashSessionResponse> close_session(
       CloseBashSessionRequest request) = 0;
   /// Runs a one-off process outside any session.

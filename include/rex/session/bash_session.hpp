@@ -21,6 +21,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,6 +53,10 @@ struct BashSessionConfig {
 
 class BashSession {
  public:
+  /// Receives a running command's output as it arrives: whole lines, cleaned like the
+  /// observation's output. Called on the session's executor; must not block.
+  using OutputListener = std::function<void(std::string_view)>;
+
   BashSession(asio::any_io_executor executor, BashSessionConfig config = {});
   ~BashSession();
   BashSession(const BashSession&) = delete;
@@ -64,7 +69,7 @@ class BashSession {
   /// Runs a command (or interactive input). Throws CommandTimeoutError (the command keeps
   /// running; interrupt it to reuse the session), NonZeroExitCodeError (check = "raise"),
   /// BashIncorrectSyntaxError (nothing ran), SessionDiedError, SessionBusyError.
-  asio::awaitable<BashObservation> run(BashAction action);
+  asio::awaitable<BashObservation> run(BashAction action, OutputListener on_output = {});
 
   /// Stops the running command: Ctrl-C, then SIGKILL for a foreground job that ignores it.
   /// Throws PexpectTimeout if the prompt (or an expect string) still does not come back.
