@@ -197,6 +197,65 @@ void pin_process(pid_t pid, const std::vector<int>& cpus) {
   ::closedir(d);
 }
 
+// On-CPU and run-queue-wait time of one thread so far: shows, beside a rate, whether a side
+// was busy or waiting for a core that others used.
+struct ThreadTimes {
+  double cpu_ms = 0;
+  double wait_ms = 0;
+};
+
+ThreadTimes thread_times(const std::string& schedstat_path) {
+  std::ifstream in(schedstat_path);
+  double run_ns = 0;
+  double wait_ns = 0;
+  in >> run_ns >> wait_ns;
+  return {run_ns / 1e6, wait_ns / 1e6};
+}
+
+// CPU time of a whole process: the sum over its threads (schedstat counts nanoseconds, where
+// /proc/PID/stat counts 10 ms ticks, too coarse for a shell that ran ten echos).
+double process_cpu_ms(pid_t pid) {
+  double total = 0;
+  const std::string dir = fmt::format("/proc/{}/task", pid);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr)
+    return 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.')
+      total += thread_times(fmt::format("{}/{}/schedstat", dir, e->d_name)).cpu_ms;
+  }
+  ::closedir(d);
+  return total;
+}
+
+// CPU time of the bash processes that `parent` started (the sessions' shells).
+double bash_children_cpu_ms(pid_t parent) {
+  double total = 0;
+  const std::string dir = fmt::format("/proc/{}/task", parent);
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr)
+    return 0;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.')
+      continue;
+    std::ifstream children(fmt::format("{}/{}/children", dir, e->d_name));
+    pid_t child = 0;
+    while (children >> child) {
+      std::ifstream comm_file(fmt::format("/proc/{}/comm", child));
+      std::string comm;
+      if (std::getline(comm_file, comm) && comm == "bash")
+        total += thread_times(fmt::format("/proc/{}/schedstat", child)).cpu_ms;
+    }
+  }
+  ::closedir(d);
+  return total;
+}
+
+// The main thread of a process (rex-server's io_context thread; the responder's only thread).
+std::string main_thread_schedstat(pid_t pid) {
+  return fmt::format("/proc/{}/task/{}/schedstat", pid, pid);
+}
+
 void pin_this_thread(const std::vector<int>& cpus) {
   const cpu_set_t set = cpu_set_of(cpus);
   ::sched_setaffinity(0, sizeof(set), &set);
@@ -634,9 +693,19 @@ class LoadClient {
       throw std::runtime_error("load client: connect failed: " + r.first_error);
   }
 
-  // Drives every connection for `seconds`; returns requests per second (answered requests over
-  // the time until the last connection's last answer).
-  double run(double seconds, LoadTally& tally) {
+  struct Block {
+    double rate = 0;  // answered requests over the time until the last connection's last answer
+    double requests = 0;
+    double ms = 0;
+    ThreadTimes server;     // the server's main thread, during the block
+    ThreadTimes generator;  // this thread
+  };
+
+  // Drives every connection for `seconds` against the server whose main thread is `server_pid`.
+  Block run(double seconds, LoadTally& tally, pid_t server_pid) {
+    const std::string server_stat = main_thread_schedstat(server_pid);
+    const ThreadTimes s0 = thread_times(server_stat);
+    const ThreadTimes g0 = thread_times("/proc/thread-self/schedstat");
     const auto t0 = Clock::now();
     const auto until =
         t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -645,10 +714,17 @@ class LoadClient {
       return load_loop(*conns_[static_cast<std::size_t>(i)], request_, until,
                        std::numeric_limits<int>::max(), &tally);
     });
-    const double secs = ms_between(t0, Clock::now()) / 1000;
+    Block b;
+    b.ms = ms_between(t0, Clock::now());
+    const ThreadTimes s1 = thread_times(server_stat);
+    const ThreadTimes g1 = thread_times("/proc/thread-self/schedstat");
     if (r.failed > 0)
       throw std::runtime_error("load client: " + r.first_error);
-    return static_cast<double>(tally.ok + tally.errors - before) / secs;
+    b.requests = static_cast<double>(tally.ok + tally.errors - before);
+    b.rate = b.requests * 1000 / b.ms;
+    b.server = {s1.cpu_ms - s0.cpu_ms, s1.wait_ms - s0.wait_ms};
+    b.generator = {g1.cpu_ms - g0.cpu_ms, g1.wait_ms - g0.wait_ms};
+    return b;
   }
 
   // One connection's round trips, timed one by one (for the echo figure's HTTP baseline).
@@ -719,16 +795,21 @@ Result bench_remote_echo(asio::io_context& io, rex::LocalRuntime& local, rex::Re
   // Blocks of remote, local and a bare HTTP round trip (GET /is_alive on a raw keep-alive
   // connection: what HTTP over loopback to this server costs with no session work), rotating.
   std::vector<double> remote_ms, local_ms, http_ms;
+  const std::string server_stat = main_thread_schedstat(server.pid());
+  double server_cpu_ms = 0;  // of the server's thread during the remote blocks
   const int block = 25;
   for (int done = 0, b = 0; done < iterations; done += block, ++b) {
     const int n = std::min(block, iterations - done);
     for (int k = 0; k < 3; ++k) {
       std::vector<double> s;
       switch ((b + k) % 3) {
-        case 0:
+        case 0: {
+          const ThreadTimes before = thread_times(server_stat);
           s = run_on(io, echo_block(remote, session, n));
+          server_cpu_ms += thread_times(server_stat).cpu_ms - before.cpu_ms;
           remote_ms.insert(remote_ms.end(), s.begin(), s.end());
           break;
+        }
         case 1:
           s = run_on(io, echo_block(local, session, n));
           local_ms.insert(local_ms.end(), s.begin(), s.end());
@@ -756,8 +837,9 @@ Result bench_remote_echo(asio::io_context& io, rex::LocalRuntime& local, rex::Re
   r.verdict = diff <= 0.15 ? Verdict::pass : Verdict::miss;
   r.note = fmt::format(
       "remote - local p50 = {:+.3f} ms; bare HTTP round trip (GET /is_alive) p50 {:.3f} ms; "
-      "connections opened {}",
-      diff, http.p50, remote.client().connections_opened());
+      "rex-server CPU {:.0f} us per command; connections opened {}",
+      diff, http.p50, server_cpu_ms * 1000 / static_cast<double>(remote_ms.size()),
+      remote.client().connections_opened());
   r.extra["diff_ms"] = diff;
   r.extra["target_diff_ms"] = 0.15;
   r.extra["samples"] = remote_ms.size();
@@ -765,6 +847,8 @@ Result bench_remote_echo(asio::io_context& io, rex::LocalRuntime& local, rex::Re
   r.extra["http_round_trip_p50_ms"] = http.p50;
   r.extra["http_round_trip_p99_ms"] = http.p99;
   r.extra["connections_opened"] = remote.client().connections_opened();
+  r.extra["server_cpu_us_per_command"] =
+      server_cpu_ms * 1000 / static_cast<double>(remote_ms.size());
   return r;
 }
 
@@ -785,18 +869,30 @@ Result bench_is_alive_rps(asio::io_context& io, ChildServer& server, ChildServer
   LoadTally rex_tally, floor_tally;
   LoadTally warm;
   const double warmup = std::min(0.3, opt.load_block_seconds);
-  rex_load.run(warmup, warm);
-  floor_load.run(warmup, warm);
+  rex_load.run(warmup, warm, server.pid());
+  floor_load.run(warmup, warm, floor.pid());
   if (warm.errors > 0)
     throw std::runtime_error("is_alive warm-up: " + warm.first_error);
 
-  std::vector<double> rex_rates, floor_rates;
+  // Per side, per block: the rate, and per request the CPU time of the server's thread and of
+  // the load generator, and the share of the block each spent waiting for a core.
+  struct Side {
+    std::vector<double> rate, server_cpu_us, generator_cpu_us, server_wait_pct, generator_wait_pct;
+    void add(const LoadClient::Block& b) {
+      rate.push_back(b.rate);
+      server_cpu_us.push_back(b.server.cpu_ms * 1000 / b.requests);
+      generator_cpu_us.push_back(b.generator.cpu_ms * 1000 / b.requests);
+      server_wait_pct.push_back(100 * b.server.wait_ms / b.ms);
+      generator_wait_pct.push_back(100 * b.generator.wait_ms / b.ms);
+    }
+  };
+  Side rex_side, floor_side;
   for (int round = 0; round < opt.load_rounds; ++round) {
     for (int k = 0; k < 2; ++k) {
       if ((round + k) % 2 == 0)
-        rex_rates.push_back(rex_load.run(opt.load_block_seconds, rex_tally));
+        rex_side.add(rex_load.run(opt.load_block_seconds, rex_tally, server.pid()));
       else
-        floor_rates.push_back(floor_load.run(opt.load_block_seconds, floor_tally));
+        floor_side.add(floor_load.run(opt.load_block_seconds, floor_tally, floor.pid()));
     }
   }
   if (pin) {
@@ -810,8 +906,8 @@ Result bench_is_alive_rps(asio::io_context& io, ChildServer& server, ChildServer
         rex_tally.first_error, floor_tally.errors, floor_tally.first_error));
   }
 
-  const double rex_rate = median(rex_rates);
-  const double floor_rate = median(floor_rates);
+  const double rex_rate = median(rex_side.rate);
+  const double floor_rate = median(floor_side.rate);
   Result r;
   r.name = "is_alive_rps";
   r.rex = stats_of(rex_tally.latencies);  // per request, under the full load
@@ -821,10 +917,23 @@ Result bench_is_alive_rps(asio::io_context& io, ChildServer& server, ChildServer
   r.target_text = ">=20000/s";
   r.verdict = rex_rate >= 20000 ? Verdict::pass : Verdict::miss;
   r.note = fmt::format(
-      "{} connections: rex {:.0f} req/s, floor {:.0f} req/s (ratio higher is "
-      "better){}",
+      "{} connections: rex {:.0f} req/s, floor {:.0f} req/s (ratio higher is better){}; CPU per "
+      "request: rex-server {:.1f} us, floor responder {:.1f} us, load generator {:.1f} us (rex) / "
+      "{:.1f} us (floor); waiting for a core: rex-server {:.0f}%, floor {:.0f}%, generator "
+      "{:.0f}% of the time",
       opt.load_connections, rex_rate, floor_rate,
-      pin ? "; server and floor pinned to one core" : "; not pinned");
+      pin ? "; servers pinned to one core, generator to another" : "; not pinned",
+      median(rex_side.server_cpu_us), median(floor_side.server_cpu_us),
+      median(rex_side.generator_cpu_us), median(floor_side.generator_cpu_us),
+      median(rex_side.server_wait_pct), median(floor_side.server_wait_pct),
+      median(rex_side.generator_wait_pct));
+  r.extra["server_cpu_us_per_request"] = median(rex_side.server_cpu_us);
+  r.extra["floor_cpu_us_per_request"] = median(floor_side.server_cpu_us);
+  r.extra["generator_cpu_us_per_request"] = median(rex_side.generator_cpu_us);
+  r.extra["floor_generator_cpu_us_per_request"] = median(floor_side.generator_cpu_us);
+  r.extra["server_wait_pct"] = median(rex_side.server_wait_pct);
+  r.extra["floor_wait_pct"] = median(floor_side.server_wait_pct);
+  r.extra["generator_wait_pct"] = median(rex_side.generator_wait_pct);
   r.extra["requests_per_s"] = rex_rate;
   r.extra["floor_requests_per_s"] = floor_rate;
   r.extra["target_requests_per_s"] = 20000;
@@ -841,12 +950,19 @@ struct ManyRun {
   BatchResult created, echoed, closed;
   CommandTally tally;
   double create_ms = 0, echo_ms = 0, close_ms = 0, total_ms = 0;
+  // CPU time spent during the echo phase, in milliseconds.
+  double self_cpu_ms = 0;    // this process: the clients (or the LocalRuntime floor)
+  double server_cpu_ms = 0;  // rex-server (0 on the floor)
+  double bash_cpu_ms = 0;    // the sessions' shells
 };
 
 // `runtimes[i % size]` serves client i: one runtime per client on the remote side, one shared
 // runtime on the local side.
+// `shell_parent` is the process whose bash children are the sessions; `server` (or -1) a
+// server process whose CPU time counts too.
 ManyRun run_many(asio::io_context& io, const std::vector<rex::Runtime*>& runtimes, int n,
-                 int commands, const std::function<void()>& after_create, Clock::time_point t0) {
+                 int commands, const std::function<void()>& after_create, Clock::time_point t0,
+                 pid_t shell_parent, pid_t server) {
   ManyRun m;
   auto rt = [&](int i) -> rex::Runtime& {
     return *runtimes[static_cast<std::size_t>(i) % runtimes.size()];
@@ -856,9 +972,15 @@ ManyRun run_many(asio::io_context& io, const std::vector<rex::Runtime*>& runtime
   m.created = run_all(io, n, [&](int i) { return create_session(rt(i), name(i), 120.0); });
   const auto c1 = Clock::now();
   after_create();
+  const double self0 = process_cpu_ms(::getpid());
+  const double server0 = server > 0 ? process_cpu_ms(server) : 0;
+  const double bash0 = bash_children_cpu_ms(shell_parent);
   const auto e0 = Clock::now();
   m.echoed = run_all(io, n, [&](int i) { return echo_worker(rt(i), name(i), commands, &m.tally); });
   const auto e1 = Clock::now();
+  m.self_cpu_ms = process_cpu_ms(::getpid()) - self0;
+  m.server_cpu_ms = server > 0 ? process_cpu_ms(server) - server0 : 0;
+  m.bash_cpu_ms = bash_children_cpu_ms(shell_parent) - bash0;
   m.closed = run_all(io, n, [&](int i) { return close_session(rt(i), name(i)); });
   const auto e2 = Clock::now();
   m.create_ms = ms_between(c0, c1);
@@ -899,8 +1021,8 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
     remote_ptrs.push_back(clients.back().get());
   }
   const ManyRun rex_run = run_many(
-      io, remote_ptrs, n, opt.client_commands, [&] { rss_sessions = vm_rss_kib(server.pid()); },
-      t0);
+      io, remote_ptrs, n, opt.client_commands, [&] { rss_sessions = vm_rss_kib(server.pid()); }, t0,
+      server.pid(), server.pid());
   std::uint64_t connections = 0;
   for (const auto& c : clients)
     connections += c->client().connections_opened();
@@ -910,7 +1032,7 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
   // Floor: the same sessions and commands on a LocalRuntime in this process.
   const std::vector<rex::Runtime*> local_ptrs{&local};
   const ManyRun floor_run = run_many(
-      io, local_ptrs, n, opt.client_commands, [] {}, Clock::now());
+      io, local_ptrs, n, opt.client_commands, [] {}, Clock::now(), ::getpid(), -1);
 
   const int rex_errors = errors_of(rex_run);
   const int floor_errors = errors_of(floor_run);
@@ -927,13 +1049,21 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
   r.target = 0;
   r.target_text = "0 errors";
   r.verdict = rex_errors == 0 ? Verdict::pass : Verdict::miss;
+  const double commands = static_cast<double>(n) * opt.client_commands;
+  auto us_per_command = [&](double ms) { return ms * 1000 / commands; };
   r.note = fmt::format(
       "errors {}; server RSS {:.1f} MiB with {} sessions ({:.1f} KiB/session over idle {:.1f} "
-      "MiB); wall {:.2f} s (create {:.2f}, {}x{} echo {:.2f}, close {:.2f}); connections opened "
-      "{}; floor (LocalRuntime) wall {:.2f} s",
+      "MiB); wall {:.2f} s (create {:.2f}, {}x{} echo {:.2f}, close {:.2f}), floor {:.2f} s "
+      "(create {:.2f}, echo {:.2f}, close {:.2f}); connections opened {}; CPU per command: "
+      "clients {:.0f} us, rex-server {:.0f} us, bash {:.0f} us; floor: LocalRuntime {:.0f} us, "
+      "bash {:.0f} us",
       rex_errors, rss_sessions / 1024.0, n, kib_per_session, rss_idle / 1024.0,
       rex_run.total_ms / 1000, rex_run.create_ms / 1000, n, opt.client_commands,
-      rex_run.echo_ms / 1000, rex_run.close_ms / 1000, connections, floor_run.total_ms / 1000);
+      rex_run.echo_ms / 1000, rex_run.close_ms / 1000, floor_run.total_ms / 1000,
+      floor_run.create_ms / 1000, floor_run.echo_ms / 1000, floor_run.close_ms / 1000, connections,
+      us_per_command(rex_run.self_cpu_ms), us_per_command(rex_run.server_cpu_ms),
+      us_per_command(rex_run.bash_cpu_ms), us_per_command(floor_run.self_cpu_ms),
+      us_per_command(floor_run.bash_cpu_ms));
   if (rex_errors > 0)
     r.note += "; first error: " + first_error_of(rex_run);
   if (floor_errors > 0)
@@ -942,7 +1072,7 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
   r.extra["commands_per_client"] = opt.client_commands;
   r.extra["errors"] = rex_errors;
   r.extra["floor_errors"] = floor_errors;
-  r.extra["commands_ok"] = rex_run.tally.latencies.size();
+  r.extra["commands_answered"] = rex_run.tally.latencies.size();
   r.extra["connections_opened"] = connections;
   r.extra["server_rss_idle_kib"] = rss_idle;
   r.extra["server_rss_sessions_kib"] = rss_sessions;
@@ -957,6 +1087,11 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
   r.extra["floor_create_ms"] = floor_run.create_ms;
   r.extra["floor_echo_ms"] = floor_run.echo_ms;
   r.extra["floor_close_ms"] = floor_run.close_ms;
+  r.extra["client_cpu_us_per_command"] = us_per_command(rex_run.self_cpu_ms);
+  r.extra["server_cpu_us_per_command"] = us_per_command(rex_run.server_cpu_ms);
+  r.extra["bash_cpu_us_per_command"] = us_per_command(rex_run.bash_cpu_ms);
+  r.extra["floor_cpu_us_per_command"] = us_per_command(floor_run.self_cpu_ms);
+  r.extra["floor_bash_cpu_us_per_command"] = us_per_command(floor_run.bash_cpu_ms);
   return r;
 }
 
