@@ -292,6 +292,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- operation lock -----------------------------------------------------------------------
 
+  // The session's turn if nobody holds it (no suspension); an empty Lock otherwise.
+  Lock try_lock() {
+    if (busy)
+      return Lock();
+    busy = true;
+    return Lock(shared_from_this());
+  }
+
   // Waits for the session's turn until `deadline`; an empty Lock means the deadline passed.
   asio::awaitable<Lock> lock(Clock::time_point deadline = Clock::time_point::max()) {
     if (!busy) {
@@ -407,29 +415,25 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     master.cancel(ignored);
   }
 
-  asio::awaitable<ReadStatus> read_once() {
-    if (state == State::dead || state == State::closed) {
-      read_available();
-      co_return ReadStatus::eof;
-    }
-    auto [ec, n] = co_await master.async_read_some(asio::buffer(chunk), use_tuple);
+  // What a finished read means; its bytes are appended.
+  ReadStatus on_read(const error_code& ec, std::size_t n) {
     if (!ec) {
       append(chunk.data(), n);
       if (wait_idle)
         last_output = Clock::now();
-      co_return ReadStatus::data;
+      return ReadStatus::data;
     }
     if (ec == asio::error::operation_aborted) {
       if (expiry != Expiry::none)
-        co_return ReadStatus::timeout;
+        return ReadStatus::timeout;
       if (state == State::dead || state == State::closed) {
         read_available();
-        co_return ReadStatus::eof;
+        return ReadStatus::eof;
       }
       throw boost::system::system_error(ec, "reading from bash");
     }
     // EIO: every holder of the terminal is gone.
-    co_return ReadStatus::eof;
+    return ReadStatus::eof;
   }
 
   // Ends the current wait: its timer, if still queued, does nothing.
@@ -484,8 +488,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         expect_scan = raw.size() >= longest ? raw.size() - longest + 1 : 0;
 
       ReadStatus status = ReadStatus::timeout;
-      if (expiry == Expiry::none)
-        status = co_await read_once();
+      if (expiry != Expiry::none) {
+        // A limit passed while the last read completed.
+      } else if (state == State::dead || state == State::closed) {
+        read_available();
+        status = ReadStatus::eof;
+      } else {
+        auto [ec, n] = co_await master.async_read_some(asio::buffer(chunk), use_tuple);
+        status = on_read(ec, n);
+      }
       switch (status) {
         case ReadStatus::data:
           break;
@@ -535,12 +546,26 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     }
     const std::string_view body = std::string_view(raw).substr(0, end);
     text += co_await clean(body);
+    forget_output(consumed);
+    co_return text;
+  }
+
+  // Output up to `end` that is cleaned in one go (the common case) needs no suspension.
+  bool output_is_small(std::size_t end) const { return head.empty() && end <= kCleanSlice; }
+
+  // take_output for small output.
+  std::string take_small_output(std::size_t end, std::size_t consumed) {
+    std::string text = clean_terminal_output(std::string_view(raw).substr(0, end));
+    forget_output(consumed);
+    return text;
+  }
+
+  void forget_output(std::size_t consumed) {
     raw.erase(0, std::min(consumed, raw.size()));
     head.clear();
     dropped = 0;
     prompt_scan = 0;
     expect_scan = 0;
-    co_return text;
   }
 
   asio::awaitable<std::string> take_all_output() {
@@ -548,6 +573,22 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // ---- writing ------------------------------------------------------------------------------
+
+  // Writes what the terminal takes without waiting and returns the rest (empty when all went,
+  // which is the rule: only a long command can fill the terminal's input queue). An error is
+  // left to the asynchronous write, which reports it.
+  std::string_view write_now(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::write(master.native_handle(), bytes.data(), bytes.size());
+      if (n > 0)
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+      else if (n < 0 && errno == EINTR)
+        continue;
+      else
+        break;
+    }
+    return bytes;
+  }
 
   asio::awaitable<void> write(std::string_view bytes) {
     auto [ec, n] =
@@ -654,7 +695,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (state != State::not_started)
       throw SwerexException("the session was already started");
     auto self = shared_from_this();
-    auto lock_ = co_await lock();
+    Lock lock_ = try_lock();
+    if (!lock_)
+      lock_ = co_await lock();
     cap = cfg.max_output_bytes ? std::optional<std::size_t>(*cfg.max_output_bytes) : std::nullopt;
     spawn_shell();
     const auto deadline = deadline_after(request.startup_timeout);
@@ -776,7 +819,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   asio::awaitable<BashObservation> run(BashAction action) {
     auto self = shared_from_this();
-    auto lock_ = co_await lock();
+    Lock lock_ = try_lock();
+    if (!lock_)
+      lock_ = co_await lock();
     ensure_usable();
     if (action.is_interactive_command || action.is_interactive_quit)
       co_return co_await run_interactive(std::move(action));
@@ -804,7 +849,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     set_cap(action);
     state = State::running;
     interactive = false;
-    co_await write(line);
+    if (const std::string_view unsent = write_now(line); !unsent.empty())
+      co_await write(unsent);
     const auto deadline = deadline_after(action.timeout);
     const auto idle = idle_limit(action);
     const Stop stop = co_await wait_for_end(action.expect, deadline, idle);
@@ -813,7 +859,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       case Stop::prompt: {
         state = State::idle;
         last_status = stop.match.status;
-        obs.output = co_await take_output(stop.match.begin, stop.match.end);
+        if (output_is_small(stop.match.begin))
+          obs.output = take_small_output(stop.match.begin, stop.match.end);
+        else
+          obs.output = co_await take_output(stop.match.begin, stop.match.end);
         if (!stop.match.ran) {
           const std::string message = framing.clean_syntax_error(obs.output);
           boost::json::object info{{"bash_stdout", ""}, {"bash_stderr", message}};
@@ -848,7 +897,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     state = State::running;
     interactive = true;
     const std::string input = action.command + "\n";
-    co_await write(input);
+    if (const std::string_view unsent = write_now(input); !unsent.empty())
+      co_await write(unsent);
     const auto deadline = deadline_after(action.timeout);
     const auto idle = idle_limit(action);
     const Stop stop = co_await wait_for_end(action.expect, deadline, idle);
@@ -966,7 +1016,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
             fmt::format("could not interrupt the running command after {} attempts", attempts));
       }
     } else {
-      lock_ = co_await lock();
+      lock_ = try_lock();
+      if (!lock_)
+        lock_ = co_await lock();
     }
     ensure_usable();
     notice_finished_command();
