@@ -187,7 +187,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // $? as the next command should see it. Known from framed commands' prompts; after an
   // interactive program the status of its last input is unknown and counts as 0.
   int last_status = 0;
-  termios baseline{};  // terminal modes commands start from
+  // What the last prompt said (ShellFraming): bash's command number and its job count.
+  std::uint64_t command_number = 0;
+  int jobs = 0;
+  // Text that may change the prompt later has run (or rc files did): the session needs the
+  // PROMPT_COMMAND guard. `guarded` once an eval line that installs it has completed.
+  bool tainted = false;
+  bool guarded = false;
+  bool exported_functions = false;  // bash inherits functions from the environment
+  termios baseline{};               // terminal modes commands start from
 
   // Output of the current operation: raw bytes, or a frozen head + a sliding tail when capped.
   std::string raw;
@@ -447,10 +455,39 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     }
   };
 
+  // The next prompt in the output, from prompt_scan. Continuation prompts are bash reading the
+  // continuation lines of an eval line (or input meant for a program that has exited): they are
+  // removed from the output, unless the caller stops at them.
+  std::optional<PromptMatch> next_prompt(bool stop_at_continuation) {
+    while (true) {
+      std::size_t resume = 0;
+      auto m = framing.find_prompt(raw, prompt_scan, resume);
+      if (!m) {
+        prompt_scan = resume;
+        return std::nullopt;
+      }
+      if (!m->continuation || stop_at_continuation)
+        return m;
+      const std::size_t len = m->end - m->begin;
+      raw.erase(m->begin, len);
+      prompt_scan = m->begin;
+      if (expect_scan > m->begin)
+        expect_scan = expect_scan >= m->end ? expect_scan - len : m->begin;
+    }
+  }
+
+  void note_prompt(const PromptMatch& m) {
+    command_number = m.command_number;
+    jobs = m.jobs;
+  }
+
   // Reads until the prompt, one of `expect`, the deadline, `idle` without output, or bash's end.
+  // `stop_at_continuation`: a continuation prompt ends the wait too (a directly written line
+  // turned out to be incomplete).
   asio::awaitable<Stop> wait_for_end(const std::vector<std::string>& expect,
                                      Clock::time_point deadline,
-                                     std::optional<Clock::duration> idle) {
+                                     std::optional<Clock::duration> idle,
+                                     bool stop_at_continuation = false) {
     std::size_t longest = 0;
     for (const auto& e : expect)
       longest = std::max(longest, e.size());
@@ -466,12 +503,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     while (true) {
       Stop stop{Stop::timeout};
       std::size_t best = std::string::npos;
-      std::size_t resume = 0;
-      if (auto m = framing.find_prompt(raw, prompt_scan, resume)) {
+      if (auto m = next_prompt(stop_at_continuation)) {
         best = m->begin;
         stop = Stop{Stop::prompt, *m};
-      } else {
-        prompt_scan = resume;
       }
       for (std::size_t i = 0; i < expect.size(); ++i) {
         if (expect[i].empty())
@@ -504,7 +538,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
           co_return Stop{expiry == Expiry::deadline ? Stop::timeout : Stop::idle};
         case ReadStatus::eof:
           // One last look: the prompt may have arrived with the final bytes.
-          if (auto m = framing.find_prompt(raw, prompt_scan, resume))
+          if (auto m = next_prompt(stop_at_continuation))
             co_return Stop{Stop::prompt, *m};
           co_return Stop{Stop::died};
       }
@@ -656,8 +690,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     env.erase("PROMPT_COMMAND");
     env.erase("PS1");
     std::vector<std::string> envv;
-    for (const auto& [k, v] : env)
+    for (const auto& [k, v] : env) {
       envv.push_back(k + "=" + v);
+      exported_functions = exported_functions || k.starts_with("BASH_FUNC_");
+    }
 
     detail::SpawnOptions options;
     options.argv = {cfg.bash_path, "--noediting"};
@@ -701,7 +737,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     cap = cfg.max_output_bytes ? std::optional<std::size_t>(*cfg.max_output_bytes) : std::nullopt;
     spawn_shell();
     const auto deadline = deadline_after(request.startup_timeout);
-    const std::string setup = framing.setup_code() + "\n";
+    // Startup files and inherited functions may define code that changes the prompt.
+    tainted = guarded = cfg.load_rc_files || exported_functions;
+    const std::string setup = framing.setup_code(guarded) + "\n";
     co_await write(setup);
     Stop stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
     if (stop.kind != Stop::prompt) {
@@ -709,6 +747,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                                          : "bash did not show its prompt in time",
                  request.startup_timeout);
     }
+    note_prompt(stop.match);
     reset_output();  // what the rc files printed before rex's prompt was installed
     state = State::idle;
 
@@ -720,7 +759,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
           text += "; ";
         text += "source " + shell_quote(file);
       }
-      const std::string line = framing.command_line(text);
+      const std::string line = framing.command_line(text, 0, !guarded);
       co_await write(line);
       state = State::running;
       stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
@@ -729,6 +768,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                                            : "the startup files did not finish in time",
                    request.startup_timeout);
       }
+      note_prompt(stop.match);
+      tainted = guarded = true;
       response.output = co_await take_output(stop.match.begin, stop.match.end);
       state = State::idle;
     }
@@ -795,8 +836,17 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (state != State::running)
       return;
     read_available();
-    std::size_t resume = 0;
-    if (auto m = framing.find_prompt(raw, 0, resume)) {
+    std::optional<PromptMatch> last;
+    for (std::size_t from = 0, resume = 0;;) {
+      const auto m = framing.find_prompt(raw, from, resume);
+      if (!m)
+        break;
+      if (!m->continuation)
+        last = m;
+      from = m->end;
+    }
+    if (last) {
+      note_prompt(*last);
       state = State::idle;
       interactive = false;
     }
@@ -815,6 +865,29 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       throw NonZeroExitCodeError(msg, std::move(info));
     }
     return obs;
+  }
+
+  // A prompt whose command number did not grow: a direct line bash rejected, or a prompt that
+  // bash decoded before the line ran and printed after it (it does so after an `eval` whose
+  // text ends inside a quote). An empty line, which runs nothing and keeps $?, brings a current
+  // prompt; the stale one is removed from the output.
+  asio::awaitable<Stop> confirm_prompt(Stop stop, Clock::time_point deadline) {
+    const bool rejected = stop.match.rejected;
+    raw.erase(stop.match.begin, stop.match.end - stop.match.begin);
+    prompt_scan = stop.match.begin;
+    co_await write("\n");
+    stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
+    if (stop.kind == Stop::prompt)
+      stop.match.rejected = stop.match.rejected || rejected;
+    co_return stop;
+  }
+
+  std::string eval_line(const std::string& text, bool arm) const {
+    try {
+      return framing.command_line(text, last_status, arm);
+    } catch (const std::invalid_argument& e) {
+      throw ValueError(e.what());
+    }
   }
 
   asio::awaitable<BashObservation> run(BashAction action) {
@@ -839,12 +912,13 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (ShellFraming::is_multiline(action.command))
       co_await check_syntax(action.command);
 
-    std::string line;
-    try {
-      line = framing.command_line(action.command, last_status);
-    } catch (const std::invalid_argument& e) {
-      throw ValueError(e.what());
-    }
+    // Direct delivery when the text allows it; eval delivery when it needs the helpers, when
+    // jobs may announce their end, or to install the guard (see ShellFraming).
+    if (!tainted && ShellFraming::may_change_prompt_later(action.command))
+      tainted = true;
+    const bool arm = tainted && !guarded;
+    bool direct = !arm && jobs == 0 && ShellFraming::can_send_directly(action.command);
+    std::string line = direct ? action.command + "\n" : eval_line(action.command, arm);
     restore_terminal_modes();
     set_cap(action);
     state = State::running;
@@ -853,17 +927,42 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       co_await write(unsent);
     const auto deadline = deadline_after(action.timeout);
     const auto idle = idle_limit(action);
-    const Stop stop = co_await wait_for_end(action.expect, deadline, idle);
+    Stop stop = co_await wait_for_end(action.expect, deadline, idle, direct);
+    if (stop.kind == Stop::prompt && stop.match.continuation) {
+      // Bash waits for the rest of an incomplete command; nothing has run. Ctrl-C drops the
+      // line, and the eval delivery reports the text as bash sees it (a syntax error, or a
+      // heredoc that ends at the end of the text).
+      co_await write("\x03");
+      stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
+      if (stop.kind != Stop::prompt)
+        co_return co_await fail_command(stop, action);
+      note_prompt(stop.match);
+      forget_output(stop.match.end);
+      direct = false;
+      line = eval_line(action.command, false);
+      if (const std::string_view unsent = write_now(line); !unsent.empty())
+        co_await write(unsent);
+      stop = co_await wait_for_end(action.expect, deadline, idle);
+    }
+    if (stop.kind == Stop::prompt && stop.match.command_number == command_number)
+      stop = co_await confirm_prompt(stop, deadline);
     BashObservation obs;
     switch (stop.kind) {
       case Stop::prompt: {
+        // Direct: the command ran if bash counted it. A line that parses to nothing (an alias
+        // for nothing) runs nothing either, but bash then says nothing.
+        const bool counted = stop.match.command_number != command_number;
         state = State::idle;
         last_status = stop.match.status;
+        note_prompt(stop.match);
+        if (!direct && arm)
+          guarded = true;
         if (output_is_small(stop.match.begin))
           obs.output = take_small_output(stop.match.begin, stop.match.end);
         else
           obs.output = co_await take_output(stop.match.begin, stop.match.end);
-        if (!stop.match.ran) {
+        const bool ran = direct ? counted || obs.output.empty() : !stop.match.rejected;
+        if (!ran) {
           const std::string message = framing.clean_syntax_error(obs.output);
           boost::json::object info{{"bash_stdout", ""}, {"bash_stderr", message}};
           throw BashIncorrectSyntaxError(
@@ -909,6 +1008,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         state = State::idle;
         interactive = false;
         last_status = 0;
+        note_prompt(stop.match);
         obs.output = co_await take_output(stop.match.begin, stop.match.end);
         obs.expect_string = framing.marker();
         break;
@@ -1037,6 +1137,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       if (stop.kind == Stop::prompt) {
         // A framed command cut short reports its own status ($? of the killed job).
         last_status = interactive ? 0 : stop.match.status;
+        note_prompt(stop.match);
         state = State::idle;
         interactive = false;
         std::string output = co_await take_output(stop.match.begin, stop.match.end);
