@@ -224,7 +224,7 @@ class RawShell {
   // What to write for a command: the command itself, or what rex writes for it (the command
   // itself too when ShellFraming lets it go directly, as a plain `echo` does).
   std::string line_for(std::string_view command) const {
-    if (framing_ && !rex::ShellFraming::can_send_directly(command))
+    if (framing_ && !rex::ShellFraming::inspect(command).direct)
       return framing_->command_line(command);
     return std::string(command) + "\n";
   }

@@ -914,10 +914,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
     // Direct delivery when the text allows it; eval delivery when it needs the helpers, when
     // jobs may announce their end, or to install the guard (see ShellFraming).
-    if (!tainted && ShellFraming::may_change_prompt_later(action.command))
-      tainted = true;
+    const ShellFraming::TextTraits traits = ShellFraming::inspect(action.command);
+    tainted = tainted || traits.may_change_prompt_later;
     const bool arm = tainted && !guarded;
-    bool direct = !arm && jobs == 0 && ShellFraming::can_send_directly(action.command);
+    bool direct = !arm && jobs == 0 && traits.direct;
     std::string line = direct ? action.command + "\n" : eval_line(action.command, arm);
     restore_terminal_modes();
     set_cap(action);

@@ -72,78 +72,51 @@ bool is_blank_char(char c) {
   return c == ' ' || c == '\t';
 }
 
-// `word` standing alone (not part of a longer name) somewhere in the text.
-bool has_word(std::string_view text, std::string_view word) {
-  for (std::size_t pos = text.find(word); pos != std::string_view::npos;
-       pos = text.find(word, pos + 1)) {
-    const std::size_t after = pos + word.size();
-    if ((pos == 0 || !is_word_char(text[pos - 1])) &&
-        (after == text.size() || !is_word_char(text[after])))
+// The word at text[i..] if it stands alone (not part of a longer name).
+bool word_at(std::string_view text, std::size_t i, std::string_view word) {
+  const std::size_t after = i + word.size();
+  return text.substr(i, word.size()) == word && (i == 0 || !is_word_char(text[i - 1])) &&
+         (after >= text.size() || !is_word_char(text[after]));
+}
+
+// text[i] is `.` used as a command (`. venv/bin/activate`), not an argument (`find . -name x`).
+bool dot_command_at(std::string_view text, std::size_t i) {
+  if (i + 1 < text.size() && !is_blank_char(text[i + 1]))
+    return false;
+  std::size_t j = i;
+  while (j > 0 && is_blank_char(text[j - 1]))
+    --j;
+  if (j == i && j > 0)
+    return false;  // part of a longer word ("a.", "..")
+  if (j == 0 || std::string_view(";&|(){}!`").find(text[j - 1]) != std::string_view::npos)
+    return true;
+  // After a word: only keywords and command prefixes leave `.` in command position.
+  std::size_t k = j;
+  while (k > 0 && is_word_char(text[k - 1]))
+    --k;
+  const std::string_view before = text.substr(k, j - k);
+  for (std::string_view keyword : {"then", "do", "else", "elif", "if", "while", "until", "time",
+                                   "command", "builtin", "exec"}) {
+    if (before == keyword)
       return true;
   }
   return false;
 }
 
-bool mentions_prompt_variable(std::string_view text) {
-  for (std::string_view name : {"PS0", "PS1", "PS2", "PROMPT_COMMAND"}) {
-    if (text.find(name) != std::string_view::npos)
-      return true;
-  }
-  return false;
+// text[i] is a `&` that is not part of `&&`, `>&`, `&>`, `<&` or `|&`: a background job.
+bool lone_ampersand_at(std::string_view text, std::size_t i) {
+  const char before = i > 0 ? text[i - 1] : ' ';
+  const char after = i + 1 < text.size() ? text[i + 1] : ' ';
+  return before != '&' && before != '>' && before != '<' && before != '|' && after != '&' &&
+         after != '>';
 }
 
-// `.` used as a command (`. venv/bin/activate`), as opposed to an argument (`find . -name x`).
-bool has_dot_command(std::string_view text) {
-  for (std::size_t i = text.find('.'); i != std::string_view::npos; i = text.find('.', i + 1)) {
-    if (i + 1 < text.size() && !is_blank_char(text[i + 1]))
-      continue;
-    std::size_t j = i;
-    while (j > 0 && is_blank_char(text[j - 1]))
-      --j;
-    if (j == i && j > 0)
-      continue;  // part of a longer word ("a.", "..")
-    if (j == 0 || std::string_view(";&|(){}!`").find(text[j - 1]) != std::string_view::npos)
-      return true;
-    // After a word: only keywords and command prefixes leave `.` in command position.
-    std::size_t k = j;
-    while (k > 0 && is_word_char(text[k - 1]))
-      --k;
-    const std::string_view before = text.substr(k, j - k);
-    for (std::string_view keyword : {"then", "do", "else", "elif", "if", "while", "until", "time",
-                                     "command", "builtin", "exec"}) {
-      if (before == keyword)
-        return true;
-    }
-  }
-  return false;
-}
-
-bool runs_unseen_code(std::string_view text) {
-  return has_word(text, "source") || has_word(text, "eval") || has_dot_command(text);
-}
-
-// A `&` that is not part of `&&`, `>&`, `&>`, `<&` or `|&`: the text may start a job, whose end
-// bash would announce before some later prompt.
-bool may_start_jobs(std::string_view text) {
-  for (std::size_t i = text.find('&'); i != std::string_view::npos; i = text.find('&', i + 1)) {
-    const char before = i > 0 ? text[i - 1] : ' ';
-    const char after = i + 1 < text.size() ? text[i + 1] : ' ';
-    if (before != '&' && before != '>' && before != '<' && before != '|' && after != '&' &&
-        after != '>')
-      return true;
-  }
-  return has_word(text, "coproc");
-}
-
-bool defines_code(std::string_view text) {
-  for (std::size_t i = text.find('('); i != std::string_view::npos; i = text.find('(', i + 1)) {
-    std::size_t j = i + 1;
-    while (j < text.size() && is_blank_char(text[j]))
-      ++j;
-    if (j < text.size() && text[j] == ')')
-      return true;
-  }
-  return has_word(text, "function") || has_word(text, "alias");
+// text[i] opens `()`, with blanks allowed inside: a function definition.
+bool empty_parens_at(std::string_view text, std::size_t i) {
+  std::size_t j = i + 1;
+  while (j < text.size() && is_blank_char(text[j]))
+    ++j;
+  return j < text.size() && text[j] == ')';
 }
 
 }  // namespace
@@ -201,19 +174,57 @@ std::string ShellFraming::command_line(std::string_view text, int previous_statu
   return line;
 }
 
-bool ShellFraming::can_send_directly(std::string_view text) {
-  if (text.empty() || text.size() > kMaxDirectLine || text.back() == '\\')
-    return false;
-  for (char ch : text) {
-    const auto b = static_cast<unsigned char>(ch);
-    if ((b < 0x20 && b != '\t') || b == 0x7f)
-      return false;
+ShellFraming::TextTraits ShellFraming::inspect(std::string_view text) {
+  // One pass: this runs for every command.
+  bool one_plain_line = !text.empty() && text.size() <= kMaxDirectLine && text.back() != '\\';
+  bool prompt_variable = false;  // PS0, PS1, PS2, PROMPT_COMMAND
+  bool unseen_code = false;      // source, `.`, eval
+  bool jobs = false;             // a lone `&`, coproc
+  bool defines = false;          // a function or an alias
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if ((b < 0x20 && b != '\t') || b == 0x7f) {
+      one_plain_line = false;
+      continue;
+    }
+    switch (text[i]) {
+      case '&':
+        jobs = jobs || lone_ampersand_at(text, i);
+        break;
+      case '.':
+        unseen_code = unseen_code || dot_command_at(text, i);
+        break;
+      case '(':
+        defines = defines || empty_parens_at(text, i);
+        break;
+      case 'P':
+        prompt_variable = prompt_variable || text.substr(i, 3) == "PS0" ||
+                          text.substr(i, 3) == "PS1" || text.substr(i, 3) == "PS2" ||
+                          text.substr(i, 14) == "PROMPT_COMMAND";
+        break;
+      case 's':
+        unseen_code = unseen_code || word_at(text, i, "source");
+        break;
+      case 'e':
+        unseen_code = unseen_code || word_at(text, i, "eval");
+        break;
+      case 'c':
+        jobs = jobs || word_at(text, i, "coproc");
+        break;
+      case 'f':
+        defines = defines || word_at(text, i, "function");
+        break;
+      case 'a':
+        defines = defines || word_at(text, i, "alias");
+        break;
+      default:
+        break;
+    }
   }
-  return !mentions_prompt_variable(text) && !runs_unseen_code(text) && !may_start_jobs(text);
-}
-
-bool ShellFraming::may_change_prompt_later(std::string_view text) {
-  return mentions_prompt_variable(text) || runs_unseen_code(text) || defines_code(text);
+  TextTraits traits;
+  traits.direct = one_plain_line && !prompt_variable && !unseen_code && !jobs;
+  traits.may_change_prompt_later = prompt_variable || unseen_code || defines;
+  return traits;
 }
 
 std::optional<PromptMatch> ShellFraming::find_prompt(std::string_view buf, std::size_t from,

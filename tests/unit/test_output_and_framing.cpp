@@ -142,27 +142,28 @@ TEST(ShellFraming, DirectDeliveryOnlyForPlainOneLineText) {
         "cmd |& tee log", "echo \"$((1+2))\" $'x'", "cat <<EOF", "echo 'unterminated",
         "python3 -c 'print(\"caf\xc3\xa9\")'", "echo a\tb", "cd resources; ./run.sh ..",
         "evaluate --sources x", "x=1; echo $x", "f() { echo hi; }"}) {
-    EXPECT_TRUE(ShellFraming::can_send_directly(text)) << text;
+    EXPECT_TRUE(ShellFraming::inspect(text).direct) << text;
   }
   for (std::string_view text :
        {"", "echo a\necho b", "echo 'a\x03'", "echo \x7f", "echo a \\", "sleep 10 &", "a & b",
         "coproc cat", "PS1='x> '", "export PROMPT_COMMAND=x", "echo $PS2",
         "source venv/bin/activate", ". venv/bin/activate", "cd x && . ./env.sh",
         "if true; then . x; fi", "eval \"$(direnv hook bash)\"", "builtin source f"}) {
-    EXPECT_FALSE(ShellFraming::can_send_directly(text)) << text;
+    EXPECT_FALSE(ShellFraming::inspect(text).direct) << text;
   }
-  EXPECT_TRUE(ShellFraming::can_send_directly(std::string(1024, 'x')));
-  EXPECT_FALSE(ShellFraming::can_send_directly(std::string(1025, 'x')));
+  EXPECT_TRUE(ShellFraming::inspect(std::string(1024, 'x')).direct);
+  EXPECT_FALSE(ShellFraming::inspect(std::string(1025, 'x')).direct);
 }
 
 TEST(ShellFraming, TextThatMayChangeThePromptLater) {
   for (std::string_view text :
        {"f() { echo hi; }", "function f { :; }", "g ( ) { :; }", "alias ll='ls -l'", "source x",
         ". x", "eval x", "PS1=x", "unset PROMPT_COMMAND"}) {
-    EXPECT_TRUE(ShellFraming::may_change_prompt_later(text)) << text;
+    EXPECT_TRUE(ShellFraming::inspect(text).may_change_prompt_later) << text;
   }
-  for (std::string_view text : {"echo hi", "ls (x)", "cd resources", "find . -name x"}) {
-    EXPECT_FALSE(ShellFraming::may_change_prompt_later(text)) << text;
+  for (std::string_view text : {"echo hi", "ls (x)", "cd resources", "find . -name x",
+                                "evaluate --sources x", "aliases; functions"}) {
+    EXPECT_FALSE(ShellFraming::inspect(text).may_change_prompt_later) << text;
   }
 }
 

@@ -74,13 +74,17 @@ class ShellFraming {
   std::string command_line(std::string_view text, int previous_status = 0,
                            bool arm_guard = false) const;
 
-  /// True when the text may be written to the terminal as it is (direct delivery): one line of
-  /// at most 1024 bytes without control characters, that neither starts background jobs nor
-  /// touches the prompt variables nor runs code rex cannot see (source, `.`, eval).
-  static bool can_send_directly(std::string_view text);
-  /// True when the text may change the prompt now or define code that changes it later: it
-  /// names a prompt variable, runs code rex cannot see, or defines a function or an alias.
-  static bool may_change_prompt_later(std::string_view text);
+  /// What a command text allows, found in one pass over it.
+  struct TextTraits {
+    /// The text may be written to the terminal as it is (direct delivery): one line of at most
+    /// 1024 bytes without control characters, that neither starts background jobs nor touches
+    /// the prompt variables nor runs code rex cannot see (source, `.`, eval).
+    bool direct = false;
+    /// The text may change the prompt now or define code that changes it later: it names a
+    /// prompt variable, runs code rex cannot see, or defines a function or an alias.
+    bool may_change_prompt_later = false;
+  };
+  static TextTraits inspect(std::string_view text);
 
   /// Scans buf[from..] for a complete prompt (primary or continuation). On no match, `resume`
   /// is set to the offset where the next scan must start (a prompt may be split across reads).
