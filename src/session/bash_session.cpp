@@ -204,7 +204,6 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   std::optional<std::size_t> cap;
   std::size_t prompt_scan = 0;
   std::size_t expect_scan = 0;
-  std::array<char, 65536> chunk{};
 
   // The current wait (see wait_for_end): its limits and whether one of them has passed.
   enum class Expiry { none, deadline, idle };
@@ -216,6 +215,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   bool busy = false;
   std::deque<std::shared_ptr<Waiter>> waiters;
+
+  std::array<char, 65536> chunk{};  // last: the members above share a few cache lines
 
   // ---- lifetime -----------------------------------------------------------------------------
 
