@@ -11,6 +11,7 @@
 #include <functional>
 
 #include "support/async_test.hpp"
+#include "support/test_helpers.hpp"
 
 namespace rex {
 namespace {
@@ -161,6 +162,32 @@ TEST_F(BashSessionFraming, ErrexitEndsTheShellOnAFailureAsAtATerminal) {
     REX_CO_EXPECT_THROW(co_await s.run(cmd("false")), SessionDiedError);
     EXPECT_FALSE(s.alive());
   });
+}
+
+// With rc files or functions inherited from the environment, code rex never saw may change the
+// prompt: the guard in PROMPT_COMMAND restores it from the first command on.
+TEST(BashSession, RcFilesAndInheritedFunctionsMayChangeThePrompt) {
+  const test::TempDir home;
+  home.file(".bashrc", "rcprompt() { PS1='rc> '; PROMPT_COMMAND='echo noise'; }\n");
+  BashSessionConfig config;
+  config.load_rc_files = true;
+  config.environment["HOME"] = home.path();
+  config.environment["BASH_FUNC_inherited%%"] = "() {  PS1='inherited> '; PS0='pre '; }";
+  asio::io_context io;
+  BashSession session(io.get_executor(), config);
+  run_async(io, [&]() -> asio::awaitable<void> {
+    CreateBashSessionRequest req;
+    req.startup_timeout = 10.0;
+    co_await session.start(req);
+    auto out = [&](std::string c) -> asio::awaitable<std::string> {
+      co_return (co_await session.run(cmd(std::move(c)))).output;
+    };
+    EXPECT_EQ(co_await out("inherited"), "");
+    EXPECT_EQ(co_await out("echo one"), "one\n");
+    co_await out("rcprompt");
+    EXPECT_EQ(co_await out("echo two"), "two\n");
+    co_await session.close();
+  }());
 }
 
 TEST(BashSession, KilledShellIsReported) {
