@@ -387,8 +387,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // Discards output nobody asked for (background jobs that wrote while the shell was idle).
+  // Asking how much is waiting is much cheaper than a read that finds nothing (a read on a
+  // terminal first waits for bytes still in transit); bytes in transit at this very moment count
+  // as the next command's, as do those a job writes while it runs.
   void discard_stale_output() {
-    read_available();
+    int waiting = 0;
+    if (!master.is_open() || ::ioctl(master.native_handle(), FIONREAD, &waiting) != 0 ||
+        waiting > 0)
+      read_available();
     reset_output();
   }
 
