@@ -28,6 +28,10 @@
 // aliases, sourced files), a guard in PROMPT_COMMAND[1] restores the prompt variables before
 // every prompt. Assigning PROMPT_COMMAND a plain string only replaces element 0, so the guard
 // survives the usual `PROMPT_COMMAND="...;$PROMPT_COMMAND"`.
+//
+// After an `eval` whose text ends inside a quote, bash prints a prompt it decoded before the
+// line ran. So a prompt whose command number did not grow is confirmed with an empty line,
+// which runs nothing, keeps $? and brings a current prompt (BashSession does this).
 #pragma once
 
 #include <cstddef>
