@@ -36,6 +36,8 @@
   X(WriteFileResponse)         \
   X(UploadRequest)             \
   X(UploadResponse)            \
+  X(DownloadRequest)           \
+  X(DownloadResponse)          \
   X(IsAliveResponse)           \
   X(CloseResponse)
 
@@ -57,7 +59,7 @@ REX_TYPE_NAME(Action)
 #undef REX_TYPE_NAME
 
 // Fields SWE-ReX's models declare without a default: a request lacking them is meaningless.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kRequiredFields{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kRequiredFields{{
     {"BashAction", "command"},
     {"Command", "command"},
     {"ReadFileRequest", "path"},
@@ -65,6 +67,8 @@ constexpr std::array<std::pair<std::string_view, std::string_view>, 7> kRequired
     {"WriteFileRequest", "path"},
     {"UploadRequest", "source_path"},
     {"UploadRequest", "target_path"},
+    {"DownloadRequest", "path"},
+    {"DownloadRequest", "target_path"},
 }};
 
 bool is_required(std::string_view type, std::string_view field) {

@@ -7,10 +7,7 @@
 
 #include "detail/offload.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/thread_pool.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <type_traits>
 
@@ -118,6 +115,15 @@ asio::awaitable<UploadResponse> LocalRuntime::upload(UploadRequest request) {
   auto work = [r = std::move(request)] {
     upload_sync(r);
     return UploadResponse{};
+  };
+  co_return co_await impl_->offload(std::move(work));
+}
+
+asio::awaitable<DownloadResponse> LocalRuntime::download(DownloadRequest request) {
+  // The same copy as an upload, in the other direction: both sides are this file system.
+  auto work = [r = std::move(request)] {
+    upload_sync(UploadRequest{.source_path = r.path, .target_path = r.target_path, .unzip = false});
+    return DownloadResponse{};
   };
   co_return co_await impl_->offload(std::move(work));
 }

@@ -1,7 +1,9 @@
 // The behaviour every Runtime must show, run against real bash in a real pty. The suite is
 // parameterised over runtime factories, so other runtimes run exactly the same checks.
+#include <rex/http/server.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/runtime/local_runtime.hpp>
+#include <rex/runtime/remote_runtime.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -712,11 +714,144 @@ TEST_P(RuntimeConformance, FilesRoundTrip) {
   });
 }
 
+TEST_P(RuntimeConformance, DownloadCopiesFilesAndTrees) {
+  const TempDir remote;
+  const TempDir local;
+  remote.file("file.txt", "file\n");
+  fs::create_directories(remote.path() + "/tree/sub");
+  remote.file("tree/top.txt", "top\n");
+  remote.file("tree/sub/deep.txt", "deep\n");
+  fs::create_symlink("top.txt", remote.path() + "/tree/link");
+  run([&](Runtime& rt) -> asio::awaitable<void> {
+    DownloadRequest d;
+    d.path = remote.path() + "/file.txt";
+    d.target_path = local.path() + "/new/parents/file.txt";
+    co_await rt.download(d);
+    d.path = remote.path() + "/tree";
+    d.target_path = local.path() + "/tree-copy";
+    co_await rt.download(d);
+    d.path = remote.path() + "/missing";
+    d.target_path = local.path() + "/missing";
+    REX_CO_EXPECT_THROW(co_await rt.download(d), FileNotFoundError);
+  });
+  const auto slurp = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  EXPECT_EQ(slurp(local.path() + "/new/parents/file.txt"), "file\n");
+  EXPECT_EQ(slurp(local.path() + "/tree-copy/top.txt"), "top\n");
+  EXPECT_EQ(slurp(local.path() + "/tree-copy/sub/deep.txt"), "deep\n");
+  EXPECT_TRUE(fs::is_symlink(local.path() + "/tree-copy/link"));
+  EXPECT_EQ(fs::read_symlink(local.path() + "/tree-copy/link"), "top.txt");
+  // Nothing else: no temporary file left beside the targets.
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(local.path()))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"new", "tree-copy"}));
+  EXPECT_EQ(std::distance(fs::directory_iterator(local.path() + "/new/parents"),
+                          fs::directory_iterator()),
+            1);
+}
+
 const RuntimeFactory kLocal{"Local", [](asio::io_context& io) -> std::unique_ptr<Runtime> {
                               return std::make_unique<LocalRuntime>(io.get_executor());
                             }};
 
-INSTANTIATE_TEST_SUITE_P(Runtimes, RuntimeConformance, ::testing::Values(kLocal),
+// A RemoteRuntime talking to a rex Server over a LocalRuntime, all on the test's io_context:
+// the whole wire path, in process.
+class ServedRuntime final : public Runtime {
+ public:
+  // `socket_dir` (may be null) holds the server's unix socket; it goes after everything else.
+  ServedRuntime(asio::io_context& io, http::ServerConfig server_config,
+                std::unique_ptr<TempDir> socket_dir = nullptr)
+      : socket_dir_(std::move(socket_dir)),
+        io_(io),
+        local_(io.get_executor()),
+        server_(io.get_executor(), local_, server_config) {
+    server_.listen();
+    asio::co_spawn(io, server_.run(), [this](std::exception_ptr e) {
+      server_error_ = e;
+      server_done_ = true;
+    });
+    RemoteRuntimeConfig cfg;
+    cfg.url = server_.url();
+    cfg.auth_token = server_config.auth_token;
+    remote_.emplace(io.get_executor(), cfg);
+  }
+
+  ~ServedRuntime() override {
+    remote_.reset();
+    server_.stop();
+    const auto until = Clock::now() + 10s;
+    io_.restart();
+    while (!server_done_ && Clock::now() < until)
+      io_.run_one_for(10ms);
+    EXPECT_TRUE(server_done_) << "the server did not stop";
+    if (server_error_) {
+      try {
+        std::rethrow_exception(server_error_);
+      } catch (const std::exception& e) {
+        ADD_FAILURE() << "server: " << e.what();
+      }
+    }
+  }
+
+  asio::awaitable<IsAliveResponse> is_alive() override { return remote_->is_alive(); }
+  asio::awaitable<CreateBashSessionResponse> create_session(CreateBashSessionRequest r) override {
+    return remote_->create_session(std::move(r));
+  }
+  asio::awaitable<BashObservation> run_in_session(Action a) override {
+    return remote_->run_in_session(std::move(a));
+  }
+  asio::awaitable<CloseBashSessionResponse> close_session(CloseBashSessionRequest r) override {
+    return remote_->close_session(std::move(r));
+  }
+  asio::awaitable<CommandResponse> execute(Command c) override {
+    return remote_->execute(std::move(c));
+  }
+  asio::awaitable<ReadFileResponse> read_file(ReadFileRequest r) override {
+    return remote_->read_file(std::move(r));
+  }
+  asio::awaitable<WriteFileResponse> write_file(WriteFileRequest r) override {
+    return remote_->write_file(std::move(r));
+  }
+  asio::awaitable<UploadResponse> upload(UploadRequest r) override {
+    return remote_->upload(std::move(r));
+  }
+  asio::awaitable<DownloadResponse> download(DownloadRequest r) override {
+    return remote_->download(std::move(r));
+  }
+  asio::awaitable<CloseResponse> close() override { return remote_->close(); }
+
+ private:
+  std::unique_ptr<TempDir> socket_dir_;
+  asio::io_context& io_;
+  LocalRuntime local_;
+  http::Server server_;
+  std::optional<RemoteRuntime> remote_;
+  std::exception_ptr server_error_;
+  bool server_done_ = false;
+};
+
+const RuntimeFactory kRemoteTcp{"RemoteTcp", [](asio::io_context& io) -> std::unique_ptr<Runtime> {
+                                  http::ServerConfig cfg;
+                                  cfg.host = "127.0.0.1";
+                                  cfg.port = 0;
+                                  cfg.auth_token = "conformance";
+                                  return std::make_unique<ServedRuntime>(io, cfg);
+                                }};
+
+const RuntimeFactory kRemoteUnix{"RemoteUnix",
+                                 [](asio::io_context& io) -> std::unique_ptr<Runtime> {
+                                   auto dir = std::make_unique<TempDir>();
+                                   http::ServerConfig cfg;
+                                   cfg.unix_socket = dir->path() + "/rex.sock";
+                                   return std::make_unique<ServedRuntime>(io, cfg, std::move(dir));
+                                 }};
+
+INSTANTIATE_TEST_SUITE_P(Runtimes, RuntimeConformance,
+                         ::testing::Values(kLocal, kRemoteTcp, kRemoteUnix),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

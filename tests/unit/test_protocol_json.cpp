@@ -141,6 +141,10 @@ TEST(ProtocolJson, RequiredFieldsMustBePresent) {
             "UploadRequest.source_path: required field missing");
   EXPECT_EQ(error_of<rex::UploadRequest>(R"({"source_path": "/a"})"),
             "UploadRequest.target_path: required field missing");
+  EXPECT_EQ(error_of<rex::DownloadRequest>(R"({"target_path": "/b"})"),
+            "DownloadRequest.path: required field missing");
+  EXPECT_EQ(error_of<rex::DownloadRequest>(R"({"path": "/a"})"),
+            "DownloadRequest.target_path: required field missing");
   // Present but empty is fine: only absence is an error.
   EXPECT_EQ(error_of<rex::WriteFileRequest>(R"({"content": "", "path": ""})"), "");
 }
@@ -328,6 +332,9 @@ TEST(ProtocolJson, RoundTripsFileTypes) {
   expect_wire_form(rex::UploadRequest{.source_path = "/s", .target_path = "/t", .unzip = true},
                    R"({"source_path": "/s", "target_path": "/t", "unzip": true})");
   expect_wire_form(rex::UploadResponse{}, "{}");
+  expect_wire_form(rex::DownloadRequest{.path = "/s", .target_path = "/t"},
+                   R"({"path": "/s", "target_path": "/t"})");
+  expect_wire_form(rex::DownloadResponse{}, "{}");
 }
 
 TEST(ProtocolJson, RoundTripsRuntimeResponses) {

@@ -1,4 +1,4 @@
-// File transfer messages: read, write and upload (PROTOCOL.md).
+// File transfer messages: read, write, upload (PROTOCOL.md) and download (a rex addition).
 #pragma once
 
 #include <boost/describe/class.hpp>
@@ -39,5 +39,16 @@ BOOST_DESCRIBE_STRUCT(UploadRequest, (), (source_path, target_path, unzip))
 
 struct UploadResponse {};
 BOOST_DESCRIBE_STRUCT(UploadResponse, (), ())
+
+// Copies a file or a directory tree from path (on the runtime's side) to target_path (on the
+// caller's side): a file to exactly target_path, a directory's contents into target_path.
+struct DownloadRequest {
+  std::string path{};
+  std::string target_path{};
+};
+BOOST_DESCRIBE_STRUCT(DownloadRequest, (), (path, target_path))
+
+struct DownloadResponse {};
+BOOST_DESCRIBE_STRUCT(DownloadResponse, (), ())
 
 }  // namespace rex

@@ -39,6 +39,7 @@ class LocalRuntime final : public Runtime {
   asio::awaitable<ReadFileResponse> read_file(ReadFileRequest request) override;
   asio::awaitable<WriteFileResponse> write_file(WriteFileRequest request) override;
   asio::awaitable<UploadResponse> upload(UploadRequest request) override;
+  asio::awaitable<DownloadResponse> download(DownloadRequest request) override;
   asio::awaitable<CloseResponse> close() override;
 
   /// Number of open sessions.

@@ -45,6 +45,10 @@ class Runtime {
   virtual asio::awaitable<WriteFileResponse> write_file(WriteFileRequest request) = 0;
   /// Copies a local file or directory (source_path) into the runtime's file system.
   virtual asio::awaitable<UploadResponse> upload(UploadRequest request) = 0;
+  /// Copies a file or directory of the runtime's file system (path) to the caller's
+  /// (target_path): a file to exactly target_path, a directory's contents into target_path.
+  /// FileNotFoundError when path does not exist.
+  virtual asio::awaitable<DownloadResponse> download(DownloadRequest request) = 0;
   /// Closes every session; the runtime stays usable.
   virtual asio::awaitable<CloseResponse> close() = 0;
 };

@@ -1,0 +1,89 @@
+// RemoteRuntime: the Runtime of a rex-server (or SWE-ReX's swerex-remote) reached over HTTP, by
+// TCP, TLS or a unix socket (PROTOCOL.md). The same agent code runs against it as against a
+// LocalRuntime, and a failure arrives as the same C++ exception type the server's runtime threw
+// (transferred as HTTP 511).
+//
+// Guarantees:
+// - Connections are kept alive and reused; concurrent calls use separate connections.
+// - Every call carries a fresh X-Request-ID, the same on each retry, so a server that already
+//   ran it answers the retry from its cache. Only connection failures are retried
+//   (config.client.retry); an answer never is.
+// - Each call has a timeout fitted to it: is_alive a short one; a command's own timeout plus a
+//   margin; a command without a timeout a long limit. A call that exceeds it fails with
+//   http::RequestTimeoutError and its connection is closed.
+// - Other error statuses become http::HttpError (status, URL and body); a lost server
+//   http::ConnectionError. is_alive never throws for those: it answers is_alive=false.
+// - Uploads and downloads stream through temporary files; no transfer is held in memory whole.
+//
+// Threading: call every member from the executor the runtime was created with.
+#pragma once
+
+#include <rex/http/client.hpp>
+#include <rex/runtime/runtime.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+namespace rex {
+
+struct RemoteRuntimeConfig {
+  std::string url = "http://127.0.0.1:8000";  // forms: see rex/http/url.hpp
+  std::string auth_token{};                   // sent as X-API-Key when not empty
+  std::chrono::milliseconds is_alive_timeout = std::chrono::seconds(1);
+  // Calls whose duration does not depend on a caller's timeout: closing sessions, reading and
+  // writing files.
+  std::chrono::milliseconds request_timeout = std::chrono::seconds(120);
+  // Added to a command's, session start's or interrupt's own timeout: the server needs time to
+  // notice the timeout, interrupt the command and answer.
+  std::chrono::milliseconds timeout_margin = std::chrono::seconds(15);
+  // Limit of run_in_session and execute when the command has no timeout of its own.
+  std::chrono::milliseconds unbounded_command_timeout = std::chrono::hours(2);
+  std::chrono::milliseconds transfer_timeout = std::chrono::hours(1);  // upload and download
+  std::chrono::milliseconds poll_interval{100};  // wait_until_alive's pause between checks
+  http::ClientConfig client{};   // retries, connection pool, TLS (its timeout is not used)
+  std::size_t file_threads = 1;  // threads for archive and temporary-file work
+};
+
+class RemoteRuntime final : public Runtime {
+ public:
+  /// Throws http::InvalidUrlError for a bad config.url.
+  explicit RemoteRuntime(asio::any_io_executor executor, RemoteRuntimeConfig config = {});
+  ~RemoteRuntime() override;
+
+  /// {is_alive: false, message} when the server cannot be reached, does not answer within
+  /// is_alive_timeout, or answers an error status; a transferred exception is thrown.
+  asio::awaitable<IsAliveResponse> is_alive() override;
+  asio::awaitable<CreateBashSessionResponse> create_session(
+      CreateBashSessionRequest request) override;
+  asio::awaitable<BashObservation> run_in_session(Action action) override;
+  asio::awaitable<CloseBashSessionResponse> close_session(CloseBashSessionRequest request) override;
+  asio::awaitable<CommandResponse> execute(Command command) override;
+  asio::awaitable<ReadFileResponse> read_file(ReadFileRequest request) override;
+  asio::awaitable<WriteFileResponse> write_file(WriteFileRequest request) override;
+  /// A file is sent as is (unzip=false); a directory is zipped and sent with unzip=true, as
+  /// SWE-ReX's client does, so both rex's and SWE-ReX's servers accept it.
+  asio::awaitable<UploadResponse> upload(UploadRequest request) override;
+  /// POST /download (a rex addition; SWE-ReX's server lacks it and answers 404 -> HttpError).
+  /// The answer is written to a temporary file beside target_path, then renamed into place (a
+  /// file) or extracted into target_path (a directory), so a failed transfer leaves nothing
+  /// half-written at target_path.
+  asio::awaitable<DownloadResponse> download(DownloadRequest request) override;
+  asio::awaitable<CloseResponse> close() override;
+
+  /// Polls is_alive every poll_interval until it answers true. Throws http::RequestTimeoutError
+  /// with the last check's message when `timeout` passes first.
+  asio::awaitable<void> wait_until_alive(std::chrono::steady_clock::duration timeout);
+
+  const RemoteRuntimeConfig& config() const noexcept;
+  /// The HTTP client underneath (for its connection statistics).
+  const http::Client& client() const noexcept;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rex

@@ -1,0 +1,440 @@
+#include <rex/runtime/remote_runtime.hpp>
+
+#include <rex/http/client_errors.hpp>
+#include <rex/http/multipart.hpp>
+#include <rex/protocol/exceptions.hpp>
+#include <rex/protocol/json.hpp>
+#include <rex/runtime/archive.hpp>
+#include <rex/runtime/file_ops.hpp>
+
+#include "detail/file_system.hpp"
+#include "detail/offload.hpp"
+
+#include <fmt/format.h>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+#include <boost/uuid/uuid_generators.hpp>
+#include <boost/uuid/uuid_io.hpp>
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <filesystem>
+#include <random>
+
+namespace rex {
+namespace {
+
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+using Milliseconds = std::chrono::milliseconds;
+
+constexpr std::size_t kBodyExcerpt = 1000;  // of an error body, in a message
+constexpr auto kDownloadKindHeader = "X-Rex-Download-Kind";
+
+// A duration in seconds from the wire (a double), clamped to what a timer can hold.
+Milliseconds from_seconds(double seconds) {
+  if (!std::isfinite(seconds) || seconds <= 0)
+    return Milliseconds(0);
+  constexpr double kMax = 10.0 * 365 * 24 * 3600;
+  return Milliseconds(static_cast<std::int64_t>(std::ceil(std::min(seconds, kMax) * 1000.0)));
+}
+
+std::string seconds_text(Clock::duration d) {
+  return fmt::format("{:g} s", std::chrono::duration<double>(d).count());
+}
+
+std::string excerpt(std::string_view body) {
+  if (body.size() <= kBodyExcerpt)
+    return std::string(body);
+  return fmt::format("{}... ({} bytes)", body.substr(0, kBodyExcerpt), body.size());
+}
+
+// A private directory for temporary files, removed with its contents.
+class ScratchDir {
+ public:
+  ScratchDir() = default;
+  static ScratchDir create() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "rex-transfer-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw_os_error(errno, pattern);
+    ScratchDir dir;
+    dir.path_ = std::move(pattern);
+    return dir;
+  }
+  ScratchDir(ScratchDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
+  ScratchDir& operator=(ScratchDir&& other) noexcept {
+    std::swap(path_, other.path_);
+    return *this;
+  }
+  ~ScratchDir() {
+    if (!path_.empty()) {
+      std::error_code ignored;
+      std::filesystem::remove_all(path_, ignored);
+    }
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A file removed on destruction unless released.
+class TempFile {
+ public:
+  TempFile() = default;
+  explicit TempFile(std::string path) : path_(std::move(path)) {}
+  TempFile(TempFile&& other) noexcept : path_(std::exchange(other.path_, {})) {}
+  TempFile& operator=(TempFile&& other) noexcept {
+    std::swap(path_, other.path_);
+    return *this;
+  }
+  ~TempFile() {
+    if (!path_.empty())
+      ::unlink(path_.c_str());
+  }
+  const std::string& path() const { return path_; }
+  void release() { path_.clear(); }
+
+ private:
+  std::string path_;
+};
+
+// Creates an empty file beside `target` (its parent directories first), named so that it is
+// hidden and cannot collide: the download lands there before it is moved into place.
+TempFile create_temp_beside(const std::string& target) {
+  detail::reject_nul(target);
+  const auto [dir, base] = detail::split_path(detail::normalize_path(target));
+  detail::make_dirs(dir);
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  for (int attempt = 0;; ++attempt) {
+    std::string name =
+        detail::join_path(dir, fmt::format(".{}.rex-download-{:012x}", base, rng() >> 16));
+    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd >= 0) {
+      ::close(fd);
+      return TempFile(std::move(name));
+    }
+    if (errno != EEXIST || attempt == 100)
+      throw_os_error(errno, name);
+  }
+}
+
+struct PreparedUpload {
+  ScratchDir scratch{};
+  std::string body_path{};
+  std::string content_type{};
+};
+
+// Builds the multipart body SWE-ReX's server expects: a file as is, a directory zipped.
+PreparedUpload prepare_upload(const UploadRequest& request) {
+  detail::reject_nul(request.source_path);
+  struct stat st {};
+  if (::stat(request.source_path.c_str(), &st) != 0)
+    throw_os_error(errno, request.source_path);
+  const bool directory = S_ISDIR(st.st_mode);
+  if (!directory && !S_ISREG(st.st_mode)) {
+    throw ValueError(
+        fmt::format("Source path {} is not a file or directory", python_repr(request.source_path)));
+  }
+  PreparedUpload out;
+  out.scratch = ScratchDir::create();
+  http::MultipartFile file;
+  file.name = "file";
+  if (directory) {
+    const std::string zip = detail::join_path(out.scratch.path(), "zipped_transfer.zip");
+    create_archive(request.source_path, zip, ArchiveFormat::zip);
+    file.filename = "zipped_transfer.zip";
+    file.path = zip;
+    file.content_type = "application/zip";
+  } else {
+    file.filename = detail::split_path(detail::normalize_path(request.source_path)).second;
+    file.path = request.source_path;
+    file.content_type = "application/octet-stream";
+  }
+  const bool unzip = directory || request.unzip;
+  const std::vector<http::MultipartField> fields{
+      {.name = "target_path", .value = request.target_path},
+      {.name = "unzip", .value = unzip ? "true" : "false"}};
+  out.body_path = detail::join_path(out.scratch.path(), "body");
+  out.content_type = http::write_multipart_body(out.body_path, fields, file);
+  return out;
+}
+
+void move_into_place(const std::string& from, const std::string& to) {
+  if (::rename(from.c_str(), to.c_str()) != 0)
+    throw_os_error(errno, to);
+}
+
+}  // namespace
+
+struct RemoteRuntime::Impl {
+  Impl(asio::any_io_executor executor, RemoteRuntimeConfig config)
+      : ex(std::move(executor)),
+        cfg(std::move(config)),
+        client(ex, cfg.url, cfg.client),
+        files(std::max<std::size_t>(cfg.file_threads, 1)) {}
+
+  ~Impl() { files.join(); }
+
+  template <class F>
+  asio::awaitable<std::invoke_result_t<F>> offload(F work) {
+    return detail::offload(files, ex, std::move(work));
+  }
+
+  // Headers of every call: the token, and an idempotency key that retries reuse.
+  std::vector<std::pair<std::string, std::string>> headers() {
+    std::vector<std::pair<std::string, std::string>> out;
+    if (!cfg.auth_token.empty())
+      out.emplace_back("X-API-Key", cfg.auth_token);
+    out.emplace_back("X-Request-ID", boost::uuids::to_string(uuids()));
+    return out;
+  }
+
+  http::ClientRequest post(const char* target, const json::value* body, Clock::duration timeout) {
+    http::ClientRequest r;
+    r.method = "POST";
+    r.target = target;
+    r.headers = headers();
+    r.headers.emplace_back("Accept", "application/json");
+    if (body != nullptr) {
+      r.headers.emplace_back("Content-Type", "application/json");
+      r.body = json::serialize(*body);
+    }
+    r.timeout = timeout;
+    return r;
+  }
+
+  // Raises what a non-2xx answer means: the transferred exception of a 511, else HttpError.
+  void check(const http::ClientRequest& request, const http::ClientResponse& response) const {
+    if (response.status / 100 == 2)
+      return;
+    const std::string url = client.url_of(request.target);
+    if (response.status == 511) {
+      json::error_code ec;
+      const json::value body = json::parse(response.body, ec);
+      const json::object* wire = nullptr;
+      if (!ec && body.is_object()) {
+        if (const auto* transfer = body.as_object().if_contains("swerexception"))
+          wire = transfer->if_object();
+      }
+      if (wire != nullptr)
+        throw_wire(*wire);
+    }
+    throw http::HttpError(fmt::format("{} {} answered HTTP {}: {}", request.method, url,
+                                      response.status, excerpt(response.body)),
+                          response.status, url, response.body);
+  }
+
+  template <class T>
+  T decode(const http::ClientRequest& request, const http::ClientResponse& response) const {
+    try {
+      return parse_json<T>(response.body);
+    } catch (const ProtocolError& e) {
+      const std::string url = client.url_of(request.target);
+      throw http::HttpError(
+          fmt::format("{} {} answered HTTP {} with an invalid body ({}): {}", request.method, url,
+                      response.status, e.what(), excerpt(response.body)),
+          response.status, url, response.body);
+    }
+  }
+
+  // `target` is a literal: no string temporaries around co_await (g++ 12).
+  template <class T>
+  asio::awaitable<T> call_raw(const char* target, const json::value* body,
+                              Clock::duration timeout) {
+    http::ClientRequest request = post(target, body, timeout);
+    const http::ClientResponse response = co_await client.request(request);
+    check(request, response);
+    co_return decode<T>(request, response);
+  }
+
+  template <class T, class Request>
+  asio::awaitable<T> call(const char* target, const Request& body, Clock::duration timeout) {
+    const json::value encoded = to_json(body);
+    co_return co_await call_raw<T>(target, &encoded, timeout);
+  }
+
+  // A command's own timeout plus the margin, or the long limit when it has none.
+  Clock::duration command_timeout(const std::optional<double>& seconds) const {
+    if (!seconds)
+      return cfg.unbounded_command_timeout;
+    return from_seconds(*seconds) + cfg.timeout_margin;
+  }
+
+  asio::awaitable<IsAliveResponse> check_alive(Clock::duration timeout) {
+    http::ClientRequest request;
+    request.method = "GET";
+    request.target = "/is_alive";
+    request.headers = headers();
+    request.timeout = timeout;
+    request.retry = http::RetryPolicy{.max_retries = 0};
+    std::string failure;
+    try {
+      const http::ClientResponse response = co_await client.request(request);
+      if (response.status == 200)
+        co_return decode<IsAliveResponse>(request, response);
+      if (response.status == 511)
+        check(request, response);
+      json::error_code ec;
+      const json::value body = json::parse(response.body, ec);
+      const json::value* detail =
+          !ec && body.is_object() ? body.as_object().if_contains("detail") : nullptr;
+      const std::string message =
+          detail != nullptr
+              ? (detail->is_string() ? std::string(detail->as_string()) : json::serialize(*detail))
+              : excerpt(response.body);
+      failure = fmt::format("Status code {} from {}. Message: {}", response.status,
+                            client.url_of(request.target), message);
+    } catch (const http::ConnectionError& e) {
+      failure = e.what();
+    } catch (const http::RequestTimeoutError& e) {
+      failure = e.what();
+    }
+    co_return IsAliveResponse{.is_alive = false, .message = std::move(failure)};
+  }
+
+  asio::any_io_executor ex;
+  RemoteRuntimeConfig cfg;
+  http::Client client;
+  asio::thread_pool files;
+  boost::uuids::random_generator uuids;
+};
+
+RemoteRuntime::RemoteRuntime(asio::any_io_executor executor, RemoteRuntimeConfig config)
+    : impl_(std::make_unique<Impl>(std::move(executor), std::move(config))) {}
+
+RemoteRuntime::~RemoteRuntime() = default;
+
+const RemoteRuntimeConfig& RemoteRuntime::config() const noexcept {
+  return impl_->cfg;
+}
+
+const http::Client& RemoteRuntime::client() const noexcept {
+  return impl_->client;
+}
+
+asio::awaitable<IsAliveResponse> RemoteRuntime::is_alive() {
+  co_return co_await impl_->check_alive(impl_->cfg.is_alive_timeout);
+}
+
+asio::awaitable<void> RemoteRuntime::wait_until_alive(Clock::duration timeout) {
+  const auto deadline = Clock::now() + timeout;
+  std::string last;
+  while (true) {
+    const auto left = std::max<Clock::duration>(deadline - Clock::now(), Milliseconds(1));
+    const auto check_timeout = std::min<Clock::duration>(impl_->cfg.is_alive_timeout, left);
+    const IsAliveResponse answer = co_await impl_->check_alive(check_timeout);
+    if (answer.is_alive)
+      co_return;
+    last = answer.message;
+    const auto now = Clock::now();
+    if (now >= deadline)
+      break;
+    asio::steady_timer pause(impl_->ex,
+                             std::min<Clock::duration>(impl_->cfg.poll_interval, deadline - now));
+    co_await pause.async_wait(asio::use_awaitable);
+  }
+  const std::string url = impl_->client.url_of("/is_alive");
+  throw http::RequestTimeoutError(
+      fmt::format("{} did not answer is_alive=true within {}; the last check said: {}",
+                  impl_->client.base_url().text, seconds_text(timeout), last),
+      json::object{{"url", url}, {"timeout", std::chrono::duration<double>(timeout).count()}});
+}
+
+asio::awaitable<CreateBashSessionResponse> RemoteRuntime::create_session(
+    CreateBashSessionRequest request) {
+  const auto timeout = from_seconds(request.startup_timeout) + impl_->cfg.timeout_margin;
+  co_return co_await impl_->call<CreateBashSessionResponse>("/create_session", request, timeout);
+}
+
+asio::awaitable<BashObservation> RemoteRuntime::run_in_session(Action action) {
+  Clock::duration timeout{};
+  if (const auto* bash = std::get_if<BashAction>(&action)) {
+    timeout = impl_->command_timeout(bash->timeout);
+  } else {
+    // An interrupt waits up to `timeout` after each of its attempts, then may kill.
+    const auto& interrupt = std::get<BashInterruptAction>(action);
+    const double attempts = std::max(interrupt.n_retry, 0) + 1.0;
+    timeout = from_seconds(interrupt.timeout * attempts) + impl_->cfg.timeout_margin;
+  }
+  co_return co_await impl_->call<BashObservation>("/run_in_session", action, timeout);
+}
+
+asio::awaitable<CloseBashSessionResponse> RemoteRuntime::close_session(
+    CloseBashSessionRequest request) {
+  const auto timeout = impl_->cfg.request_timeout;
+  co_return co_await impl_->call<CloseBashSessionResponse>("/close_session", request, timeout);
+}
+
+asio::awaitable<CommandResponse> RemoteRuntime::execute(Command command) {
+  const auto timeout = impl_->command_timeout(command.timeout);
+  co_return co_await impl_->call<CommandResponse>("/execute", command, timeout);
+}
+
+asio::awaitable<ReadFileResponse> RemoteRuntime::read_file(ReadFileRequest request) {
+  const auto timeout = impl_->cfg.request_timeout;
+  co_return co_await impl_->call<ReadFileResponse>("/read_file", request, timeout);
+}
+
+asio::awaitable<WriteFileResponse> RemoteRuntime::write_file(WriteFileRequest request) {
+  const auto timeout = impl_->cfg.request_timeout;
+  co_return co_await impl_->call<WriteFileResponse>("/write_file", request, timeout);
+}
+
+asio::awaitable<UploadResponse> RemoteRuntime::upload(UploadRequest request) {
+  auto work = [r = std::move(request)] { return prepare_upload(r); };
+  const PreparedUpload prepared = co_await impl_->offload(std::move(work));
+  http::ClientRequest post = impl_->post("/upload", nullptr, impl_->cfg.transfer_timeout);
+  post.headers.emplace_back("Content-Type", prepared.content_type);
+  post.body_file = prepared.body_path;
+  const http::ClientResponse response = co_await impl_->client.request(post);
+  impl_->check(post, response);
+  co_return impl_->decode<UploadResponse>(post, response);
+}
+
+asio::awaitable<DownloadResponse> RemoteRuntime::download(DownloadRequest request) {
+  auto make_temp = [target = request.target_path] { return create_temp_beside(target); };
+  TempFile temp = co_await impl_->offload(std::move(make_temp));
+  const json::value body{{"path", request.path}, {"format", "tar"}};
+  http::ClientRequest post = impl_->post("/download", &body, impl_->cfg.transfer_timeout);
+  post.response_file = temp.path();
+  const http::ClientResponse response = co_await impl_->client.request(post);
+  impl_->check(post, response);
+  const std::string kind(response.header(kDownloadKindHeader).value_or(""));
+  if (kind == "file") {
+    auto work = [from = temp.path(), to = request.target_path] {
+      move_into_place(from, to);
+      return true;
+    };
+    co_await impl_->offload(std::move(work));
+    temp.release();
+  } else if (kind == "directory") {
+    auto work = [from = temp.path(), to = request.target_path] {
+      extract_archive(from, to);
+      return true;
+    };
+    co_await impl_->offload(std::move(work));
+  } else {
+    const std::string url = impl_->client.url_of(post.target);
+    throw http::HttpError(
+        fmt::format("POST {} answered HTTP {} without a valid {} header (got '{}')", url,
+                    response.status, kDownloadKindHeader, kind),
+        response.status, url, "");
+  }
+  co_return DownloadResponse{};
+}
+
+asio::awaitable<CloseResponse> RemoteRuntime::close() {
+  const auto timeout = impl_->cfg.request_timeout;
+  co_return co_await impl_->call_raw<CloseResponse>("/close", nullptr, timeout);
+}
+
+}  // namespace rex
