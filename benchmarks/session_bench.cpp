@@ -221,9 +221,12 @@ class RawShell {
     send(framing_->setup_code() + "\n");
     wait_prompt();
   }
-  // What to write for a command: the command itself, or rex's framed line.
+  // What to write for a command: the command itself, or what rex writes for it (the command
+  // itself too when ShellFraming lets it go directly, as a plain `echo` does).
   std::string line_for(std::string_view command) const {
-    return framing_ ? framing_->command_line(command) : std::string(command) + "\n";
+    if (framing_ && !rex::ShellFraming::inspect(command).direct)
+      return framing_->command_line(command);
+    return std::string(command) + "\n";
   }
 
   void send(std::string_view line) {

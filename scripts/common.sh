@@ -9,6 +9,7 @@ REX_PACKAGES=(
   libfmt-dev libspdlog-dev libcli11-dev libarchive-dev libacl1-dev libzstd-dev liblz4-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   bash python3 gdb procps
+  busybox-static bash-static
 )
 
 rex_install_packages() {

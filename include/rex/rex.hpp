@@ -1,6 +1,7 @@
 // Umbrella header: everything an agent or harness needs.
 #pragma once
 
+#include <rex/http/client_errors.hpp>
 #include <rex/http/multipart.hpp>
 #include <rex/protocol/actions.hpp>
 #include <rex/protocol/commands.hpp>
@@ -11,6 +12,7 @@
 #include <rex/protocol/session.hpp>
 #include <rex/runtime/archive.hpp>
 #include <rex/runtime/local_runtime.hpp>
+#include <rex/runtime/remote_runtime.hpp>
 #include <rex/runtime/runtime.hpp>
 #include <rex/session/bash_session.hpp>
 #include <rex/session/output.hpp>

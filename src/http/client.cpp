@@ -356,8 +356,8 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
     if (!parser.is_done())
       co_await bhttp::async_read(stream, c.buffer, parser, token);
     if (r.error == bhttp::error::body_limit) {
-      throw SwerexException(fmt::format("the answer of {} is larger than the {} bytes allowed",
-                                        url, cfg.max_body_in_memory));
+      throw SwerexException(fmt::format("the answer of {} is larger than the {} bytes allowed", url,
+                                        cfg.max_body_in_memory));
     }
     if (r.error)
       co_return r;
@@ -420,8 +420,8 @@ OutgoingRequest build_message(const State& st, ClientRequest& request) {
 asio::awaitable<ClientResponse> perform(std::shared_ptr<State> st, ClientRequest request) {
   OutgoingRequest message = build_message(*st, request);
   const std::string url = st->url.text + request.target;
-  const auto timeout = std::min<Clock::duration>(request.timeout.value_or(st->cfg.timeout),
-                                                 kLongestTimeout);
+  const auto timeout =
+      std::min<Clock::duration>(request.timeout.value_or(st->cfg.timeout), kLongestTimeout);
   const auto deadline = Clock::now() + timeout;
   const RetryPolicy policy = request.retry.value_or(st->cfg.retry);
 
@@ -471,12 +471,12 @@ asio::awaitable<ClientResponse> perform(std::shared_ptr<State> st, ClientRequest
       why += fmt::format("; no time left for another attempt within the {} timeout",
                          seconds_text(timeout));
     }
-    const std::string text = fmt::format("{} {}: failed {}: {} ({} attempt{})", request.method,
-                                         url, r.stage, why, attempts, attempts == 1 ? "" : "s");
+    const std::string text = fmt::format("{} {}: failed {}: {} ({} attempt{})", request.method, url,
+                                         r.stage, why, attempts, attempts == 1 ? "" : "s");
     // A malformed answer is the server's fault, not the connection's.
-    const bool malformed = r.error.category() == bhttp::make_error_code(bhttp::error::partial_message).category() &&
-                           r.error != bhttp::error::end_of_stream &&
-                           r.error != bhttp::error::partial_message;
+    const bool malformed =
+        r.error.category() == bhttp::make_error_code(bhttp::error::partial_message).category() &&
+        r.error != bhttp::error::end_of_stream && r.error != bhttp::error::partial_message;
     boost::json::object info{{"url", url},
                              {"attempts", static_cast<std::int64_t>(attempts)},
                              {"error", r.error.message()}};
@@ -490,7 +490,7 @@ asio::awaitable<ClientResponse> perform(std::shared_ptr<State> st, ClientRequest
 
 Client::Client(asio::any_io_executor executor, std::string_view base_url, ClientConfig config)
     : state_(std::make_shared<detail::ClientState>(std::move(executor), parse_url(base_url),
-                                                  std::move(config))) {}
+                                                   std::move(config))) {}
 
 Client::~Client() {
   for (auto& c : state_->idle)

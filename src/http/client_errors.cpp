@@ -5,8 +5,7 @@
 
 namespace rex::http {
 
-HttpError::HttpError(const std::string& message, unsigned status, std::string url,
-                     std::string body)
+HttpError::HttpError(const std::string& message, unsigned status, std::string url, std::string body)
     // extra_info must stay valid JSON text even when the body is not UTF-8.
     : SwerexException(message, boost::json::object{{"url", utf8_backslashreplace(url)},
                                                    {"status", status},

@@ -551,8 +551,16 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   head.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
   head.body_limit(cfg.max_body_bytes);
 
-  // Waiting for a request: the idle timeout until its first byte, then the read timeout.
-  stream.expires_after(buffer.size() > 0 ? cfg.read_timeout : cfg.idle_timeout);
+  // Waiting for a request: the idle timeout until its first byte, then the read timeout for the
+  // whole header, so a client trickling bytes cannot hold the connection.
+  if (buffer.size() == 0) {
+    stream.expires_after(cfg.idle_timeout);
+    auto [first_ec, first_n] = co_await stream.async_read_some(buffer.prepare(4096), use_tuple);
+    if (first_ec)
+      co_return false;  // the peer left, went quiet, or the server is stopping
+    buffer.commit(first_n);
+  }
+  stream.expires_after(cfg.read_timeout);
   auto [ec, n] = co_await bhttp::async_read_header(stream, buffer, head, use_tuple);
   (void)n;
   if (ec) {
@@ -634,12 +642,24 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
     // Streamed to disk as it arrives; never held in memory.
     answer_value = co_await receive_upload(stream, buffer, head, keep_alive);
     have_answer = true;
+  } else if (has_body && keep_alive && head.content_length() &&
+             *head.content_length() > cfg.max_json_body_bytes) {
+    // Refused at once: nothing of the body is read (or reserved).
+    answer_value = detail_answer(413, "Request Entity Too Large");
+    have_answer = true;
+    keep_alive = false;
   } else if (has_body && keep_alive) {
     bhttp::request_parser<bhttp::string_body> full(std::move(head));
     full.body_limit(cfg.max_json_body_bytes);
-    stream.expires_after(cfg.read_timeout);
-    auto [read_ec, read_n] = co_await bhttp::async_read(stream, buffer, full, use_tuple);
-    (void)read_n;
+    // The read timeout bounds each piece, not the whole body: a slow link that keeps sending
+    // is not cut off.
+    boost::system::error_code read_ec;
+    while (!read_ec && !full.is_done()) {
+      stream.expires_after(cfg.read_timeout);
+      auto [piece_ec, piece_n] = co_await bhttp::async_read_some(stream, buffer, full, use_tuple);
+      (void)piece_n;
+      read_ec = piece_ec;
+    }
     if (read_ec == bhttp::error::body_limit) {
       answer_value = detail_answer(413, "Request Entity Too Large");
       have_answer = true;
@@ -818,7 +838,7 @@ asio::awaitable<StoredResponse> Server::Impl::receive_upload(
     parser.get().body().data = chunk.data();
     parser.get().body().size = chunk.size();
     stream.expires_after(cfg.read_timeout);
-    auto [ec, n] = co_await bhttp::async_read(stream, buffer, parser, use_tuple);
+    auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, use_tuple);
     (void)n;
     if (ec == bhttp::error::need_buffer)
       ec = {};

@@ -141,8 +141,8 @@ PreparedUpload prepare_upload(const UploadRequest& request) {
     throw_os_error(errno, request.source_path);
   const bool directory = S_ISDIR(st.st_mode);
   if (!directory && !S_ISREG(st.st_mode)) {
-    throw ValueError(fmt::format("Source path {} is not a file or directory",
-                                 python_repr(request.source_path)));
+    throw ValueError(
+        fmt::format("Source path {} is not a file or directory", python_repr(request.source_path)));
   }
   PreparedUpload out;
   out.scratch = ScratchDir::create();
@@ -239,10 +239,10 @@ struct RemoteRuntime::Impl {
       return parse_json<T>(response.body);
     } catch (const ProtocolError& e) {
       const std::string url = client.url_of(request.target);
-      throw http::HttpError(fmt::format("{} {} answered HTTP {} with an invalid body ({}): {}",
-                                        request.method, url, response.status, e.what(),
-                                        excerpt(response.body)),
-                            response.status, url, response.body);
+      throw http::HttpError(
+          fmt::format("{} {} answered HTTP {} with an invalid body ({}): {}", request.method, url,
+                      response.status, e.what(), excerpt(response.body)),
+          response.status, url, response.body);
     }
   }
 
@@ -285,12 +285,12 @@ struct RemoteRuntime::Impl {
         check(request, response);
       json::error_code ec;
       const json::value body = json::parse(response.body, ec);
-      const json::value* detail = !ec && body.is_object() ? body.as_object().if_contains("detail")
-                                                          : nullptr;
-      const std::string message = detail != nullptr ? (detail->is_string()
-                                                           ? std::string(detail->as_string())
-                                                           : json::serialize(*detail))
-                                                    : excerpt(response.body);
+      const json::value* detail =
+          !ec && body.is_object() ? body.as_object().if_contains("detail") : nullptr;
+      const std::string message =
+          detail != nullptr
+              ? (detail->is_string() ? std::string(detail->as_string()) : json::serialize(*detail))
+              : excerpt(response.body);
       failure = fmt::format("Status code {} from {}. Message: {}", response.status,
                             client.url_of(request.target), message);
     } catch (const http::ConnectionError& e) {
@@ -338,8 +338,8 @@ asio::awaitable<void> RemoteRuntime::wait_until_alive(Clock::duration timeout) {
     const auto now = Clock::now();
     if (now >= deadline)
       break;
-    asio::steady_timer pause(impl_->ex, std::min<Clock::duration>(impl_->cfg.poll_interval,
-                                                                  deadline - now));
+    asio::steady_timer pause(impl_->ex,
+                             std::min<Clock::duration>(impl_->cfg.poll_interval, deadline - now));
     co_await pause.async_wait(asio::use_awaitable);
   }
   const std::string url = impl_->client.url_of("/is_alive");

@@ -187,7 +187,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // $? as the next command should see it. Known from framed commands' prompts; after an
   // interactive program the status of its last input is unknown and counts as 0.
   int last_status = 0;
-  termios baseline{};  // terminal modes commands start from
+  // What the last prompt said (ShellFraming): bash's command number and its job count.
+  std::uint64_t command_number = 0;
+  int jobs = 0;
+  // Text that may change the prompt later has run (or rc files did): the session needs the
+  // PROMPT_COMMAND guard. `guarded` once an eval line that installs it has completed.
+  bool tainted = false;
+  bool guarded = false;
+  bool exported_functions = false;  // bash inherits functions from the environment
+  termios baseline{};               // terminal modes commands start from
 
   // Output of the current operation: raw bytes, or a frozen head + a sliding tail when capped.
   std::string raw;
@@ -196,7 +204,6 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   std::optional<std::size_t> cap;
   std::size_t prompt_scan = 0;
   std::size_t expect_scan = 0;
-  std::array<char, 65536> chunk{};
   // Streaming: complete lines of the running command's output, cleaned, as they arrive.
   BashSession::OutputListener listener;
   std::size_t streamed = 0;  // bytes at the front of `raw` already given to the listener
@@ -211,6 +218,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   bool busy = false;
   std::deque<std::shared_ptr<Waiter>> waiters;
+
+  std::array<char, 65536> chunk{};  // last: the members above share a few cache lines
 
   // ---- lifetime -----------------------------------------------------------------------------
 
@@ -294,6 +303,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // ---- operation lock -----------------------------------------------------------------------
+
+  // The session's turn if nobody holds it (no suspension); an empty Lock otherwise.
+  Lock try_lock() {
+    if (busy)
+      return Lock();
+    busy = true;
+    return Lock(shared_from_this());
+  }
 
   // Waits for the session's turn until `deadline`; an empty Lock means the deadline passed.
   asio::awaitable<Lock> lock(Clock::time_point deadline = Clock::time_point::max()) {
@@ -390,8 +407,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // Discards output nobody asked for (background jobs that wrote while the shell was idle).
+  // Asking how much is waiting is much cheaper than a read that finds nothing (a read on a
+  // terminal first waits for bytes still in transit); bytes in transit at this very moment count
+  // as the next command's, as do those a job writes while it runs.
   void discard_stale_output() {
-    read_available();
+    int waiting = 0;
+    if (!master.is_open() || ::ioctl(master.native_handle(), FIONREAD, &waiting) != 0 ||
+        waiting > 0)
+      read_available();
     reset_output();
   }
 
@@ -427,29 +450,25 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     master.cancel(ignored);
   }
 
-  asio::awaitable<ReadStatus> read_once() {
-    if (state == State::dead || state == State::closed) {
-      read_available();
-      co_return ReadStatus::eof;
-    }
-    auto [ec, n] = co_await master.async_read_some(asio::buffer(chunk), use_tuple);
+  // What a finished read means; its bytes are appended.
+  ReadStatus on_read(const error_code& ec, std::size_t n) {
     if (!ec) {
       append(chunk.data(), n);
       if (wait_idle)
         last_output = Clock::now();
-      co_return ReadStatus::data;
+      return ReadStatus::data;
     }
     if (ec == asio::error::operation_aborted) {
       if (expiry != Expiry::none)
-        co_return ReadStatus::timeout;
+        return ReadStatus::timeout;
       if (state == State::dead || state == State::closed) {
         read_available();
-        co_return ReadStatus::eof;
+        return ReadStatus::eof;
       }
       throw boost::system::system_error(ec, "reading from bash");
     }
     // EIO: every holder of the terminal is gone.
-    co_return ReadStatus::eof;
+    return ReadStatus::eof;
   }
 
   // Ends the current wait: its timer, if still queued, does nothing.
@@ -463,10 +482,39 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     }
   };
 
+  // The next prompt in the output, from prompt_scan. Continuation prompts are bash reading the
+  // continuation lines of an eval line (or input meant for a program that has exited): they are
+  // removed from the output, unless the caller stops at them.
+  std::optional<PromptMatch> next_prompt(bool stop_at_continuation) {
+    while (true) {
+      std::size_t resume = 0;
+      auto m = framing.find_prompt(raw, prompt_scan, resume);
+      if (!m) {
+        prompt_scan = resume;
+        return std::nullopt;
+      }
+      if (!m->continuation || stop_at_continuation)
+        return m;
+      const std::size_t len = m->end - m->begin;
+      raw.erase(m->begin, len);
+      prompt_scan = m->begin;
+      if (expect_scan > m->begin)
+        expect_scan = expect_scan >= m->end ? expect_scan - len : m->begin;
+    }
+  }
+
+  void note_prompt(const PromptMatch& m) {
+    command_number = m.command_number;
+    jobs = m.jobs;
+  }
+
   // Reads until the prompt, one of `expect`, the deadline, `idle` without output, or bash's end.
+  // `stop_at_continuation`: a continuation prompt ends the wait too (a directly written line
+  // turned out to be incomplete).
   asio::awaitable<Stop> wait_for_end(const std::vector<std::string>& expect,
                                      Clock::time_point deadline,
-                                     std::optional<Clock::duration> idle) {
+                                     std::optional<Clock::duration> idle,
+                                     bool stop_at_continuation = false) {
     std::size_t longest = 0;
     for (const auto& e : expect)
       longest = std::max(longest, e.size());
@@ -482,12 +530,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     while (true) {
       Stop stop{Stop::timeout};
       std::size_t best = std::string::npos;
-      std::size_t resume = 0;
-      if (auto m = framing.find_prompt(raw, prompt_scan, resume)) {
+      if (auto m = next_prompt(stop_at_continuation)) {
         best = m->begin;
         stop = Stop{Stop::prompt, *m};
-      } else {
-        prompt_scan = resume;
       }
       for (std::size_t i = 0; i < expect.size(); ++i) {
         if (expect[i].empty())
@@ -504,8 +549,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         expect_scan = raw.size() >= longest ? raw.size() - longest + 1 : 0;
 
       ReadStatus status = ReadStatus::timeout;
-      if (expiry == Expiry::none)
-        status = co_await read_once();
+      if (expiry != Expiry::none) {
+        // A limit passed while the last read completed.
+      } else if (state == State::dead || state == State::closed) {
+        read_available();
+        status = ReadStatus::eof;
+      } else {
+        auto [ec, n] = co_await master.async_read_some(asio::buffer(chunk), use_tuple);
+        status = on_read(ec, n);
+      }
       switch (status) {
         case ReadStatus::data:
           break;
@@ -513,7 +565,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
           co_return Stop{expiry == Expiry::deadline ? Stop::timeout : Stop::idle};
         case ReadStatus::eof:
           // One last look: the prompt may have arrived with the final bytes.
-          if (auto m = framing.find_prompt(raw, prompt_scan, resume))
+          if (auto m = next_prompt(stop_at_continuation))
             co_return Stop{Stop::prompt, *m};
           co_return Stop{Stop::died};
       }
@@ -555,12 +607,26 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     }
     const std::string_view body = std::string_view(raw).substr(0, end);
     text += co_await clean(body);
+    forget_output(consumed);
+    co_return text;
+  }
+
+  // Output up to `end` that is cleaned in one go (the common case) needs no suspension.
+  bool output_is_small(std::size_t end) const { return head.empty() && end <= kCleanSlice; }
+
+  // take_output for small output.
+  std::string take_small_output(std::size_t end, std::size_t consumed) {
+    std::string text = clean_terminal_output(std::string_view(raw).substr(0, end));
+    forget_output(consumed);
+    return text;
+  }
+
+  void forget_output(std::size_t consumed) {
     raw.erase(0, std::min(consumed, raw.size()));
     head.clear();
     dropped = 0;
     prompt_scan = 0;
     expect_scan = 0;
-    co_return text;
   }
 
   asio::awaitable<std::string> take_all_output() {
@@ -568,6 +634,22 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // ---- writing ------------------------------------------------------------------------------
+
+  // Writes what the terminal takes without waiting and returns the rest (empty when all went,
+  // which is the rule: only a long command can fill the terminal's input queue). An error is
+  // left to the asynchronous write, which reports it.
+  std::string_view write_now(std::string_view bytes) {
+    while (!bytes.empty()) {
+      const ssize_t n = ::write(master.native_handle(), bytes.data(), bytes.size());
+      if (n > 0)
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+      else if (n < 0 && errno == EINTR)
+        continue;
+      else
+        break;
+    }
+    return bytes;
+  }
 
   asio::awaitable<void> write(std::string_view bytes) {
     auto [ec, n] =
@@ -635,8 +717,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     env.erase("PROMPT_COMMAND");
     env.erase("PS1");
     std::vector<std::string> envv;
-    for (const auto& [k, v] : env)
+    for (const auto& [k, v] : env) {
       envv.push_back(k + "=" + v);
+      exported_functions = exported_functions || k.starts_with("BASH_FUNC_");
+    }
 
     detail::SpawnOptions options;
     options.argv = {cfg.bash_path, "--noediting"};
@@ -674,11 +758,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (state != State::not_started)
       throw SwerexException("the session was already started");
     auto self = shared_from_this();
-    auto lock_ = co_await lock();
+    Lock lock_ = try_lock();
+    if (!lock_)
+      lock_ = co_await lock();
     cap = cfg.max_output_bytes ? std::optional<std::size_t>(*cfg.max_output_bytes) : std::nullopt;
     spawn_shell();
     const auto deadline = deadline_after(request.startup_timeout);
-    const std::string setup = framing.setup_code() + "\n";
+    // Startup files and inherited functions may define code that changes the prompt.
+    tainted = guarded = cfg.load_rc_files || exported_functions;
+    const std::string setup = framing.setup_code(guarded) + "\n";
     co_await write(setup);
     Stop stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
     if (stop.kind != Stop::prompt) {
@@ -686,6 +774,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                                          : "bash did not show its prompt in time",
                  request.startup_timeout);
     }
+    note_prompt(stop.match);
     reset_output();  // what the rc files printed before rex's prompt was installed
     state = State::idle;
 
@@ -697,7 +786,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
           text += "; ";
         text += "source " + shell_quote(file);
       }
-      const std::string line = framing.command_line(text);
+      const std::string line = framing.command_line(text, 0, !guarded);
       co_await write(line);
       state = State::running;
       stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
@@ -706,6 +795,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                                            : "the startup files did not finish in time",
                    request.startup_timeout);
       }
+      note_prompt(stop.match);
+      tainted = guarded = true;
       response.output = co_await take_output(stop.match.begin, stop.match.end);
       state = State::idle;
     }
@@ -772,8 +863,17 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (state != State::running)
       return;
     read_available();
-    std::size_t resume = 0;
-    if (auto m = framing.find_prompt(raw, 0, resume)) {
+    std::optional<PromptMatch> last;
+    for (std::size_t from = 0, resume = 0;;) {
+      const auto m = framing.find_prompt(raw, from, resume);
+      if (!m)
+        break;
+      if (!m->continuation)
+        last = m;
+      from = m->end;
+    }
+    if (last) {
+      note_prompt(*last);
       state = State::idle;
       interactive = false;
     }
@@ -794,9 +894,34 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     return obs;
   }
 
+  // A prompt whose command number did not grow: a direct line bash rejected, or a prompt that
+  // bash decoded before the line ran and printed after it (it does so after an `eval` whose
+  // text ends inside a quote). An empty line, which runs nothing and keeps $?, brings a current
+  // prompt; the stale one is removed from the output.
+  asio::awaitable<Stop> confirm_prompt(Stop stop, Clock::time_point deadline) {
+    const bool rejected = stop.match.rejected;
+    raw.erase(stop.match.begin, stop.match.end - stop.match.begin);
+    prompt_scan = stop.match.begin;
+    co_await write("\n");
+    stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
+    if (stop.kind == Stop::prompt)
+      stop.match.rejected = stop.match.rejected || rejected;
+    co_return stop;
+  }
+
+  std::string eval_line(const std::string& text, bool arm) const {
+    try {
+      return framing.command_line(text, last_status, arm);
+    } catch (const std::invalid_argument& e) {
+      throw ValueError(e.what());
+    }
+  }
+
   asio::awaitable<BashObservation> run(BashAction action, BashSession::OutputListener on_output) {
     auto self = shared_from_this();
-    auto lock_ = co_await lock();
+    Lock lock_ = try_lock();
+    if (!lock_)
+      lock_ = co_await lock();
     ensure_usable();
     struct Listening {
       Impl& impl;
@@ -819,27 +944,57 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (ShellFraming::is_multiline(action.command))
       co_await check_syntax(action.command);
 
-    std::string line;
-    try {
-      line = framing.command_line(action.command, last_status);
-    } catch (const std::invalid_argument& e) {
-      throw ValueError(e.what());
-    }
+    // Direct delivery when the text allows it; eval delivery when it needs the helpers, when
+    // jobs may announce their end, or to install the guard (see ShellFraming).
+    const ShellFraming::TextTraits traits = ShellFraming::inspect(action.command);
+    tainted = tainted || traits.may_change_prompt_later;
+    const bool arm = tainted && !guarded;
+    bool direct = !arm && jobs == 0 && traits.direct;
+    std::string line = direct ? action.command + "\n" : eval_line(action.command, arm);
     restore_terminal_modes();
     set_cap(action);
     state = State::running;
     interactive = false;
-    co_await write(line);
+    if (const std::string_view unsent = write_now(line); !unsent.empty())
+      co_await write(unsent);
     const auto deadline = deadline_after(action.timeout);
     const auto idle = idle_limit(action);
-    const Stop stop = co_await wait_for_end(action.expect, deadline, idle);
+    Stop stop = co_await wait_for_end(action.expect, deadline, idle, direct);
+    if (stop.kind == Stop::prompt && stop.match.continuation) {
+      // Bash waits for the rest of an incomplete command; nothing has run. Ctrl-C drops the
+      // line, and the eval delivery reports the text as bash sees it (a syntax error, or a
+      // heredoc that ends at the end of the text).
+      co_await write("\x03");
+      stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
+      if (stop.kind != Stop::prompt)
+        co_return co_await fail_command(stop, action);
+      note_prompt(stop.match);
+      forget_output(stop.match.end);
+      direct = false;
+      line = eval_line(action.command, false);
+      if (const std::string_view unsent = write_now(line); !unsent.empty())
+        co_await write(unsent);
+      stop = co_await wait_for_end(action.expect, deadline, idle);
+    }
+    if (stop.kind == Stop::prompt && stop.match.command_number == command_number)
+      stop = co_await confirm_prompt(stop, deadline);
     BashObservation obs;
     switch (stop.kind) {
       case Stop::prompt: {
+        // Direct: the command ran if bash counted it. A line that parses to nothing (an alias
+        // for nothing) runs nothing either, but bash then says nothing.
+        const bool counted = stop.match.command_number != command_number;
         state = State::idle;
         last_status = stop.match.status;
-        obs.output = co_await take_output(stop.match.begin, stop.match.end);
-        if (!stop.match.ran) {
+        note_prompt(stop.match);
+        if (!direct && arm)
+          guarded = true;
+        if (output_is_small(stop.match.begin))
+          obs.output = take_small_output(stop.match.begin, stop.match.end);
+        else
+          obs.output = co_await take_output(stop.match.begin, stop.match.end);
+        const bool ran = direct ? counted || obs.output.empty() : !stop.match.rejected;
+        if (!ran) {
           const std::string message = framing.clean_syntax_error(obs.output);
           boost::json::object info{{"bash_stdout", ""}, {"bash_stderr", message}};
           throw BashIncorrectSyntaxError(
@@ -873,7 +1028,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     state = State::running;
     interactive = true;
     const std::string input = action.command + "\n";
-    co_await write(input);
+    if (const std::string_view unsent = write_now(input); !unsent.empty())
+      co_await write(unsent);
     const auto deadline = deadline_after(action.timeout);
     const auto idle = idle_limit(action);
     const Stop stop = co_await wait_for_end(action.expect, deadline, idle);
@@ -884,6 +1040,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         state = State::idle;
         interactive = false;
         last_status = 0;
+        note_prompt(stop.match);
         obs.output = co_await take_output(stop.match.begin, stop.match.end);
         obs.expect_string = framing.marker();
         break;
@@ -991,7 +1148,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
             fmt::format("could not interrupt the running command after {} attempts", attempts));
       }
     } else {
-      lock_ = co_await lock();
+      lock_ = try_lock();
+      if (!lock_)
+        lock_ = co_await lock();
     }
     ensure_usable();
     notice_finished_command();
@@ -1010,6 +1169,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       if (stop.kind == Stop::prompt) {
         // A framed command cut short reports its own status ($? of the killed job).
         last_status = interactive ? 0 : stop.match.status;
+        note_prompt(stop.match);
         state = State::idle;
         interactive = false;
         std::string output = co_await take_output(stop.match.begin, stop.match.end);

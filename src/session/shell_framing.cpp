@@ -2,6 +2,7 @@
 
 #include <sys/random.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace rex {
@@ -57,9 +58,65 @@ void append_ansi_c_quoted(std::string& out, std::string_view text) {
 }
 
 constexpr std::string_view kRanPrefix = "__rex_ran=1;";
+constexpr std::size_t kMaxDirectLine = 1024;
 
 bool is_digit(char c) {
   return c >= '0' && c <= '9';
+}
+
+bool is_word_char(char c) {
+  return is_digit(c) || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+
+bool is_blank_char(char c) {
+  return c == ' ' || c == '\t';
+}
+
+// The word at text[i..] if it stands alone (not part of a longer name).
+bool word_at(std::string_view text, std::size_t i, std::string_view word) {
+  const std::size_t after = i + word.size();
+  return text.substr(i, word.size()) == word && (i == 0 || !is_word_char(text[i - 1])) &&
+         (after >= text.size() || !is_word_char(text[after]));
+}
+
+// text[i] is `.` used as a command (`. venv/bin/activate`), not an argument (`find . -name x`).
+bool dot_command_at(std::string_view text, std::size_t i) {
+  if (i + 1 < text.size() && !is_blank_char(text[i + 1]))
+    return false;
+  std::size_t j = i;
+  while (j > 0 && is_blank_char(text[j - 1]))
+    --j;
+  if (j == i && j > 0)
+    return false;  // part of a longer word ("a.", "..")
+  if (j == 0 || std::string_view(";&|(){}!`").find(text[j - 1]) != std::string_view::npos)
+    return true;
+  // After a word: only keywords and command prefixes leave `.` in command position.
+  std::size_t k = j;
+  while (k > 0 && is_word_char(text[k - 1]))
+    --k;
+  const std::string_view before = text.substr(k, j - k);
+  for (std::string_view keyword : {"then", "do", "else", "elif", "if", "while", "until", "time",
+                                   "command", "builtin", "exec"}) {
+    if (before == keyword)
+      return true;
+  }
+  return false;
+}
+
+// text[i] is a `&` that is not part of `&&`, `>&`, `&>`, `<&` or `|&`: a background job.
+bool lone_ampersand_at(std::string_view text, std::size_t i) {
+  const char before = i > 0 ? text[i - 1] : ' ';
+  const char after = i + 1 < text.size() ? text[i + 1] : ' ';
+  return before != '&' && before != '>' && before != '<' && before != '|' && after != '&' &&
+         after != '>';
+}
+
+// text[i] opens `()`, with blanks allowed inside: a function definition.
+bool empty_parens_at(std::string_view text, std::size_t i) {
+  std::size_t j = i + 1;
+  while (j < text.size() && is_blank_char(text[j]))
+    ++j;
+  return j < text.size() && text[j] == ')';
 }
 
 }  // namespace
@@ -70,65 +127,134 @@ ShellFraming::ShellFraming(std::string nonce)
     : nonce_(std::move(nonce)), marker_("REXPS1" + nonce_) {}
 
 std::string ShellFraming::prompt_text() const {
-  // The status is the framed command's (__rex_s) or, when Ctrl-C cut the line short, $?.
-  return marker_ + ":${__rex_ran}:${__rex_s:-$?};";
+  return marker_ + ":\\#:$?:\\j;";
 }
 
-std::string ShellFraming::prompt_code() const {
-  return "PS1='" + prompt_text() + "'; PS2=''; PS0=''; unset PROMPT_COMMAND";
+std::string ShellFraming::continuation_prompt_text() const {
+  return marker_ + ":\\#;";
 }
 
-std::string ShellFraming::setup_code() const {
-  // __rex_go marks that bash accepted the command's syntax and restores a non-zero $? of the
-  // previous command for it; __rex_prompt re-installs the prompt. less/more become cat:
-  // nothing may wait for a key press.
-  return prompt_code() +
-         "; unset HISTFILE; set +o history +H; __rex_s="
-         "; __rex_go() { __rex_ran=1; return \"$1\"; }"
-         "; __rex_prompt() { " +
-         prompt_code() +
-         "; }"
-         "; less() { local __rex_a=() __rex_x; for __rex_x in \"$@\"; do case $__rex_x in -*|+*) "
-         ";; *) __rex_a+=(\"$__rex_x\");; esac; done; command cat -- \"${__rex_a[@]}\"; }"
-         "; more() { less \"$@\"; }"
-         "; __rex_ran=1";
+std::string ShellFraming::setup_code(bool guarded) const {
+  // __rex_go marks that bash accepted the text's syntax and restores a non-zero $? of the
+  // previous command for it. __rex_e ends every eval line (see the header). __rex_prompt
+  // re-installs the prompt variables, with the guard once __rex_g holds it. less/more become
+  // cat: nothing may wait for a key press.
+  std::string code = "PS1='" + prompt_text() + "'; PS2='" + continuation_prompt_text() +
+                     "'; PS0=''; unset PROMPT_COMMAND HISTFILE; set +o history +H"
+                     "; __rex_p=$PS1; __rex_q=$PS2; __rex_m='" +
+                     marker_ +
+                     "'; __rex_gt='PS1=$__rex_p PS0= PS2=$__rex_q PROMPT_COMMAND='; __rex_g="
+                     "; __rex_go() { __rex_ran=1; return \"$1\"; }"
+                     "; __rex_prompt() { PS1=$__rex_p; PS2=$__rex_q; PS0=; if [[ -n $__rex_g ]]; "
+                     "then PROMPT_COMMAND=([1]=$__rex_g); else unset PROMPT_COMMAND; fi; }"
+                     "; __rex_e() { local __rex_x=$?; [[ -n ${__rex_ran-} ]] || printf '%s!' "
+                     "\"$__rex_m\" >&2; __rex_ran=; [[ -z ${1-} ]] || __rex_g=$__rex_gt; "
+                     "[[ -z ${!:-} ]] || jobs >/dev/null 2>&1; [[ "
+                     "${PS1-}/${PS2-}/${PS0-}/${PROMPT_COMMAND[0]-}/${PROMPT_COMMAND[1]-} == "
+                     "\"$__rex_p/$__rex_q///$__rex_g\" ]] || __rex_prompt; return \"$__rex_x\"; }"
+                     "; less() { local __rex_a=() __rex_x; for __rex_x in \"$@\"; do case "
+                     "$__rex_x in -*|+*) ;; *) __rex_a+=(\"$__rex_x\");; esac; done; command cat "
+                     "-- \"${__rex_a[@]}\"; }"
+                     "; more() { less \"$@\"; }";
+  if (guarded)
+    code += "; __rex_g=$__rex_gt; __rex_prompt";
+  return code;
 }
 
-std::string ShellFraming::command_line(std::string_view text, int previous_status) const {
-  // Bash does every step of this line for every command, so each one is kept cheap: the
-  // status helper runs only when there is a non-zero $? to restore, `jobs` (which collects
-  // finished background jobs, so bash does not announce them inside a later observation) only
-  // once a background job was ever started, and the prompt is re-installed only if changed.
+std::string ShellFraming::command_line(std::string_view text, int previous_status,
+                                       bool arm_guard) const {
   std::string line;
-  line.reserve(text.size() + 256);
-  line += "__rex_ran= __rex_s=;eval ";
+  line.reserve(text.size() + 64);
+  line += "__rex_ran=;eval ";
   std::string body = previous_status == 0 ? std::string(kRanPrefix)
                                           : "__rex_go " + std::to_string(previous_status) + ";";
   body += text;
   append_ansi_c_quoted(line, body);
-  line +=
-      ";__rex_s=$?;[[ -z ${!:-} ]]||jobs >/dev/null 2>&1;[[ "
-      "${PS1:-}${PS2:-}${PS0:-}${PROMPT_COMMAND:-} == '";
-  line += prompt_text();
-  line += "' ]]||__rex_prompt\n";
+  line += arm_guard ? ";__rex_e 1\n" : ";__rex_e\n";
   return line;
+}
+
+ShellFraming::TextTraits ShellFraming::inspect(std::string_view text) {
+  // One pass: this runs for every command.
+  bool one_plain_line = !text.empty() && text.size() <= kMaxDirectLine && text.back() != '\\';
+  bool prompt_variable = false;  // PS0, PS1, PS2, PROMPT_COMMAND
+  bool unseen_code = false;      // source, `.`, eval
+  bool jobs = false;             // a lone `&`, coproc
+  bool defines = false;          // a function or an alias
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if ((b < 0x20 && b != '\t') || b == 0x7f) {
+      one_plain_line = false;
+      continue;
+    }
+    switch (text[i]) {
+      case '&':
+        jobs = jobs || lone_ampersand_at(text, i);
+        break;
+      case '.':
+        unseen_code = unseen_code || dot_command_at(text, i);
+        break;
+      case '(':
+        defines = defines || empty_parens_at(text, i);
+        break;
+      case 'P':
+        prompt_variable = prompt_variable || text.substr(i, 3) == "PS0" ||
+                          text.substr(i, 3) == "PS1" || text.substr(i, 3) == "PS2" ||
+                          text.substr(i, 14) == "PROMPT_COMMAND";
+        break;
+      case 's':
+        unseen_code = unseen_code || word_at(text, i, "source");
+        break;
+      case 'e':
+        unseen_code = unseen_code || word_at(text, i, "eval");
+        break;
+      case 'c':
+        jobs = jobs || word_at(text, i, "coproc");
+        break;
+      case 'f':
+        defines = defines || word_at(text, i, "function");
+        break;
+      case 'a':
+        defines = defines || word_at(text, i, "alias");
+        break;
+      default:
+        break;
+    }
+  }
+  TextTraits traits;
+  traits.direct = one_plain_line && !prompt_variable && !unseen_code && !jobs;
+  traits.may_change_prompt_later = prompt_variable || unseen_code || defines;
+  return traits;
 }
 
 std::optional<PromptMatch> ShellFraming::find_prompt(std::string_view buf, std::size_t from,
                                                      std::size_t& resume) const {
-  const std::size_t plen = marker_.size() + 1;  // marker + ':'
+  // Reads up to `max` digits at i; false when the buffer ends first (the prompt may be split).
+  auto digits = [&](std::size_t& i, std::size_t max, std::uint64_t& value, bool& valid) {
+    const std::size_t begin = i;
+    value = 0;
+    while (i < buf.size() && is_digit(buf[i]) && i - begin < max) {
+      value = value * 10 + static_cast<std::uint64_t>(buf[i] - '0');
+      ++i;
+    }
+    if (i >= buf.size())
+      return false;
+    valid = i > begin && !is_digit(buf[i]);
+    return true;
+  };
   std::size_t pos = from;
   while (true) {
     pos = buf.find(marker_, pos);
     if (pos == std::string_view::npos) {
-      resume = buf.size() >= plen ? std::max(from, buf.size() - plen + 1) : from;
+      const std::size_t keep = marker_.size() - 1;  // a marker may start in the last bytes
+      resume = buf.size() > keep ? std::max(from, buf.size() - keep) : from;
       return std::nullopt;
     }
-    std::size_t i = pos + marker_.size();
     auto incomplete = [&] {
       resume = pos;
       return std::nullopt;
     };
+    std::size_t i = pos + marker_.size();
     if (i >= buf.size())
       return incomplete();
     if (buf[i] != ':') {
@@ -136,30 +262,46 @@ std::optional<PromptMatch> ShellFraming::find_prompt(std::string_view buf, std::
       continue;
     }
     ++i;
-    const std::size_t ran_begin = i;
-    while (i < buf.size() && is_digit(buf[i]))
-      ++i;
-    if (i >= buf.size())
+    PromptMatch m;
+    std::uint64_t value = 0;
+    bool valid = false;
+    if (!digits(i, 19, value, valid))
       return incomplete();
-    const bool ran = i > ran_begin;
-    if (buf[i] != ':' || i - ran_begin > 1) {
-      ++pos;
-      continue;
-    }
-    ++i;
-    const std::size_t status_begin = i;
-    int status = 0;
-    while (i < buf.size() && is_digit(buf[i]) && i - status_begin < 4) {
-      status = status * 10 + (buf[i] - '0');
+    m.command_number = value;
+    if (valid && buf[i] == ';') {
+      m.continuation = true;
+    } else {
+      if (!valid || buf[i] != ':') {
+        ++pos;
+        continue;
+      }
       ++i;
+      if (!digits(i, 3, value, valid))
+        return incomplete();
+      if (!valid || buf[i] != ':') {
+        ++pos;
+        continue;
+      }
+      m.status = static_cast<int>(value);
+      ++i;
+      if (!digits(i, 9, value, valid))
+        return incomplete();
+      if (!valid || buf[i] != ';') {
+        ++pos;
+        continue;
+      }
+      m.jobs = static_cast<int>(value);
     }
-    if (i >= buf.size())
-      return incomplete();
-    if (buf[i] != ';' || i == status_begin) {
-      ++pos;
-      continue;
+    m.begin = pos;
+    m.end = i + 1;
+    // __rex_e's rejection flag, right before the prompt.
+    const std::size_t flag = marker_.size() + 1;
+    if (!m.continuation && pos >= flag && buf[pos - 1] == '!' &&
+        buf.substr(pos - flag, marker_.size()) == marker_) {
+      m.rejected = true;
+      m.begin = pos - flag;
     }
-    return PromptMatch{pos, i + 1, ran, status};
+    return m;
   }
 }
 

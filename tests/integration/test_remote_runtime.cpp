@@ -47,9 +47,9 @@ using test::TempDir;
 
 struct Reply {
   enum class Act {
-    answer,        // send the response
-    drop,          // close the connection without answering
-    hang,          // never answer; note when the client closes the connection
+    answer,  // send the response
+    drop,    // close the connection without answering
+    hang,    // never answer; note when the client closes the connection
   };
   Act act = Act::answer;
   unsigned status = 200;
@@ -76,7 +76,7 @@ struct Seen {
   std::string target;
   std::map<std::string, std::string> headers;  // lower-case names
   std::string body;
-  std::size_t connection = 0;  // index of the connection it came on
+  std::size_t connection = 0;     // index of the connection it came on
   std::size_t on_connection = 0;  // index of the request on that connection
 };
 
@@ -232,7 +232,8 @@ class ScriptedServer {
 
 // A port nothing listens on.
 unsigned short closed_port(asio::io_context& io) {
-  asio::ip::tcp::acceptor probe(io, asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  asio::ip::tcp::acceptor probe(io,
+                                asio::ip::tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   return probe.local_endpoint().port();
 }
 
@@ -249,11 +250,8 @@ void run_until(asio::io_context& io, const std::function<bool()>& done,
 RemoteRuntimeConfig config_for(std::string url) {
   RemoteRuntimeConfig cfg;
   cfg.url = std::move(url);
-  cfg.client.retry = http::RetryPolicy{.max_retries = 3,
-                                       .initial_delay = 20ms,
-                                       .max_delay = 1s,
-                                       .multiplier = 2.0,
-                                       .jitter = 0.0};
+  cfg.client.retry = http::RetryPolicy{
+      .max_retries = 3, .initial_delay = 20ms, .max_delay = 1s, .multiplier = 2.0, .jitter = 0.0};
   return cfg;
 }
 
@@ -532,8 +530,7 @@ TEST(RemoteRuntime, IsAliveReportsErrorStatuses) {
   RemoteRuntime rt(io.get_executor(), config_for(url));
   const IsAliveResponse alive = test::run_async(io, rt.is_alive());
   EXPECT_FALSE(alive.is_alive);
-  EXPECT_EQ(alive.message,
-            "Status code 401 from " + url + "/is_alive. Message: Invalid API Key");
+  EXPECT_EQ(alive.message, "Status code 401 from " + url + "/is_alive. Message: Invalid API Key");
 }
 
 TEST(RemoteRuntime, RequestsFollowTheProtocol) {
@@ -782,9 +779,8 @@ TestCertificate make_certificate() {
   };
   TestCertificate out;
   out.certificate_pem = to_pem([&](BIO* bio) { PEM_write_bio_X509(bio, cert); });
-  out.key_pem = to_pem([&](BIO* bio) {
-    PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr);
-  });
+  out.key_pem = to_pem(
+      [&](BIO* bio) { PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr); });
   X509_free(cert);
   EVP_PKEY_free(key);
   return out;
@@ -811,8 +807,7 @@ class Tls : public ::testing::Test {
 TEST_F(Tls, TrustedCertificateWorksByAddressAndByName) {
   ScriptedServer server(io_, alive);
   const std::string by_address = server.listen_tls(server_tls_, "127.0.0.1");
-  const std::string by_name =
-      "https://localhost:" + by_address.substr(by_address.rfind(':') + 1);
+  const std::string by_name = "https://localhost:" + by_address.substr(by_address.rfind(':') + 1);
   for (const std::string& url : {by_address, by_name}) {
     auto cfg = config_for(url);
     cfg.client.ca_file = ca_file_;

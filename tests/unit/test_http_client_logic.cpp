@@ -98,7 +98,8 @@ TEST(Url, ErrorsNameTheUrlAndTheProblem) {
   EXPECT_EQ(problem("http://h /x"),
             "invalid URL 'http://h /x': it contains a space or a control character");
   EXPECT_EQ(problem("http+unix://"), "invalid URL 'http+unix://': no unix socket path");
-  EXPECT_EQ(problem("http+unix://%2"), "invalid URL 'http+unix://%2': bad percent-encoding at '%2'");
+  EXPECT_EQ(problem("http+unix://%2"),
+            "invalid URL 'http+unix://%2': bad percent-encoding at '%2'");
   EXPECT_EQ(problem("http+unix://%2Fa%00.sock"),
             "invalid URL 'http+unix://%2Fa%00.sock': the unix socket path contains a NUL byte");
   const std::string long_path = "http+unix:///" + std::string(120, 'a') + ".sock";
@@ -108,17 +109,14 @@ TEST(Url, ErrorsNameTheUrlAndTheProblem) {
 }
 
 TEST(RetryPolicy, DelaysGrowAreCappedAndJittered) {
-  const RetryPolicy p{.max_retries = 5,
-                      .initial_delay = 100ms,
-                      .max_delay = 1s,
-                      .multiplier = 3.0,
-                      .jitter = 0.5};
+  const RetryPolicy p{
+      .max_retries = 5, .initial_delay = 100ms, .max_delay = 1s, .multiplier = 3.0, .jitter = 0.5};
   EXPECT_EQ(retry_delay(p, 1, 0.0), 100ms);
   EXPECT_EQ(retry_delay(p, 2, 0.0), 300ms);
   EXPECT_EQ(retry_delay(p, 3, 0.0), 900ms);
   EXPECT_EQ(retry_delay(p, 4, 0.0), 1000ms);  // capped
   EXPECT_EQ(retry_delay(p, 40, 0.0), 1000ms);
-  EXPECT_EQ(retry_delay(p, 2, 0.5), 225ms);   // 300 * (1 - 0.5 * 0.5)
+  EXPECT_EQ(retry_delay(p, 2, 0.5), 225ms);    // 300 * (1 - 0.5 * 0.5)
   EXPECT_EQ(retry_delay(p, 2, 0.999), 150ms);  // never below half with jitter 0.5
   RetryPolicy no_jitter = p;
   no_jitter.jitter = 0.0;
@@ -133,7 +131,8 @@ TEST(RetryPolicy, OnlyConnectionFailuresAreRetryable) {
   EXPECT_TRUE(is_connection_failure(error::eof));
   EXPECT_TRUE(is_connection_failure(error::host_unreachable));
   EXPECT_TRUE(is_connection_failure(error::network_unreachable));
-  EXPECT_TRUE(is_connection_failure(boost::system::error_code(ENOENT, boost::system::system_category())));
+  EXPECT_TRUE(
+      is_connection_failure(boost::system::error_code(ENOENT, boost::system::system_category())));
   EXPECT_FALSE(is_connection_failure(error::operation_aborted));
   EXPECT_FALSE(is_connection_failure(error::timed_out));
   EXPECT_FALSE(is_connection_failure(error::host_not_found));

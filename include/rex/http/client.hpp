@@ -71,8 +71,8 @@ struct ClientRequest {
 struct ClientResponse {
   unsigned status = 0;
   std::vector<std::pair<std::string, std::string>> headers{};
-  std::string body{};          // empty when it went to the request's response_file
-  bool body_in_file = false;   // true when it went to the request's response_file
+  std::string body{};         // empty when it went to the request's response_file
+  bool body_in_file = false;  // true when it went to the request's response_file
 
   /// The first header of that name (case-insensitive), if any.
   std::optional<std::string_view> header(std::string_view name) const;

@@ -14,10 +14,10 @@
 namespace rex::http {
 
 struct RetryPolicy {
-  unsigned max_retries = 3;                                   // attempts after the first
-  std::chrono::milliseconds initial_delay{100};               // before the first retry
+  unsigned max_retries = 3;                                      // attempts after the first
+  std::chrono::milliseconds initial_delay{100};                  // before the first retry
   std::chrono::milliseconds max_delay{std::chrono::seconds(5)};  // cap of any one delay
-  double multiplier = 2.0;                                    // growth per retry
+  double multiplier = 2.0;                                       // growth per retry
   double jitter = 0.5;  // fraction in [0, 1]: a delay is scaled by a factor in [1 - jitter, 1]
 };
 

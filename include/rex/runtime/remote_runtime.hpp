@@ -43,7 +43,7 @@ struct RemoteRuntimeConfig {
   std::chrono::milliseconds unbounded_command_timeout = std::chrono::hours(2);
   std::chrono::milliseconds transfer_timeout = std::chrono::hours(1);  // upload and download
   std::chrono::milliseconds poll_interval{100};  // wait_until_alive's pause between checks
-  http::ClientConfig client{};  // retries, connection pool, TLS (its timeout is not used)
+  http::ClientConfig client{};   // retries, connection pool, TLS (its timeout is not used)
   std::size_t file_threads = 1;  // threads for archive and temporary-file work
 };
 

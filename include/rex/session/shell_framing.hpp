@@ -1,29 +1,56 @@
-// How rex talks to an interactive bash: the prompt that carries a per-session random marker
-// with the exit status, and the line that delivers a command so that any text runs as one unit.
-// Pure logic, no I/O: BashSession moves the bytes.
+// How rex talks to an interactive bash: the prompt that carries a per-session random marker with
+// the command number and the exit status, and the two ways a command reaches bash. Pure logic,
+// no I/O: BashSession moves the bytes.
 //
-// Protocol with bash (one round trip per command):
-//   rex writes:  __rex_ran= __rex_s=;eval $'__rex_ran=1;<text, escaped>';__rex_s=$?;...
-//   bash prints: <command output> REXPS1<nonce>:<ran>:<status>;
-// The command text travels as one ANSI-C quoted word (split over continuation lines below the
-// terminal's line limit), so it never meets the terminal's line discipline: control characters,
-// quotes, heredocs and long text are safe. `ran` is empty when bash rejected the syntax before
-// running anything; `status` is the exit status of the command.
+// The prompt (PS1) is `REXPS1<nonce>:\#:$?:\j;`: bash prints the number of the next command (it
+// grows only when a parsed command runs), the exit status and the number of jobs. The
+// continuation prompt (PS2) is `REXPS1<nonce>:\#;`: bash waits for the rest of an incomplete
+// command. The variables hold the escapes, not their values, so printing them (`set`, `echo
+// "$PS1"`) never shows something that looks like a prompt.
+//
+// Direct delivery (the common case): a plain one-line command is written as it is. Bash prints
+// the prompt right after it, with no helper code around it, so a command costs bash what it
+// costs at a terminal. It ran if the command number grew; a syntax error leaves it unchanged. If
+// bash shows the continuation prompt instead, the text was incomplete and nothing ran: Ctrl-C
+// discards it and the text goes the other way.
+//
+// Eval delivery (everything else: several lines, control characters, long text, background jobs,
+// and text that touches the prompt or runs code rex cannot see):
+//   __rex_ran=;eval $'<text, escaped>';__rex_e
+// The text travels as one ANSI-C quoted word, split over continuation lines below the terminal's
+// line limit, so control characters, quotes and heredocs never meet the terminal's line
+// discipline. `__rex_e` returns the text's status, prints `REXPS1<nonce>!` before the prompt when
+// bash rejected the text's syntax (nothing ran), collects finished background jobs (bash would
+// announce them inside a later observation) and restores the prompt variables if the text
+// changed them (a virtualenv's activate does).
+//
+// Once a session has run text that may define code which changes the prompt later (functions,
+// aliases, sourced files), a guard in PROMPT_COMMAND[1] restores the prompt variables before
+// every prompt. Assigning PROMPT_COMMAND a plain string only replaces element 0, so the guard
+// survives the usual `PROMPT_COMMAND="...;$PROMPT_COMMAND"`.
+//
+// After an `eval` whose text ends inside a quote, bash prints a prompt it decoded before the
+// line ran. So a prompt whose command number did not grow is confirmed with an empty line,
+// which runs nothing, keeps $? and brings a current prompt (BashSession does this).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
 
 namespace rex {
 
-/// A prompt marker found in the output.
+/// A prompt found in the output.
 struct PromptMatch {
-  std::size_t begin = 0;  // offset of the marker in the scanned buffer
-  std::size_t end = 0;    // one past its last byte
-  bool ran = false;       // false: the command was rejected by bash's parser
-  int status = 0;         // exit status ($?)
+  std::size_t begin = 0;             // offset of the prompt (or of the rejection flag before it)
+  std::size_t end = 0;               // one past its last byte
+  bool continuation = false;         // PS2: bash waits for the rest of an incomplete command
+  bool rejected = false;             // eval delivery: bash's parser rejected the text
+  std::uint64_t command_number = 0;  // \#: the number the next command will get
+  int status = 0;                    // exit status ($?); primary prompts only
+  int jobs = 0;                      // \j: jobs bash still tracks; primary prompts only
 };
 
 class ShellFraming {
@@ -36,25 +63,40 @@ class ShellFraming {
   /// prompt ended an interactive action).
   const std::string& marker() const noexcept { return marker_; }
 
-  /// Bash code that installs the prompt and the helper functions; run once at start.
-  std::string setup_code() const;
-  /// Bash code that re-installs the prompt (after startup files that may change it).
-  std::string prompt_code() const;
-  /// The PS1 value itself.
+  /// Bash code that installs the prompts and the helper functions; run once at start.
+  /// `guarded`: install the PROMPT_COMMAND guard from the start (rc files or exported functions
+  /// may already have defined code that changes the prompt).
+  std::string setup_code(bool guarded = false) const;
+  /// The PS1 and PS2 values themselves.
   std::string prompt_text() const;
+  std::string continuation_prompt_text() const;
 
-  /// The line to write to the terminal for `text` (ends with a newline); `previous_status` is
-  /// the $? the text should see (the last prompt's status). Throws std::invalid_argument if the
-  /// text holds a NUL byte, which bash cannot represent.
-  std::string command_line(std::string_view text, int previous_status = 0) const;
+  /// The eval line to write to the terminal for `text` (ends with a newline); `previous_status`
+  /// is the $? the text should see (the last prompt's status); `arm_guard` installs the guard
+  /// for every later prompt. Throws std::invalid_argument if the text holds a NUL byte, which
+  /// bash cannot represent.
+  std::string command_line(std::string_view text, int previous_status = 0,
+                           bool arm_guard = false) const;
 
-  /// Scans buf[from..] for a complete prompt marker. On no match, `resume` is set to the offset
-  /// where the next scan must start (a marker may be split across reads).
+  /// What a command text allows, found in one pass over it.
+  struct TextTraits {
+    /// The text may be written to the terminal as it is (direct delivery): one line of at most
+    /// 1024 bytes without control characters, that neither starts background jobs nor touches
+    /// the prompt variables nor runs code rex cannot see (source, `.`, eval).
+    bool direct = false;
+    /// The text may change the prompt now or define code that changes it later: it names a
+    /// prompt variable, runs code rex cannot see, or defines a function or an alias.
+    bool may_change_prompt_later = false;
+  };
+  static TextTraits inspect(std::string_view text);
+
+  /// Scans buf[from..] for a complete prompt (primary or continuation). On no match, `resume`
+  /// is set to the offset where the next scan must start (a prompt may be split across reads).
   std::optional<PromptMatch> find_prompt(std::string_view buf, std::size_t from,
                                          std::size_t& resume) const;
 
-  /// Bash's syntax error message for a rejected one-line command, with rex's framing removed:
-  /// "bash: eval: line 1: `__rex_ran=1;echo )'" becomes "bash: line 1: `echo )'".
+  /// Bash's syntax error message for a rejected eval-delivered command, with rex's framing
+  /// removed: "bash: eval: line 1: `__rex_ran=1;echo )'" becomes "bash: line 1: `echo )'".
   std::string clean_syntax_error(std::string_view message) const;
 
   /// True for text that bash would treat as nothing: blank lines and comments only.
@@ -66,7 +108,7 @@ class ShellFraming {
 
  private:
   std::string nonce_;
-  std::string marker_;  // "REXPS1" + nonce + ":"
+  std::string marker_;  // "REXPS1" + nonce
 };
 
 }  // namespace rex
