@@ -127,15 +127,19 @@ double median(std::vector<double> v) {
   return stats_of(std::move(v)).p50;
 }
 
-// VmRSS of a process, in KiB (-1 when it cannot be read).
-long vm_rss_kib(pid_t pid) {
+// A number field of /proc/PID/status ("VmRSS:" in KiB, "Threads:"), -1 when it cannot be read.
+long status_field(pid_t pid, std::string_view field) {
   std::ifstream status(fmt::format("/proc/{}/status", pid));
   std::string line;
   while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::strtol(line.c_str() + 6, nullptr, 10);
+    if (line.starts_with(field))
+      return std::strtol(line.c_str() + field.size(), nullptr, 10);
   }
   return -1;
+}
+
+long vm_rss_kib(pid_t pid) {
+  return status_field(pid, "VmRSS:");
 }
 
 void raise_fd_limit() {
@@ -1035,6 +1039,8 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
     clients.push_back(std::make_unique<rex::RemoteRuntime>(io.get_executor(), cfg));
     remote_ptrs.push_back(clients.back().get());
   }
+  // Each RemoteRuntime keeps a thread for file work, used or not.
+  const long client_threads = status_field(::getpid(), "Threads:");
   const ManyRun rex_run = run_many(
       io, remote_ptrs, n, opt.client_commands, [&] { rss_sessions = vm_rss_kib(server.pid()); }, t0,
       server.pid(), server.pid());
@@ -1069,14 +1075,14 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
   r.note = fmt::format(
       "errors {}; server RSS {:.1f} MiB with {} sessions ({:.1f} KiB/session over idle {:.1f} "
       "MiB); wall {:.2f} s (create {:.2f}, {}x{} echo {:.2f}, close {:.2f}), floor {:.2f} s "
-      "(create {:.2f}, echo {:.2f}, close {:.2f}); connections opened {}; CPU per command: "
-      "clients {:.0f} us, rex-server {:.0f} us, bash {:.0f} us; floor: LocalRuntime {:.0f} us, "
-      "bash {:.0f} us",
+      "(create {:.2f}, echo {:.2f}, close {:.2f}); connections opened {}, client threads {}; "
+      "CPU per command: clients {:.0f} us, rex-server {:.0f} us, bash {:.0f} us; floor: "
+      "LocalRuntime {:.0f} us, bash {:.0f} us",
       rex_errors, rss_sessions / 1024.0, n, kib_per_session, rss_idle / 1024.0,
       rex_run.total_ms / 1000, rex_run.create_ms / 1000, n, opt.client_commands,
       rex_run.echo_ms / 1000, rex_run.close_ms / 1000, floor_run.total_ms / 1000,
       floor_run.create_ms / 1000, floor_run.echo_ms / 1000, floor_run.close_ms / 1000, connections,
-      us_per_command(rex_run.self_cpu_ms), us_per_command(rex_run.server_cpu_ms),
+      client_threads, us_per_command(rex_run.self_cpu_ms), us_per_command(rex_run.server_cpu_ms),
       us_per_command(rex_run.bash_cpu_ms), us_per_command(floor_run.self_cpu_ms),
       us_per_command(floor_run.bash_cpu_ms));
   if (rex_errors > 0)
@@ -1102,6 +1108,7 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
   r.extra["floor_create_ms"] = floor_run.create_ms;
   r.extra["floor_echo_ms"] = floor_run.echo_ms;
   r.extra["floor_close_ms"] = floor_run.close_ms;
+  r.extra["client_process_threads"] = client_threads;
   r.extra["client_cpu_us_per_command"] = us_per_command(rex_run.self_cpu_ms);
   r.extra["server_cpu_us_per_command"] = us_per_command(rex_run.server_cpu_ms);
   r.extra["bash_cpu_us_per_command"] = us_per_command(rex_run.bash_cpu_ms);
