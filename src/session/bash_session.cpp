@@ -191,9 +191,11 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   std::uint64_t command_number = 0;
   int jobs = 0;
   // Text that may change the prompt later has run (or rc files did): the session needs the
-  // PROMPT_COMMAND guard. `guarded` once an eval line that installs it has completed.
+  // PROMPT_COMMAND guard. `guarded` and `flushing`: what PROMPT_COMMAND holds (ShellFraming),
+  // as of the last eval line that completed.
   bool tainted = false;
   bool guarded = false;
+  bool flushing = false;
   bool exported_functions = false;  // bash inherits functions from the environment
   termios baseline{};               // terminal modes commands start from
 
@@ -766,7 +768,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
           text += "; ";
         text += "source " + shell_quote(file);
       }
-      const std::string line = framing.command_line(text, 0, !guarded);
+      const std::string line = framing.command_line(text, 0, true);
       co_await write(line);
       state = State::running;
       stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
@@ -889,9 +891,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     co_return stop;
   }
 
-  std::string eval_line(const std::string& text, bool arm) const {
+  std::string eval_line(const std::string& text, bool flush_jobs) const {
     try {
-      return framing.command_line(text, last_status, arm);
+      return framing.command_line(text, last_status, tainted, flush_jobs);
     } catch (const std::invalid_argument& e) {
       throw ValueError(e.what());
     }
@@ -919,13 +921,13 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (ShellFraming::is_multiline(action.command))
       co_await check_syntax(action.command);
 
-    // Direct delivery when the text allows it; eval delivery when it needs the helpers, when
-    // jobs may announce their end, or to install the guard (see ShellFraming).
+    // Direct delivery when the text allows it and PROMPT_COMMAND already holds what the session
+    // needs; eval delivery otherwise, which also brings PROMPT_COMMAND up to date.
     const ShellFraming::TextTraits traits = ShellFraming::inspect(action.command);
     tainted = tainted || traits.may_change_prompt_later;
-    const bool arm = tainted && !guarded;
-    bool direct = !arm && jobs == 0 && traits.direct;
-    std::string line = direct ? action.command + "\n" : eval_line(action.command, arm);
+    const bool flush_jobs = jobs > 0 || traits.may_start_jobs;
+    bool direct = traits.direct && guarded == tainted && flushing == flush_jobs;
+    std::string line = direct ? action.command + "\n" : eval_line(action.command, flush_jobs);
     restore_terminal_modes();
     set_cap(action);
     state = State::running;
@@ -946,7 +948,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       note_prompt(stop.match);
       forget_output(stop.match.end);
       direct = false;
-      line = eval_line(action.command, false);
+      line = eval_line(action.command, flush_jobs);
       if (const std::string_view unsent = write_now(line); !unsent.empty())
         co_await write(unsent);
       stop = co_await wait_for_end(action.expect, deadline, idle);
@@ -962,8 +964,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         state = State::idle;
         last_status = stop.match.status;
         note_prompt(stop.match);
-        if (!direct && arm)
-          guarded = true;
+        if (!direct) {
+          guarded = tainted;
+          flushing = flush_jobs;
+        }
         if (output_is_small(stop.match.begin))
           obs.output = take_small_output(stop.match.begin, stop.match.end);
         else
