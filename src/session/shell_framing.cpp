@@ -86,10 +86,10 @@ bool dot_command_at(std::string_view text, std::size_t i) {
   std::size_t j = i;
   while (j > 0 && is_blank_char(text[j - 1]))
     --j;
-  if (j == i && j > 0)
-    return false;  // part of a longer word ("a.", "..")
-  if (j == 0 || std::string_view(";&|(){}!`").find(text[j - 1]) != std::string_view::npos)
+  if (j == 0 || std::string_view(";&|(){}!`\n").find(text[j - 1]) != std::string_view::npos)
     return true;
+  if (j == i)
+    return false;  // part of a longer word ("a.", "..")
   // After a word: only keywords and command prefixes leave `.` in command position.
   std::size_t k = j;
   while (k > 0 && is_word_char(text[k - 1]))

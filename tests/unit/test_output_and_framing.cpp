@@ -171,7 +171,7 @@ TEST(ShellFraming, TextThatMayStartJobs) {
 TEST(ShellFraming, TextThatMayChangeThePromptLater) {
   for (std::string_view text :
        {"f() { echo hi; }", "function f { :; }", "g ( ) { :; }", "alias ll='ls -l'", "source x",
-        ". x", "eval x", "PS1=x", "unset PROMPT_COMMAND"}) {
+        ". x", "cd /repo\n. .venv/bin/activate", "eval x", "PS1=x", "unset PROMPT_COMMAND"}) {
     EXPECT_TRUE(ShellFraming::inspect(text).may_change_prompt_later) << text;
   }
   for (std::string_view text : {"echo hi", "ls (x)", "cd resources", "find . -name x",
