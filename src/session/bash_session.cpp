@@ -196,6 +196,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   bool tainted = false;
   bool guarded = false;
   bool flushing = false;
+  // Bash runs PROMPT_COMMAND arrays (5.1+); without them, eval delivery does the guard's and the
+  // jobs flush's work for every command that needs them.
+  bool prompt_command_arrays = true;
   bool exported_functions = false;  // bash inherits functions from the environment
   termios baseline{};               // terminal modes commands start from
 
@@ -757,6 +760,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                  request.startup_timeout);
     }
     note_prompt(stop.match);
+    prompt_command_arrays = stop.match.status == 0;
     reset_output();  // what the rc files printed before rex's prompt was installed
     state = State::idle;
 
@@ -926,7 +930,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     const ShellFraming::TextTraits traits = ShellFraming::inspect(action.command);
     tainted = tainted || traits.may_change_prompt_later;
     const bool flush_jobs = jobs > 0 || traits.may_start_jobs;
-    bool direct = traits.direct && guarded == tainted && flushing == flush_jobs;
+    bool direct = traits.direct && guarded == tainted && flushing == flush_jobs &&
+                  (prompt_command_arrays || (!tainted && !flush_jobs));
     std::string line = direct ? action.command + "\n" : eval_line(action.command, flush_jobs);
     restore_terminal_modes();
     set_cap(action);
@@ -939,14 +944,19 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     Stop stop = co_await wait_for_end(action.expect, deadline, idle, direct);
     if (stop.kind == Stop::prompt && stop.match.continuation) {
       // Bash waits for the rest of an incomplete command; nothing has run. Ctrl-C drops the
-      // line, and the eval delivery reports the text as bash sees it (a syntax error, or a
-      // heredoc that ends at the end of the text).
+      // line ($? becomes 130, as at a terminal). `bash -n` reports a syntax error without
+      // touching the session (bash before 5.1 exits on `eval` of an unfinished `if`); text it
+      // accepts (a heredoc that ends with the text) runs through eval.
       co_await write("\x03");
       stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
       if (stop.kind != Stop::prompt)
         co_return co_await fail_command(stop, action);
+      state = State::idle;
+      last_status = stop.match.status;
       note_prompt(stop.match);
       forget_output(stop.match.end);
+      co_await check_syntax(action.command);
+      state = State::running;
       direct = false;
       line = eval_line(action.command, flush_jobs);
       if (const std::string_view unsent = write_now(line); !unsent.empty())

@@ -160,6 +160,8 @@ std::string ShellFraming::setup_code(bool guarded) const {
       "; more() { less \"$@\"; }";
   if (guarded)
     code += "; __rex_g=$__rex_gt; __rex_prompt";
+  // Last, so that it sets the first prompt's status: PROMPT_COMMAND arrays need bash 5.1.
+  code += "; (( BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501 ))";
   return code;
 }
 

@@ -118,8 +118,8 @@ TEST_F(BashSessionFraming, EvalThatCannotParseItsTextKeepsTheCount) {
     auto text = co_await out(s, "eval 'echo \"x'; echo after");
     EXPECT_THAT(text, ::testing::EndsWith("after\n"));
     REX_CO_EXPECT_THROW(co_await s.run(cmd("echo )")), BashIncorrectSyntaxError);
-    EXPECT_EQ(co_await out(s, "eval 'echo \"x'; (exit 6)"),
-              "bash: unexpected EOF while looking for matching `\"'\n");
+    EXPECT_THAT(co_await out(s, "eval 'echo \"x'; (exit 6)"),
+                ::testing::StartsWith("bash: unexpected EOF while looking for matching"));
     EXPECT_EQ(co_await out(s, "echo $?"), "6\n");
   });
 }

@@ -68,7 +68,9 @@ class ShellFraming {
 
   /// Bash code that installs the prompts and the helper functions; run once at start.
   /// `guarded`: install the PROMPT_COMMAND guard from the start (rc files or exported functions
-  /// may already have defined code that changes the prompt).
+  /// may already have defined code that changes the prompt). The first prompt's status is 0
+  /// when bash runs the elements of a PROMPT_COMMAND array (bash 5.1 and later); older bash
+  /// runs only element 0, so the guard and the jobs flush do nothing there.
   std::string setup_code(bool guarded = false) const;
   /// The PS1 and PS2 values themselves.
   std::string prompt_text() const;
