@@ -36,6 +36,7 @@
 #include <deque>
 #include <fstream>
 #include <system_error>
+#include <utility>
 
 extern char** environ;
 
@@ -131,13 +132,13 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   class Lock {
    public:
     Lock() = default;
-    explicit Lock(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-    Lock(Lock&& o) noexcept : impl_(std::move(o.impl_)) {}
+    explicit Lock(Impl* impl) : impl_(impl) {}
+    Lock(Lock&& o) noexcept : impl_(std::exchange(o.impl_, nullptr)) {}
     Lock& operator=(Lock&& o) noexcept {
       if (this != &o) {
         if (impl_)
           impl_->unlock();
-        impl_ = std::move(o.impl_);
+        impl_ = std::exchange(o.impl_, nullptr);
       }
       return *this;
     }
@@ -148,7 +149,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     explicit operator bool() const { return impl_ != nullptr; }
 
    private:
-    std::shared_ptr<Impl> impl_;
+    Impl* impl_ = nullptr;  // the coroutine holding the Lock keeps the Impl alive
   };
 
   // Why waiting for the end of a command stopped.
@@ -311,21 +312,21 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (busy)
       return Lock();
     busy = true;
-    return Lock(shared_from_this());
+    return Lock(this);
   }
 
   // Waits for the session's turn until `deadline`; an empty Lock means the deadline passed.
   asio::awaitable<Lock> lock(Clock::time_point deadline = Clock::time_point::max()) {
     if (!busy) {
       busy = true;
-      co_return Lock(shared_from_this());
+      co_return Lock(this);
     }
     auto waiter = std::make_shared<Waiter>(ex);
     waiters.push_back(waiter);
     waiter->timer.expires_at(deadline);
     auto [ec] = co_await waiter->timer.async_wait(use_tuple);
     if (waiter->granted)
-      co_return Lock(shared_from_this());
+      co_return Lock(this);
     std::erase(waiters, waiter);
     if (ec == asio::error::operation_aborted)
       throw boost::system::system_error(ec, "waiting for the session");
@@ -415,8 +416,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   void arm_wait_timer(std::uint64_t gen) {
     read_timer.expires_at(next_expiry());
     read_timer.async_wait([w = weak_from_this(), gen](const error_code& ec) {
+      if (ec)
+        return;  // cancelled: the usual end of a wait
       auto self = w.lock();
-      if (self && !ec && self->wait_gen == gen)
+      if (self && self->wait_gen == gen)
         self->on_wait_timer(gen);
     });
   }
