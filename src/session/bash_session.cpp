@@ -36,6 +36,7 @@
 #include <deque>
 #include <fstream>
 #include <system_error>
+#include <utility>
 
 extern char** environ;
 
@@ -131,13 +132,13 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   class Lock {
    public:
     Lock() = default;
-    explicit Lock(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
-    Lock(Lock&& o) noexcept : impl_(std::move(o.impl_)) {}
+    explicit Lock(Impl* impl) : impl_(impl) {}
+    Lock(Lock&& o) noexcept : impl_(std::exchange(o.impl_, nullptr)) {}
     Lock& operator=(Lock&& o) noexcept {
       if (this != &o) {
         if (impl_)
           impl_->unlock();
-        impl_ = std::move(o.impl_);
+        impl_ = std::exchange(o.impl_, nullptr);
       }
       return *this;
     }
@@ -148,7 +149,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     explicit operator bool() const { return impl_ != nullptr; }
 
    private:
-    std::shared_ptr<Impl> impl_;
+    Impl* impl_ = nullptr;  // the coroutine holding the Lock keeps the Impl alive
   };
 
   // Why waiting for the end of a command stopped.
@@ -191,9 +192,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   std::uint64_t command_number = 0;
   int jobs = 0;
   // Text that may change the prompt later has run (or rc files did): the session needs the
-  // PROMPT_COMMAND guard. `guarded` once an eval line that installs it has completed.
+  // PROMPT_COMMAND guard. `guarded` and `flushing`: what PROMPT_COMMAND holds (ShellFraming),
+  // as of the last eval line that completed.
   bool tainted = false;
   bool guarded = false;
+  bool flushing = false;
+  // Bash runs PROMPT_COMMAND arrays (5.1+); without them, eval delivery does the guard's and the
+  // jobs flush's work for every command that needs them.
+  bool prompt_command_arrays = true;
   bool exported_functions = false;  // bash inherits functions from the environment
   termios baseline{};               // terminal modes commands start from
 
@@ -309,21 +315,21 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (busy)
       return Lock();
     busy = true;
-    return Lock(shared_from_this());
+    return Lock(this);
   }
 
   // Waits for the session's turn until `deadline`; an empty Lock means the deadline passed.
   asio::awaitable<Lock> lock(Clock::time_point deadline = Clock::time_point::max()) {
     if (!busy) {
       busy = true;
-      co_return Lock(shared_from_this());
+      co_return Lock(this);
     }
     auto waiter = std::make_shared<Waiter>(ex);
     waiters.push_back(waiter);
     waiter->timer.expires_at(deadline);
     auto [ec] = co_await waiter->timer.async_wait(use_tuple);
     if (waiter->granted)
-      co_return Lock(shared_from_this());
+      co_return Lock(this);
     std::erase(waiters, waiter);
     if (ec == asio::error::operation_aborted)
       throw boost::system::system_error(ec, "waiting for the session");
@@ -430,8 +436,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   void arm_wait_timer(std::uint64_t gen) {
     read_timer.expires_at(next_expiry());
     read_timer.async_wait([w = weak_from_this(), gen](const error_code& ec) {
+      if (ec)
+        return;  // cancelled: the usual end of a wait
       auto self = w.lock();
-      if (self && !ec && self->wait_gen == gen)
+      if (self && self->wait_gen == gen)
         self->on_wait_timer(gen);
     });
   }
@@ -775,6 +783,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                  request.startup_timeout);
     }
     note_prompt(stop.match);
+    prompt_command_arrays = stop.match.status == 0;
     reset_output();  // what the rc files printed before rex's prompt was installed
     state = State::idle;
 
@@ -786,7 +795,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
           text += "; ";
         text += "source " + shell_quote(file);
       }
-      const std::string line = framing.command_line(text, 0, !guarded);
+      const std::string line = framing.command_line(text, 0, true);
       co_await write(line);
       state = State::running;
       stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
@@ -909,9 +918,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     co_return stop;
   }
 
-  std::string eval_line(const std::string& text, bool arm) const {
+  std::string eval_line(const std::string& text, bool flush_jobs) const {
     try {
-      return framing.command_line(text, last_status, arm);
+      return framing.command_line(text, last_status, tainted, flush_jobs);
     } catch (const std::invalid_argument& e) {
       throw ValueError(e.what());
     }
@@ -944,13 +953,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (ShellFraming::is_multiline(action.command))
       co_await check_syntax(action.command);
 
-    // Direct delivery when the text allows it; eval delivery when it needs the helpers, when
-    // jobs may announce their end, or to install the guard (see ShellFraming).
+    // Direct delivery when the text allows it and PROMPT_COMMAND already holds what the session
+    // needs; eval delivery otherwise, which also brings PROMPT_COMMAND up to date.
     const ShellFraming::TextTraits traits = ShellFraming::inspect(action.command);
     tainted = tainted || traits.may_change_prompt_later;
-    const bool arm = tainted && !guarded;
-    bool direct = !arm && jobs == 0 && traits.direct;
-    std::string line = direct ? action.command + "\n" : eval_line(action.command, arm);
+    const bool flush_jobs = jobs > 0 || traits.may_start_jobs;
+    bool direct = traits.direct && guarded == tainted && flushing == flush_jobs &&
+                  (prompt_command_arrays || (!tainted && !flush_jobs));
+    std::string line = direct ? action.command + "\n" : eval_line(action.command, flush_jobs);
     restore_terminal_modes();
     set_cap(action);
     state = State::running;
@@ -962,16 +972,21 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     Stop stop = co_await wait_for_end(action.expect, deadline, idle, direct);
     if (stop.kind == Stop::prompt && stop.match.continuation) {
       // Bash waits for the rest of an incomplete command; nothing has run. Ctrl-C drops the
-      // line, and the eval delivery reports the text as bash sees it (a syntax error, or a
-      // heredoc that ends at the end of the text).
+      // line ($? becomes 130, as at a terminal). `bash -n` reports a syntax error without
+      // touching the session (bash before 5.1 exits on `eval` of an unfinished `if`); text it
+      // accepts (a heredoc that ends with the text) runs through eval.
       co_await write("\x03");
       stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
       if (stop.kind != Stop::prompt)
         co_return co_await fail_command(stop, action);
+      state = State::idle;
+      last_status = stop.match.status;
       note_prompt(stop.match);
       forget_output(stop.match.end);
+      co_await check_syntax(action.command);
+      state = State::running;
       direct = false;
-      line = eval_line(action.command, false);
+      line = eval_line(action.command, flush_jobs);
       if (const std::string_view unsent = write_now(line); !unsent.empty())
         co_await write(unsent);
       stop = co_await wait_for_end(action.expect, deadline, idle);
@@ -987,8 +1002,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         state = State::idle;
         last_status = stop.match.status;
         note_prompt(stop.match);
-        if (!direct && arm)
-          guarded = true;
+        if (!direct) {
+          guarded = tainted;
+          flushing = flush_jobs;
+        }
         if (output_is_small(stop.match.begin))
           obs.output = take_small_output(stop.match.begin, stop.match.end);
         else

@@ -86,10 +86,10 @@ bool dot_command_at(std::string_view text, std::size_t i) {
   std::size_t j = i;
   while (j > 0 && is_blank_char(text[j - 1]))
     --j;
-  if (j == i && j > 0)
-    return false;  // part of a longer word ("a.", "..")
-  if (j == 0 || std::string_view(";&|(){}!`").find(text[j - 1]) != std::string_view::npos)
+  if (j == 0 || std::string_view(";&|(){}!`\n").find(text[j - 1]) != std::string_view::npos)
     return true;
+  if (j == i)
+    return false;  // part of a longer word ("a.", "..")
   // After a word: only keywords and command prefixes leave `.` in command position.
   std::size_t k = j;
   while (k > 0 && is_word_char(text[k - 1]))
@@ -136,33 +136,37 @@ std::string ShellFraming::continuation_prompt_text() const {
 
 std::string ShellFraming::setup_code(bool guarded) const {
   // __rex_go marks that bash accepted the text's syntax and restores a non-zero $? of the
-  // previous command for it. __rex_e ends every eval line (see the header). __rex_prompt
-  // re-installs the prompt variables, with the guard once __rex_g holds it. less/more become
-  // cat: nothing may wait for a key press.
-  std::string code = "PS1='" + prompt_text() + "'; PS2='" + continuation_prompt_text() +
-                     "'; PS0=''; unset PROMPT_COMMAND HISTFILE; set +o history +H"
-                     "; __rex_p=$PS1; __rex_q=$PS2; __rex_m='" +
-                     marker_ +
-                     "'; __rex_gt='PS1=$__rex_p PS0= PS2=$__rex_q PROMPT_COMMAND='; __rex_g="
-                     "; __rex_go() { __rex_ran=1; return \"$1\"; }"
-                     "; __rex_prompt() { PS1=$__rex_p; PS2=$__rex_q; PS0=; if [[ -n $__rex_g ]]; "
-                     "then PROMPT_COMMAND=([1]=$__rex_g); else unset PROMPT_COMMAND; fi; }"
-                     "; __rex_e() { local __rex_x=$?; [[ -n ${__rex_ran-} ]] || printf '%s!' "
-                     "\"$__rex_m\" >&2; __rex_ran=; [[ -z ${1-} ]] || __rex_g=$__rex_gt; "
-                     "[[ -z ${!:-} ]] || jobs >/dev/null 2>&1; [[ "
-                     "${PS1-}/${PS2-}/${PS0-}/${PROMPT_COMMAND[0]-}/${PROMPT_COMMAND[1]-} == "
-                     "\"$__rex_p/$__rex_q///$__rex_g\" ]] || __rex_prompt; return \"$__rex_x\"; }"
-                     "; less() { local __rex_a=() __rex_x; for __rex_x in \"$@\"; do case "
-                     "$__rex_x in -*|+*) ;; *) __rex_a+=(\"$__rex_x\");; esac; done; command cat "
-                     "-- \"${__rex_a[@]}\"; }"
-                     "; more() { less \"$@\"; }";
+  // previous command for it. __rex_e ends every eval line (see the header); its arguments say
+  // whether the guard and the jobs flush belong in PROMPT_COMMAND from now on. __rex_prompt
+  // re-installs the prompt variables with the PROMPT_COMMAND elements that __rex_g and __rex_j
+  // hold. less/more become cat: nothing may wait for a key press.
+  std::string code =
+      "PS1='" + prompt_text() + "'; PS2='" + continuation_prompt_text() +
+      "'; PS0=''; unset PROMPT_COMMAND HISTFILE; set +o history +H"
+      "; __rex_p=$PS1; __rex_q=$PS2; __rex_m='" +
+      marker_ +
+      "'; __rex_gt='PS1=$__rex_p PS0= PS2=$__rex_q PROMPT_COMMAND='; __rex_g="
+      "; __rex_jt='jobs >/dev/null 2>&1'; __rex_j="
+      "; __rex_go() { __rex_ran=1; return \"$1\"; }"
+      "; __rex_prompt() { PS1=$__rex_p; PS2=$__rex_q; PS0=; if [[ -n $__rex_g$__rex_j ]]; then "
+      "PROMPT_COMMAND=([1]=$__rex_g [2]=$__rex_j); else unset PROMPT_COMMAND; fi; }"
+      "; __rex_e() { local __rex_x=$?; [[ -n ${__rex_ran-} ]] || printf '%s!' \"$__rex_m\" >&2; "
+      "__rex_ran=; __rex_g=${1:+$__rex_gt}; __rex_j=${2:+$__rex_jt}; jobs >/dev/null 2>&1; "
+      "[[ ${PS1-}/${PS2-}/${PS0-}/${PROMPT_COMMAND[0]-}/${PROMPT_COMMAND[1]-}/"
+      "${PROMPT_COMMAND[2]-} == \"$__rex_p/$__rex_q///$__rex_g/$__rex_j\" ]] || __rex_prompt; "
+      "return \"$__rex_x\"; }"
+      "; less() { local __rex_a=() __rex_x; for __rex_x in \"$@\"; do case $__rex_x in -*|+*) "
+      ";; *) __rex_a+=(\"$__rex_x\");; esac; done; command cat -- \"${__rex_a[@]}\"; }"
+      "; more() { less \"$@\"; }";
   if (guarded)
     code += "; __rex_g=$__rex_gt; __rex_prompt";
+  // Last, so that it sets the first prompt's status: PROMPT_COMMAND arrays need bash 5.1.
+  code += "; (( BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] >= 501 ))";
   return code;
 }
 
-std::string ShellFraming::command_line(std::string_view text, int previous_status,
-                                       bool arm_guard) const {
+std::string ShellFraming::command_line(std::string_view text, int previous_status, bool guard,
+                                       bool flush_jobs) const {
   std::string line;
   line.reserve(text.size() + 64);
   line += "__rex_ran=;eval ";
@@ -170,7 +174,12 @@ std::string ShellFraming::command_line(std::string_view text, int previous_statu
                                           : "__rex_go " + std::to_string(previous_status) + ";";
   body += text;
   append_ansi_c_quoted(line, body);
-  line += arm_guard ? ";__rex_e 1\n" : ";__rex_e\n";
+  line += ";__rex_e";
+  if (guard || flush_jobs)
+    line += guard ? " 1" : " ''";
+  if (flush_jobs)
+    line += " 1";
+  line += '\n';
   return line;
 }
 
@@ -222,7 +231,8 @@ ShellFraming::TextTraits ShellFraming::inspect(std::string_view text) {
     }
   }
   TextTraits traits;
-  traits.direct = one_plain_line && !prompt_variable && !unseen_code && !jobs;
+  traits.direct = one_plain_line && !prompt_variable && !unseen_code;
+  traits.may_start_jobs = jobs;
   traits.may_change_prompt_later = prompt_variable || unseen_code || defines;
   return traits;
 }

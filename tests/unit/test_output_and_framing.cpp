@@ -64,6 +64,10 @@ TEST(ShellFraming, EvalLineEndsWithTheHelperAndCanArmTheGuard) {
   ShellFraming f("n");
   EXPECT_EQ(f.command_line("true"), "__rex_ran=;eval $'__rex_ran=1;true';__rex_e\n");
   EXPECT_EQ(f.command_line("true", 3, true), "__rex_ran=;eval $'__rex_go 3;true';__rex_e 1\n");
+  EXPECT_EQ(f.command_line("true", 0, false, true),
+            "__rex_ran=;eval $'__rex_ran=1;true';__rex_e '' 1\n");
+  EXPECT_EQ(f.command_line("true", 0, true, true),
+            "__rex_ran=;eval $'__rex_ran=1;true';__rex_e 1 1\n");
 }
 
 TEST(ShellFraming, PromptVariablesHoldEscapesNotValues) {
@@ -145,20 +149,29 @@ TEST(ShellFraming, DirectDeliveryOnlyForPlainOneLineText) {
     EXPECT_TRUE(ShellFraming::inspect(text).direct) << text;
   }
   for (std::string_view text :
-       {"", "echo a\necho b", "echo 'a\x03'", "echo \x7f", "echo a \\", "sleep 10 &", "a & b",
-        "coproc cat", "PS1='x> '", "export PROMPT_COMMAND=x", "echo $PS2",
-        "source venv/bin/activate", ". venv/bin/activate", "cd x && . ./env.sh",
-        "if true; then . x; fi", "eval \"$(direnv hook bash)\"", "builtin source f"}) {
+       {"", "echo a\necho b", "echo 'a\x03'", "echo \x7f", "echo a \\", "PS1='x> '",
+        "export PROMPT_COMMAND=x", "echo $PS2", "source venv/bin/activate", ". venv/bin/activate",
+        "cd x && . ./env.sh", "if true; then . x; fi", "eval \"$(direnv hook bash)\"",
+        "builtin source f"}) {
     EXPECT_FALSE(ShellFraming::inspect(text).direct) << text;
   }
   EXPECT_TRUE(ShellFraming::inspect(std::string(1024, 'x')).direct);
   EXPECT_FALSE(ShellFraming::inspect(std::string(1025, 'x')).direct);
 }
 
+TEST(ShellFraming, TextThatMayStartJobs) {
+  for (std::string_view text : {"sleep 10 &", "a & b", "(x &)", "coproc cat", "x&"}) {
+    EXPECT_TRUE(ShellFraming::inspect(text).may_start_jobs) << text;
+  }
+  for (std::string_view text : {"a && b", "x 2>&1", "x &>f", "x >&2", "x |& y", "x <&3"}) {
+    EXPECT_FALSE(ShellFraming::inspect(text).may_start_jobs) << text;
+  }
+}
+
 TEST(ShellFraming, TextThatMayChangeThePromptLater) {
   for (std::string_view text :
        {"f() { echo hi; }", "function f { :; }", "g ( ) { :; }", "alias ll='ls -l'", "source x",
-        ". x", "eval x", "PS1=x", "unset PROMPT_COMMAND"}) {
+        ". x", "cd /repo\n. .venv/bin/activate", "eval x", "PS1=x", "unset PROMPT_COMMAND"}) {
     EXPECT_TRUE(ShellFraming::inspect(text).may_change_prompt_later) << text;
   }
   for (std::string_view text : {"echo hi", "ls (x)", "cd resources", "find . -name x",

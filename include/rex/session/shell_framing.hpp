@@ -14,8 +14,9 @@
 // bash shows the continuation prompt instead, the text was incomplete and nothing ran: Ctrl-C
 // discards it and the text goes the other way.
 //
-// Eval delivery (everything else: several lines, control characters, long text, background jobs,
-// and text that touches the prompt or runs code rex cannot see):
+// Eval delivery (everything else: several lines, control characters, long text, text that
+// touches the prompt or runs code rex cannot see, and text that changes what PROMPT_COMMAND
+// must hold):
 //   __rex_ran=;eval $'<text, escaped>';__rex_e
 // The text travels as one ANSI-C quoted word, split over continuation lines below the terminal's
 // line limit, so control characters, quotes and heredocs never meet the terminal's line
@@ -26,8 +27,10 @@
 //
 // Once a session has run text that may define code which changes the prompt later (functions,
 // aliases, sourced files), a guard in PROMPT_COMMAND[1] restores the prompt variables before
-// every prompt. Assigning PROMPT_COMMAND a plain string only replaces element 0, so the guard
-// survives the usual `PROMPT_COMMAND="...;$PROMPT_COMMAND"`.
+// every prompt. While background jobs exist, PROMPT_COMMAND[2] runs `jobs`, which collects the
+// ones that ended before bash would announce them with the next prompt, so commands can still
+// be written directly. Assigning PROMPT_COMMAND a plain string only replaces element 0, so these
+// survive the usual `PROMPT_COMMAND="...;$PROMPT_COMMAND"`.
 //
 // After an `eval` whose text ends inside a quote, bash prints a prompt it decoded before the
 // line ran. So a prompt whose command number did not grow is confirmed with an empty line,
@@ -65,25 +68,30 @@ class ShellFraming {
 
   /// Bash code that installs the prompts and the helper functions; run once at start.
   /// `guarded`: install the PROMPT_COMMAND guard from the start (rc files or exported functions
-  /// may already have defined code that changes the prompt).
+  /// may already have defined code that changes the prompt). The first prompt's status is 0
+  /// when bash runs the elements of a PROMPT_COMMAND array (bash 5.1 and later); older bash
+  /// runs only element 0, so the guard and the jobs flush do nothing there.
   std::string setup_code(bool guarded = false) const;
   /// The PS1 and PS2 values themselves.
   std::string prompt_text() const;
   std::string continuation_prompt_text() const;
 
   /// The eval line to write to the terminal for `text` (ends with a newline); `previous_status`
-  /// is the $? the text should see (the last prompt's status); `arm_guard` installs the guard
-  /// for every later prompt. Throws std::invalid_argument if the text holds a NUL byte, which
-  /// bash cannot represent.
-  std::string command_line(std::string_view text, int previous_status = 0,
-                           bool arm_guard = false) const;
+  /// is the $? the text should see (the last prompt's status). `guard` and `flush_jobs` say
+  /// which elements PROMPT_COMMAND holds from then on: the prompt guard, and `jobs`, which
+  /// collects jobs that ended so that bash does not announce them in a later observation.
+  /// Throws std::invalid_argument if the text holds a NUL byte, which bash cannot represent.
+  std::string command_line(std::string_view text, int previous_status = 0, bool guard = false,
+                           bool flush_jobs = false) const;
 
   /// What a command text allows, found in one pass over it.
   struct TextTraits {
     /// The text may be written to the terminal as it is (direct delivery): one line of at most
-    /// 1024 bytes without control characters, that neither starts background jobs nor touches
-    /// the prompt variables nor runs code rex cannot see (source, `.`, eval).
+    /// 1024 bytes without control characters, that neither touches the prompt variables nor
+    /// runs code rex cannot see (source, `.`, eval).
     bool direct = false;
+    /// The text may start a background job (a lone `&`, coproc).
+    bool may_start_jobs = false;
     /// The text may change the prompt now or define code that changes it later: it names a
     /// prompt variable, runs code rex cannot see, or defines a function or an alias.
     bool may_change_prompt_later = false;
