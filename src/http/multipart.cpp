@@ -4,6 +4,7 @@
 #include <rex/runtime/file_ops.hpp>
 
 #include "detail/file_system.hpp"
+#include "detail/hex.hpp"
 #include "detail/unique_fd.hpp"
 
 #include <fcntl.h>
@@ -168,16 +169,6 @@ const std::string* find_param(const HeaderValue& header, std::string_view name) 
   return nullptr;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 // RFC 8187 ext-value (`charset'language'percent-encoded`) as UTF-8; nullopt for a charset
 // other than UTF-8 and Latin-1 (then the plain filename stands). Malformed text throws.
 std::optional<std::string> decode_ext_value(std::string_view text, std::size_t part) {
@@ -200,8 +191,8 @@ std::optional<std::string> decode_ext_value(std::string_view text, std::size_t p
       bytes += encoded[i];
       continue;
     }
-    const int hi = i + 2 < encoded.size() ? hex_value(encoded[i + 1]) : -1;
-    const int lo = i + 2 < encoded.size() ? hex_value(encoded[i + 2]) : -1;
+    const int hi = i + 2 < encoded.size() ? detail::hex_value(encoded[i + 1]) : -1;
+    const int lo = i + 2 < encoded.size() ? detail::hex_value(encoded[i + 2]) : -1;
     if (hi < 0 || lo < 0) {
       throw MultipartError(
           fmt::format("malformed multipart body: filename* of part {} has a bad escape: {}", part,

@@ -31,6 +31,8 @@
 #include <map>
 #include <system_error>
 
+#include "detail/file_system.hpp"
+#include "detail/offload.hpp"
 #include "http/replay_cache.hpp"
 
 namespace rex::http {
@@ -205,18 +207,6 @@ class TempFile {
   std::filesystem::path path_;
 };
 
-void write_all(int fd, std::string_view data) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      throw_os_error(errno);
-    }
-    data.remove_prefix(static_cast<std::size_t>(n));
-  }
-}
-
 // FastAPI's reading of a boolean form field.
 std::optional<bool> form_bool(std::string_view v) {
   std::string s(v);
@@ -318,16 +308,6 @@ class AsyncMutex {
 
 template <class Protocol>
 using Stream = beast::basic_stream<Protocol, asio::any_io_executor, beast::unlimited_rate_policy>;
-
-// Blocking file work on the pool, resuming on the caller's executor.
-template <class F>
-asio::awaitable<std::invoke_result_t<F>> on_pool(asio::thread_pool& pool, F work) {
-  using R = std::invoke_result_t<F>;
-  auto caller = co_await asio::this_coro::executor;
-  auto busy = asio::make_work_guard(caller);
-  auto task = [work = std::move(work)]() mutable -> asio::awaitable<R> { co_return work(); };
-  co_return co_await asio::co_spawn(pool.get_executor(), std::move(task), asio::use_awaitable);
-}
 
 }  // namespace
 
@@ -866,9 +846,11 @@ asio::awaitable<StoredResponse> Server::Impl::receive_upload(
     if (pending.size() >= kFlushBytes || (parser.is_done() && !pending.empty())) {
       auto piece = std::move(pending);
       pending.clear();
-      auto write = [fd, piece = std::move(piece)] { write_all(fd, piece); };
+      auto write = [fd, piece = std::move(piece), name = data->path().string()] {
+        detail::write_all(fd, piece, name);
+      };
       try {
-        co_await on_pool(files, std::move(write));
+        co_await detail::offload(files, ex, std::move(write));
       } catch (...) {
         failure = std::current_exception();
       }
@@ -958,7 +940,7 @@ asio::awaitable<StoredResponse> Server::Impl::prepare_download(std::string body,
         throw_os_error(ec.value(), archive.path().string());
       return out;  // ~TempFile unlinks the name; the open file stays readable
     };
-    file = co_await on_pool(files, std::move(prepare));
+    file = co_await detail::offload(files, ex, std::move(prepare));
     co_return StoredResponse{};
   } catch (const boost::system::system_error& e) {
     failure = std::make_exception_ptr(ProtocolError(std::string("invalid JSON: ") + e.what()));

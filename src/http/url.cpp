@@ -6,6 +6,8 @@
 #include <cctype>
 #include <charconv>
 
+#include "detail/hex.hpp"
+
 namespace rex::http {
 namespace {
 
@@ -22,16 +24,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
-
 std::string percent_decode(std::string_view url, std::string_view s) {
   std::string out;
   for (std::size_t i = 0; i < s.size(); ++i) {
@@ -39,8 +31,8 @@ std::string percent_decode(std::string_view url, std::string_view s) {
       out += s[i];
       continue;
     }
-    const int hi = i + 2 < s.size() ? hex_value(s[i + 1]) : -1;
-    const int lo = i + 2 < s.size() ? hex_value(s[i + 2]) : -1;
+    const int hi = i + 2 < s.size() ? detail::hex_value(s[i + 1]) : -1;
+    const int lo = i + 2 < s.size() ? detail::hex_value(s[i + 2]) : -1;
     if (hi < 0 || lo < 0)
       fail(url, fmt::format("bad percent-encoding at '{}'", s.substr(i, 3)));
     out += static_cast<char>(hi * 16 + lo);
