@@ -27,7 +27,9 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--port", s.port, "TCP port to listen on (0: any free port)")
       ->capture_default_str();
   app.add_option("--auth-token", s.auth_token,
-                 "Token every request must carry in X-API-Key (empty: no authentication)")
+                 "Token every request must carry in X-API-Key (empty: no authentication); "
+                 "also read from REX_AUTH_TOKEN, which keeps it out of the process list")
+      ->envname("REX_AUTH_TOKEN")
       ->required();
   app.add_option("--unix-socket", s.unix_socket,
                  "Listen on this unix domain socket instead of TCP");
