@@ -40,3 +40,120 @@ rex_build() {
   fi
   cmake --build "build/$preset" -j "$(nproc)" ${1:+--target "$@"}
 }
+
+# --- A Docker engine and the test images, for the tests labelled `docker` ----------------------
+
+REX_DOCKER_LOG=/var/log/rex-dockerd.log
+REX_IMAGE_CACHE=/var/cache/rex-images
+REX_IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+REX_DEBIAN_SOURCES=/etc/apt/sources.list.d/debian.sources
+
+_rex_sudo() {
+  if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi
+}
+
+_rex_docker_answers() {
+  timeout 10 docker version --format '{{.Server.APIVersion}}' >/dev/null 2>&1
+}
+
+# Each recipe writes a root file system tarball to $1. The hash of the function's own text (and
+# of what it reads from the host) names the result, so editing a recipe rebuilds its image.
+_rex_recipe_bookworm() {
+  # minbase: no systemd, no recommends; python3 and gdb are what the sandbox side needs.
+  mmdebstrap --quiet --variant=minbase --include=python3,gdb --format=tar \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    bookworm "$1" "$REX_DEBIAN_SOURCES"
+}
+
+_rex_recipe_nopython() {
+  # busybox (every applet linked into /bin) and a static bash, nothing else: no Python, no libc.
+  local root
+  root=$(mktemp -d)
+  mkdir -p "$root"/{bin,etc,root,tmp,proc,dev,sys}
+  chmod 1777 "$root/tmp"
+  cp /bin/busybox "$root/bin/busybox"
+  cp /bin/bash-static "$root/bin/bash"
+  local applet
+  for applet in $(/bin/busybox --list); do
+    [[ $applet == busybox || $applet == bash ]] || ln -s busybox "$root/bin/$applet"
+  done
+  printf 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/bin/sh\n' \
+    >"$root/etc/passwd"
+  printf 'root:x:0:\nnogroup:x:65534:\n' >"$root/etc/group"
+  tar --numeric-owner --owner=0 --group=0 -C "$root" -cf "$1" .
+  rm -rf "$root"
+}
+
+_rex_recipe_hash() {  # RECIPE-FUNCTION
+  {
+    declare -f "$1"
+    case $1 in
+      _rex_recipe_bookworm) cat "$REX_DEBIAN_SOURCES" ;;
+      _rex_recipe_nopython) dpkg-query -W busybox-static bash-static ;;
+    esac
+  } | sha256sum | cut -c1-16
+}
+
+# _rex_docker_image NAME RECIPE-FUNCTION: builds NAME unless it exists from the same recipe.
+_rex_docker_image() {
+  local name=$1 recipe=$2 hash have tar
+  hash=$(_rex_recipe_hash "$recipe")
+  have=$(docker image inspect --format '{{index .Config.Labels "rex.recipe"}}' "$name" 2>/dev/null || true)
+  [[ $have == "$hash" ]] && return 0
+  tar="$REX_IMAGE_CACHE/$hash.tar"
+  if [[ ! -s $tar ]]; then
+    echo "rex: building the root file system of $name (recipe $hash)"
+    local log="$REX_IMAGE_CACHE/$hash.log"
+    if ! "$recipe" "$tar.part" >"$log" 2>&1; then
+      echo "rex: building $name failed; the end of $log:" >&2
+      tail -n 30 "$log" >&2
+      rm -f "$tar.part"
+      return 1
+    fi
+    mv "$tar.part" "$tar"
+    rm -f "$log"
+  fi
+  echo "rex: importing $name"
+  docker import --change "LABEL rex.recipe=$hash" --change "ENV PATH=$REX_IMAGE_PATH" \
+    --change 'ENV LANG=C.UTF-8' --change 'WORKDIR /root' --change 'CMD ["/bin/bash"]' \
+    "$tar" "$name" >/dev/null
+  # The previous recipe's root is of no more use.
+  [[ -z $have || $have == "$hash" ]] || rm -f "$REX_IMAGE_CACHE/$have.tar"
+}
+
+# rex_docker_setup: installs Docker when missing, starts dockerd when its socket does not answer
+# (log in $REX_DOCKER_LOG), and builds the test images that are missing or out of date.
+# Concurrent runs (several work trees) serialise on a lock.
+rex_docker_setup() {
+  local need=()
+  command -v dockerd >/dev/null || need+=(docker.io)
+  command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
+  dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install ok installed" || need+=(busybox-static)
+  dpkg-query -W -f='${Status}' bash-static 2>/dev/null | grep -q "install ok installed" || need+=(bash-static)
+  if ((${#need[@]})); then
+    echo "rex: installing ${need[*]}"
+    _rex_sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive _rex_sudo apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+  _rex_sudo mkdir -p "$REX_IMAGE_CACHE"
+  (
+    flock 9
+    if ! _rex_docker_answers; then
+      echo "rex: starting dockerd (log: $REX_DOCKER_LOG)"
+      _rex_sudo setsid nohup dockerd </dev/null >>"$REX_DOCKER_LOG" 2>&1 &
+      local waited=0
+      until _rex_docker_answers; do
+        if ((waited >= 60)); then
+          echo "rex: dockerd did not answer within 60 s; the end of $REX_DOCKER_LOG:" >&2
+          tail -n 30 "$REX_DOCKER_LOG" >&2
+          return 1
+        fi
+        sleep 1
+        waited=$((waited + 1))
+      done
+    fi
+    _rex_docker_image rex-test-nopython:latest _rex_recipe_nopython
+    _rex_docker_image rex-test-bookworm:latest _rex_recipe_bookworm
+  ) 9>"$REX_IMAGE_CACHE/.lock"
+}

@@ -16,6 +16,7 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/empty_body.hpp>
@@ -30,6 +31,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <exception>
 #include <random>
 #include <variant>
 
@@ -149,6 +151,45 @@ class Watchdog {
   asio::steady_timer timer_;
 };
 
+// A body that keeps nothing: each piece the parser yields goes to the request's on_body as it is
+// parsed. An exception from the callback is kept and stops the parse; exchange() rethrows it.
+struct CallbackBody {
+  struct value_type {
+    const std::function<void(std::string_view)>* sink = nullptr;
+    std::exception_ptr failure{};
+  };
+
+  class reader {
+   public:
+    template <bool isRequest, class Fields>
+    reader(bhttp::header<isRequest, Fields>&, value_type& body) : body_(body) {}
+
+    void init(const boost::optional<std::uint64_t>&, error_code& ec) { ec = {}; }
+
+    template <class ConstBufferSequence>
+    std::size_t put(const ConstBufferSequence& buffers, error_code& ec) {
+      ec = {};
+      std::size_t used = 0;
+      for (const auto piece : beast::buffers_range_ref(buffers)) {
+        try {
+          (*body_.sink)(std::string_view(static_cast<const char*>(piece.data()), piece.size()));
+        } catch (...) {
+          body_.failure = std::current_exception();
+          ec = boost::system::errc::make_error_code(boost::system::errc::operation_canceled);
+          return used;
+        }
+        used += piece.size();
+      }
+      return used;
+    }
+
+    void finish(error_code& ec) { ec = {}; }
+
+   private:
+    value_type& body_;
+  };
+};
+
 void copy_headers(const bhttp::fields& fields, ClientResponse& out) {
   for (const auto& field : fields)
     out.headers.emplace_back(std::string(field.name_string()), std::string(field.value()));
@@ -180,6 +221,29 @@ struct detail::ClientState {
       if (ec) {
         throw std::invalid_argument(
             fmt::format("cannot load the CA file '{}': {}", cfg.ca_file, ec.message()));
+      }
+    }
+    if (cfg.cert_file.empty() != cfg.key_file.empty()) {
+      throw std::invalid_argument(fmt::format(
+          "a TLS client certificate needs both a certificate file and a key file (got '{}' and "
+          "'{}')",
+          cfg.cert_file, cfg.key_file));
+    }
+    if (!cfg.cert_file.empty()) {
+      ctx.use_certificate_chain_file(cfg.cert_file, ec);
+      if (ec) {
+        throw std::invalid_argument(fmt::format("cannot load the TLS client certificate '{}': {}",
+                                                cfg.cert_file, ec.message()));
+      }
+      ctx.use_private_key_file(cfg.key_file, ssl::context::pem, ec);
+      if (ec) {
+        throw std::invalid_argument(
+            fmt::format("cannot load the TLS client key '{}': {}", cfg.key_file, ec.message()));
+      }
+      if (SSL_CTX_check_private_key(ctx.native_handle()) != 1) {
+        throw std::invalid_argument(
+            fmt::format("the TLS client key '{}' does not match the certificate '{}'", cfg.key_file,
+                        cfg.cert_file));
       }
     }
     ctx.set_verify_mode(cfg.verify_peer ? ssl::verify_peer : ssl::verify_none);
@@ -344,6 +408,17 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
     parser.get().body().close();
     copy_headers(parser.get(), response);
     response.body_in_file = true;
+    r.keep_alive = parser.keep_alive();
+  } else if (request.on_body && response.status / 100 == 2) {
+    bhttp::response_parser<CallbackBody> parser(std::move(head));
+    parser.get().body().sink = &request.on_body;
+    if (!parser.is_done())
+      co_await bhttp::async_read(stream, c.buffer, parser, token);
+    if (parser.get().body().failure)
+      std::rethrow_exception(parser.get().body().failure);
+    if (r.error)
+      co_return r;
+    copy_headers(parser.get(), response);
     r.keep_alive = parser.keep_alive();
   } else {
     const auto length = head.content_length();

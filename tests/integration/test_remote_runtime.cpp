@@ -58,6 +58,11 @@ struct Reply {
   std::vector<std::pair<std::string, std::string>> headers{};
   bool close_after = false;  // close the connection after answering (without saying so)
   std::chrono::milliseconds delay{0};
+  // When set, the body is sent chunked: these pieces, `chunk_delay` apart, then (unless
+  // `hang_after_chunks`) the last chunk. A hanging answer waits for the client to close.
+  std::vector<std::string> chunks{};
+  std::chrono::milliseconds chunk_delay{0};
+  bool hang_after_chunks = false;
 
   static Reply json_body(std::string body) {
     Reply r;
@@ -210,6 +215,11 @@ class ScriptedServer {
         ++self->closed_by_client;
         co_return;
       }
+      if (!reply.chunks.empty()) {
+        if (!co_await send_chunked(self, socket, reply))
+          co_return;
+        continue;
+      }
       bhttp::response<bhttp::string_body> response(static_cast<bhttp::status>(reply.status), 11);
       response.set(bhttp::field::content_type, reply.content_type);
       for (const auto& [name, value] : reply.headers)
@@ -221,6 +231,40 @@ class ScriptedServer {
       if (ec || reply.close_after)
         co_return;
     }
+  }
+
+  // False when the connection is done (an error, or a hanging answer the client closed).
+  template <class Socket>
+  static asio::awaitable<bool> send_chunked(ScriptedServer* self, Socket& socket,
+                                            const Reply& reply) {
+    boost::system::error_code ec;
+    auto token = asio::redirect_error(asio::use_awaitable, ec);
+    bhttp::response<bhttp::empty_body> head(static_cast<bhttp::status>(reply.status), 11);
+    head.set(bhttp::field::content_type, reply.content_type);
+    head.chunked(true);
+    head.keep_alive(true);
+    bhttp::response_serializer<bhttp::empty_body> serializer(head);
+    co_await bhttp::async_write_header(socket, serializer, token);
+    for (std::size_t i = 0; i < reply.chunks.size() && !ec; ++i) {
+      if (i > 0 && reply.chunk_delay.count() > 0) {
+        asio::steady_timer pause(socket.get_executor(), reply.chunk_delay);
+        co_await pause.async_wait(token);
+      }
+      auto chunk = bhttp::make_chunk(asio::buffer(reply.chunks[i]));
+      co_await asio::async_write(socket, chunk, token);
+    }
+    if (ec)
+      co_return false;
+    if (reply.hang_after_chunks) {
+      char byte = 0;
+      auto one = asio::buffer(&byte, 1);
+      co_await socket.async_read_some(one, token);
+      ++self->closed_by_client;
+      co_return false;
+    }
+    auto last = bhttp::make_chunk_last();
+    co_await asio::async_write(socket, last, token);
+    co_return !ec;
   }
 
   asio::io_context& io_;
@@ -703,6 +747,160 @@ TEST(HttpClient, BodiesStreamFromAndToFiles) {
   EXPECT_EQ(response.header("CONTENT-TYPE").value_or(""), "application/octet-stream");
 }
 
+// Collects what on_body hands over, with the time each piece came.
+struct Pieces {
+  std::vector<std::string> pieces;
+  std::vector<Clock::time_point> times;
+  std::function<void(std::string_view)> sink() {
+    return [this](std::string_view piece) {
+      pieces.emplace_back(piece);
+      times.push_back(Clock::now());
+    };
+  }
+  std::string joined() const {
+    std::string all;
+    for (const auto& p : pieces)
+      all += p;
+    return all;
+  }
+};
+
+TEST(HttpClient, OnBodyGetsAChunkedAnswerPieceByPieceAsItArrives) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) {
+    Reply r;
+    r.chunks = {"{\"status\":\"one\"}\n", "{\"status\":\"two\"}\n", "{\"status\":\"three\"}\n"};
+    r.chunk_delay = 100ms;
+    return r;
+  });
+  http::Client client(io.get_executor(), server.listen_tcp());
+  Pieces got;
+  http::ClientRequest request;
+  request.on_body = got.sink();
+  const http::ClientResponse response = test::run_async(io, client.request(request));
+  EXPECT_EQ(response.status, 200u);
+  EXPECT_TRUE(response.body.empty()) << "a streamed body is not kept";
+  EXPECT_FALSE(response.body_in_file);
+  EXPECT_EQ(got.joined(), "{\"status\":\"one\"}\n{\"status\":\"two\"}\n{\"status\":\"three\"}\n");
+  ASSERT_GE(got.pieces.size(), 3u);
+  // Handed over as they came (100 ms apart), not all at the end.
+  EXPECT_GE(got.times.back() - got.times.front(), 150ms);
+  // The connection is kept for the next request, which may read its answer whole.
+  request.on_body = nullptr;
+  EXPECT_EQ(test::run_async(io, client.request(request)).body, got.joined());
+  EXPECT_EQ(client.connections_opened(), 1u);
+}
+
+TEST(HttpClient, OnBodyGetsAnAnswerWithAContentLength) {
+  asio::io_context io;
+  const std::string big(1 << 20, 'y');
+  ScriptedServer server(io, [&](const Seen&) {
+    Reply r;
+    r.body = big;
+    return r;
+  });
+  http::Client client(io.get_executor(), server.listen_tcp());
+  std::size_t bytes = 0;
+  std::size_t calls = 0;
+  http::ClientRequest request;
+  request.on_body = [&](std::string_view piece) {
+    bytes += piece.size();
+    ++calls;
+    EXPECT_EQ(piece.find_first_not_of('y'), std::string_view::npos);
+  };
+  const http::ClientResponse response = test::run_async(io, client.request(request));
+  EXPECT_EQ(bytes, big.size());
+  EXPECT_GT(calls, 1u) << "a large body comes in several pieces";
+  EXPECT_TRUE(response.body.empty());
+}
+
+TEST(HttpClient, OnBodyIsNotUsedForAnErrorAnswer) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) {
+    Reply r;
+    r.status = 404;
+    r.body = R"({"message":"No such image"})";
+    return r;
+  });
+  http::Client client(io.get_executor(), server.listen_tcp());
+  Pieces got;
+  http::ClientRequest request;
+  request.on_body = got.sink();
+  const http::ClientResponse response = test::run_async(io, client.request(request));
+  EXPECT_EQ(response.status, 404u);
+  EXPECT_EQ(response.body, R"({"message":"No such image"})");
+  EXPECT_TRUE(got.pieces.empty());
+}
+
+TEST(HttpClient, OnBodyStreamObeysTheDeadlineAndKeepsWhatCame) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) {
+    Reply r;
+    r.chunks = {"first\n"};
+    r.hang_after_chunks = true;
+    return r;
+  });
+  http::Client client(io.get_executor(), server.listen_tcp());
+  Pieces got;
+  http::ClientRequest request;
+  request.on_body = got.sink();
+  request.timeout = 300ms;
+  EXPECT_THROW_CONTAINING(test::run_async(io, client.request(request)), http::RequestTimeoutError,
+                          "timed out after 0.3 s");
+  EXPECT_EQ(got.joined(), "first\n");
+  run_until(io, [&] { return server.closed_by_client == 1; });
+}
+
+asio::awaitable<void> stream_then_give_up(http::Client& client, Pieces& got) {
+  http::ClientRequest request;
+  request.on_body = got.sink();
+  request.timeout = std::chrono::hours(24);
+  asio::steady_timer give_up(client.get_executor(), 200ms);
+  auto answer = client.request(request);
+  auto timer = give_up.async_wait(asio::use_awaitable);
+  const auto which = co_await (std::move(answer) || std::move(timer));
+  EXPECT_EQ(which.index(), 1u) << "the stream should not have ended";
+}
+
+TEST(HttpClient, CancellingAStreamClosesItsConnection) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) {
+    Reply r;
+    r.chunks = {"a\n", "b\n"};
+    r.chunk_delay = 20ms;
+    r.hang_after_chunks = true;
+    return r;
+  });
+  http::Client client(io.get_executor(), server.listen_tcp());
+  Pieces got;
+  test::run_async(io, stream_then_give_up(client, got));
+  EXPECT_EQ(got.joined(), "a\nb\n");
+  EXPECT_EQ(client.idle_connections(), 0u);
+  run_until(io, [&] { return server.closed_by_client == 1; });
+}
+
+TEST(HttpClient, OnBodyExceptionEndsTheRequestAndPropagates) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) {
+    Reply r;
+    r.chunks = {"good\n", "bad\n", "never\n"};
+    r.chunk_delay = 20ms;
+    return r;
+  });
+  http::Client client(io.get_executor(), server.listen_tcp());
+  std::vector<std::string> seen;
+  http::ClientRequest request;
+  request.on_body = [&](std::string_view piece) {
+    seen.emplace_back(piece);
+    if (piece == "bad\n")
+      throw std::runtime_error("the stream said: bad");
+  };
+  EXPECT_THROW_MESSAGE(test::run_async(io, client.request(request)), std::runtime_error,
+                       "the stream said: bad");
+  EXPECT_EQ(seen, (std::vector<std::string>{"good\n", "bad\n"}));
+  EXPECT_EQ(client.idle_connections(), 0u) << "a half-read answer leaves its connection unusable";
+}
+
 TEST(HttpClient, AnswerLargerThanTheLimitIsRefused) {
   asio::io_context io;
   ScriptedServer server(io, [](const Seen&) {
@@ -861,6 +1059,78 @@ TEST_F(Tls, UnreadableCaFileIsRefusedAtConstruction) {
   auto cfg = config_for("https://127.0.0.1:1");
   cfg.client.ca_file = dir_.path() + "/missing.pem";
   EXPECT_THROW(RemoteRuntime(io_.get_executor(), cfg), std::invalid_argument);
+}
+
+// A server that asks for a client certificate signed by `client_ca` (a Docker engine started
+// with --tlsverify does this).
+class ClientCertificate : public Tls {
+ protected:
+  void SetUp() override {
+    Tls::SetUp();
+    client_ = make_certificate();
+    cert_file_ = dir_.file("cert.pem", client_.certificate_pem);
+    key_file_ = dir_.file("key.pem", client_.key_pem);
+    server_tls_.add_certificate_authority(asio::buffer(client_.certificate_pem));
+    server_tls_.set_verify_mode(asio::ssl::verify_peer | asio::ssl::verify_fail_if_no_peer_cert);
+  }
+
+  http::ClientConfig client_config() const {
+    http::ClientConfig cfg;
+    cfg.ca_file = ca_file_;
+    cfg.retry.max_retries = 0;
+    return cfg;
+  }
+
+  TestCertificate client_;
+  std::string cert_file_;
+  std::string key_file_;
+};
+
+TEST_F(ClientCertificate, IsPresentedWhenConfigured) {
+  ScriptedServer server(io_, alive);
+  const std::string url = server.listen_tls(server_tls_, "127.0.0.1");
+  auto cfg = client_config();
+  cfg.cert_file = cert_file_;
+  cfg.key_file = key_file_;
+  http::Client client(io_.get_executor(), url, cfg);
+  http::ClientRequest request;
+  request.target = "/is_alive";
+  const http::ClientResponse response = test::run_async(io_, client.request(request));
+  EXPECT_EQ(response.status, 200u);
+  EXPECT_EQ(server.failed_handshakes, 0u);
+}
+
+TEST_F(ClientCertificate, ServerRefusesAClientWithout) {
+  ScriptedServer server(io_, alive);
+  const std::string url = server.listen_tls(server_tls_, "127.0.0.1");
+  http::Client client(io_.get_executor(), url, client_config());
+  http::ClientRequest request;
+  // With TLS 1.3 the client may finish its handshake before the server refuses it: the failure
+  // then shows when the answer is read. Either way no answer and a clear connection error.
+  try {
+    test::run_async(io_, client.request(request));
+    ADD_FAILURE() << "no exception";
+  } catch (const http::ConnectionError& e) {
+    EXPECT_THAT(e.what(), HasSubstr(url));
+  }
+  run_until(io_, [&] { return server.failed_handshakes == 1; });
+}
+
+TEST_F(ClientCertificate, BadFilesAreRefusedAtConstruction) {
+  const std::string url = "https://127.0.0.1:1";
+  auto cfg = client_config();
+  cfg.cert_file = cert_file_;
+  EXPECT_THROW_CONTAINING(http::Client(io_.get_executor(), url, cfg), std::invalid_argument,
+                          "needs both a certificate file and a key file");
+  cfg.key_file = dir_.path() + "/missing-key.pem";
+  EXPECT_THROW_CONTAINING(http::Client(io_.get_executor(), url, cfg), std::invalid_argument,
+                          "cannot load the TLS client key '" + cfg.key_file + "'");
+  cfg.key_file = dir_.file("other-key.pem", make_certificate().key_pem);
+  EXPECT_THROW(http::Client(io_.get_executor(), url, cfg), std::invalid_argument);
+  cfg.key_file = key_file_;
+  cfg.cert_file = dir_.path() + "/missing-cert.pem";
+  EXPECT_THROW_CONTAINING(http::Client(io_.get_executor(), url, cfg), std::invalid_argument,
+                          "cannot load the TLS client certificate '" + cfg.cert_file + "'");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -63,3 +63,17 @@ inline std::size_t open_fd_count() {
       ADD_FAILURE() << "unexpected exception: " << e.what();  \
     }                                                         \
   } while (false)
+
+// Expects `statement` to throw `Exception` whose what() contains `fragment`.
+#define EXPECT_THROW_CONTAINING(statement, Exception, fragment)            \
+  do {                                                                     \
+    try {                                                                  \
+      statement;                                                           \
+      ADD_FAILURE() << "no exception from " #statement;                    \
+    } catch (const Exception& e) {                                         \
+      EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)   \
+          << "'" << e.what() << "' does not contain '" << fragment << "'"; \
+    } catch (const std::exception& e) {                                    \
+      ADD_FAILURE() << "unexpected exception: " << e.what();               \
+    }                                                                      \
+  } while (false)

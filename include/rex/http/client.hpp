@@ -13,7 +13,8 @@
 //   request (the same headers, so the same X-Request-ID); an answer never is. When the attempts
 //   run out, ConnectionError names the URL, the attempts and the last error.
 // - Request bodies come from a string or are streamed from a file; answer bodies go into a
-//   string or, for a 2xx answer, are streamed into a file, so transfers never sit in memory.
+//   string or, for a 2xx answer, are streamed into a file or handed piece by piece to a
+//   callback as they arrive, so transfers never sit in memory.
 // - Cancellation: a request obeys terminal cancellation of the coroutine that awaits it; its
 //   connection is then closed, never reused.
 //
@@ -29,6 +30,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -53,6 +55,10 @@ struct ClientConfig {
   std::chrono::steady_clock::duration idle_timeout = std::chrono::seconds(30);
   bool verify_peer = true;  // TLS: check the certificate chain and the host name
   std::string ca_file{};    // TLS: extra trusted certificates (PEM), besides the system's
+  // TLS: a client certificate (PEM, may hold the chain) and its private key (PEM), for servers
+  // that authenticate their clients (a Docker engine with --tlsverify). Both or neither.
+  std::string cert_file{};
+  std::string key_file{};
   std::uint64_t max_body_in_memory = std::uint64_t{1} << 30;  // larger answers fail
   std::string user_agent = "rex";
 };
@@ -64,6 +70,11 @@ struct ClientRequest {
   std::string body{};
   std::string body_file{};      // when set, the body is streamed from this file instead
   std::string response_file{};  // when set, a 2xx answer's body is streamed into this file
+  // When set, a 2xx answer's body is handed to it piece by piece as it arrives (chunked or
+  // not; the pieces follow no message boundary) and not kept. It runs on the client's executor
+  // inside the request; an exception it throws ends the request (the connection is closed) and
+  // propagates to the caller. Long streams need a timeout to match, or none and cancellation.
+  std::function<void(std::string_view)> on_body{};
   std::optional<std::chrono::steady_clock::duration> timeout{};  // else the client's
   std::optional<RetryPolicy> retry{};                            // else the client's
 };
@@ -71,7 +82,7 @@ struct ClientRequest {
 struct ClientResponse {
   unsigned status = 0;
   std::vector<std::pair<std::string, std::string>> headers{};
-  std::string body{};         // empty when it went to the request's response_file
+  std::string body{};         // empty when it went to the response_file or on_body
   bool body_in_file = false;  // true when it went to the request's response_file
 
   /// The first header of that name (case-insensitive), if any.
@@ -81,7 +92,8 @@ struct ClientResponse {
 class Client {
  public:
   /// Throws InvalidUrlError for a bad base URL, and std::invalid_argument when the TLS settings
-  /// cannot be loaded (a ca_file that cannot be read).
+  /// cannot be loaded (a ca_file, cert_file or key_file that cannot be read, a key that does not
+  /// match the certificate, one of cert_file and key_file without the other).
   Client(asio::any_io_executor executor, std::string_view base_url, ClientConfig config = {});
   ~Client();
   Client(const Client&) = delete;
