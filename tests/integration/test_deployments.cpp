@@ -26,6 +26,7 @@ namespace json = boost::json;
 using namespace std::chrono_literals;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
 
 BashAction command(std::string text) {
   BashAction a;
@@ -163,6 +164,38 @@ TEST_F(RemoteDeploymentTest, ConnectsRunsAndLeavesTheServerRunning) {
   EXPECT_EQ(local_.session_count(), 0u);                          // its sessions were closed ...
   EXPECT_TRUE(test::run_async(io_, local_.is_alive()).is_alive);  // ... the server still runs
   EXPECT_THAT(log.stages, ElementsAre("waiting", "ready", "stopping", "stopped"));
+}
+
+asio::awaitable<std::vector<std::string>> stream_lines(Runtime& runtime, Clock::duration& first,
+                                                       Clock::duration& total) {
+  auto created = session();
+  co_await runtime.create_session(created);
+  std::vector<std::string> pieces;
+  const auto t0 = Clock::now();
+  auto listener = [&](std::string_view text) {
+    if (pieces.empty())
+      first = Clock::now() - t0;
+    pieces.emplace_back(text);
+  };
+  auto obs = co_await runtime.run_in_session_streaming(
+      command("for i in 1 2 3; do echo line $i; sleep 0.3; done"), listener);
+  total = Clock::now() - t0;
+  EXPECT_EQ(obs.output, "line 1\nline 2\nline 3\n");
+  co_return pieces;
+}
+
+TEST_F(RemoteDeploymentTest, OutputStreamsWhileTheCommandRuns) {
+  RemoteDeployment deployment(io_.get_executor(), remote_config());
+  test::run_async(io_, deployment.start());
+  Clock::duration first{}, total{};
+  const auto pieces = test::run_async(io_, stream_lines(deployment.runtime(), first, total));
+  std::string joined;
+  for (const auto& p : pieces)
+    joined += p;
+  EXPECT_EQ(joined, "line 1\nline 2\nline 3\n");
+  // The first line arrived while the command still had most of its time to run.
+  EXPECT_LT(first + 400ms, total);
+  test::run_async(io_, deployment.stop());
 }
 
 TEST_F(RemoteDeploymentTest, WrongTokenIsAStartupErrorThatSaysSo) {
