@@ -27,6 +27,7 @@
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 namespace rex {
@@ -179,14 +180,20 @@ struct RemoteRuntime::Impl {
   Impl(asio::any_io_executor executor, RemoteRuntimeConfig config)
       : ex(std::move(executor)),
         cfg(std::move(config)),
-        client(ex, cfg.url, cfg.client),
-        files(std::max<std::size_t>(cfg.file_threads, 1)) {}
+        client(ex, cfg.url, cfg.client) {}
 
-  ~Impl() { files.join(); }
+  ~Impl() {
+    if (files)
+      files->join();
+  }
 
   template <class F>
   asio::awaitable<std::invoke_result_t<F>> offload(F work) {
-    return detail::offload(files, ex, std::move(work));
+    // Started on first use: most runtimes never transfer a file, and a harness may hold
+    // hundreds of them.
+    if (!files)
+      files.emplace(std::max<std::size_t>(cfg.file_threads, 1));
+    return detail::offload(*files, ex, std::move(work));
   }
 
   // Headers of every call: the token, and an idempotency key that retries reuse.
@@ -304,7 +311,7 @@ struct RemoteRuntime::Impl {
   asio::any_io_executor ex;
   RemoteRuntimeConfig cfg;
   http::Client client;
-  asio::thread_pool files;
+  std::optional<asio::thread_pool> files;
   boost::uuids::random_generator uuids;
   bool streaming_unsupported = false;  // the server answered 404 to /run_in_session_stream
 };
