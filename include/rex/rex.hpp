@@ -1,6 +1,7 @@
 // Umbrella header: everything an agent or harness needs.
 #pragma once
 
+#include <rex/docker/engine.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/multipart.hpp>
 #include <rex/protocol/actions.hpp>
