@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 
 namespace rex::cli {
@@ -125,6 +126,8 @@ int run_server(const ServerOptions& options) {
   spdlog::set_level(spdlog::level::from_str(options.log_level));
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
+  // The token may have come from the environment; the sessions must not inherit it.
+  ::unsetenv("REX_AUTH_TOKEN");
 
   asio::io_context io(1);
   LocalRuntime runtime(io.get_executor());

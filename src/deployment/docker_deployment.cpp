@@ -574,6 +574,16 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
     }
     if (host_port.empty()) {
       std::string logs = co_await log_tail();
+      // A container that already stopped has no ports: say that, not "no port".
+      const json::value* state = info.if_contains("State");
+      if (state && state->is_object() && state->as_object().if_contains("Running") &&
+          state->as_object().at("Running") == false) {
+        const json::value* code = state->as_object().if_contains("ExitCode");
+        throw DeploymentStartupError(fmt::format(
+            "container {} ({}) exited with code {} before its server answered; last log "
+            "lines:\n{}",
+            name, config.image, code ? json::serialize(*code) : std::string("?"), logs));
+      }
       throw DeploymentStartupError(fmt::format(
           "container {}: the engine published no host port for the server (network mode '{}'); "
           "last log lines:\n{}",
