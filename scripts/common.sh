@@ -45,7 +45,13 @@ rex_build() {
 
 REX_DOCKER_LOG=/var/log/rex-dockerd.log
 REX_IMAGE_CACHE=/var/cache/rex-images
-REX_IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Image settings given to `docker import`; part of every recipe's hash.
+REX_IMAGE_CHANGES=(
+  "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  "ENV LANG=C.UTF-8"
+  "WORKDIR /root"
+  'CMD ["/bin/bash"]'
+)
 REX_DEBIAN_SOURCES=/etc/apt/sources.list.d/debian.sources
 
 _rex_sudo() {
@@ -88,6 +94,7 @@ _rex_recipe_nopython() {
 _rex_recipe_hash() {  # RECIPE-FUNCTION
   {
     declare -f "$1"
+    declare -p REX_IMAGE_CHANGES
     case $1 in
       _rex_recipe_bookworm) cat "$REX_DEBIAN_SOURCES" ;;
       _rex_recipe_nopython) dpkg-query -W busybox-static bash-static ;;
@@ -115,9 +122,15 @@ _rex_docker_image() {
     rm -f "$log"
   fi
   echo "rex: importing $name"
-  docker import --change "LABEL rex.recipe=$hash" --change "ENV PATH=$REX_IMAGE_PATH" \
-    --change 'ENV LANG=C.UTF-8' --change 'WORKDIR /root' --change 'CMD ["/bin/bash"]' \
-    "$tar" "$name" >/dev/null
+  local old_id
+  old_id=$(docker image inspect --format '{{.Id}}' "$name" 2>/dev/null || true)
+  local changes=(--change "LABEL rex.recipe=$hash") change
+  for change in "${REX_IMAGE_CHANGES[@]}"; do
+    changes+=(--change "$change")
+  done
+  docker import "${changes[@]}" "$tar" "$name" >/dev/null
+  # The previous build, now untagged (kept while a container still uses it).
+  [[ -z $old_id ]] || docker image rm "$old_id" >/dev/null 2>&1 || true
   # The previous recipe's root is of no more use.
   [[ -z $have || $have == "$hash" ]] || rm -f "$REX_IMAGE_CACHE/$have.tar"
 }
@@ -141,7 +154,8 @@ rex_docker_setup() {
     flock 9
     if ! _rex_docker_answers; then
       echo "rex: starting dockerd (log: $REX_DOCKER_LOG)"
-      _rex_sudo setsid nohup dockerd </dev/null >>"$REX_DOCKER_LOG" 2>&1 &
+      # Detached in its own session; without the lock's descriptor, or it would hold the lock.
+      _rex_sudo sh -c 'exec setsid dockerd </dev/null >>"$1" 2>&1' rex-dockerd "$REX_DOCKER_LOG" 9>&- &
       local waited=0
       until _rex_docker_answers; do
         if ((waited >= 60)); then
