@@ -366,7 +366,9 @@ asio::awaitable<std::string> Engine::create_container(json::object body, std::st
   const http::ClientResponse response = co_await impl_->send(std::move(request), op);
   if (response.status == 404)
     Impl::fail(op, response, kNoImageHint);
-  if (response.status == 409)
+  // Podman answers a taken name with 500.
+  if (response.status == 409 ||
+      detail::engine_message_of(response.body).find("already in use") != std::string::npos)
     Impl::fail(op, response, "the name is taken: remove that container, or choose another name");
   if (response.status == 400)
     Impl::fail(op, response, "check the container settings: the engine names what it refused");
@@ -451,8 +453,13 @@ asio::awaitable<void> Engine::kill_container(std::string id, std::string signal)
   auto request = make_request("POST", "/containers/" + detail::url_encode(id) +
                                           "/kill?signal=" + detail::url_encode(signal));
   const http::ClientResponse response = co_await impl_->send(std::move(request), op);
-  // 404: gone; 409: not running. Either way nothing is left to kill.
+  // 404: gone; 409: not running (Podman: 500, "container state improper"). Either way nothing
+  // is left to kill.
   if (success(response) || response.status == 404 || response.status == 409)
+    co_return;
+  if (response.status == 500 &&
+      detail::engine_message_of(response.body).find("can only kill running containers") !=
+          std::string::npos)
     co_return;
   Impl::fail(op, response);
 }
