@@ -15,7 +15,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include "docker/engine_logic.hpp"
 
@@ -104,29 +103,7 @@ struct Engine::Impl {
       : config(std::move(cfg)),
         address(detail::engine_address(config)),
         prefix("/v" + config.api_version),
-        client(std::move(executor), address.base_url, client_config(config)) {}
-
-  static http::ClientConfig client_config(const EngineConfig& config) {
-    http::ClientConfig c;
-    c.timeout = config.request_timeout;
-    c.retry.max_retries = 0;  // a POST sent twice could create two containers
-    c.user_agent = "rex";
-    if (config.tls) {
-      c.verify_peer = config.tls_verify;
-      if (!config.cert_path.empty()) {
-        const std::filesystem::path dir(config.cert_path);
-        if (config.tls_verify)
-          c.ca_file = (dir / "ca.pem").string();
-        std::error_code ignored;
-        if (std::filesystem::exists(dir / "cert.pem", ignored) &&
-            std::filesystem::exists(dir / "key.pem", ignored)) {
-          c.cert_file = (dir / "cert.pem").string();
-          c.key_file = (dir / "key.pem").string();
-        }
-      }
-    }
-    return c;
-  }
+        client(std::move(executor), address.base_url, detail::engine_client_config(config)) {}
 
   // Where to point the user when the engine cannot be reached.
   std::string unreachable_hint(const std::string& error) const {
