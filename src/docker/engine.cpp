@@ -152,6 +152,12 @@ struct Engine::Impl {
         failure =
             fmt::format("cannot reach the container engine at {} (connect: {})", endpoint(), why);
         hint = unreachable_hint(why);
+      } else if (stage.find("TLS") != std::string::npos) {
+        failure = fmt::format("the TLS handshake with the container engine at {} failed ({})",
+                              endpoint(), why);
+        hint =
+            "check the certificates in the cert path (ca.pem, cert.pem, key.pem; "
+            "DOCKER_CERT_PATH) and whether the engine expects TLS (DOCKER_TLS_VERIFY)";
       } else {
         failure = fmt::format("lost the connection to the container engine at {} ({}: {})",
                               endpoint(), stage, why);
