@@ -1,6 +1,13 @@
 // Umbrella header: everything an agent or harness needs.
 #pragma once
 
+#include <rex/deployment/config.hpp>
+#include <rex/deployment/deployment.hpp>
+#include <rex/deployment/docker_deployment.hpp>
+#include <rex/deployment/docker_gc.hpp>
+#include <rex/deployment/dummy_deployment.hpp>
+#include <rex/deployment/local_deployment.hpp>
+#include <rex/deployment/remote_deployment.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/multipart.hpp>
@@ -12,6 +19,7 @@
 #include <rex/protocol/responses.hpp>
 #include <rex/protocol/session.hpp>
 #include <rex/runtime/archive.hpp>
+#include <rex/runtime/dummy_runtime.hpp>
 #include <rex/runtime/local_runtime.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 #include <rex/runtime/runtime.hpp>

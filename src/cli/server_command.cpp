@@ -15,6 +15,7 @@
 #include <sys/resource.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <iostream>
 
 namespace rex::cli {
@@ -27,7 +28,9 @@ void add_server_options(CLI::App& app, ServerOptions& o) {
   app.add_option("--port", s.port, "TCP port to listen on (0: any free port)")
       ->capture_default_str();
   app.add_option("--auth-token", s.auth_token,
-                 "Token every request must carry in X-API-Key (empty: no authentication)")
+                 "Token every request must carry in X-API-Key (empty: no authentication); "
+                 "also read from REX_AUTH_TOKEN, which keeps it out of the process list")
+      ->envname("REX_AUTH_TOKEN")
       ->required();
   app.add_option("--unix-socket", s.unix_socket,
                  "Listen on this unix domain socket instead of TCP");
@@ -123,6 +126,8 @@ int run_server(const ServerOptions& options) {
   spdlog::set_level(spdlog::level::from_str(options.log_level));
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
+  // The token may have come from the environment; the sessions must not inherit it.
+  ::unsetenv("REX_AUTH_TOKEN");
 
   asio::io_context io(1);
   LocalRuntime runtime(io.get_executor());

@@ -27,6 +27,7 @@
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
+#include <optional>
 #include <random>
 
 namespace rex {
@@ -179,14 +180,20 @@ struct RemoteRuntime::Impl {
   Impl(asio::any_io_executor executor, RemoteRuntimeConfig config)
       : ex(std::move(executor)),
         cfg(std::move(config)),
-        client(ex, cfg.url, cfg.client),
-        files(std::max<std::size_t>(cfg.file_threads, 1)) {}
+        client(ex, cfg.url, cfg.client) {}
 
-  ~Impl() { files.join(); }
+  ~Impl() {
+    if (files)
+      files->join();
+  }
 
   template <class F>
   asio::awaitable<std::invoke_result_t<F>> offload(F work) {
-    return detail::offload(files, ex, std::move(work));
+    // Started on first use: most runtimes never transfer a file, and a harness may hold
+    // hundreds of them.
+    if (!files)
+      files.emplace(std::max<std::size_t>(cfg.file_threads, 1));
+    return detail::offload(*files, ex, std::move(work));
   }
 
   // Headers of every call: the token, and an idempotency key that retries reuse.
@@ -304,8 +311,9 @@ struct RemoteRuntime::Impl {
   asio::any_io_executor ex;
   RemoteRuntimeConfig cfg;
   http::Client client;
-  asio::thread_pool files;
+  std::optional<asio::thread_pool> files;
   boost::uuids::random_generator uuids;
+  bool streaming_unsupported = false;  // the server answered 404 to /run_in_session_stream
 };
 
 RemoteRuntime::RemoteRuntime(asio::any_io_executor executor, RemoteRuntimeConfig config)
@@ -366,6 +374,107 @@ asio::awaitable<BashObservation> RemoteRuntime::run_in_session(Action action) {
     timeout = from_seconds(interrupt.timeout * attempts) + impl_->cfg.timeout_margin;
   }
   co_return co_await impl_->call<BashObservation>("/run_in_session", action, timeout);
+}
+
+namespace {
+
+// Splits a Server-Sent Events stream into (event, data) pairs; pieces may end anywhere.
+class SseParser {
+ public:
+  template <class F>
+  void feed(std::string_view piece, F&& on_event) {
+    buffer_.append(piece);
+    std::size_t end;
+    while ((end = buffer_.find("\n\n")) != std::string::npos) {
+      std::string_view block(buffer_.data(), end);
+      std::string event = "message";
+      std::string data;
+      while (!block.empty()) {
+        const auto nl = block.find('\n');
+        std::string_view line = block.substr(0, nl);
+        block = nl == std::string_view::npos ? std::string_view() : block.substr(nl + 1);
+        auto value = [&](std::string_view field) {
+          std::string_view v = line.substr(field.size());
+          if (v.starts_with(' '))
+            v.remove_prefix(1);
+          return v;
+        };
+        if (line.starts_with("event:")) {
+          event = value("event:");
+        } else if (line.starts_with("data:")) {
+          if (!data.empty())
+            data += '\n';
+          data += value("data:");
+        }
+      }
+      on_event(event, data);
+      buffer_.erase(0, end + 2);
+    }
+  }
+
+ private:
+  std::string buffer_;
+};
+
+}  // namespace
+
+asio::awaitable<BashObservation> RemoteRuntime::run_in_session_streaming(Action action,
+                                                                         OutputListener on_output) {
+  if (!on_output || impl_->streaming_unsupported ||
+      std::holds_alternative<BashInterruptAction>(action))
+    co_return co_await run_in_session(std::move(action));
+  const auto timeout = impl_->command_timeout(std::get<BashAction>(action).timeout);
+  const json::value encoded = to_json(action);
+  http::ClientRequest request = impl_->post("/run_in_session_stream", &encoded, timeout);
+  std::optional<BashObservation> observation;
+  std::optional<json::value> error;
+  std::string bad_event;
+  SseParser parser;
+  auto handle = [&](const std::string& event, const std::string& data) {
+    json::error_code ec;
+    json::value value = json::parse(data, ec);
+    if (ec) {
+      bad_event = fmt::format("event {} with invalid JSON: {}", event, excerpt(data));
+      return;
+    }
+    if (event == "output") {
+      const json::value* text =
+          value.is_object() ? value.as_object().if_contains("output") : nullptr;
+      if (text != nullptr && text->is_string())
+        on_output(std::string_view(text->as_string()));
+    } else if (event == "observation") {
+      try {
+        observation = from_json<BashObservation>(value);
+      } catch (const ProtocolError& e) {
+        bad_event = fmt::format("observation event that does not decode: {}", e.what());
+      }
+    } else if (event == "error") {
+      error = std::move(value);
+    }
+  };
+  request.on_body = [&](std::string_view piece) { parser.feed(piece, handle); };
+  const http::ClientResponse response = co_await impl_->client.request(request);
+  if (response.status == 404 || response.status == 405) {
+    impl_->streaming_unsupported = true;
+    co_return co_await run_in_session(std::move(action));
+  }
+  impl_->check(request, response);
+  const std::string url = impl_->client.url_of(request.target);
+  if (error) {
+    // The same body a 511 (a runtime exception) or 422 (a bad action) answer would carry.
+    const json::object* body = error->if_object();
+    const json::value* transfer = body ? body->if_contains("swerexception") : nullptr;
+    if (transfer != nullptr && transfer->is_object())
+      throw_wire(transfer->as_object());
+    const std::string text = json::serialize(*error);
+    throw http::HttpError(fmt::format("POST {} reported an error: {}", url, excerpt(text)), 422,
+                          url, text);
+  }
+  if (!observation)
+    throw http::HttpError(fmt::format("POST {} ended its event stream without an observation{}{}",
+                                      url, bad_event.empty() ? "" : ": ", bad_event),
+                          response.status, url, "");
+  co_return std::move(*observation);
 }
 
 asio::awaitable<CloseBashSessionResponse> RemoteRuntime::close_session(

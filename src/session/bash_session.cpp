@@ -737,6 +737,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     options.argv.push_back("-i");
     options.env = std::move(envv);
     options.controlling_tty = name;
+    if (!cfg.working_dir.empty())
+      options.cwd = cfg.working_dir;
     detail::SpawnedChild child;
     try {
       child = detail::spawn_process(options);

@@ -370,6 +370,53 @@ TEST(RemoteRuntime, ServerThatComesUpLateIsReachedByRetries) {
   EXPECT_EQ(server.requests.size(), 1u);
 }
 
+TEST(RemoteRuntime, StreamingFallsBackWhenTheServerLacksTheEndpoint) {
+  asio::io_context io;
+  // SWE-ReX's server: no /run_in_session_stream.
+  ScriptedServer server(io, [](const Seen& seen) {
+    if (seen.target == "/run_in_session_stream") {
+      Reply r = Reply::json_body(R"({"detail":"Not Found"})");
+      r.status = 404;
+      return r;
+    }
+    return Reply::json_body(observation_json("whole\n"));
+  });
+  RemoteRuntime rt(io.get_executor(), config_for(server.listen_tcp()));
+  std::vector<std::string> pieces;
+  auto listener = [&](std::string_view text) { pieces.emplace_back(text); };
+  for (int i = 0; i < 2; ++i) {
+    const BashObservation obs =
+        test::run_async(io, rt.run_in_session_streaming(command("echo whole"), listener));
+    EXPECT_EQ(obs.output, "whole\n");
+  }
+  EXPECT_TRUE(pieces.empty());
+  // Asked once; the second call went straight to /run_in_session.
+  ASSERT_EQ(server.requests.size(), 3u);
+  EXPECT_EQ(server.requests[0].target, "/run_in_session_stream");
+  EXPECT_EQ(server.requests[1].target, "/run_in_session");
+  EXPECT_EQ(server.requests[2].target, "/run_in_session");
+}
+
+TEST(RemoteRuntime, StreamErrorsBecomeTheTransferredException) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) {
+    Reply r;
+    r.content_type = "text/event-stream";
+    r.body =
+        "event: output\ndata: {\"output\": \"partial\"}\n\n"
+        "event: error\ndata: {\"swerexception\": {\"message\": \"too slow\", "
+        "\"class_path\": \"swerex.exceptions.CommandTimeoutError\", \"traceback\": \"\", "
+        "\"extra_info\": {}}}\n\n";
+    return r;
+  });
+  RemoteRuntime rt(io.get_executor(), config_for(server.listen_tcp()));
+  std::vector<std::string> pieces;
+  auto listener = [&](std::string_view text) { pieces.emplace_back(text); };
+  EXPECT_THROW(test::run_async(io, rt.run_in_session_streaming(command("sleep 9"), listener)),
+               CommandTimeoutError);
+  EXPECT_THAT(pieces, ::testing::ElementsAre("partial"));
+}
+
 TEST(RemoteRuntime, DroppedRequestIsRetriedWithTheSameRequestId) {
   asio::io_context io;
   ScriptedServer server(io, [](const Seen& seen) {

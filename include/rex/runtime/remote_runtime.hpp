@@ -59,6 +59,11 @@ class RemoteRuntime final : public Runtime {
   asio::awaitable<CreateBashSessionResponse> create_session(
       CreateBashSessionRequest request) override;
   asio::awaitable<BashObservation> run_in_session(Action action) override;
+  /// POST /run_in_session_stream (a rex addition): output arrives as Server-Sent Events while
+  /// the command runs. A server without that endpoint (SWE-ReX's answers 404) is remembered and
+  /// served by run_in_session instead, the output then coming at the end.
+  asio::awaitable<BashObservation> run_in_session_streaming(Action action,
+                                                            OutputListener on_output) override;
   asio::awaitable<CloseBashSessionResponse> close_session(CloseBashSessionRequest request) override;
   asio::awaitable<CommandResponse> execute(Command command) override;
   asio::awaitable<ReadFileResponse> read_file(ReadFileRequest request) override;

@@ -49,6 +49,8 @@ struct BashSessionConfig {
   /// Default cap on one observation's output (head and tail are kept); none = unlimited.
   /// A BashAction's max_output_bytes takes precedence.
   std::optional<std::int64_t> max_output_bytes{};
+  /// Directory bash starts in; empty = this process's current directory. Must exist.
+  std::string working_dir{};
 };
 
 class BashSession {

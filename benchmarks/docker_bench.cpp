@@ -1,0 +1,187 @@
+// rex_docker_bench: container start to first successful command, DockerDeployment against the
+// floor of the raw engine, measured in the same run.
+//
+//   rex_docker_bench [--runs N] [--image IMAGE] [--smoke] [--json] [--strict]
+//
+// Figures (rex and floor runs alternate, so a noisy neighbour hurts both alike):
+//   floor          create + start + wait for a container running `/bin/sh -c 'exit 0'`, through
+//                  the same Engine API client: what any container start costs on this engine
+//   docker_tcp     DockerDeployment.start() (image check, create with the server mounted, start,
+//                  port read back, server answering) + create_session + `echo ok` answered
+//   docker_unix    the same in network-less mode (unix socket, no port publishing)
+// Target: p50 of docker_tcp and docker_unix <= 1.25 x p50 of floor. Container removal is not
+// timed in either. Needs a running engine and the image (scripts/common.sh: rex_docker_setup).
+// --smoke: 2 runs each, exits 0 even when a target misses (a failure to start still fails).
+
+#include <rex/deployment/docker_deployment.hpp>
+#include <rex/docker/engine.hpp>
+
+#include <fmt/core.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int runs = 10;
+  std::string image = "rex-test-nopython:latest";
+  bool smoke = false;
+  bool json = false;
+  bool strict = false;
+};
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+template <class T>
+T run(asio::io_context& io, asio::awaitable<T> op) {
+  std::exception_ptr error;
+  std::optional<T> result;
+  asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, T value) {
+    error = e;
+    if (!e)
+      result.emplace(std::move(value));
+  });
+  io.restart();
+  io.run();
+  if (error)
+    std::rethrow_exception(error);
+  return std::move(*result);
+}
+
+asio::awaitable<double> floor_once(rex::docker::Engine& engine, std::string image) {
+  json::object body{{"Image", image},
+                    {"Entrypoint", json::array{"/bin/sh", "-c", "exit 0"}},
+                    {"Labels", json::object{{"rex.bench", "floor"}}}};
+  const auto t0 = Clock::now();
+  const std::string id = co_await engine.create_container(std::move(body));
+  co_await engine.start_container(id);
+  const auto code = co_await engine.wait_container(id);
+  const double ms = ms_since(t0);
+  co_await engine.remove_container(id, true);
+  if (code != 0)
+    throw std::runtime_error(fmt::format("floor container exited with {}", code));
+  co_return ms;
+}
+
+asio::awaitable<double> rex_once(std::string image, bool unix_socket) {
+  rex::DockerDeploymentConfig c;
+  c.image = std::move(image);
+  c.pull = rex::PullPolicy::never;
+  c.labels = {{"rex.bench", "deployment"}};
+  if (unix_socket)
+    c.network_mode = "none";
+  auto ex = co_await asio::this_coro::executor;
+  rex::DockerDeployment d(ex, c);
+  const auto t0 = Clock::now();
+  co_await d.start();
+  rex::CreateBashSessionRequest create;
+  create.startup_timeout = 30;
+  co_await d.runtime().create_session(create);
+  rex::BashAction echo;
+  echo.command = "echo ok";
+  echo.timeout = 30;
+  auto obs = co_await d.runtime().run_in_session(echo);
+  const double ms = ms_since(t0);
+  co_await d.stop();
+  if (obs.output != "ok\n" || obs.exit_code != 0)
+    throw std::runtime_error("unexpected first command result: " + obs.output);
+  co_return ms;
+}
+
+struct Figure {
+  std::string name;
+  std::vector<double> samples;
+  double pct(double p) const {
+    auto s = samples;
+    std::sort(s.begin(), s.end());
+    const auto i = static_cast<std::size_t>(p * static_cast<double>(s.size() - 1) + 0.5);
+    return s[std::min(i, s.size() - 1)];
+  }
+};
+
+int usage(const char* self, int code) {
+  fmt::print(code == 0 ? stdout : stderr,
+             "usage: {} [--runs N] [--image IMAGE] [--smoke] [--json] [--strict]\n", self);
+  return code;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--smoke")
+      opt.smoke = true;
+    else if (a == "--json")
+      opt.json = true;
+    else if (a == "--strict")
+      opt.strict = true;
+    else if (a == "--image" && i + 1 < argc)
+      opt.image = argv[++i];
+    else if (a == "--runs" && i + 1 < argc)
+      opt.runs = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--help" || a == "-h")
+      return usage(argv[0], 0);
+    else {
+      fmt::print(stderr, "unknown or incomplete argument `{}`\n", a);
+      return usage(argv[0], 2);
+    }
+  }
+  if (opt.smoke)
+    opt.runs = 2;
+
+  asio::io_context io;
+  rex::docker::Engine engine(io.get_executor());
+  Figure floor{"floor", {}}, tcp{"docker_tcp", {}}, unix_socket{"docker_unix", {}};
+  try {
+    // One unmeasured start of each warms the engine's caches (image layers, binaries).
+    run(io, floor_once(engine, opt.image));
+    run(io, rex_once(opt.image, false));
+    for (int i = 0; i < opt.runs; ++i) {
+      floor.samples.push_back(run(io, floor_once(engine, opt.image)));
+      tcp.samples.push_back(run(io, rex_once(opt.image, false)));
+      unix_socket.samples.push_back(run(io, rex_once(opt.image, true)));
+    }
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "rex_docker_bench: {}\n", e.what());
+    return 1;
+  }
+
+  const double base = floor.pct(0.5);
+  bool missed = false;
+  FILE* table = opt.json ? stderr : stdout;
+  fmt::print(table, "container start to first command, image {}, {} runs each\n", opt.image,
+             opt.runs);
+  fmt::print(table, "{:<12} {:>9} {:>9} {:>9} {:>8}  {}\n", "figure", "p50 ms", "p90 ms", "max ms",
+             "ratio", "target");
+  for (const Figure* f : {&floor, &tcp, &unix_socket}) {
+    const double ratio = f->pct(0.5) / base;
+    const bool is_floor = f == &floor;
+    const bool ok = is_floor || ratio <= 1.25;
+    missed = missed || !ok;
+    fmt::print(table, "{:<12} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f}x  {}\n", f->name, f->pct(0.5),
+               f->pct(0.9), f->pct(1.0), ratio,
+               is_floor ? "floor" : (ok ? "<= 1.25x ok" : "<= 1.25x MISSED"));
+    if (opt.json) {
+      json::object o{{"figure", f->name},     {"p50_ms", f->pct(0.5)}, {"p90_ms", f->pct(0.9)},
+                     {"max_ms", f->pct(1.0)}, {"ratio", ratio},        {"runs", opt.runs},
+                     {"image", opt.image}};
+      fmt::print("{}\n", json::serialize(o));
+    }
+  }
+  return opt.strict && missed ? 1 : 0;
+}

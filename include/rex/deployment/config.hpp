@@ -1,0 +1,118 @@
+// DeploymentConfig: what to start, as data. Read from JSON (a file, a CLI flag, an evaluation
+// instance) with a "type" discriminator, each type mapped one to one onto a settings struct,
+// and turned into a Deployment by make_deployment().
+//
+// Field names follow SWE-ReX's deployment configs wherever they mean the same thing, so an
+// existing SWE-agent deployment section loads unchanged. SWE-ReX fields that rex has no use for
+// (python_standalone_dir, exec_shell) are accepted and ignored. Unknown fields are refused, as
+// SWE-ReX refuses them: a typo must not silently fall back to a default.
+#pragma once
+
+#include <rex/deployment/deployment.hpp>
+#include <rex/protocol/actions.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace rex {
+
+/// A config that cannot be used. The message names the field and what is wrong with it:
+/// "docker.pull: expected one of never, missing, always, got \"sometimes\"".
+class DeploymentConfigError : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+/// A LocalRuntime in this process: bash sessions on this machine.
+struct LocalDeploymentConfig {
+  std::string working_dir{};  // sessions start here (created when missing); empty: current dir
+  std::map<std::string, std::string> env{};  // added to every session's environment
+};
+
+/// A running rex-server or swerex-remote. host may be a whole base URL (http, https, http+unix);
+/// a port, when set, is appended to it.
+struct RemoteDeploymentConfig {
+  std::string auth_token{};
+  std::string host = "http://127.0.0.1";
+  std::optional<int> port{};
+  double timeout = 0.15;          // is_alive's timeout, seconds (SWE-ReX's meaning)
+  double startup_timeout = 10.0;  // start() waits this long for the server to answer
+};
+
+/// Scripted observations for testing agents without running anything (see DummyRuntime).
+struct DummyDeploymentConfig {
+  std::vector<BashObservation> run_in_session_outputs{};
+};
+
+enum class PullPolicy { never, missing, always };
+
+/// A container started through the Docker Engine API (or Podman's compatible API), with
+/// rex-server injected into it. See docker_deployment.hpp.
+struct DockerDeploymentConfig {
+  // SWE-ReX's fields.
+  std::string image = "python:3.11";
+  std::optional<int> port{};  // host port on 127.0.0.1; none: the engine picks a free one
+  std::vector<std::string> docker_args{};  // docker-run flags, translated (docker_args.hpp)
+  double startup_timeout = 180.0;
+  PullPolicy pull = PullPolicy::missing;
+  bool remove_images = false;  // remove the image after stop (when no other container uses it)
+  std::optional<std::string> platform{};  // "linux/amd64"; also taken from --platform
+  bool remove_container = true;
+  std::string container_runtime = "docker";  // docker | podman: picks the default engine socket
+  std::string docker_internal_host = "http://127.0.0.1";  // where published ports are reached
+
+  // rex's fields.
+  std::string engine{};  // DOCKER_HOST form (unix:///..., tcp://...); empty: the environment's
+  std::string network_mode{};  // "none": no network, the server on a bind-mounted unix socket
+  std::optional<std::string> memory{};  // "512m", "2g" or bytes
+  std::optional<double> cpus{};         // 1.5 = one and a half cores
+  std::optional<std::int64_t> pids_limit{};
+  std::map<std::string, std::string> env{};
+  std::vector<std::string> mounts{};  // "HOST:CONTAINER[:ro]", as docker run -v
+  std::map<std::string, std::string> labels{};
+  std::string working_dir{};
+  std::string user{};
+  // Merged into the Engine API's container-create body last, objects key by key, so anything
+  // the fields above do not cover can still be set.
+  boost::json::object create_options{};
+  std::string server_path{};  // the static rex-server to inject; empty: found automatically
+  std::string server_transfer = "auto";  // auto | mount | upload (auto: mount when local)
+  double max_lifetime = 86400.0;         // rex-server exits after this many seconds; 0: never
+  bool init = true;                      // an init process as PID 1 reaps orphaned processes
+  std::string container_name{};          // empty: rex-<deployment id>
+};
+
+using DeploymentConfig = std::variant<LocalDeploymentConfig, RemoteDeploymentConfig,
+                                      DockerDeploymentConfig, DummyDeploymentConfig>;
+
+/// "local", "remote", "docker" or "dummy".
+std::string_view deployment_type(const DeploymentConfig& config) noexcept;
+
+/// Decodes a config object; "type" selects the struct (absent: "docker", as SWE-agent's
+/// default). DeploymentConfigError for an unknown type, an unknown field, a wrong type or a
+/// bad value, naming it.
+DeploymentConfig deployment_config_from_json(const boost::json::value& json);
+/// Reads a JSON file holding one config object. DeploymentConfigError names the file.
+DeploymentConfig load_deployment_config(const std::string& path);
+/// Every field, so the result loads back to the same config.
+boost::json::object to_json(const DeploymentConfig& config);
+
+std::string_view to_string(PullPolicy policy) noexcept;
+
+/// The deployment for a config. Nothing starts until start(). DeploymentConfigError for
+/// settings that cannot work together (checked here, before anything runs).
+std::unique_ptr<Deployment> make_deployment(asio::any_io_executor executor,
+                                            DeploymentConfig config);
+
+}  // namespace rex

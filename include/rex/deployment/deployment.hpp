@@ -1,0 +1,91 @@
+// Deployment: starts a sandbox and hands back the Runtime that reaches into it. Agent code
+// programs against Runtime and stays the same whichever deployment (local, remote, Docker,
+// dummy) made it.
+//
+// Lifecycle: start() once, then runtime() until stop(). stop() is safe to call at any time, more
+// than once, and after a failed start; it releases everything start() took (the runtime's
+// sessions, a container, temporary files). start() after stop() is refused.
+//
+// Progress: hooks added with add_hook() receive an event at each stage (pulling with bytes and
+// percent, creating, starting, waiting for the server, ready, stopping, stopped). They run on
+// the deployment's executor, in the order added, and must not block.
+//
+// Threading: call every member from the executor the deployment was created with.
+#pragma once
+
+#include <rex/protocol/responses.hpp>
+#include <rex/runtime/runtime.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rex {
+
+namespace asio = boost::asio;
+
+enum class DeploymentStage { pulling, creating, starting, waiting, ready, stopping, stopped };
+
+/// "pulling", "creating", ...
+std::string_view to_string(DeploymentStage stage) noexcept;
+
+struct DeploymentEvent {
+  DeploymentStage stage = DeploymentStage::starting;
+  std::string message{};  // one line for people: "pulling python:3.11: Downloading 41%"
+  // Pulling only: summed over the image's layers seen so far; percent is -1 while unknown.
+  std::uint64_t bytes_done = 0;
+  std::uint64_t bytes_total = 0;
+  double percent = -1;
+};
+
+using DeploymentHook = std::function<void(const DeploymentEvent&)>;
+
+/// runtime() before start() finished, or after stop().
+class DeploymentNotStartedError : public std::logic_error {
+ public:
+  using std::logic_error::logic_error;
+};
+
+/// start() failed. The message says what failed and why (for a container: its last log lines);
+/// everything start() had taken is released before this is thrown.
+class DeploymentStartupError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class Deployment {
+ public:
+  virtual ~Deployment() = default;
+  Deployment() = default;
+  Deployment(const Deployment&) = delete;
+  Deployment& operator=(const Deployment&) = delete;
+
+  /// Starts the sandbox and waits until its runtime answers. DeploymentStartupError on failure.
+  virtual asio::awaitable<void> start() = 0;
+  /// Closes the runtime and releases the sandbox. Never throws for a sandbox already gone.
+  virtual asio::awaitable<void> stop() = 0;
+  /// {is_alive: false, message} before start, after stop, or when the sandbox does not answer.
+  virtual asio::awaitable<IsAliveResponse> is_alive();
+  /// The runtime of the started sandbox. DeploymentNotStartedError outside start..stop.
+  virtual Runtime& runtime() = 0;
+  /// True between a successful start() and stop().
+  virtual bool started() const noexcept = 0;
+
+  void add_hook(DeploymentHook hook);
+
+ protected:
+  /// Hands the event to every hook. A hook that throws is ignored: progress reports must not
+  /// break a deployment.
+  void emit(const DeploymentEvent& event) const noexcept;
+  void emit(DeploymentStage stage, std::string message) const noexcept;
+
+ private:
+  std::vector<DeploymentHook> hooks_;
+};
+
+}  // namespace rex

@@ -1,0 +1,458 @@
+// Deployment configs from and to JSON, strictly: every field known, every value checked, and
+// each error naming "type.field".
+#include <rex/deployment/config.hpp>
+#include <rex/deployment/docker_args.hpp>
+#include <rex/deployment/docker_deployment.hpp>
+#include <rex/deployment/dummy_deployment.hpp>
+#include <rex/deployment/local_deployment.hpp>
+#include <rex/deployment/remote_deployment.hpp>
+#include <rex/protocol/json.hpp>
+
+#include <fmt/format.h>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <cmath>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace rex {
+
+namespace json = boost::json;
+
+namespace {
+
+std::string_view kind_of(const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::null:
+      return "null";
+    case json::kind::bool_:
+      return "a boolean";
+    case json::kind::int64:
+    case json::kind::uint64:
+    case json::kind::double_:
+      return "a number";
+    case json::kind::string:
+      return "a string";
+    case json::kind::array:
+      return "an array";
+    case json::kind::object:
+      return "an object";
+  }
+  return "a value";
+}
+
+// Reads the fields of one config object, and refuses what it did not read.
+class Reader {
+ public:
+  Reader(const json::object& object, std::string_view type) : object_(object), type_(type) {}
+
+  void string(std::string_view key, std::string& out) {
+    if (const json::value* v = take(key)) {
+      if (!v->is_string())
+        wrong(key, "a string", *v);
+      out = std::string(v->as_string());
+    }
+  }
+
+  void optional_string(std::string_view key, std::optional<std::string>& out) {
+    if (const json::value* v = take(key)) {
+      if (v->is_null())
+        out.reset();
+      else if (v->is_string())
+        out = std::string(v->as_string());
+      else
+        wrong(key, "a string or null", *v);
+    }
+  }
+
+  void boolean(std::string_view key, bool& out) {
+    if (const json::value* v = take(key)) {
+      if (!v->is_bool())
+        wrong(key, "true or false", *v);
+      out = v->as_bool();
+    }
+  }
+
+  void number(std::string_view key, double& out, double min = 0) {
+    if (const json::value* v = take(key)) {
+      if (!v->is_number())
+        wrong(key, "a number", *v);
+      out = v->to_number<double>();
+      if (!std::isfinite(out) || out < min)
+        fail(key, fmt::format("{} must be a number of at least {}", out, min));
+    }
+  }
+
+  void optional_number(std::string_view key, std::optional<double>& out, double min = 0) {
+    if (const json::value* v = take(key)) {
+      if (v->is_null()) {
+        out.reset();
+        return;
+      }
+      double d = 0;
+      number_of(key, *v, d);
+      if (d < min)
+        fail(key, fmt::format("{} must be at least {}", d, min));
+      out = d;
+    }
+  }
+
+  template <class Int>
+  void optional_integer(std::string_view key, std::optional<Int>& out, std::int64_t min,
+                        std::int64_t max) {
+    if (const json::value* v = take(key)) {
+      if (v->is_null()) {
+        out.reset();
+        return;
+      }
+      std::int64_t i = 0;
+      if (v->is_int64())
+        i = v->as_int64();
+      else if (v->is_uint64() && v->as_uint64() <= static_cast<std::uint64_t>(INT64_MAX))
+        i = static_cast<std::int64_t>(v->as_uint64());
+      else if (v->is_double() && std::trunc(v->as_double()) == v->as_double() &&
+               std::fabs(v->as_double()) < 9e15)
+        i = static_cast<std::int64_t>(v->as_double());
+      else
+        wrong(key, "an integer or null", *v);
+      if (i < min || i > max)
+        fail(key, fmt::format("{} is out of range ({}..{})", i, min, max));
+      out = static_cast<Int>(i);
+    }
+  }
+
+  void strings(std::string_view key, std::vector<std::string>& out) {
+    if (const json::value* v = take(key)) {
+      if (!v->is_array())
+        wrong(key, "an array of strings", *v);
+      out.clear();
+      for (const auto& item : v->as_array()) {
+        if (!item.is_string())
+          wrong(key, "an array of strings", item);
+        out.emplace_back(item.as_string());
+      }
+    }
+  }
+
+  void string_map(std::string_view key, std::map<std::string, std::string>& out) {
+    if (const json::value* v = take(key)) {
+      if (!v->is_object())
+        wrong(key, "an object of strings", *v);
+      out.clear();
+      for (const auto& [k, item] : v->as_object()) {
+        if (item.is_string())
+          out[std::string(k)] = std::string(item.as_string());
+        else if (item.is_number() || item.is_bool())
+          out[std::string(k)] = json::serialize(item);  // {"N": 1} means "1", as YAML users write
+        else
+          fail(key, fmt::format("value of \"{}\": expected a string, got {}", std::string(k),
+                                kind_of(item)));
+      }
+    }
+  }
+
+  void object(std::string_view key, json::object& out) {
+    if (const json::value* v = take(key)) {
+      if (!v->is_object())
+        wrong(key, "an object", *v);
+      out = v->as_object();
+    }
+  }
+
+  template <class T>
+  void choice(std::string_view key, T& out,
+              std::initializer_list<std::pair<std::string_view, T>> options) {
+    if (const json::value* v = take(key)) {
+      if (v->is_string()) {
+        for (const auto& [name, value] : options) {
+          if (v->as_string() == name) {
+            out = value;
+            return;
+          }
+        }
+      }
+      std::string names;
+      for (const auto& [name, value] : options)
+        names += (names.empty() ? "" : ", ") + std::string(name);
+      fail(key, fmt::format("expected one of {}, got {}", names, json::serialize(*v)));
+    }
+  }
+
+  const json::value* raw(std::string_view key) { return take(key); }
+
+  /// Unknown fields are errors, as in SWE-ReX's configs.
+  void finish() const {
+    for (const auto& [k, v] : object_) {
+      if (k != "type" && !read_.contains(std::string(k))) {
+        throw DeploymentConfigError(fmt::format("{}: unknown field \"{}\"", type_, std::string(k)));
+      }
+    }
+  }
+
+  [[noreturn]] void fail(std::string_view key, std::string message) const {
+    throw DeploymentConfigError(fmt::format("{}.{}: {}", type_, key, message));
+  }
+
+ private:
+  const json::value* take(std::string_view key) {
+    read_.insert(std::string(key));
+    return object_.if_contains(key);
+  }
+
+  void number_of(std::string_view key, const json::value& v, double& out) const {
+    if (!v.is_number())
+      wrong(key, "a number or null", v);
+    out = v.to_number<double>();
+  }
+
+  [[noreturn]] void wrong(std::string_view key, std::string_view expected,
+                          const json::value& got) const {
+    fail(key, fmt::format("expected {}, got {}", expected, kind_of(got)));
+  }
+
+  const json::object& object_;
+  std::string type_;
+  std::set<std::string> read_;
+};
+
+LocalDeploymentConfig read_local(Reader& r) {
+  LocalDeploymentConfig c;
+  r.string("working_dir", c.working_dir);
+  r.string_map("env", c.env);
+  return c;
+}
+
+RemoteDeploymentConfig read_remote(Reader& r) {
+  RemoteDeploymentConfig c;
+  r.string("auth_token", c.auth_token);
+  r.string("host", c.host);
+  r.optional_integer("port", c.port, 1, 65535);
+  r.number("timeout", c.timeout);
+  r.number("startup_timeout", c.startup_timeout);
+  return c;
+}
+
+DummyDeploymentConfig read_dummy(Reader& r) {
+  DummyDeploymentConfig c;
+  if (const json::value* v = r.raw("run_in_session_outputs")) {
+    // SWE-ReX's DummyRuntime takes one observation or a list of them.
+    try {
+      if (v->is_array()) {
+        for (const auto& item : v->as_array())
+          c.run_in_session_outputs.push_back(from_json<BashObservation>(item));
+      } else {
+        c.run_in_session_outputs.push_back(from_json<BashObservation>(*v));
+      }
+    } catch (const ProtocolError& e) {
+      r.fail("run_in_session_outputs", e.what());
+    }
+  }
+  return c;
+}
+
+DockerDeploymentConfig read_docker(Reader& r) {
+  DockerDeploymentConfig c;
+  r.string("image", c.image);
+  r.optional_integer("port", c.port, 1, 65535);
+  r.strings("docker_args", c.docker_args);
+  r.number("startup_timeout", c.startup_timeout);
+  r.choice("pull", c.pull,
+           {{"never", PullPolicy::never},
+            {"missing", PullPolicy::missing},
+            {"always", PullPolicy::always}});
+  r.boolean("remove_images", c.remove_images);
+  std::optional<std::string> ignored;
+  r.optional_string("python_standalone_dir", ignored);  // rex needs no Python in the image
+  std::vector<std::string> ignored_list;
+  r.strings("exec_shell", ignored_list);  // rex runs no shell command to start its server
+  r.optional_string("platform", c.platform);
+  r.boolean("remove_container", c.remove_container);
+  r.choice("container_runtime", c.container_runtime,
+           {{"docker", std::string("docker")}, {"podman", std::string("podman")}});
+  r.string("docker_internal_host", c.docker_internal_host);
+  r.string("engine", c.engine);
+  r.string("network_mode", c.network_mode);
+  r.optional_string("memory", c.memory);
+  r.optional_number("cpus", c.cpus);
+  r.optional_integer("pids_limit", c.pids_limit, -1, INT64_MAX);
+  r.string_map("env", c.env);
+  r.strings("mounts", c.mounts);
+  r.string_map("labels", c.labels);
+  r.string("working_dir", c.working_dir);
+  r.string("user", c.user);
+  r.object("create_options", c.create_options);
+  r.string("server_path", c.server_path);
+  r.choice("server_transfer", c.server_transfer,
+           {{"auto", std::string("auto")},
+            {"mount", std::string("mount")},
+            {"upload", std::string("upload")}});
+  r.number("max_lifetime", c.max_lifetime);
+  r.boolean("init", c.init);
+  r.string("container_name", c.container_name);
+  if (c.image.empty())
+    r.fail("image", "must not be empty");
+  if (c.memory)
+    (void)parse_size(*c.memory, "docker.memory");
+  // SWE-ReX moves --platform out of docker_args into platform, and refuses both at once.
+  std::optional<std::string> from_args;
+  json::object scratch;
+  apply_docker_args(c.docker_args, scratch, from_args);
+  if (from_args) {
+    if (c.platform && *c.platform != *from_args)
+      r.fail("platform", "given both as platform and as --platform in docker_args");
+    c.platform = from_args;
+  }
+  return c;
+}
+
+json::value optional_value(const std::optional<std::string>& s) {
+  return s ? json::value(*s) : json::value(nullptr);
+}
+
+json::object map_value(const std::map<std::string, std::string>& m) {
+  json::object o;
+  for (const auto& [k, v] : m)
+    o[k] = v;
+  return o;
+}
+
+json::array list_value(const std::vector<std::string>& v) {
+  json::array a;
+  for (const auto& s : v)
+    a.emplace_back(s);
+  return a;
+}
+
+}  // namespace
+
+std::string_view deployment_type(const DeploymentConfig& config) noexcept {
+  static constexpr std::string_view names[] = {"local", "remote", "docker", "dummy"};
+  return names[config.index()];
+}
+
+std::string_view to_string(PullPolicy policy) noexcept {
+  switch (policy) {
+    case PullPolicy::never:
+      return "never";
+    case PullPolicy::missing:
+      return "missing";
+    case PullPolicy::always:
+      return "always";
+  }
+  return "missing";
+}
+
+DeploymentConfig deployment_config_from_json(const json::value& value) {
+  if (!value.is_object())
+    throw DeploymentConfigError(
+        fmt::format("deployment config: expected an object, got {}", kind_of(value)));
+  const json::object& o = value.as_object();
+  std::string type = "docker";
+  if (const json::value* t = o.if_contains("type")) {
+    if (!t->is_string())
+      throw DeploymentConfigError(
+          fmt::format("deployment config: type: expected a string, got {}", kind_of(*t)));
+    type = std::string(t->as_string());
+  }
+  Reader r(o, type);
+  DeploymentConfig config;
+  if (type == "local")
+    config = read_local(r);
+  else if (type == "remote")
+    config = read_remote(r);
+  else if (type == "docker")
+    config = read_docker(r);
+  else if (type == "dummy")
+    config = read_dummy(r);
+  else
+    throw DeploymentConfigError(fmt::format(
+        "deployment config: unknown type \"{}\" (expected local, remote, docker or dummy)", type));
+  r.finish();
+  return config;
+}
+
+DeploymentConfig load_deployment_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in)
+    throw DeploymentConfigError(fmt::format("cannot open deployment config '{}'", path));
+  std::ostringstream text;
+  text << in.rdbuf();
+  boost::system::error_code ec;
+  json::value value = json::parse(text.str(), ec);
+  if (ec)
+    throw DeploymentConfigError(fmt::format("{}: not valid JSON ({})", path, ec.message()));
+  try {
+    return deployment_config_from_json(value);
+  } catch (const DeploymentConfigError& e) {
+    throw DeploymentConfigError(fmt::format("{}: {}", path, e.what()));
+  }
+}
+
+json::object to_json(const DeploymentConfig& config) {
+  json::object o;
+  o["type"] = deployment_type(config);
+  if (const auto* c = std::get_if<LocalDeploymentConfig>(&config)) {
+    o["working_dir"] = c->working_dir;
+    o["env"] = map_value(c->env);
+  } else if (const auto* c = std::get_if<RemoteDeploymentConfig>(&config)) {
+    o["auth_token"] = c->auth_token;
+    o["host"] = c->host;
+    o["port"] = c->port ? json::value(*c->port) : json::value(nullptr);
+    o["timeout"] = c->timeout;
+    o["startup_timeout"] = c->startup_timeout;
+  } else if (const auto* c = std::get_if<DummyDeploymentConfig>(&config)) {
+    json::array outputs;
+    for (const auto& obs : c->run_in_session_outputs)
+      outputs.push_back(rex::to_json(obs));
+    o["run_in_session_outputs"] = std::move(outputs);
+  } else if (const auto* c = std::get_if<DockerDeploymentConfig>(&config)) {
+    o["image"] = c->image;
+    o["port"] = c->port ? json::value(*c->port) : json::value(nullptr);
+    o["docker_args"] = list_value(c->docker_args);
+    o["startup_timeout"] = c->startup_timeout;
+    o["pull"] = to_string(c->pull);
+    o["remove_images"] = c->remove_images;
+    o["platform"] = optional_value(c->platform);
+    o["remove_container"] = c->remove_container;
+    o["container_runtime"] = c->container_runtime;
+    o["docker_internal_host"] = c->docker_internal_host;
+    o["engine"] = c->engine;
+    o["network_mode"] = c->network_mode;
+    o["memory"] = optional_value(c->memory);
+    o["cpus"] = c->cpus ? json::value(*c->cpus) : json::value(nullptr);
+    o["pids_limit"] = c->pids_limit ? json::value(*c->pids_limit) : json::value(nullptr);
+    o["env"] = map_value(c->env);
+    o["mounts"] = list_value(c->mounts);
+    o["labels"] = map_value(c->labels);
+    o["working_dir"] = c->working_dir;
+    o["user"] = c->user;
+    o["create_options"] = c->create_options;
+    o["server_path"] = c->server_path;
+    o["server_transfer"] = c->server_transfer;
+    o["max_lifetime"] = c->max_lifetime;
+    o["init"] = c->init;
+    o["container_name"] = c->container_name;
+  }
+  return o;
+}
+
+std::unique_ptr<Deployment> make_deployment(asio::any_io_executor executor,
+                                            DeploymentConfig config) {
+  return std::visit(
+      [&](auto&& c) -> std::unique_ptr<Deployment> {
+        using T = std::decay_t<decltype(c)>;
+        if constexpr (std::is_same_v<T, LocalDeploymentConfig>)
+          return std::make_unique<LocalDeployment>(executor, std::move(c));
+        else if constexpr (std::is_same_v<T, RemoteDeploymentConfig>)
+          return std::make_unique<RemoteDeployment>(executor, std::move(c));
+        else if constexpr (std::is_same_v<T, DockerDeploymentConfig>)
+          return std::make_unique<DockerDeployment>(executor, std::move(c));
+        else
+          return std::make_unique<DummyDeployment>(std::move(c));
+      },
+      std::move(config));
+}
+
+}  // namespace rex

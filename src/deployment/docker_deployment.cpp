@@ -1,0 +1,739 @@
+// DockerDeployment: image, container, injected server, readiness, teardown (see the header).
+#include <rex/deployment/docker_args.hpp>
+#include <rex/deployment/docker_deployment.hpp>
+#include <rex/deployment/docker_gc.hpp>
+#include <rex/docker/engine.hpp>
+#include <rex/http/client.hpp>
+#include <rex/http/client_errors.hpp>
+
+#include <fmt/format.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/array.hpp>
+#include <boost/json/serialize.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "detail/offload.hpp"
+
+#ifndef REX_SERVER_BUILD_PATH
+#define REX_SERVER_BUILD_PATH ""
+#endif
+
+namespace rex {
+
+namespace json = boost::json;
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// Where the server lives inside every container, and where its socket goes in network-less mode.
+constexpr std::string_view kServerInContainer = "/.rex/rex-server";
+constexpr std::string_view kSocketDirInContainer = "/.rex-run";
+constexpr std::string_view kSocketName = "rex.sock";
+constexpr int kServerPort = 8000;
+
+std::string random_hex(std::size_t bytes) {
+  std::random_device rd;
+  std::string out;
+  for (std::size_t i = 0; i < bytes; ++i)
+    out += fmt::format("{:02x}", rd() & 0xff);
+  return out;
+}
+
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// create_options are merged key by key into objects; anything else replaces what was there.
+void merge_into(json::object& target, const json::object& patch) {
+  for (const auto& [key, value] : patch) {
+    json::value* existing = target.if_contains(key);
+    if (existing && existing->is_object() && value.is_object())
+      merge_into(existing->as_object(), value.as_object());
+    else
+      target[key] = value;
+  }
+}
+
+json::object& host_config(json::object& body) {
+  json::value& hc = body["HostConfig"];
+  if (!hc.is_object())
+    hc = json::object();
+  return hc.as_object();
+}
+
+json::array& array_at(json::object& o, std::string_view key) {
+  json::value& v = o[key];
+  if (!v.is_array())
+    v = json::array();
+  return v.as_array();
+}
+
+std::string string_at(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+// The network mode the container will get: create_options win over docker_args, which win over
+// the network_mode field.
+std::string effective_network_mode(const DockerDeploymentConfig& c) {
+  json::object body;
+  if (!c.network_mode.empty())
+    host_config(body)["NetworkMode"] = c.network_mode;
+  std::optional<std::string> platform;
+  apply_docker_args(c.docker_args, body, platform);
+  merge_into(body, c.create_options);
+  return string_at(host_config(body), "NetworkMode");
+}
+
+bool wants_unix_socket(const std::string& network_mode) {
+  return network_mode == "none" || network_mode == "host" || network_mode.starts_with("container:");
+}
+
+bool is_executable_file(const std::string& path) {
+  struct stat st {};
+  return !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         ::access(path.c_str(), X_OK) == 0;
+}
+
+// A tar archive of one executable at `name` (with its directory), for PUT .../archive. Plain
+// ustar: the engine extracts it without any option.
+void write_single_file_tar(const std::string& source, const std::string& name,
+                           const std::string& tar_path) {
+  std::ifstream in(source, std::ios::binary);
+  if (!in)
+    throw DeploymentStartupError("cannot read rex-server at '" + source + "'");
+  const auto size = fs::file_size(source);
+  std::ofstream out(tar_path, std::ios::binary | std::ios::trunc);
+  auto header = [&](const std::string& entry, char type, std::uint64_t bytes) {
+    std::array<char, 512> h{};
+    std::memcpy(h.data(), entry.data(), std::min<std::size_t>(entry.size(), 99));
+    std::snprintf(h.data() + 100, 8, "%07o", 0755);
+    std::snprintf(h.data() + 108, 8, "%07o", 0);
+    std::snprintf(h.data() + 116, 8, "%07o", 0);
+    std::snprintf(h.data() + 124, 12, "%011llo", static_cast<unsigned long long>(bytes));
+    std::snprintf(h.data() + 136, 12, "%011llo", static_cast<unsigned long long>(unix_now()));
+    std::memset(h.data() + 148, ' ', 8);
+    h[156] = type;
+    std::memcpy(h.data() + 257, "ustar", 6);
+    std::memcpy(h.data() + 263, "00", 2);
+    unsigned sum = 0;
+    for (char c : h)
+      sum += static_cast<unsigned char>(c);
+    std::snprintf(h.data() + 148, 8, "%06o", sum);
+    h[155] = ' ';
+    out.write(h.data(), h.size());
+  };
+  const auto slash = name.rfind('/');
+  if (slash != std::string::npos)
+    header(name.substr(0, slash + 1), '5', 0);
+  header(name, '0', size);
+  out << in.rdbuf();
+  const std::array<char, 1024> zeros{};
+  out.write(zeros.data(), static_cast<std::streamsize>((512 - size % 512) % 512));
+  out.write(zeros.data(), 1024);
+  if (!out)
+    throw DeploymentStartupError("cannot write the server archive '" + tar_path + "'");
+}
+
+// Best-effort removal of a container whose deployment was destroyed without stop().
+asio::awaitable<void> remove_in_background(std::shared_ptr<docker::Engine> engine,
+                                           std::string container, bool remove) {
+  try {
+    co_await engine->kill_container(container, "KILL");
+    if (remove)
+      co_await engine->remove_container(container, true);
+  } catch (const std::exception&) {
+    // `rex gc` finds it by its labels.
+  }
+}
+
+// Completes when the container stops, with its exit code. A lost watch connection never ends
+// the wait: the readiness poll and the deadline still decide.
+asio::awaitable<std::int64_t> watch_exit(docker::Engine& engine, std::string container) {
+  try {
+    co_return co_await engine.wait_container(std::move(container));
+  } catch (const docker::EngineError&) {
+  } catch (const http::ConnectionError&) {
+  }
+  asio::steady_timer forever(co_await asio::this_coro::executor, Clock::duration::max());
+  co_await forever.async_wait(asio::use_awaitable);
+  co_return -1;
+}
+
+}  // namespace
+
+std::string find_rex_server(const std::string& configured) {
+  std::vector<std::string> tried;
+  auto consider = [&](const std::string& path, std::string_view source) -> bool {
+    if (path.empty())
+      return false;
+    tried.push_back(fmt::format("{} ({})", path, source));
+    return is_executable_file(path);
+  };
+  if (!configured.empty()) {
+    if (consider(configured, "server_path"))
+      return configured;
+    throw DeploymentStartupError(
+        fmt::format("server_path '{}' is not an executable file; build rex-server or fix the path",
+                    configured));
+  }
+  if (const char* env = std::getenv("REX_SERVER_PATH"); env && consider(env, "REX_SERVER_PATH"))
+    return env;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::string beside = (self.parent_path() / "rex-server").string();
+    if (consider(beside, "beside this program"))
+      return beside;
+  }
+  if (consider(REX_SERVER_BUILD_PATH, "build directory"))
+    return REX_SERVER_BUILD_PATH;
+  std::string list;
+  for (const auto& t : tried)
+    list += "\n  " + t;
+  throw DeploymentStartupError(
+      "cannot find the rex-server executable to put into the container; tried:" + list +
+      "\nset server_path in the deployment config or REX_SERVER_PATH");
+}
+
+struct DockerDeployment::Impl {
+  asio::any_io_executor executor;
+  DockerDeploymentConfig config;
+  std::string id = random_hex(6);
+  std::string token = random_hex(16);
+  std::string name;
+  std::string network_mode;
+  bool unix_socket = false;
+  std::shared_ptr<docker::Engine> engine;
+  std::string container;
+  std::string url;
+  std::string socket_dir;  // host side, network-less mode
+  std::string server_host_path;
+  bool mount_server = true;
+  std::unique_ptr<RemoteRuntime> runtime;
+  bool started = false;
+  bool stopped = false;
+  std::function<void(const DeploymentEvent&)> hooks;  // the owner's emit()
+
+  Impl(asio::any_io_executor ex, DockerDeploymentConfig c)
+      : executor(std::move(ex)), config(std::move(c)) {
+    name = config.container_name.empty() ? "rex-" + id : config.container_name;
+    if (config.startup_timeout <= 0)
+      throw DeploymentConfigError("docker.startup_timeout: must be above 0");
+    if (config.port && (*config.port <= 0 || *config.port > 65535))
+      throw DeploymentConfigError(fmt::format("docker.port: {} is not a TCP port", *config.port));
+    if (config.memory)
+      (void)parse_size(*config.memory, "docker.memory");
+    if (config.cpus && *config.cpus <= 0)
+      throw DeploymentConfigError("docker.cpus: must be above 0");
+    for (const auto& m : config.mounts) {
+      if (m.find(':') == std::string::npos)
+        throw DeploymentConfigError(
+            fmt::format("docker.mounts: '{}': expected HOST:CONTAINER[:ro]", m));
+    }
+    if (config.server_transfer != "auto" && config.server_transfer != "mount" &&
+        config.server_transfer != "upload")
+      throw DeploymentConfigError(
+          fmt::format("docker.server_transfer: expected auto, mount or upload, got '{}'",
+                      config.server_transfer));
+    if (config.container_runtime != "docker" && config.container_runtime != "podman")
+      throw DeploymentConfigError(
+          fmt::format("docker.container_runtime: expected docker or podman, got '{}'",
+                      config.container_runtime));
+    // Validates docker_args (an unknown flag fails here, before anything starts).
+    std::optional<std::string> platform;
+    json::object scratch;
+    apply_docker_args(config.docker_args, scratch, platform);
+    if (platform) {
+      if (config.platform && *config.platform != *platform)
+        throw DeploymentConfigError(
+            "docker.platform: given both as platform and as --platform in docker_args");
+      config.platform = platform;
+    }
+    network_mode = effective_network_mode(config);
+    unix_socket = wants_unix_socket(network_mode);
+  }
+
+  void emit(DeploymentStage stage, std::string message) const;
+  void emit(const DeploymentEvent& event) const;
+
+  std::map<std::string, std::string> container_labels() const {
+    std::map<std::string, std::string> l = config.labels;
+    for (auto& [k, v] : owner_labels())
+      l[k] = v;
+    l[std::string(labels::deployment)] = id;
+    if (config.max_lifetime > 0)
+      l[std::string(labels::expires)] = std::to_string(
+          unix_now() + static_cast<std::int64_t>(config.max_lifetime + config.startup_timeout) +
+          60);
+    return l;
+  }
+
+  json::object body(const std::string& server_path, bool mount, const std::string& sock_dir) const {
+    json::object b;
+    b["Image"] = config.image;
+    b["Entrypoint"] = json::array{json::value(kServerInContainer)};
+    json::array cmd;
+    if (unix_socket) {
+      cmd.emplace_back("--unix-socket");
+      cmd.emplace_back(fmt::format("{}/{}", kSocketDirInContainer, kSocketName));
+    } else {
+      cmd.emplace_back("--host");
+      cmd.emplace_back("0.0.0.0");
+      cmd.emplace_back("--port");
+      cmd.emplace_back(std::to_string(kServerPort));
+    }
+    if (config.max_lifetime > 0) {
+      cmd.emplace_back("--max-lifetime");
+      cmd.emplace_back(fmt::format("{}", config.max_lifetime));
+    }
+    b["Cmd"] = std::move(cmd);
+    json::array env;
+    for (const auto& [k, v] : config.env)
+      env.emplace_back(k + "=" + v);
+    b["Env"] = std::move(env);
+    if (!config.working_dir.empty())
+      b["WorkingDir"] = config.working_dir;
+    if (!config.user.empty())
+      b["User"] = config.user;
+    b["Tty"] = false;
+    b["OpenStdin"] = false;
+    json::object& hc = host_config(b);
+    hc["Init"] = config.init;
+    json::array binds;
+    if (mount)
+      binds.emplace_back(fmt::format("{}:{}:ro", server_path, kServerInContainer));
+    if (unix_socket)
+      binds.emplace_back(fmt::format("{}:{}", sock_dir, kSocketDirInContainer));
+    for (const auto& m : config.mounts)
+      binds.emplace_back(m);
+    hc["Binds"] = std::move(binds);
+    if (!config.network_mode.empty())
+      hc["NetworkMode"] = config.network_mode;
+    if (!unix_socket) {
+      const std::string port_key = fmt::format("{}/tcp", kServerPort);
+      b["ExposedPorts"] = json::object{{port_key, json::object()}};
+      json::object binding{{"HostIp", "127.0.0.1"},
+                           {"HostPort", config.port ? std::to_string(*config.port) : ""}};
+      hc["PortBindings"] = json::object{{port_key, json::array{binding}}};
+    }
+    if (config.memory)
+      hc["Memory"] = parse_size(*config.memory, "docker.memory");
+    if (config.cpus)
+      hc["NanoCpus"] = static_cast<std::int64_t>(*config.cpus * 1e9);
+    if (config.pids_limit)
+      hc["PidsLimit"] = *config.pids_limit;
+    if (config.container_runtime == "podman") {
+      // Podman's default nofile limit cannot be set in every environment (containers in
+      // containers); an explicit one always can.
+      json::object nofile{{"Name", "nofile"}, {"Soft", 65536}, {"Hard", 65536}};
+      hc["Ulimits"] = json::array{nofile};
+    }
+    std::optional<std::string> platform;
+    apply_docker_args(config.docker_args, b, platform);
+    merge_into(b, config.create_options);
+    // The server's token and rex's labels always win: without them the container is unusable
+    // or invisible to `rex gc`.
+    json::array& env_list = array_at(b, "Env");
+    for (auto it = env_list.begin(); it != env_list.end();) {
+      if (it->is_string() && it->as_string().starts_with("REX_AUTH_TOKEN="))
+        it = env_list.erase(it);
+      else
+        ++it;
+    }
+    env_list.emplace_back("REX_AUTH_TOKEN=" + token);
+    json::value& lv = b["Labels"];
+    if (!lv.is_object())
+      lv = json::object();
+    for (const auto& [k, v] : container_labels())
+      lv.as_object()[k] = v;
+    return b;
+  }
+
+  asio::awaitable<void> ensure_image();
+  asio::awaitable<void> start();
+  asio::awaitable<void> wait_ready(Clock::time_point deadline);
+  asio::awaitable<void> poll_alive(http::Client& poll, std::string& last);
+  asio::awaitable<std::string> log_tail();
+  asio::awaitable<void> release();
+};
+
+void DockerDeployment::Impl::emit(DeploymentStage stage, std::string message) const {
+  DeploymentEvent e;
+  e.stage = stage;
+  e.message = std::move(message);
+  emit(e);
+}
+
+void DockerDeployment::Impl::emit(const DeploymentEvent& event) const {
+  if (hooks)
+    hooks(event);
+}
+
+asio::awaitable<void> DockerDeployment::Impl::ensure_image() {
+  const std::string& image = config.image;
+  bool present = false;
+  if (config.pull != PullPolicy::always) {
+    auto found = co_await engine->inspect_image(image);
+    present = found.has_value();
+    if (!present && config.pull == PullPolicy::never)
+      throw DeploymentStartupError(
+          fmt::format("image '{}' is not present at {} and pull is 'never': build or load it first "
+                      "(docker build / docker import / docker load), or set pull to 'missing'",
+                      image, engine->endpoint()));
+  }
+  if (present)
+    co_return;
+  emit(DeploymentStage::pulling, fmt::format("pulling {}", image));
+  auto on_progress = [this, &image](const docker::PullProgress& p) {
+    DeploymentEvent e;
+    e.stage = DeploymentStage::pulling;
+    e.bytes_done = p.bytes_done;
+    e.bytes_total = p.bytes_total;
+    e.percent = p.percent;
+    e.message = p.percent >= 0 ? fmt::format("pulling {}: {} {:.0f}%", image, p.status, p.percent)
+                               : fmt::format("pulling {}: {}", image, p.status);
+    emit(e);
+  };
+  try {
+    co_await engine->pull_image(image, config.platform.value_or(""), std::move(on_progress));
+  } catch (const docker::EngineError& e) {
+    throw DeploymentStartupError(fmt::format("cannot pull image '{}' (pull policy '{}'): {}", image,
+                                             to_string(config.pull), e.what()));
+  }
+}
+
+asio::awaitable<std::string> DockerDeployment::Impl::log_tail() {
+  if (container.empty() || !engine)
+    co_return std::string();
+  try {
+    co_return co_await engine->container_logs(container, 30);
+  } catch (const std::exception& e) {
+    co_return fmt::format("(its logs could not be read: {})", e.what());
+  }
+}
+
+asio::awaitable<void> DockerDeployment::Impl::poll_alive(http::Client& poll, std::string& last) {
+  auto delay = std::chrono::milliseconds(2);
+  asio::steady_timer pause(executor);
+  for (;;) {
+    http::ClientRequest request;
+    request.target = "/is_alive";
+    request.headers.emplace_back("X-API-Key", token);
+    try {
+      auto response = co_await poll.request(std::move(request));
+      if (response.status == 200)
+        co_return;
+      last = fmt::format("HTTP {}: {}", response.status, response.body);
+    } catch (const std::exception& e) {
+      last = e.what();
+    }
+    pause.expires_after(delay);
+    co_await pause.async_wait(asio::use_awaitable);
+    delay = std::min(delay * 2, std::chrono::milliseconds(50));
+  }
+}
+
+asio::awaitable<void> DockerDeployment::Impl::wait_ready(Clock::time_point deadline) {
+  using namespace asio::experimental::awaitable_operators;
+  // A client of its own without retries: while the server starts, every refused connection
+  // should be noticed at once and the next poll follow quickly.
+  http::ClientConfig poll_config;
+  poll_config.retry.max_retries = 0;
+  poll_config.timeout = std::chrono::seconds(2);
+  http::Client poll(executor, url, poll_config);
+  std::string last = "no answer yet";
+  asio::steady_timer timeout(executor, deadline);
+  auto alive = poll_alive(poll, last);
+  auto exited = watch_exit(*engine, container);
+  auto expired = timeout.async_wait(asio::use_awaitable);
+  const auto winner = co_await (std::move(alive) || std::move(exited) || std::move(expired));
+  if (winner.index() == 0)
+    co_return;
+  std::string logs = co_await log_tail();
+  if (winner.index() == 1)
+    throw DeploymentStartupError(fmt::format(
+        "container {} ({}) exited with code {} before its server answered; last log lines:\n{}",
+        name, config.image, std::get<1>(winner), logs));
+  throw DeploymentStartupError(fmt::format(
+      "container {} ({}): its server did not answer within startup_timeout {} s (last check: "
+      "{}); last log lines:\n{}",
+      name, config.image, config.startup_timeout, last, logs));
+}
+
+asio::awaitable<void> DockerDeployment::Impl::start() {
+  const auto t0 = Clock::now();
+  const auto deadline =
+      t0 + std::chrono::milliseconds(static_cast<std::int64_t>(config.startup_timeout * 1000));
+  docker::EngineConfig engine_config =
+      docker::engine_config_from_environment(config.container_runtime);
+  if (!config.engine.empty())
+    engine_config.host = config.engine;
+  engine = std::make_shared<docker::Engine>(executor, engine_config);
+
+  server_host_path = find_rex_server(config.server_path);
+  mount_server =
+      config.server_transfer == "mount" || (config.server_transfer == "auto" && engine->is_local());
+  if (unix_socket && !engine->is_local())
+    throw DeploymentStartupError(fmt::format(
+        "network mode '{}' needs the server's unix socket in a host directory, which a remote "
+        "engine ({}) cannot mount; use the default network",
+        network_mode, engine->endpoint()));
+
+  co_await ensure_image();
+
+  if (unix_socket) {
+    std::string pattern = (fs::temp_directory_path() / "rex-sock-XXXXXX").string();
+    if (!::mkdtemp(pattern.data()))
+      throw DeploymentStartupError(
+          fmt::format("cannot create a socket directory: {}", std::strerror(errno)));
+    socket_dir = pattern;
+    // A container user other than root must be able to create the socket.
+    if (!config.user.empty())
+      ::chmod(socket_dir.c_str(), 0777);
+  }
+
+  emit(DeploymentStage::creating, fmt::format("creating container {} from {}", name, config.image));
+  json::object create = body(server_host_path, mount_server, socket_dir);
+  try {
+    container =
+        co_await engine->create_container(std::move(create), name, config.platform.value_or(""));
+  } catch (const docker::EngineError& e) {
+    throw DeploymentStartupError(
+        fmt::format("cannot create container {} from {}: {}", name, config.image, e.what()));
+  }
+
+  if (!mount_server) {
+    asio::thread_pool files(1);
+    const std::string tar = (fs::temp_directory_path() / ("rex-server-" + id + ".tar")).string();
+    const std::string source = server_host_path;
+    auto build = [source, tar] {
+      write_single_file_tar(source, std::string(kServerInContainer.substr(1)), tar);
+    };
+    auto caller = executor;
+    co_await detail::offload(files, caller, std::move(build));
+    std::exception_ptr failure;
+    try {
+      co_await engine->put_archive(container, "/", tar);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    std::error_code ec;
+    fs::remove(tar, ec);
+    files.join();
+    if (failure)
+      std::rethrow_exception(failure);
+  }
+
+  emit(DeploymentStage::starting, fmt::format("starting container {}", name));
+  std::string start_error;
+  try {
+    co_await engine->start_container(container);
+  } catch (const docker::EngineError& e) {
+    start_error = e.what();
+  }
+  if (!start_error.empty()) {
+    std::string logs = co_await log_tail();
+    throw DeploymentStartupError(fmt::format("cannot start container {} ({}): {}{}{}", name,
+                                             config.image, start_error,
+                                             logs.empty() ? "" : "; last log lines:\n", logs));
+  }
+
+  if (unix_socket) {
+    url = fmt::format("http+unix://{}/{}", socket_dir, kSocketName);
+  } else {
+    auto info = co_await engine->inspect_container(container);
+    std::string host_port;
+    try {
+      const auto& ports = info.at("NetworkSettings").at("Ports").as_object();
+      const auto& bindings = ports.at(fmt::format("{}/tcp", kServerPort)).as_array();
+      for (const auto& b : bindings) {
+        host_port = std::string(b.at("HostPort").as_string());
+        if (!host_port.empty())
+          break;
+      }
+    } catch (const std::exception&) {
+    }
+    if (host_port.empty()) {
+      std::string logs = co_await log_tail();
+      // A container that already stopped has no ports: say that, not "no port".
+      const json::value* state = info.if_contains("State");
+      if (state && state->is_object() && state->as_object().if_contains("Running") &&
+          state->as_object().at("Running") == false) {
+        const json::value* code = state->as_object().if_contains("ExitCode");
+        throw DeploymentStartupError(fmt::format(
+            "container {} ({}) exited with code {} before its server answered; last log "
+            "lines:\n{}",
+            name, config.image, code ? json::serialize(*code) : std::string("?"), logs));
+      }
+      throw DeploymentStartupError(fmt::format(
+          "container {}: the engine published no host port for the server (network mode '{}'); "
+          "last log lines:\n{}",
+          name, network_mode.empty() ? "default" : network_mode, logs));
+    }
+    std::string host = config.docker_internal_host;
+    while (host.ends_with('/'))
+      host.pop_back();
+    url = host + ":" + host_port;
+  }
+
+  emit(DeploymentStage::waiting, fmt::format("waiting for the server at {}", url));
+  co_await wait_ready(deadline);
+
+  RemoteRuntimeConfig rc;
+  rc.url = url;
+  rc.auth_token = token;
+  runtime = std::make_unique<RemoteRuntime>(executor, std::move(rc));
+  started = true;
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  emit(DeploymentStage::ready, fmt::format("container {} ready at {} in {:.0f} ms", name, url, ms));
+}
+
+asio::awaitable<void> DockerDeployment::Impl::release() {
+  if (runtime) {
+    // Closing the sessions is a courtesy before the kill; a hung server must not hold it up.
+    using namespace asio::experimental::awaitable_operators;
+    asio::steady_timer limit(executor, std::chrono::seconds(3));
+    try {
+      auto closing = runtime->close();
+      auto expired = limit.async_wait(asio::use_awaitable);
+      co_await (std::move(closing) || std::move(expired));
+    } catch (const std::exception&) {
+    }
+    runtime.reset();
+  }
+  if (engine && !container.empty()) {
+    try {
+      co_await engine->kill_container(container, "KILL");
+    } catch (const std::exception&) {
+    }
+    if (config.remove_container) {
+      try {
+        co_await engine->remove_container(container, true);
+        container.clear();
+      } catch (const std::exception&) {
+        // Left for `rex gc`.
+      }
+    }
+  }
+  if (engine && config.remove_images) {
+    try {
+      co_await engine->remove_image(config.image, false);
+    } catch (const std::exception&) {
+      // Still used by another container.
+    }
+  }
+  if (!socket_dir.empty()) {
+    std::error_code ec;
+    fs::remove_all(socket_dir, ec);
+    socket_dir.clear();
+  }
+}
+
+DockerDeployment::DockerDeployment(asio::any_io_executor executor, DockerDeploymentConfig config)
+    : impl_(std::make_unique<Impl>(std::move(executor), std::move(config))) {
+  impl_->hooks = [this](const DeploymentEvent& e) { emit(e); };
+}
+
+DockerDeployment::~DockerDeployment() {
+  if (impl_->engine && !impl_->container.empty() && !impl_->stopped) {
+    asio::co_spawn(
+        impl_->executor,
+        remove_in_background(impl_->engine, impl_->container, impl_->config.remove_container),
+        asio::detached);
+  }
+  if (!impl_->socket_dir.empty()) {
+    std::error_code ec;
+    fs::remove_all(impl_->socket_dir, ec);
+  }
+}
+
+asio::awaitable<void> DockerDeployment::start() {
+  if (impl_->stopped)
+    throw DeploymentStartupError("docker deployment: cannot start again after stop()");
+  if (impl_->started)
+    co_return;
+  std::exception_ptr failure;
+  try {
+    co_await impl_->start();
+  } catch (const DeploymentStartupError&) {
+    failure = std::current_exception();
+  } catch (const DeploymentConfigError&) {
+    failure = std::current_exception();
+  } catch (const docker::EngineError& e) {
+    failure = std::make_exception_ptr(DeploymentStartupError(e.what()));
+  } catch (const std::exception& e) {
+    failure = std::make_exception_ptr(
+        DeploymentStartupError(fmt::format("docker deployment {}: {}", impl_->name, e.what())));
+  }
+  if (failure) {
+    co_await impl_->release();
+    impl_->engine.reset();
+    std::rethrow_exception(failure);
+  }
+}
+
+asio::awaitable<void> DockerDeployment::stop() {
+  if (impl_->stopped)
+    co_return;
+  impl_->stopped = true;
+  if (!impl_->engine)
+    co_return;
+  impl_->emit(DeploymentStage::stopping, fmt::format("stopping container {}", impl_->name));
+  impl_->started = false;
+  co_await impl_->release();
+  impl_->emit(DeploymentStage::stopped, fmt::format("container {} stopped", impl_->name));
+}
+
+Runtime& DockerDeployment::runtime() {
+  if (!impl_->started)
+    throw DeploymentNotStartedError(impl_->stopped ? "docker deployment: stopped"
+                                                   : "docker deployment: not started");
+  return *impl_->runtime;
+}
+
+bool DockerDeployment::started() const noexcept {
+  return impl_->started;
+}
+const DockerDeploymentConfig& DockerDeployment::config() const noexcept {
+  return impl_->config;
+}
+const std::string& DockerDeployment::deployment_id() const noexcept {
+  return impl_->id;
+}
+const std::string& DockerDeployment::container_id() const noexcept {
+  return impl_->container;
+}
+const std::string& DockerDeployment::url() const noexcept {
+  return impl_->url;
+}
+docker::Engine* DockerDeployment::engine() noexcept {
+  return impl_->engine.get();
+}
+
+json::object DockerDeployment::create_body() const {
+  std::string server =
+      impl_->server_host_path.empty() ? std::string("<rex-server>") : impl_->server_host_path;
+  std::string sock = impl_->socket_dir.empty() ? std::string("<socket dir>") : impl_->socket_dir;
+  return impl_->body(server, impl_->engine ? impl_->mount_server : true, sock);
+}
+
+}  // namespace rex

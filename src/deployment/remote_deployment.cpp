@@ -1,0 +1,99 @@
+#include <rex/deployment/remote_deployment.hpp>
+#include <rex/http/client_errors.hpp>
+#include <rex/http/url.hpp>
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+namespace rex {
+
+namespace {
+
+// SWE-ReX joins host and port as "{host}:{port}"; rex accepts a whole URL as host, so the port
+// replaces one already there only when the URL has none.
+std::string join_url(const RemoteDeploymentConfig& c) {
+  std::string url = c.host;
+  while (url.ends_with('/'))
+    url.pop_back();
+  if (c.port) {
+    if (*c.port <= 0 || *c.port > 65535)
+      throw DeploymentConfigError(fmt::format("remote.port: {} is not a TCP port", *c.port));
+    url += fmt::format(":{}", *c.port);
+  }
+  try {
+    (void)http::parse_url(url);
+  } catch (const http::InvalidUrlError& e) {
+    throw DeploymentConfigError(fmt::format("remote.host: {}", e.what()));
+  }
+  return url;
+}
+
+std::chrono::milliseconds to_ms(double seconds) {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
+}
+
+}  // namespace
+
+RemoteDeployment::RemoteDeployment(asio::any_io_executor executor, RemoteDeploymentConfig config)
+    : executor_(std::move(executor)), config_(std::move(config)), url_(join_url(config_)) {}
+
+RemoteDeployment::~RemoteDeployment() = default;
+
+asio::awaitable<void> RemoteDeployment::start() {
+  if (stopped_)
+    throw DeploymentStartupError("remote deployment: cannot start again after stop()");
+  if (started_)
+    co_return;
+  RemoteRuntimeConfig rc;
+  rc.url = url_;
+  rc.auth_token = config_.auth_token;
+  rc.is_alive_timeout = std::max(to_ms(config_.timeout), std::chrono::milliseconds(1));
+  runtime_ = std::make_unique<RemoteRuntime>(executor_, std::move(rc));
+  emit(DeploymentStage::waiting, "waiting for " + url_);
+  try {
+    co_await runtime_->wait_until_alive(to_ms(config_.startup_timeout));
+  } catch (const std::exception& e) {
+    runtime_.reset();
+    throw DeploymentStartupError(
+        fmt::format("remote deployment: the server at {} did not answer within {} s: {}", url_,
+                    config_.startup_timeout, e.what()));
+  }
+  started_ = true;
+  emit(DeploymentStage::ready, "connected to " + url_);
+}
+
+asio::awaitable<void> RemoteDeployment::stop() {
+  if (stopped_)
+    co_return;
+  stopped_ = true;
+  if (!runtime_)
+    co_return;
+  emit(DeploymentStage::stopping, "closing sessions at " + url_);
+  if (started_) {
+    try {
+      co_await runtime_->close();
+    } catch (const std::exception&) {
+      // The server may already be gone; its sessions went with it.
+    }
+  }
+  started_ = false;
+  runtime_.reset();
+  emit(DeploymentStage::stopped, "disconnected from " + url_);
+}
+
+Runtime& RemoteDeployment::runtime() {
+  if (!started_)
+    throw DeploymentNotStartedError(stopped_ ? "remote deployment: stopped"
+                                             : "remote deployment: not started");
+  return *runtime_;
+}
+
+bool RemoteDeployment::started() const noexcept {
+  return started_;
+}
+const std::string& RemoteDeployment::url() const noexcept {
+  return url_;
+}
+
+}  // namespace rex

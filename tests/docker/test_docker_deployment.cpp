@@ -1,0 +1,336 @@
+// DockerDeployment against the real engine of this machine, with the locally built test images
+// (scripts/common.sh's rex_docker_setup): the server injected into images with and without
+// Python, both networking modes, both ways of getting the server in, limits, failures that
+// explain themselves, teardown, and `rex gc` after a harness is killed.
+#include <rex/deployment/config.hpp>
+#include <rex/deployment/docker_deployment.hpp>
+#include <rex/deployment/docker_gc.hpp>
+#include <rex/docker/engine.hpp>
+#include <rex/protocol/exceptions.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <boost/json.hpp>
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "support/async_test.hpp"
+#include "support/test_helpers.hpp"
+
+extern char** environ;
+
+namespace rex {
+namespace {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+constexpr const char* kBookworm = "rex-test-bookworm:latest";
+constexpr const char* kNoPython = "rex-test-nopython:latest";
+
+DockerDeploymentConfig config_for(std::string image) {
+  DockerDeploymentConfig c;
+  c.image = std::move(image);
+  c.pull = PullPolicy::never;
+  c.startup_timeout = 60;
+  c.labels = {{"rex.test", "deployment"}};
+  return c;
+}
+
+BashAction command(std::string text, double timeout = 20) {
+  BashAction a;
+  a.command = std::move(text);
+  a.timeout = timeout;
+  a.check = "silent";
+  return a;
+}
+
+asio::awaitable<BashObservation> run_one(Runtime& runtime, std::string text) {
+  CreateBashSessionRequest create;
+  create.startup_timeout = 20;
+  create.session = "t";
+  co_await runtime.create_session(create);
+  BashAction a = command(std::move(text));
+  a.session = "t";
+  auto obs = co_await runtime.run_in_session(a);
+  CloseBashSessionRequest close;
+  close.session = "t";
+  co_await runtime.close_session(close);
+  co_return obs;
+}
+
+class DockerDeploymentTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    try {
+      test::run_async(io_, engine_.version(), 20s);
+    } catch (const docker::EngineError& e) {
+      FAIL() << "no container engine (scripts/common.sh's rex_docker_setup starts one): "
+             << e.what();
+    }
+  }
+
+  // Whether a container exists (in any state).
+  bool exists(const std::string& id) {
+    auto info = test::run_async(io_, probe(engine_, id), 30s);
+    return info;
+  }
+
+  static asio::awaitable<bool> probe(docker::Engine& engine, std::string id) {
+    try {
+      co_await engine.inspect_container(std::move(id));
+      co_return true;
+    } catch (const docker::EngineError& e) {
+      if (e.status() == 404)
+        co_return false;
+      throw;
+    }
+  }
+
+  std::string run(DockerDeployment& d, std::string text) {
+    return test::run_async(io_, run_one(d.runtime(), std::move(text)), 60s).output;
+  }
+
+  asio::io_context io_;
+  docker::Engine engine_{io_.get_executor()};
+};
+
+TEST_F(DockerDeploymentTest, RunsCommandsReportsStagesAndRemovesTheContainer) {
+  DockerDeployment d(io_.get_executor(), config_for(kBookworm));
+  std::vector<std::string> stages;
+  d.add_hook([&](const DeploymentEvent& e) { stages.emplace_back(to_string(e.stage)); });
+  test::run_async(io_, d.start(), 90s);
+  EXPECT_THAT(d.url(), StartsWith("http://127.0.0.1:"));
+  EXPECT_EQ(run(d, "echo hello from $(cat /etc/debian_version | cut -c1-2)"), "hello from 12\n");
+  EXPECT_EQ(run(d, "python3 -c 'print(6*7)'"), "42\n");
+  const std::string id = d.container_id();
+  ASSERT_TRUE(exists(id));
+  test::run_async(io_, d.stop(), 60s);
+  EXPECT_FALSE(exists(id));
+  EXPECT_THAT(stages, ::testing::ElementsAre("creating", "starting", "waiting", "ready", "stopping",
+                                             "stopped"));
+  EXPECT_THROW(d.runtime(), DeploymentNotStartedError);
+}
+
+TEST_F(DockerDeploymentTest, AnImageWithoutPythonWorks) {
+  DockerDeployment d(io_.get_executor(), config_for(kNoPython));
+  test::run_async(io_, d.start(), 90s);
+  EXPECT_EQ(run(d, "command -v python3 python || echo no python"), "no python\n");
+  EXPECT_EQ(run(d, "x=$((6*7)); echo $x; cd /tmp && pwd"), "42\n/tmp\n");
+  test::run_async(io_, d.stop(), 60s);
+}
+
+TEST_F(DockerDeploymentTest, NetworkLessModeUsesAUnixSocket) {
+  auto c = config_for(kNoPython);
+  c.network_mode = "none";
+  DockerDeployment d(io_.get_executor(), c);
+  test::run_async(io_, d.start(), 90s);
+  EXPECT_THAT(d.url(), StartsWith("http+unix://"));
+  // Only the loopback interface exists inside.
+  EXPECT_EQ(run(d, "ls /sys/class/net"), "lo\n");
+  const std::string socket_dir = d.url().substr(std::string("http+unix://").size());
+  test::run_async(io_, d.stop(), 60s);
+  EXPECT_FALSE(std::filesystem::exists(std::filesystem::path(socket_dir).parent_path()));
+}
+
+TEST_F(DockerDeploymentTest, UploadedServerWorksLikeAMountedOne) {
+  auto c = config_for(kNoPython);
+  c.server_transfer = "upload";
+  DockerDeployment d(io_.get_executor(), c);
+  test::run_async(io_, d.start(), 90s);
+  auto info = test::run_async(io_, engine_.inspect_container(d.container_id()), 30s);
+  EXPECT_THAT(json::serialize(info.at("HostConfig").at("Binds")),
+              ::testing::Not(HasSubstr("rex-server")));
+  EXPECT_EQ(run(d, "echo uploaded"), "uploaded\n");
+  test::run_async(io_, d.stop(), 60s);
+}
+
+TEST_F(DockerDeploymentTest, LimitsEnvironmentMountsAndLabelsApply) {
+  test::TempDir shared;
+  std::ofstream(shared.path() + "/note.txt") << "from the host";
+  auto c = config_for(kBookworm);
+  c.memory = "256m";
+  c.pids_limit = 321;
+  c.cpus = 0.5;
+  c.env = {{"REX_FROM_CONFIG", "yes"}};
+  c.docker_args = {"-e", "REX_FROM_ARGS=also", "--shm-size", "32m"};
+  c.mounts = {shared.path() + ":/shared:ro"};
+  c.working_dir = "/shared";
+  DockerDeployment d(io_.get_executor(), c);
+  test::run_async(io_, d.start(), 90s);
+  // cgroup v2 or v1, whichever the machine has.
+  EXPECT_EQ(run(d,
+                "cd /sys/fs/cgroup; cat memory.max 2>/dev/null || "
+                "cat memory/memory.limit_in_bytes"),
+            "268435456\n");
+  EXPECT_EQ(run(d, "cd /sys/fs/cgroup; cat pids.max 2>/dev/null || cat pids/pids.max"), "321\n");
+  EXPECT_EQ(run(d,
+                "cd /sys/fs/cgroup; cat cpu.max 2>/dev/null || "
+                "echo $(cat cpu/cpu.cfs_quota_us) $(cat cpu/cpu.cfs_period_us)"),
+            "50000 100000\n");
+  EXPECT_EQ(run(d, "echo $REX_FROM_CONFIG $REX_FROM_ARGS"), "yes also\n");
+  EXPECT_EQ(run(d, "pwd; cat note.txt; echo; touch x 2>/dev/null || echo read-only"),
+            "/shared\nfrom the host\nread-only\n");
+  EXPECT_EQ(run(d, "df -m /dev/shm | tail -1 | awk '{print $2}'"), "32\n");
+  // The token does not leak into the sessions' environment.
+  EXPECT_EQ(run(d, "echo ${REX_AUTH_TOKEN:-unset}"), "unset\n");
+  auto info = test::run_async(io_, engine_.inspect_container(d.container_id()), 30s);
+  const auto& labels = info.at("Config").at("Labels").as_object();
+  EXPECT_EQ(labels.at("rex.test").as_string(), "deployment");
+  EXPECT_EQ(labels.at("rex.managed").as_string(), "1");
+  EXPECT_EQ(labels.at("rex.deployment").as_string(), d.deployment_id());
+  EXPECT_EQ(labels.at("rex.owner.pid").as_string(), std::to_string(::getpid()));
+  test::run_async(io_, d.stop(), 60s);
+}
+
+TEST_F(DockerDeploymentTest, MissingImageWithPullNeverSaysHowToFixIt) {
+  auto c = config_for("rex-test-does-not-exist:1");
+  DockerDeployment d(io_.get_executor(), c);
+  try {
+    test::run_async(io_, d.start(), 60s);
+    ADD_FAILURE() << "started";
+  } catch (const DeploymentStartupError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rex-test-does-not-exist:1"));
+    EXPECT_THAT(e.what(), HasSubstr("pull is 'never'"));
+  }
+  EXPECT_TRUE(d.container_id().empty());
+}
+
+TEST_F(DockerDeploymentTest, RefusedPullNamesTheImage) {
+  auto c = config_for("rex-test-does-not-exist:1");
+  c.pull = PullPolicy::missing;
+  DockerDeployment d(io_.get_executor(), c);
+  std::vector<std::string> stages;
+  d.add_hook([&](const DeploymentEvent& e) { stages.emplace_back(to_string(e.stage)); });
+  try {
+    test::run_async(io_, d.start(), 90s);
+    ADD_FAILURE() << "started";
+  } catch (const DeploymentStartupError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("cannot pull image 'rex-test-does-not-exist:1'"));
+  }
+  ASSERT_FALSE(stages.empty());
+  EXPECT_EQ(stages.front(), "pulling");
+}
+
+TEST_F(DockerDeploymentTest, ServerThatNeverAnswersTimesOutWithTheLogTail) {
+  auto c = config_for(kNoPython);
+  c.startup_timeout = 2;
+  c.create_options =
+      json::parse(R"({"Entrypoint":["/bin/sh","-c","echo no server here; sleep 60"],"Cmd":null})")
+          .as_object();
+  DockerDeployment d(io_.get_executor(), c);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    test::run_async(io_, d.start(), 60s);
+    ADD_FAILURE() << "started";
+  } catch (const DeploymentStartupError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("did not answer within startup_timeout 2 s"));
+    EXPECT_THAT(e.what(), HasSubstr("no server here"));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 20s);
+}
+
+TEST_F(DockerDeploymentTest, ContainerThatExitsIsReportedWithItsCodeAndLogs) {
+  auto c = config_for(kNoPython);
+  c.create_options =
+      json::parse(R"({"Entrypoint":["/bin/sh","-c","echo boom >&2; exit 3"],"Cmd":null})")
+          .as_object();
+  DockerDeployment d(io_.get_executor(), c);
+  try {
+    test::run_async(io_, d.start(), 60s);
+    ADD_FAILURE() << "started";
+  } catch (const DeploymentStartupError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("exited with code 3"));
+    EXPECT_THAT(e.what(), HasSubstr("boom"));
+  }
+}
+
+TEST_F(DockerDeploymentTest, KeepLeavesTheContainerAndDestroyingRemovesIt) {
+  auto c = config_for(kNoPython);
+  c.remove_container = false;
+  std::string kept;
+  {
+    DockerDeployment d(io_.get_executor(), c);
+    test::run_async(io_, d.start(), 90s);
+    kept = d.container_id();
+    test::run_async(io_, d.stop(), 60s);
+  }
+  EXPECT_TRUE(exists(kept));
+  test::run_async(io_, engine_.remove_container(kept), 30s);
+
+  std::string dropped;
+  {
+    DockerDeployment d(io_.get_executor(), config_for(kNoPython));
+    test::run_async(io_, d.start(), 90s);
+    dropped = d.container_id();
+  }  // destroyed while running: removal starts in the background
+  const auto until = std::chrono::steady_clock::now() + 30s;
+  while (exists(dropped) && std::chrono::steady_clock::now() < until) {
+    io_.restart();
+    io_.run_for(100ms);
+  }
+  EXPECT_FALSE(exists(dropped));
+}
+
+TEST_F(DockerDeploymentTest, MadeFromJsonThroughMakeDeployment) {
+  auto config = deployment_config_from_json(json::parse(
+      R"({"type":"docker","image":"rex-test-nopython:latest","pull":"never",
+          "docker_args":["--memory=128m","-e","FROM_JSON=1"],"labels":{"rex.test":"json"}})"));
+  auto d = make_deployment(io_.get_executor(), config);
+  test::run_async(io_, d->start(), 90s);
+  EXPECT_EQ(test::run_async(io_, run_one(d->runtime(), "echo $FROM_JSON"), 60s).output, "1\n");
+  EXPECT_TRUE(test::run_async(io_, d->is_alive(), 30s).is_alive);
+  test::run_async(io_, d->stop(), 60s);
+}
+
+// A harness killed with SIGKILL cannot remove its containers; `rex gc` does.
+TEST_F(DockerDeploymentTest, GcRemovesTheContainersOfAKilledHarness) {
+  const std::string rex = REX_CLI_PATH;
+  std::vector<std::string> args = {rex,       "run",    "--deployment", "docker",   "--image",
+                                   kNoPython, "--pull", "never",        "sleep 600"};
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t child = -1;
+  ASSERT_EQ(::posix_spawn(&child, rex.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+  // Wait for its container to run.
+  std::vector<std::string> filter{"rex.owner.pid=" + std::to_string(child)};
+  std::vector<docker::ContainerSummary> found;
+  const auto until = std::chrono::steady_clock::now() + 60s;
+  while (std::chrono::steady_clock::now() < until) {
+    found = test::run_async(io_, engine_.list_containers(filter, true), 30s);
+    if (!found.empty() && found.front().state == "running")
+      break;
+    std::this_thread::sleep_for(100ms);
+  }
+  ASSERT_FALSE(found.empty()) << "the harness did not start its container";
+  ::kill(child, SIGKILL);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+
+  auto report = test::run_async(io_, collect_garbage(engine_, GcOptions{}), 60s);
+  bool reported = false;
+  for (const auto& r : report.removed) {
+    if (r.id == found.front().id) {
+      reported = true;
+      EXPECT_THAT(r.reason, HasSubstr("is gone"));
+    }
+  }
+  EXPECT_TRUE(reported);
+  EXPECT_TRUE(report.errors.empty());
+  EXPECT_TRUE(test::run_async(io_, engine_.list_containers(filter, true), 30s).empty());
+}
+
+}  // namespace
+}  // namespace rex
