@@ -44,8 +44,16 @@ rex_build() {
 # --- A Docker engine and the test images, for the tests labelled `docker` ----------------------
 
 REX_DOCKER_LOG=/var/log/rex-dockerd.log
+REX_PODMAN_LOG=/var/log/rex-podman.log
+REX_PODMAN_SOCKET=/run/podman/podman.sock  # where rex looks for root's Podman by default
 REX_IMAGE_CACHE=/var/cache/rex-images
-REX_IMAGE_PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+# Image settings given to `docker import`; part of every recipe's hash.
+REX_IMAGE_CHANGES=(
+  "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+  "ENV LANG=C.UTF-8"
+  "WORKDIR /root"
+  'CMD ["/bin/bash"]'
+)
 REX_DEBIAN_SOURCES=/etc/apt/sources.list.d/debian.sources
 
 _rex_sudo() {
@@ -54,6 +62,31 @@ _rex_sudo() {
 
 _rex_docker_answers() {
   timeout 10 docker version --format '{{.Server.APIVersion}}' >/dev/null 2>&1
+}
+
+_rex_podman_answers() {
+  timeout 10 podman --remote --url "unix://$REX_PODMAN_SOCKET" version >/dev/null 2>&1
+}
+
+# _rex_start_service NAME LOG ANSWERS-FUNCTION COMMAND...: starts COMMAND detached unless
+# ANSWERS-FUNCTION succeeds, then waits up to 60 s for it to.
+_rex_start_service() {
+  local name=$1 log=$2 answers=$3
+  shift 3
+  "$answers" && return 0
+  echo "rex: starting $name (log: $log)"
+  # Detached in its own session; without the lock's descriptor, or it would hold the lock.
+  _rex_sudo sh -c 'log=$1; shift; exec setsid "$@" </dev/null >>"$log" 2>&1' rex "$log" "$@" 9>&- &
+  local waited=0
+  until "$answers"; do
+    if ((waited >= 60)); then
+      echo "rex: $name did not answer within 60 s; the end of $log:" >&2
+      tail -n 30 "$log" >&2
+      return 1
+    fi
+    sleep 1
+    waited=$((waited + 1))
+  done
 }
 
 # Each recipe writes a root file system tarball to $1. The hash of the function's own text (and
@@ -88,6 +121,7 @@ _rex_recipe_nopython() {
 _rex_recipe_hash() {  # RECIPE-FUNCTION
   {
     declare -f "$1"
+    declare -p REX_IMAGE_CHANGES
     case $1 in
       _rex_recipe_bookworm) cat "$REX_DEBIAN_SOURCES" ;;
       _rex_recipe_nopython) dpkg-query -W busybox-static bash-static ;;
@@ -95,11 +129,12 @@ _rex_recipe_hash() {  # RECIPE-FUNCTION
   } | sha256sum | cut -c1-16
 }
 
-# _rex_docker_image NAME RECIPE-FUNCTION: builds NAME unless it exists from the same recipe.
-_rex_docker_image() {
-  local name=$1 recipe=$2 hash have tar
+# _rex_image CLI NAME RECIPE-FUNCTION: builds NAME in CLI's (docker or podman) image store unless
+# it is there from the same recipe.
+_rex_image() {
+  local cli=$1 name=$2 recipe=$3 hash have tar
   hash=$(_rex_recipe_hash "$recipe")
-  have=$(docker image inspect --format '{{index .Config.Labels "rex.recipe"}}' "$name" 2>/dev/null || true)
+  have=$("$cli" image inspect --format '{{index .Config.Labels "rex.recipe"}}' "$name" 2>/dev/null || true)
   [[ $have == "$hash" ]] && return 0
   tar="$REX_IMAGE_CACHE/$hash.tar"
   if [[ ! -s $tar ]]; then
@@ -114,20 +149,30 @@ _rex_docker_image() {
     mv "$tar.part" "$tar"
     rm -f "$log"
   fi
-  echo "rex: importing $name"
-  docker import --change "LABEL rex.recipe=$hash" --change "ENV PATH=$REX_IMAGE_PATH" \
-    --change 'ENV LANG=C.UTF-8' --change 'WORKDIR /root' --change 'CMD ["/bin/bash"]' \
-    "$tar" "$name" >/dev/null
-  # The previous recipe's root is of no more use.
-  [[ -z $have || $have == "$hash" ]] || rm -f "$REX_IMAGE_CACHE/$have.tar"
+  echo "rex: importing $name into $cli"
+  local old_id
+  old_id=$("$cli" image inspect --format '{{.Id}}' "$name" 2>/dev/null || true)
+  local changes=(--change "LABEL rex.recipe=$hash") change
+  for change in "${REX_IMAGE_CHANGES[@]}"; do
+    changes+=(--change "$change")
+  done
+  if ! "$cli" import "${changes[@]}" "$tar" "$name" >/dev/null 2>"$REX_IMAGE_CACHE/import.log"; then
+    echo "rex: importing $name into $cli failed:" >&2
+    cat "$REX_IMAGE_CACHE/import.log" >&2
+    return 1
+  fi
+  # The previous build, now untagged (kept while a container still uses it).
+  [[ -z $old_id ]] || "$cli" image rm "$old_id" >/dev/null 2>&1 || true
 }
 
-# rex_docker_setup: installs Docker when missing, starts dockerd when its socket does not answer
-# (log in $REX_DOCKER_LOG), and builds the test images that are missing or out of date.
-# Concurrent runs (several work trees) serialise on a lock.
+# rex_docker_setup: installs Docker and Podman when missing, starts dockerd and Podman's API
+# service when their sockets do not answer (logs in $REX_DOCKER_LOG and $REX_PODMAN_LOG), and
+# builds the test images that are missing or out of date in both image stores. Concurrent runs
+# (several work trees) serialise on a lock.
 rex_docker_setup() {
   local need=()
   command -v dockerd >/dev/null || need+=(docker.io)
+  command -v podman >/dev/null || need+=(podman)
   command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
   dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install ok installed" || need+=(busybox-static)
   dpkg-query -W -f='${Status}' bash-static 2>/dev/null | grep -q "install ok installed" || need+=(bash-static)
@@ -139,21 +184,20 @@ rex_docker_setup() {
   _rex_sudo mkdir -p "$REX_IMAGE_CACHE"
   (
     flock 9
-    if ! _rex_docker_answers; then
-      echo "rex: starting dockerd (log: $REX_DOCKER_LOG)"
-      _rex_sudo setsid nohup dockerd </dev/null >>"$REX_DOCKER_LOG" 2>&1 &
-      local waited=0
-      until _rex_docker_answers; do
-        if ((waited >= 60)); then
-          echo "rex: dockerd did not answer within 60 s; the end of $REX_DOCKER_LOG:" >&2
-          tail -n 30 "$REX_DOCKER_LOG" >&2
-          return 1
-        fi
-        sleep 1
-        waited=$((waited + 1))
-      done
-    fi
-    _rex_docker_image rex-test-nopython:latest _rex_recipe_nopython
-    _rex_docker_image rex-test-bookworm:latest _rex_recipe_bookworm
+    _rex_start_service dockerd "$REX_DOCKER_LOG" _rex_docker_answers dockerd
+    _rex_sudo mkdir -p "$(dirname "$REX_PODMAN_SOCKET")"
+    _rex_start_service "the Podman API service" "$REX_PODMAN_LOG" _rex_podman_answers \
+      podman system service --time=0 "unix://$REX_PODMAN_SOCKET"
+    local cli
+    for cli in docker podman; do
+      _rex_image "$cli" rex-test-nopython:latest _rex_recipe_nopython
+      _rex_image "$cli" rex-test-bookworm:latest _rex_recipe_bookworm
+    done
+    # Roots of earlier recipes are of no more use.
+    local keep=("$(_rex_recipe_hash _rex_recipe_nopython).tar" "$(_rex_recipe_hash _rex_recipe_bookworm).tar")
+    local f
+    for f in "$REX_IMAGE_CACHE"/*.tar; do
+      [[ ! -e $f || " ${keep[*]} " == *" $(basename "$f") "* ]] || rm -f "$f"
+    done
   ) 9>"$REX_IMAGE_CACHE/.lock"
 }

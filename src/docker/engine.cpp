@@ -15,7 +15,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 
 #include "docker/engine_logic.hpp"
 
@@ -104,29 +103,7 @@ struct Engine::Impl {
       : config(std::move(cfg)),
         address(detail::engine_address(config)),
         prefix("/v" + config.api_version),
-        client(std::move(executor), address.base_url, client_config(config)) {}
-
-  static http::ClientConfig client_config(const EngineConfig& config) {
-    http::ClientConfig c;
-    c.timeout = config.request_timeout;
-    c.retry.max_retries = 0;  // a POST sent twice could create two containers
-    c.user_agent = "rex";
-    if (config.tls) {
-      c.verify_peer = config.tls_verify;
-      if (!config.cert_path.empty()) {
-        const std::filesystem::path dir(config.cert_path);
-        if (config.tls_verify)
-          c.ca_file = (dir / "ca.pem").string();
-        std::error_code ignored;
-        if (std::filesystem::exists(dir / "cert.pem", ignored) &&
-            std::filesystem::exists(dir / "key.pem", ignored)) {
-          c.cert_file = (dir / "cert.pem").string();
-          c.key_file = (dir / "key.pem").string();
-        }
-      }
-    }
-    return c;
-  }
+        client(std::move(executor), address.base_url, detail::engine_client_config(config)) {}
 
   // Where to point the user when the engine cannot be reached.
   std::string unreachable_hint(const std::string& error) const {
@@ -175,6 +152,12 @@ struct Engine::Impl {
         failure =
             fmt::format("cannot reach the container engine at {} (connect: {})", endpoint(), why);
         hint = unreachable_hint(why);
+      } else if (stage.find("TLS") != std::string::npos) {
+        failure = fmt::format("the TLS handshake with the container engine at {} failed ({})",
+                              endpoint(), why);
+        hint =
+            "check the certificates in the cert path (ca.pem, cert.pem, key.pem; "
+            "DOCKER_CERT_PATH) and whether the engine expects TLS (DOCKER_TLS_VERIFY)";
       } else {
         failure = fmt::format("lost the connection to the container engine at {} ({}: {})",
                               endpoint(), stage, why);
@@ -366,7 +349,9 @@ asio::awaitable<std::string> Engine::create_container(json::object body, std::st
   const http::ClientResponse response = co_await impl_->send(std::move(request), op);
   if (response.status == 404)
     Impl::fail(op, response, kNoImageHint);
-  if (response.status == 409)
+  // Podman answers a taken name with 500.
+  if (response.status == 409 ||
+      detail::engine_message_of(response.body).find("already in use") != std::string::npos)
     Impl::fail(op, response, "the name is taken: remove that container, or choose another name");
   if (response.status == 400)
     Impl::fail(op, response, "check the container settings: the engine names what it refused");
@@ -451,8 +436,13 @@ asio::awaitable<void> Engine::kill_container(std::string id, std::string signal)
   auto request = make_request("POST", "/containers/" + detail::url_encode(id) +
                                           "/kill?signal=" + detail::url_encode(signal));
   const http::ClientResponse response = co_await impl_->send(std::move(request), op);
-  // 404: gone; 409: not running. Either way nothing is left to kill.
+  // 404: gone; 409: not running (Podman: 500, "container state improper"). Either way nothing
+  // is left to kill.
   if (success(response) || response.status == 404 || response.status == 409)
+    co_return;
+  if (response.status == 500 &&
+      detail::engine_message_of(response.body).find("can only kill running containers") !=
+          std::string::npos)
     co_return;
   Impl::fail(op, response);
 }

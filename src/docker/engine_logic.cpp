@@ -9,6 +9,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <filesystem>
 #include <stdexcept>
 
 namespace rex::docker::detail {
@@ -100,6 +101,27 @@ EngineAddress engine_address(const EngineConfig& config) {
                     host, scheme));
   }
   return out;
+}
+
+http::ClientConfig engine_client_config(const EngineConfig& config) {
+  http::ClientConfig c;
+  c.timeout = config.request_timeout;
+  c.retry.max_retries = 0;  // a POST sent twice could create two containers
+  if (config.tls) {
+    c.verify_peer = config.tls_verify;
+    if (!config.cert_path.empty()) {
+      const std::filesystem::path dir(config.cert_path);
+      if (config.tls_verify)
+        c.ca_file = (dir / "ca.pem").string();
+      std::error_code ignored;
+      if (std::filesystem::exists(dir / "cert.pem", ignored) &&
+          std::filesystem::exists(dir / "key.pem", ignored)) {
+        c.cert_file = (dir / "cert.pem").string();
+        c.key_file = (dir / "key.pem").string();
+      }
+    }
+  }
+  return c;
 }
 
 std::string url_encode(std::string_view text, std::string_view keep) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <rex/docker/engine.hpp>
+#include <rex/http/client.hpp>
 
 #include <boost/json/value.hpp>
 
@@ -29,6 +30,11 @@ inline constexpr std::string_view kDefaultSocket = "/var/run/docker.sock";
 /// Where config.host points. Throws std::invalid_argument naming the host for anything but
 /// unix:///PATH and tcp://HOST[:PORT][/PREFIX] (ssh://, npipe://, fd:// are not supported).
 EngineAddress engine_address(const EngineConfig& config);
+
+/// The HTTP client settings for an engine: config.request_timeout; no retries (a POST sent twice
+/// could create two containers); with TLS, verification per tls_verify against cert_path/ca.pem,
+/// and cert_path/cert.pem + key.pem as the client certificate when both exist.
+http::ClientConfig engine_client_config(const EngineConfig& config);
 
 /// Percent-encodes every byte except RFC 3986's unreserved characters and those in `keep`.
 std::string url_encode(std::string_view text, std::string_view keep = {});

@@ -1,6 +1,7 @@
 // RemoteRuntime and the HTTP client against a small scripted HTTP server written here (a test
 // fixture, not a stand-in for rex's server): connection failures, retries, timeouts, kept-alive
 // connections the server drops, error answers, unix sockets, transfers.
+#include <rex/docker/engine.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/protocol/exceptions.hpp>
@@ -1161,6 +1162,30 @@ TEST_F(ClientCertificate, ServerRefusesAClientWithout) {
     EXPECT_THAT(e.what(), HasSubstr(url));
   }
   run_until(io_, [&] { return server.failed_handshakes == 1; });
+}
+
+TEST_F(ClientCertificate, DockerEngineOverTlsUsesTheCertPath) {
+  // DOCKER_CERT_PATH's layout: ca.pem vouches for the engine, cert.pem + key.pem for us.
+  TempDir cert_path;
+  cert_path.file("ca.pem", certificate_.certificate_pem);
+  cert_path.file("cert.pem", client_.certificate_pem);
+  cert_path.file("key.pem", client_.key_pem);
+  ScriptedServer server(io_, [](const Seen&) {
+    return Reply::json_body(R"({"ApiVersion":"1.41","Version":"scripted"})");
+  });
+  const std::string url = server.listen_tls(server_tls_, "localhost");
+  docker::EngineConfig config;
+  config.host = "tcp://localhost:" + url.substr(url.rfind(':') + 1);
+  config.tls = true;
+  config.cert_path = cert_path.path();
+  docker::Engine engine(io_.get_executor(), config);
+  EXPECT_FALSE(engine.is_local());
+  EXPECT_EQ(engine.endpoint(), config.host);
+  const json::object version = test::run_async(io_, engine.version());
+  EXPECT_EQ(version.at("Version").as_string(), "scripted");
+  ASSERT_EQ(server.requests.size(), 1u);
+  EXPECT_EQ(server.requests[0].target, "/v1.41/version");
+  EXPECT_EQ(server.failed_handshakes, 0u);
 }
 
 TEST_F(ClientCertificate, BadFilesAreRefusedAtConstruction) {

@@ -153,6 +153,35 @@ TEST(EngineAddress, SocketPathsAreEncodedWhole) {
   EXPECT_EQ(address.base_url, "http+unix://%2Ftmp%2Fa.sock%2Fengine");
 }
 
+TEST(EngineLogic, ClientSettingsFollowTheTlsConfig) {
+  EngineConfig c;
+  c.request_timeout = std::chrono::seconds(7);
+  http::ClientConfig h = detail::engine_client_config(c);
+  EXPECT_EQ(h.timeout, std::chrono::seconds(7));
+  EXPECT_EQ(h.retry.max_retries, 0u);
+  EXPECT_TRUE(h.ca_file.empty());
+  EXPECT_TRUE(h.cert_file.empty());
+
+  test::TempDir certs;
+  c.host = "tcp://engine:2376";
+  c.tls = true;
+  c.cert_path = certs.path();
+  h = detail::engine_client_config(c);
+  EXPECT_TRUE(h.verify_peer);
+  EXPECT_EQ(h.ca_file, certs.path() + "/ca.pem");
+  EXPECT_TRUE(h.cert_file.empty()) << "no client certificate in the directory";
+  certs.file("cert.pem", "x");
+  certs.file("key.pem", "y");
+  h = detail::engine_client_config(c);
+  EXPECT_EQ(h.cert_file, certs.path() + "/cert.pem");
+  EXPECT_EQ(h.key_file, certs.path() + "/key.pem");
+  c.tls_verify = false;
+  h = detail::engine_client_config(c);
+  EXPECT_FALSE(h.verify_peer);
+  EXPECT_TRUE(h.ca_file.empty());
+  EXPECT_EQ(h.cert_file, certs.path() + "/cert.pem");
+}
+
 TEST(EngineLogic, UrlEncode) {
   EXPECT_EQ(detail::url_encode("a b/c?d=e&f"), "a%20b%2Fc%3Fd%3De%26f");
   EXPECT_EQ(detail::url_encode("reg:5000/img:tag", "/:@"), "reg:5000/img:tag");

@@ -77,8 +77,9 @@ class Engine {
   /// GET /images/{name}/json; nullopt when the engine does not have the image.
   asio::awaitable<std::optional<boost::json::object>> inspect_image(std::string name);
   /// POST /images/create?fromImage=..&tag=..[&platform=..]: each progress line the engine
-  /// streams goes to on_progress (may be empty). A refusal, or an error line in the stream,
-  /// becomes EngineError. No time limit: cancel to give up.
+  /// streams goes to on_progress (may be empty; an exception it throws ends the pull). A
+  /// refusal, or an error line in the stream (then status() is the answer's 200), becomes
+  /// EngineError. No time limit: cancel to give up.
   asio::awaitable<void> pull_image(std::string name, std::string platform,
                                    std::function<void(const PullProgress&)> on_progress);
   /// POST /containers/create[?name=..&platform=..] with `body` (the engine's container config);

@@ -70,10 +70,11 @@ struct ClientRequest {
   std::string body{};
   std::string body_file{};      // when set, the body is streamed from this file instead
   std::string response_file{};  // when set, a 2xx answer's body is streamed into this file
-  // When set, a 2xx answer's body is handed to it piece by piece as it arrives (chunked or
-  // not; the pieces follow no message boundary) and not kept. It runs on the client's executor
-  // inside the request; an exception it throws ends the request (the connection is closed) and
-  // propagates to the caller. Long streams need a timeout to match, or none and cancellation.
+  // When set (and response_file is not), a 2xx answer's body is handed to it piece by piece as
+  // it arrives (chunked or not; the pieces follow no message boundary) and not kept. It runs on
+  // the client's executor inside the request; an exception it throws ends the request (the
+  // connection is closed) and propagates to the caller. The request's timeout covers the whole
+  // stream: give a long stream a long one and cancel it to stop early.
   std::function<void(std::string_view)> on_body{};
   std::optional<std::chrono::steady_clock::duration> timeout{};  // else the client's
   std::optional<RetryPolicy> retry{};                            // else the client's
