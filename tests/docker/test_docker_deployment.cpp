@@ -334,3 +334,30 @@ TEST_F(DockerDeploymentTest, GcRemovesTheContainersOfAKilledHarness) {
 
 }  // namespace
 }  // namespace rex
+
+namespace rex {
+namespace {
+
+// The same deployment through Podman's Docker-compatible API (rex_docker_setup starts it).
+TEST(PodmanDeployment, RunsCommandsInBothNetworkModes) {
+  asio::io_context io;
+  for (const char* mode : {"", "none"}) {
+    auto c = config_for(kNoPython);
+    c.container_runtime = "podman";
+    c.network_mode = mode;
+    c.labels = {{"rex.test", "podman"}};
+    DockerDeployment d(io.get_executor(), c);
+    test::run_async(io, d.start(), 120s);
+    EXPECT_EQ(test::run_async(io, run_one(d.runtime(), "echo podman $((1+1))"), 60s).output,
+              "podman 2\n");
+    const std::string id = d.container_id();
+    test::run_async(io, d.stop(), 60s);
+    // Removed from Podman's store too.
+    docker::Engine podman(io.get_executor(), docker::engine_config_from_environment("podman"));
+    std::vector<std::string> filter{"rex.deployment=" + d.deployment_id()};
+    EXPECT_TRUE(test::run_async(io, podman.list_containers(filter, true), 30s).empty()) << mode;
+  }
+}
+
+}  // namespace
+}  // namespace rex
