@@ -215,13 +215,22 @@ PullProgress PullProgressTracker::update(const boost::json::object& line) {
     const auto* detail = line.if_contains("progressDetail");
     const bool downloading = p.status == "Downloading";
     if (downloading && detail != nullptr && detail->is_object()) {
-      layer.current = unsigned_field(detail->get_object(), "current");
+      std::uint64_t current = unsigned_field(detail->get_object(), "current");
       const std::uint64_t total = unsigned_field(detail->get_object(), "total");
-      if (total > 0)
+      if (layer.total == 0)
         layer.total = total;
+      // A download resumed after a broken connection counts from 0 towards what was left.
+      const std::uint64_t resumed_at = total > 0 && total < layer.total ? layer.total - total : 0;
+      current += resumed_at;
+      // The engine prints a full bar also when the connection breaks (then it retries): the
+      // download is complete only at "Verifying Checksum" / "Download complete".
+      if (layer.total > 0 && current >= layer.total)
+        current = layer.current;
+      // Counts never go back, also when a retry starts over from byte 0.
+      layer.current = std::max(layer.current, current);
     } else if (p.status == "Verifying Checksum" || p.status == "Download complete" ||
                p.status == "Extracting" || p.status == "Pull complete") {
-      layer.current = layer.total;  // downloaded: all of it (unknown totals stay 0)
+      layer.current = std::max(layer.current, layer.total);  // downloaded: all of it
     }
   }
   for (const auto& [id, layer] : layers_) {

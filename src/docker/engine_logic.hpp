@@ -57,7 +57,9 @@ struct ImageReference {
 };
 ImageReference split_image_reference(std::string_view name);
 
-/// Turns the JSON lines of a pull into PullProgress, summing bytes over the layers.
+/// Turns the JSON lines of a pull into PullProgress, summing bytes over the layers. Each
+/// layer's count only grows: a download the engine retries after a broken connection (a full
+/// bar, "Retrying in N seconds", then counts from 0 towards the rest) continues where it was.
 class PullProgressTracker {
  public:
   /// The progress after one line. An error line ({"error": ...}) is remembered in error() and
@@ -69,7 +71,7 @@ class PullProgressTracker {
  private:
   struct Layer {
     std::uint64_t current = 0;
-    std::uint64_t total = 0;  // 0: not known yet
+    std::uint64_t total = 0;  // the layer's size from its first report; 0: not known yet
   };
   std::map<std::string, Layer> layers_;
   std::optional<std::string> error_;

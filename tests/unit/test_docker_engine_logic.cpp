@@ -276,6 +276,51 @@ TEST(EngineLogic, PullProgressSumsLayers) {
   EXPECT_FALSE(t.error());
 }
 
+// What dockerd 20.10 prints when a layer's connection breaks at 3 MiB: a full bar, retries,
+// then counts from 0 towards the rest (it resumed with a Range request).
+TEST(EngineLogic, PullProgressContinuesThroughARetriedDownload) {
+  detail::PullProgressTracker t;
+  feed(t, R"({"status":"Pulling fs layer","progressDetail":{},"id":"l"})");
+  PullProgress p = feed(
+      t,
+      R"({"status":"Downloading","progressDetail":{"current":2850816,"total":8391438},"id":"l"})");
+  EXPECT_EQ(p.bytes_done, 2850816u);
+  p = feed(
+      t,
+      R"({"status":"Downloading","progressDetail":{"current":8391438,"total":8391438},"id":"l"})");
+  EXPECT_EQ(p.bytes_done, 2850816u) << "a full bar is no complete download";
+  p = feed(t, R"({"status":"Retrying in 5 seconds","progressDetail":{},"id":"l"})");
+  EXPECT_EQ(p.status, "Retrying in 5 seconds");
+  EXPECT_EQ(p.bytes_done, 2850816u);
+  p = feed(
+      t, R"({"status":"Downloading","progressDetail":{"current":65536,"total":5245710},"id":"l"})");
+  EXPECT_EQ(p.bytes_done, 3145728u + 65536u);
+  EXPECT_EQ(p.bytes_total, 8391438u);
+  p = feed(
+      t,
+      R"({"status":"Downloading","progressDetail":{"current":4653056,"total":5245710},"id":"l"})");
+  EXPECT_EQ(p.bytes_done, 3145728u + 4653056u);
+  p = feed(t, R"({"status":"Download complete","progressDetail":{},"id":"l"})");
+  EXPECT_EQ(p.bytes_done, 8391438u);
+  EXPECT_DOUBLE_EQ(p.percent, 100.0);
+}
+
+TEST(EngineLogic, PullProgressNeverGoesBack) {
+  detail::PullProgressTracker t;
+  // A retry that starts over from byte 0 (same total).
+  feed(t, R"({"status":"Downloading","progressDetail":{"current":600,"total":1000},"id":"a"})");
+  PullProgress p =
+      feed(t, R"({"status":"Downloading","progressDetail":{"current":100,"total":1000},"id":"a"})");
+  EXPECT_EQ(p.bytes_done, 600u);
+  p = feed(t, R"({"status":"Downloading","progressDetail":{"current":900,"total":1000},"id":"a"})");
+  EXPECT_EQ(p.bytes_done, 900u);
+  // A layer whose size never came: its bytes stay counted when it completes.
+  p = feed(t, R"({"status":"Downloading","progressDetail":{"current":50},"id":"b"})");
+  EXPECT_EQ(p.bytes_done, 950u);
+  p = feed(t, R"({"status":"Pull complete","progressDetail":{},"id":"b"})");
+  EXPECT_GE(p.bytes_done, 950u);
+}
+
 TEST(EngineLogic, PullErrorLineIsRemembered) {
   detail::PullProgressTracker t;
   feed(t, R"({"status":"Pulling from library/nothing","id":"latest"})");
