@@ -173,6 +173,8 @@ rex_docker_setup() {
   local need=()
   command -v dockerd >/dev/null || need+=(docker.io)
   command -v podman >/dev/null || need+=(podman)
+  # Podman's init process (HostConfig.Init, which rex's deployments set by default).
+  dpkg-query -W -f='${Status}' catatonit 2>/dev/null | grep -q "install ok installed" || need+=(catatonit)
   command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
   dpkg-query -W -f='${Status}' busybox-static 2>/dev/null | grep -q "install ok installed" || need+=(busybox-static)
   dpkg-query -W -f='${Status}' bash-static 2>/dev/null | grep -q "install ok installed" || need+=(bash-static)

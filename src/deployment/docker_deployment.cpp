@@ -344,8 +344,9 @@ struct DockerDeployment::Impl {
     if (config.container_runtime == "podman") {
       // Podman's default nofile limit cannot be set in every environment (containers in
       // containers); an explicit one always can.
-      json::object nofile{{"Name", "nofile"}, {"Soft", 65536}, {"Hard", 65536}};
-      hc["Ulimits"] = json::array{nofile};
+      json::object nofile{{"Name", "nofile"}, {"Soft", 20000}, {"Hard", 20000}};
+      json::object nproc{{"Name", "nproc"}, {"Soft", 4096}, {"Hard", 4096}};
+      hc["Ulimits"] = json::array{nofile, nproc};
     }
     std::optional<std::string> platform;
     apply_docker_args(config.docker_args, b, platform);
