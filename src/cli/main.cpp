@@ -1,5 +1,6 @@
 // The `rex` command line.
 //   rex run [COMMAND...] [--actions FILE] [--demo] [deployment flags]   observations of commands
+//   rex shell [deployment flags]   an interactive session for a person
 //   rex gc [--all] [--dry-run]     remove containers that rex processes left behind
 //   rex server --auth-token T [--port 8000]   serve sessions over HTTP (as rex-server)
 //   rex version
@@ -15,6 +16,7 @@
 #include "gc_command.hpp"
 #include "run_command.hpp"
 #include "server_command.hpp"
+#include "shell_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"rex: run commands for agents in bash sessions and sandboxes"};
@@ -25,6 +27,11 @@ int main(int argc, char** argv) {
   auto* run_cmd = app.add_subcommand(
       "run", "Run commands in a bash session of a deployment and print the observations");
   rex::cli::add_run_options(*run_cmd, run);
+
+  rex::cli::ShellOptions shell;
+  auto* shell_cmd =
+      app.add_subcommand("shell", "An interactive bash session in a deployment, for a person");
+  rex::cli::add_shell_options(*shell_cmd, shell);
 
   rex::cli::GcCommandOptions gc;
   auto* gc_cmd = app.add_subcommand(
@@ -54,6 +61,8 @@ int main(int argc, char** argv) {
   try {
     if (run_cmd->parsed())
       return rex::cli::run_command(run);
+    if (shell_cmd->parsed())
+      return rex::cli::shell_command(shell);
   } catch (const std::exception& e) {
     std::cerr << "rex: " << e.what() << '\n';
     return rex::cli::exit_failure;
