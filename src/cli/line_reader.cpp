@@ -282,7 +282,8 @@ struct LineReader::Impl {
     // Ctrl-C reaches the editor as a key while a line is edited (and stays a signal while a
     // command runs, when the terminal is back in its normal mode).
     el_set(el, EL_SETTY, "-d", "-isig", nullptr);
-    el_set(el, EL_ADDFN, "rex-discard-line", "Discard the line (Ctrl-C)", &Impl::on_interrupt);
+    // The wide form keeps the (static) strings; the narrow one copies them and never frees.
+    el_wset(el, EL_ADDFN, L"rex-discard-line", L"Discard the line (Ctrl-C)", &Impl::on_interrupt);
     el_set(el, EL_BIND, "^C", "rex-discard-line", nullptr);
     el_source(el, nullptr);  // ~/.editrc, as other libedit programs do
   }
