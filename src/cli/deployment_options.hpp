@@ -13,6 +13,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -56,8 +57,9 @@ std::string describe_deployment(const DeploymentConfig& config);
 /// updates its line in place.
 DeploymentHook progress_printer();
 
-/// Signals that end a deployed command: SIGINT, SIGTERM, SIGHUP. Handed to the body so it can
-/// take SIGINT for itself (the shell interrupts the running command instead).
+/// How a command takes part in run_with_deployment's handling of SIGINT, SIGTERM and SIGHUP
+/// (which otherwise stop the deployment): the shell takes SIGINT for itself, to interrupt the
+/// running command, and ends its own work before the deployment stops.
 struct SignalRouting {
   /// Called for SIGINT while the body runs, when set; otherwise SIGINT stops everything too.
   std::function<void()> on_interrupt{};
