@@ -7,7 +7,7 @@ REX_PACKAGES=(
   build-essential cmake ninja-build ccache git pkg-config
   libboost1.81-all-dev libboost-json1.81-dev
   libfmt-dev libspdlog-dev libcli11-dev libarchive-dev libacl1-dev libzstd-dev liblz4-dev libssl-dev
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libedit-dev
   bash python3 gdb procps
   busybox-static bash-static
 )

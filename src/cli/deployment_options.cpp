@@ -1,0 +1,350 @@
+#include "deployment_options.hpp"
+
+#include <fmt/format.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json/object.hpp>
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+
+namespace rex::cli {
+
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::array<std::string_view, 4> type_names = {"local", "remote", "docker", "dummy"};
+
+// The config field each flag sets, per deployment type; empty where the flag does not apply.
+struct FlagRule {
+  std::string_view flag;
+  std::string_view local, remote, docker;
+};
+constexpr FlagRule flag_rules[] = {
+    {"--image", "", "", "image"},
+    {"--url", "", "host", ""},
+    {"--token", "", "auth_token", ""},
+    {"--port", "", "port", "port"},
+    {"--pull", "", "", "pull"},
+    {"--docker-arg", "", "", "docker_args"},
+    {"--startup-timeout", "", "startup_timeout", "startup_timeout"},
+    {"--workdir", "working_dir", "", "working_dir"},
+    {"--env", "env", "", "env"},
+    {"--keep", "", "", "remove_container"},
+};
+
+std::string field_for(std::string_view flag, std::string_view type) {
+  for (const auto& rule : flag_rules) {
+    if (rule.flag != flag)
+      continue;
+    const std::string_view field = type == "local"    ? rule.local
+                                   : type == "remote" ? rule.remote
+                                   : type == "docker" ? rule.docker
+                                                      : std::string_view{};
+    if (!field.empty())
+      return std::string(field);
+    std::string types;
+    if (!rule.local.empty())
+      types += "local";
+    if (!rule.remote.empty())
+      types += std::string(types.empty() ? "" : " and ") + "remote";
+    if (!rule.docker.empty())
+      types += std::string(types.empty() ? "" : " and ") + "docker";
+    throw DeploymentConfigError(
+        fmt::format("{} does not apply to a {} deployment (only to {})", flag, type, types));
+  }
+  throw DeploymentConfigError(fmt::format("{}: unknown deployment flag", flag));
+}
+
+json::object base_config(const std::string& deployment) {
+  for (auto name : type_names) {
+    if (deployment == name)
+      return json::object{{"type", name}};
+  }
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(deployment, ec)) {
+    throw DeploymentConfigError(fmt::format(
+        "--deployment: \"{}\" is neither a deployment type (local, docker, remote, dummy) nor a "
+        "JSON config file",
+        deployment));
+  }
+  return to_json(load_deployment_config(deployment));
+}
+
+std::pair<std::string, std::string> split_env(const std::string& item) {
+  const auto eq = item.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw DeploymentConfigError(fmt::format("--env: expected KEY=VALUE, got \"{}\"", item));
+  return {item.substr(0, eq), item.substr(eq + 1)};
+}
+
+}  // namespace
+
+void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
+  app.add_option("--deployment", o.deployment,
+                 "local, docker, remote, dummy, or the path of a JSON deployment config")
+      ->capture_default_str();
+  auto set_string = [&app](const char* name, std::optional<std::string>& target, const char* help) {
+    app.add_option_function<std::string>(
+        name, [&target](const std::string& v) { target = v; }, help);
+  };
+  set_string("--image", o.image, "docker: the image to start");
+  set_string("--url", o.url, "remote: the server's base URL (or host)");
+  set_string("--token", o.token, "remote: the server's auth token");
+  app.add_option_function<std::int64_t>(
+      "--port", [&o](std::int64_t v) { o.port = v; },
+      "remote: the server's port; docker: the host port to publish the server on");
+  set_string("--pull", o.pull, "docker: never, missing or always");
+  app.add_option("--docker-arg", o.docker_args,
+                 "docker: a docker-run flag (repeat for more, e.g. --docker-arg=--memory=1g)")
+      ->allow_extra_args(false);
+  app.add_option_function<double>(
+      "--startup-timeout", [&o](double v) { o.startup_timeout = v; },
+      "remote, docker: seconds to wait for the sandbox to answer");
+  set_string("--workdir", o.workdir, "local, docker: the directory sessions start in");
+  app.add_option("--env", o.env, "local, docker: KEY=VALUE set in sessions (repeatable)")
+      ->allow_extra_args(false);
+  app.add_flag("--keep", o.keep, "docker: keep the container after exit");
+  app.add_flag("-q,--quiet", o.quiet, "Print no deployment progress");
+}
+
+DeploymentConfig build_deployment_config(const DeploymentOptions& o) {
+  json::object config = base_config(o.deployment);
+  const std::string type = std::string(config.at("type").as_string());
+  if (o.image)
+    config[field_for("--image", type)] = *o.image;
+  if (o.url)
+    config[field_for("--url", type)] = *o.url;
+  if (o.token)
+    config[field_for("--token", type)] = *o.token;
+  if (o.port)
+    config[field_for("--port", type)] = *o.port;
+  if (o.pull)
+    config[field_for("--pull", type)] = *o.pull;
+  if (!o.docker_args.empty()) {
+    json::value& args = config[field_for("--docker-arg", type)];
+    if (!args.is_array())
+      args = json::array();
+    for (const auto& a : o.docker_args)
+      args.as_array().emplace_back(a);
+  }
+  if (o.startup_timeout)
+    config[field_for("--startup-timeout", type)] = *o.startup_timeout;
+  if (o.workdir)
+    config[field_for("--workdir", type)] = *o.workdir;
+  if (!o.env.empty()) {
+    json::value& env = config[field_for("--env", type)];
+    if (!env.is_object())
+      env = json::object();
+    for (const auto& item : o.env) {
+      auto [key, value] = split_env(item);
+      env.as_object()[key] = value;
+    }
+  }
+  if (o.keep)
+    config[field_for("--keep", type)] = false;
+  return deployment_config_from_json(config);
+}
+
+std::string describe_deployment(const DeploymentConfig& config) {
+  if (const auto* remote = std::get_if<RemoteDeploymentConfig>(&config)) {
+    return remote->port ? fmt::format("remote {}:{}", remote->host, *remote->port)
+                        : "remote " + remote->host;
+  }
+  if (const auto* docker = std::get_if<DockerDeploymentConfig>(&config))
+    return "docker " + docker->image;
+  return std::string(deployment_type(config));
+}
+
+DeploymentHook progress_printer() {
+  struct State {
+    bool tty = ::isatty(STDERR_FILENO) == 1;
+    bool open_line = false;  // a pull percentage waiting to be overwritten
+    int last_tenth = -1;
+  };
+  auto state = std::make_shared<State>();
+  return [state](const DeploymentEvent& e) {
+    if (e.stage == DeploymentStage::pulling && e.percent >= 0) {
+      if (state->tty) {
+        fmt::print(stderr, "\r\033[Krex: {}", e.message);
+        std::fflush(stderr);
+        state->open_line = true;
+        return;
+      }
+      // Not a terminal: a line per tenth, not one per chunk.
+      const int tenth = static_cast<int>(e.percent / 10);
+      if (tenth == state->last_tenth)
+        return;
+      state->last_tenth = tenth;
+    }
+    if (state->open_line) {
+      std::fputc('\n', stderr);
+      state->open_line = false;
+    }
+    fmt::print(stderr, "rex: {}\n", e.message);
+    std::fflush(stderr);
+  };
+}
+
+// ---- lifecycle ---------------------------------------------------------------------------
+
+namespace {
+
+namespace asio = boost::asio;
+
+std::string_view signal_name(int signo) {
+  switch (signo) {
+    case SIGINT:
+      return "SIGINT";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGHUP:
+      return "SIGHUP";
+  }
+  return "signal";
+}
+
+struct Supervisor {
+  asio::io_context& io;
+  Deployment& deployment;
+  SignalRouting routing;
+  asio::signal_set signals;
+  asio::steady_timer abort;  // cancelled when a signal asks to stop
+  bool in_body = false;
+  int stop_signal = 0;  // the first signal that asked to stop
+
+  Supervisor(asio::io_context& io_, Deployment& d, SignalRouting r)
+      : io(io_),
+        deployment(d),
+        routing(std::move(r)),
+        signals(io_, SIGINT, SIGTERM, SIGHUP),
+        abort(io_, asio::steady_timer::time_point::max()) {}
+};
+
+asio::awaitable<void> route_signals(Supervisor& s) {
+  for (;;) {
+    auto [ec, signo] = co_await s.signals.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec)
+      co_return;
+    if (signo == SIGINT && s.in_body && s.routing.on_interrupt) {
+      s.routing.on_interrupt();
+      continue;
+    }
+    if (s.stop_signal == 0) {
+      s.stop_signal = signo;
+      s.abort.cancel();
+      continue;
+    }
+    // Destructors still run on the way out: a local runtime kills its shells.
+    std::cerr << "rex: " << signal_name(signo) << " again: exiting now\n";
+    s.io.stop();
+    co_return;
+  }
+}
+
+// Completes with the stop signal once one arrived (at once when one already did).
+asio::awaitable<int> wait_for_abort(Supervisor& s) {
+  if (s.stop_signal == 0)
+    co_await s.abort.async_wait(asio::as_tuple(asio::use_awaitable));
+  co_return s.stop_signal;
+}
+
+bool cancelled(asio::cancellation_type type) {
+  return type != asio::cancellation_type::none;
+}
+
+asio::awaitable<int> start_deployment(Deployment& deployment) {
+  const auto state = co_await asio::this_coro::cancellation_state;
+  try {
+    co_await deployment.start();
+    co_return 0;
+  } catch (const std::exception& e) {
+    if (!cancelled(state.cancelled()))
+      std::cerr << "rex: " << e.what() << '\n';
+  }
+  co_return exit_failure;
+}
+
+asio::awaitable<int> run_body(DeploymentBody& body, Deployment& deployment) {
+  const auto state = co_await asio::this_coro::cancellation_state;
+  try {
+    co_return co_await body(deployment);
+  } catch (const std::exception& e) {
+    if (!cancelled(state.cancelled()))
+      std::cerr << "rex: " << e.what() << '\n';
+  }
+  co_return exit_failure;
+}
+
+asio::awaitable<int> supervise(Supervisor& s, DeploymentBody& body) {
+  using namespace asio::experimental::awaitable_operators;
+  int status = exit_failure;
+  {
+    auto starting = start_deployment(s.deployment);
+    auto aborted = wait_for_abort(s);
+    auto started = co_await (std::move(starting) || std::move(aborted));
+    if (started.index() == 0)
+      status = std::get<0>(started);
+  }
+  if (s.stop_signal == 0 && status == 0) {
+    s.in_body = true;
+    auto running = run_body(body, s.deployment);
+    auto aborted = wait_for_abort(s);
+    auto ran = co_await (std::move(running) || std::move(aborted));
+    s.in_body = false;
+    if (ran.index() == 0)
+      status = std::get<0>(ran);
+  }
+  if (s.routing.before_stop)
+    co_await s.routing.before_stop();
+  if (s.stop_signal != 0) {
+    std::cerr << "rex: " << signal_name(s.stop_signal) << ": stopping the deployment\n";
+    status = 128 + s.stop_signal;
+  }
+  try {
+    co_await s.deployment.stop();
+  } catch (const std::exception& e) {
+    std::cerr << "rex: stopping the deployment failed: " << e.what() << '\n';
+    if (status == 0)
+      status = exit_failure;
+  }
+  boost::system::error_code ignored;
+  s.signals.cancel(ignored);
+  co_return status;
+}
+
+}  // namespace
+
+int run_with_deployment(asio::io_context& io, Deployment& deployment,
+                        const DeploymentOptions& options, DeploymentBody body,
+                        SignalRouting routing) {
+  if (!options.quiet)
+    deployment.add_hook(progress_printer());
+  Supervisor supervisor(io, deployment, std::move(routing));
+  asio::co_spawn(io, route_signals(supervisor), asio::detached);
+  std::optional<int> status;
+  std::exception_ptr failure;
+  asio::co_spawn(io, supervise(supervisor, body), [&](std::exception_ptr e, int s) {
+    failure = e;
+    status = s;
+  });
+  io.run();
+  if (failure)
+    std::rethrow_exception(failure);
+  // Unfinished: a second signal stopped the io_context.
+  return status ? *status : 128 + supervisor.stop_signal;
+}
+
+}  // namespace rex::cli

@@ -1,0 +1,69 @@
+#include "gc_command.hpp"
+
+#include <rex/deployment/docker_gc.hpp>
+#include <rex/docker/engine.hpp>
+
+#include <fmt/format.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <iostream>
+
+namespace rex::cli {
+
+namespace {
+
+std::string label(const GcEntry& entry) {
+  std::string id = entry.id.substr(0, 12);
+  return entry.name.empty() ? id : fmt::format("{} {}", id, entry.name);
+}
+
+}  // namespace
+
+void add_gc_options(CLI::App& app, GcCommandOptions& o) {
+  app.add_flag("--all", o.all, "Remove every rex container, also those whose owner still runs");
+  app.add_flag("--dry-run", o.dry_run, "Only report what would be removed");
+  app.add_option("--engine", o.engine,
+                 "The engine to ask, as DOCKER_HOST (unix:///PATH, tcp://HOST:PORT); default: "
+                 "DOCKER_HOST or the runtime's socket");
+  app.add_flag("--podman", o.podman, "Use Podman's socket when no engine is given");
+}
+
+int gc_command(const GcCommandOptions& o) {
+  asio::io_context io(1);
+  GcReport report;
+  try {
+    auto config = docker::engine_config_from_environment(o.podman ? "podman" : "docker");
+    if (!o.engine.empty())
+      config.host = o.engine;
+    docker::Engine engine(io.get_executor(), config);
+    GcOptions options;
+    options.all = o.all;
+    options.dry_run = o.dry_run;
+    std::exception_ptr failure;
+    asio::co_spawn(io, collect_garbage(engine, options), [&](std::exception_ptr e, GcReport r) {
+      failure = e;
+      report = std::move(r);
+    });
+    io.run();
+    if (failure)
+      std::rethrow_exception(failure);
+  } catch (const std::exception& e) {
+    // The engine's errors say where it looked and how to fix it.
+    std::cerr << "rex gc: " << e.what() << '\n';
+    return 1;
+  }
+  const char* removed = o.dry_run ? "would remove" : "removed";
+  for (const auto& entry : report.removed)
+    std::cout << fmt::format("{} {}: {}\n", removed, label(entry), entry.reason);
+  for (const auto& entry : report.kept)
+    std::cout << fmt::format("kept {}: {}\n", label(entry), entry.reason);
+  for (const auto& error : report.errors)
+    std::cerr << "rex gc: " << error << '\n';
+  std::cout << fmt::format("{} {}, {} kept, {} error{}\n", report.removed.size(),
+                           o.dry_run ? "to remove" : "removed", report.kept.size(),
+                           report.errors.size(), report.errors.size() == 1 ? "" : "s");
+  return report.errors.empty() ? 0 : 1;
+}
+
+}  // namespace rex::cli
