@@ -51,13 +51,27 @@ asio::awaitable<void> RemoteDeployment::start() {
   rc.is_alive_timeout = std::max(to_ms(config_.timeout), std::chrono::milliseconds(1));
   runtime_ = std::make_unique<RemoteRuntime>(executor_, std::move(rc));
   emit(DeploymentStage::waiting, "waiting for " + url_);
-  try {
-    co_await runtime_->wait_until_alive(to_ms(config_.startup_timeout));
-  } catch (const std::exception& e) {
+  // A refused token will not get better by waiting: say so at once.
+  const IsAliveResponse first = co_await runtime_->is_alive();
+  if (!first.is_alive && (first.message.starts_with("Status code 401 ") ||
+                          first.message.starts_with("Status code 403 "))) {
+    runtime_.reset();
+    throw DeploymentStartupError(fmt::format(
+        "remote deployment: the server at {} refused the auth_token: {}", url_, first.message));
+  }
+  std::string failure;
+  if (!first.is_alive) {
+    try {
+      co_await runtime_->wait_until_alive(to_ms(config_.startup_timeout));
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+  }
+  if (!failure.empty()) {
     runtime_.reset();
     throw DeploymentStartupError(
         fmt::format("remote deployment: the server at {} did not answer within {} s: {}", url_,
-                    config_.startup_timeout, e.what()));
+                    config_.startup_timeout, failure));
   }
   started_ = true;
   emit(DeploymentStage::ready, "connected to " + url_);

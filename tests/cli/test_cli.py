@@ -316,7 +316,7 @@ class RemoteTest(CliTestCase):
         status, out, err = rex("run", "--deployment", "remote", "--url", self.url, "--token",
                                "wrong", "--startup-timeout", "1", "echo", env=self.env)
         self.assertEqual(status, 1, out + err)
-        self.assertIn("did not answer", err)
+        self.assertIn("refused the auth_token", err)
         self.assertNotIn("$ echo", out)
 
     def test_shell_interrupt_through_a_signal(self):
