@@ -35,7 +35,7 @@ const std::string& boot_id() {
 
 // Field 22 of /proc/PID/stat: the process's start time in clock ticks since boot. Together with
 // the boot id it names one process, even after its pid is reused. Empty when there is no such
-// process.
+// process, or only its zombie.
 std::string start_time_of(long pid) {
   std::ifstream in(fmt::format("/proc/{}/stat", pid));
   std::string stat;
@@ -48,6 +48,9 @@ std::string start_time_of(long pid) {
   std::istringstream fields(stat.substr(close + 2));
   std::string field;
   for (int i = 3; i <= 22 && fields >> field; ++i) {
+    // A zombie has ended; only its exit status waits to be collected.
+    if (i == 3 && (field == "Z" || field == "X"))
+      return {};
   }
   return field;
 }
