@@ -11,6 +11,13 @@
 #include <rex/docker/engine.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/multipart.hpp>
+#include <rex/pool/fan_out.hpp>
+#include <rex/pool/outcome.hpp>
+#include <rex/pool/pool_errors.hpp>
+#include <rex/pool/sandbox_lease.hpp>
+#include <rex/pool/sandbox_pool.hpp>
+#include <rex/pool/sandbox_pool_config.hpp>
+#include <rex/pool/sandbox_pool_stats.hpp>
 #include <rex/protocol/actions.hpp>
 #include <rex/protocol/commands.hpp>
 #include <rex/protocol/exceptions.hpp>

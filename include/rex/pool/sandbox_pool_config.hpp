@@ -1,0 +1,64 @@
+// SandboxPoolConfig: what a SandboxPool starts, how many at once, how it retries a start that
+// fails and what it does with a sandbox handed back. Plain settings with defaults; check them
+// with validate() (the pool does so when made).
+#pragma once
+
+#include <rex/deployment/config.hpp>
+#include <rex/deployment/deployment.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string_view>
+
+namespace rex {
+
+/// What happens to a sandbox whose lease ends.
+enum class ReturnPolicy {
+  // The runtime's close() ends every session, a health check follows, and the sandbox goes
+  // back to the spares. Fast; files written in the sandbox stay.
+  recycle,
+  // The sandbox is stopped; a fresh one is started when spares or waiters want one.
+  stop,
+};
+
+/// "recycle" or "stop".
+std::string_view to_string(ReturnPolicy policy) noexcept;
+
+/// Makes a deployment that has not started yet (for tests, or deployments no config describes).
+using DeploymentFactory = std::function<std::unique_ptr<Deployment>(asio::any_io_executor)>;
+
+struct SandboxPoolConfig {
+  DeploymentConfig deployment{};  // what to start, unless factory is set
+  DeploymentFactory factory{};    // when set, used instead of make_deployment(deployment)
+
+  std::size_t max_sandboxes = 8;  // started or starting at once: leased + spare + in transit
+  std::size_t warm_spares = 0;    // started ahead of demand, kept topped up within the maximum
+
+  int start_attempts = 3;  // start() calls per sandbox before acquire() gives up
+  // Wait before attempt n+1: initial * 2^(n-1), at most max, then up to `jitter` of it
+  // taken off at random so many failing starts do not retry in step.
+  std::chrono::milliseconds retry_backoff_initial{200};
+  std::chrono::milliseconds retry_backoff_max{5000};
+  double retry_jitter = 0.2;  // 0..1
+
+  ReturnPolicy return_policy = ReturnPolicy::recycle;
+
+  bool health_check_on_acquire = true;  // is_alive before a spare is handed out
+  // is_alive (and recycling's close()) must answer within this.
+  std::chrono::milliseconds health_check_timeout{5000};
+};
+
+/// std::invalid_argument naming the field for settings that cannot work:
+/// "SandboxPoolConfig.max_sandboxes: must be at least 1".
+void validate(const SandboxPoolConfig& config);
+
+/// The wait before the attempt after `failed_attempts` failures (1 or more); `random01` in
+/// [0, 1) picks the jitter. Pure, so the schedule can be tested without waiting.
+std::chrono::milliseconds retry_delay(const SandboxPoolConfig& config, int failed_attempts,
+                                      double random01) noexcept;
+
+}  // namespace rex
