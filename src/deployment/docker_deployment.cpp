@@ -229,6 +229,7 @@ struct DockerDeployment::Impl {
   std::string server_host_path;
   bool mount_server = true;
   std::unique_ptr<RemoteRuntime> runtime;
+  bool runtime_closed = false;
   bool started = false;
   bool stopped = false;
   std::function<void(const DeploymentEvent&)> hooks;  // the owner's emit()
@@ -609,7 +610,8 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
 }
 
 asio::awaitable<void> DockerDeployment::Impl::release() {
-  if (runtime) {
+  if (runtime && !runtime_closed) {
+    runtime_closed = true;
     // Closing the sessions is a courtesy before the kill; a hung server must not hold it up.
     using namespace asio::experimental::awaitable_operators;
     asio::steady_timer limit(executor, std::chrono::seconds(3));
@@ -619,7 +621,8 @@ asio::awaitable<void> DockerDeployment::Impl::release() {
       co_await (std::move(closing) || std::move(expired));
     } catch (const std::exception&) {
     }
-    runtime.reset();
+    // The runtime object stays until the deployment is destroyed: calls still in flight fail
+    // on the killed container instead of resuming on a freed object.
   }
   if (engine && !container.empty()) {
     try {

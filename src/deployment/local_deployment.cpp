@@ -43,19 +43,20 @@ asio::awaitable<void> LocalDeployment::stop() {
   } catch (const std::exception&) {
     // Sessions that cannot close cleanly are killed by the runtime's destructor.
   }
-  runtime_.reset();
+  // The runtime itself lives on until the deployment is destroyed: a call still suspended in it
+  // (another coroutine's command) resumes on a live object and ends with an error.
   emit(DeploymentStage::stopped, "local runtime stopped");
 }
 
 Runtime& LocalDeployment::runtime() {
-  if (!runtime_)
+  if (!runtime_ || stopped_)
     throw DeploymentNotStartedError(stopped_ ? "local deployment: stopped"
                                              : "local deployment: not started");
   return *runtime_;
 }
 
 bool LocalDeployment::started() const noexcept {
-  return runtime_ != nullptr;
+  return runtime_ != nullptr && !stopped_;
 }
 
 }  // namespace rex

@@ -92,7 +92,8 @@ asio::awaitable<void> RemoteDeployment::stop() {
     }
   }
   started_ = false;
-  runtime_.reset();
+  // runtime_ stays until the deployment is destroyed: calls still in flight end with errors
+  // instead of resuming on a freed object.
   emit(DeploymentStage::stopped, "disconnected from " + url_);
 }
 

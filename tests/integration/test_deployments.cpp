@@ -11,6 +11,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 
@@ -99,6 +100,34 @@ TEST(LocalDeployment, StopEndsEveryShell) {
   if (std::getline(stat, line)) {
     EXPECT_THAT(line.substr(line.rfind(')') + 2, 1), ::testing::AnyOf("Z", "X"));
   }
+}
+
+asio::awaitable<void> run_long(Runtime& runtime, bool& ended) {
+  try {
+    co_await runtime.run_in_session(command("sleep 10"));
+  } catch (const std::exception&) {
+  }
+  ended = true;
+}
+
+// A pool may stop a sandbox while its holder is inside a runtime call: the call must end,
+// not resume on a destroyed runtime.
+TEST(LocalDeployment, StopWhileACommandRunsEndsTheCommand) {
+  asio::io_context io;
+  LocalDeployment deployment(io.get_executor());
+  test::run_async(io, deployment.start());
+  test::run_async(io, deployment.runtime().create_session(session()));
+  bool ended = false;
+  asio::co_spawn(io, run_long(deployment.runtime(), ended), asio::detached);
+  io.run_for(200ms);
+  const auto t0 = Clock::now();
+  test::run_async(io, deployment.stop());
+  const auto until = Clock::now() + 5s;
+  while (!ended && Clock::now() < until)
+    io.run_one_for(10ms);
+  EXPECT_TRUE(ended);
+  EXPECT_LT(Clock::now() - t0, 5s);
+  EXPECT_THROW(deployment.runtime(), DeploymentNotStartedError);
 }
 
 TEST(LocalDeployment, WorkingDirThatCannotBeMadeIsAStartupError) {
