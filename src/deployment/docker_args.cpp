@@ -11,9 +11,15 @@
 #include <cstdlib>
 #include <map>
 
+#include "json_fields.hpp"
+
 namespace rex {
 
 namespace json = boost::json;
+
+using detail::array_at;
+using detail::host_config;
+using detail::object_at;
 
 namespace {
 
@@ -53,27 +59,6 @@ bool parse_bool(std::string_view text, std::string_view what) {
   if (v == "false" || v == "0")
     return false;
   fail(fmt::format("{}: '{}' is not true or false", what, text));
-}
-
-json::object& host_config(json::object& body) {
-  json::value& hc = body["HostConfig"];
-  if (!hc.is_object())
-    hc = json::object();
-  return hc.as_object();
-}
-
-json::array& array_at(json::object& o, std::string_view key) {
-  json::value& v = o[key];
-  if (!v.is_array())
-    v = json::array();
-  return v.as_array();
-}
-
-json::object& object_at(json::object& o, std::string_view key) {
-  json::value& v = o[key];
-  if (!v.is_object())
-    v = json::object();
-  return v.as_object();
 }
 
 // One flag of docker run: its names, whether it takes a value, and what it does.

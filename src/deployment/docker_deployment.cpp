@@ -28,6 +28,7 @@
 #include <random>
 
 #include "detail/offload.hpp"
+#include "json_fields.hpp"
 
 #ifndef REX_SERVER_BUILD_PATH
 #define REX_SERVER_BUILD_PATH ""
@@ -38,6 +39,8 @@ namespace rex {
 namespace json = boost::json;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using detail::array_at;
+using detail::host_config;
 
 namespace {
 
@@ -70,20 +73,6 @@ void merge_into(json::object& target, const json::object& patch) {
     else
       target[key] = value;
   }
-}
-
-json::object& host_config(json::object& body) {
-  json::value& hc = body["HostConfig"];
-  if (!hc.is_object())
-    hc = json::object();
-  return hc.as_object();
-}
-
-json::array& array_at(json::object& o, std::string_view key) {
-  json::value& v = o[key];
-  if (!v.is_array())
-    v = json::array();
-  return v.as_array();
 }
 
 std::string string_at(const json::object& o, std::string_view key) {
