@@ -76,7 +76,9 @@ _rex_start_service() {
   "$answers" && return 0
   echo "rex: starting $name (log: $log)"
   # Detached in its own session; without the lock's descriptor, or it would hold the lock.
-  _rex_sudo sh -c 'log=$1; shift; exec setsid "$@" </dev/null >>"$log" 2>&1' rex "$log" "$@" 9>&- &
+  # From /: a service that outlives this checkout must not keep a deleted directory as its
+  # working directory (Podman's conmon then fails every container start).
+  _rex_sudo sh -c 'log=$1; shift; cd / && exec setsid "$@" </dev/null >>"$log" 2>&1' rex "$log" "$@" 9>&- &
   local waited=0
   until "$answers"; do
     if ((waited >= 60)); then
