@@ -178,9 +178,7 @@ void move_into_place(const std::string& from, const std::string& to) {
 
 struct RemoteRuntime::Impl {
   Impl(asio::any_io_executor executor, RemoteRuntimeConfig config)
-      : ex(std::move(executor)),
-        cfg(std::move(config)),
-        client(ex, cfg.url, cfg.client) {}
+      : ex(std::move(executor)), cfg(std::move(config)), client(ex, cfg.url, cfg.client) {}
 
   ~Impl() {
     if (files)

@@ -22,6 +22,7 @@
 #include <fstream>
 #include <thread>
 
+#include "docker/docker_support.hpp"
 #include "support/async_test.hpp"
 #include "support/test_helpers.hpp"
 
@@ -47,37 +48,15 @@ DockerDeploymentConfig config_for(std::string image) {
   return c;
 }
 
-BashAction command(std::string text, double timeout = 20) {
-  BashAction a;
-  a.command = std::move(text);
-  a.timeout = timeout;
-  a.check = "silent";
-  return a;
-}
-
 asio::awaitable<BashObservation> run_one(Runtime& runtime, std::string text) {
-  CreateBashSessionRequest create;
-  create.startup_timeout = 20;
-  create.session = "t";
-  co_await runtime.create_session(create);
-  BashAction a = command(std::move(text));
-  a.session = "t";
-  auto obs = co_await runtime.run_in_session(a);
-  CloseBashSessionRequest close;
-  close.session = "t";
-  co_await runtime.close_session(close);
-  co_return obs;
+  return test::run_in_own_session(runtime, std::move(text));
 }
 
 class DockerDeploymentTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    try {
-      test::run_async(io_, engine_.version(), 20s);
-    } catch (const docker::EngineError& e) {
-      FAIL() << "no container engine (scripts/common.sh's rex_docker_setup starts one): "
-             << e.what();
-    }
+    if (const std::string why = test::engine_missing(io_, engine_); !why.empty())
+      FAIL() << why;
   }
 
   // Whether a container exists (in any state).

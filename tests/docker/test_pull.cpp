@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "docker/docker_support.hpp"
 #include "support/async_test.hpp"
 
 extern char** environ;
@@ -136,25 +137,8 @@ std::string this_platform() {
   return "linux/" + machine;
 }
 
-BashAction command(std::string text) {
-  BashAction a;
-  a.command = std::move(text);
-  a.timeout = 20;
-  a.check = "silent";
-  return a;
-}
-
 asio::awaitable<std::string> run_one(Runtime& runtime, std::string text) {
-  CreateBashSessionRequest create;
-  create.startup_timeout = 20;
-  create.session = "t";
-  co_await runtime.create_session(create);
-  BashAction a = command(std::move(text));
-  a.session = "t";
-  auto obs = co_await runtime.run_in_session(a);
-  CloseBashSessionRequest close;
-  close.session = "t";
-  co_await runtime.close_session(close);
+  auto obs = co_await test::run_in_own_session(runtime, std::move(text));
   co_return obs.output;
 }
 
@@ -179,12 +163,8 @@ std::vector<DeploymentEvent> pulling_events(const std::vector<DeploymentEvent>& 
 class PullTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    try {
-      test::run_async(io_, engine_.version(), 20s);
-    } catch (const docker::EngineError& e) {
-      FAIL() << "no container engine (scripts/common.sh's rex_docker_setup starts one): "
-             << e.what();
-    }
+    if (const std::string why = test::engine_missing(io_, engine_); !why.empty())
+      FAIL() << why;
     start_registry({});
   }
 
