@@ -80,18 +80,6 @@ std::string string_at(const json::object& o, std::string_view key) {
   return v && v->is_string() ? std::string(v->as_string()) : std::string();
 }
 
-// The network mode the container will get: create_options win over docker_args, which win over
-// the network_mode field.
-std::string effective_network_mode(const DockerDeploymentConfig& c) {
-  json::object body;
-  if (!c.network_mode.empty())
-    host_config(body)["NetworkMode"] = c.network_mode;
-  std::optional<std::string> platform;
-  apply_docker_args(c.docker_args, body, platform);
-  merge_into(body, c.create_options);
-  return string_at(host_config(body), "NetworkMode");
-}
-
 bool wants_unix_socket(const std::string& network_mode) {
   return network_mode == "none" || network_mode == "host" || network_mode.starts_with("container:");
 }
@@ -248,9 +236,13 @@ struct DockerDeployment::Impl {
       throw DeploymentConfigError(
           fmt::format("docker.container_runtime: expected docker or podman, got '{}'",
                       config.container_runtime));
-    // Validates docker_args (an unknown flag fails here, before anything starts).
+    // Validates docker_args (an unknown flag fails here, before anything starts) and finds the
+    // network mode the container will get: create_options win over docker_args, which win over
+    // the network_mode field.
     std::optional<std::string> platform;
     json::object scratch;
+    if (!config.network_mode.empty())
+      host_config(scratch)["NetworkMode"] = config.network_mode;
     apply_docker_args(config.docker_args, scratch, platform);
     if (platform) {
       if (config.platform && *config.platform != *platform)
@@ -258,7 +250,8 @@ struct DockerDeployment::Impl {
             "docker.platform: given both as platform and as --platform in docker_args");
       config.platform = platform;
     }
-    network_mode = effective_network_mode(config);
+    merge_into(scratch, config.create_options);
+    network_mode = string_at(host_config(scratch), "NetworkMode");
     unix_socket = wants_unix_socket(network_mode);
   }
 
