@@ -49,6 +49,11 @@ constexpr std::string_view kServerInContainer = "/.rex/rex-server";
 constexpr std::string_view kSocketDirInContainer = "/.rex-run";
 constexpr std::string_view kSocketName = "rex.sock";
 constexpr int kServerPort = 8000;
+// The hardened profile's defaults for what the config leaves unset.
+constexpr std::string_view kHardenedWorkDir = "/work";
+constexpr std::string_view kHardenedMemory = "4g";
+constexpr std::int64_t kHardenedPids = 1024;
+constexpr std::string_view kHardenedTmpSize = "1g";
 
 std::string random_hex(std::size_t bytes) {
   std::random_device rd;
@@ -236,6 +241,24 @@ struct DockerDeployment::Impl {
       throw DeploymentConfigError(
           fmt::format("docker.container_runtime: expected docker or podman, got '{}'",
                       config.container_runtime));
+    if (config.security_profile != "default" && config.security_profile != "hardened")
+      throw DeploymentConfigError(
+          fmt::format("docker.security_profile: expected default or hardened, got '{}'",
+                      config.security_profile));
+    if (hardened()) {
+      if (config.network_mode.empty())
+        config.network_mode = "none";
+      if (config.working_dir.empty())
+        config.working_dir = kHardenedWorkDir;
+      if (!config.memory)
+        config.memory = kHardenedMemory;
+      if (!config.pids_limit)
+        config.pids_limit = kHardenedPids;
+      if (config.server_transfer == "upload")
+        throw DeploymentConfigError(
+            "docker.server_transfer: 'upload' cannot write into the hardened profile's read-only "
+            "root; use mount (a local engine)");
+    }
     // Validates docker_args (an unknown flag fails here, before anything starts) and finds the
     // network mode the container will get: create_options win over docker_args, which win over
     // the network_mode field.
@@ -253,6 +276,34 @@ struct DockerDeployment::Impl {
     merge_into(scratch, config.create_options);
     network_mode = string_at(host_config(scratch), "NetworkMode");
     unix_socket = wants_unix_socket(network_mode);
+    if (hardened() && network_mode != "none")
+      throw DeploymentConfigError(fmt::format(
+          "docker.security_profile: the hardened profile runs without network, but the network "
+          "mode is '{}' (from network_mode, docker_args or create_options)",
+          network_mode));
+  }
+
+  bool hardened() const { return config.security_profile == "hardened"; }
+
+  // The hardened profile's part of the create body, before docker_args and create_options (which
+  // may still loosen it: they are the caller's explicit word).
+  void harden(json::object& b) const {
+    json::object& hc = host_config(b);
+    hc["SecurityOpt"] = json::array{json::value("no-new-privileges")};
+    hc["CapDrop"] = json::array{json::value("ALL")};
+    json::array keep;
+    for (const auto cap : hardened_capabilities())
+      keep.emplace_back(cap);
+    hc["CapAdd"] = std::move(keep);
+    hc["ReadonlyRootfs"] = true;
+    // exec: agents run the scripts they write; nosuid/nodev: nothing there gains privileges.
+    json::object tmpfs;
+    tmpfs["/tmp"] = fmt::format("rw,exec,nosuid,nodev,size={}", kHardenedTmpSize);
+    tmpfs["/var/tmp"] = fmt::format("rw,exec,nosuid,nodev,size={}", kHardenedTmpSize);
+    hc["Tmpfs"] = std::move(tmpfs);
+    // The work dir is an anonymous volume, not a tmpfs: a new volume starts as a copy of what
+    // the image holds there (a repository under test), and it is removed with the container.
+    b["Volumes"] = json::object{{config.working_dir, json::object()}};
   }
 
   void emit(DeploymentStage stage, std::string message) const;
@@ -331,6 +382,8 @@ struct DockerDeployment::Impl {
       json::object nproc{{"Name", "nproc"}, {"Soft", 4096}, {"Hard", 4096}};
       hc["Ulimits"] = json::array{nofile, nproc};
     }
+    if (hardened())
+      harden(b);
     std::optional<std::string> platform;
     apply_docker_args(config.docker_args, b, platform);
     merge_into(b, config.create_options);
