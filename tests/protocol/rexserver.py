@@ -21,7 +21,7 @@ START_TIMEOUT = 15.0
 STOP_TIMEOUT = 15.0
 HTTP_TIMEOUT = 30.0
 
-LISTEN_RE = re.compile(r"listening on (http://127\.0\.0\.1:(\d+)|http\+unix://\S+)")
+LISTEN_RE = re.compile(r"listening on (http://[0-9.]+:(\d+)|http\+unix://\S+)")
 
 
 class Reply:

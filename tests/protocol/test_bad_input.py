@@ -310,6 +310,9 @@ class BadInputTable(unittest.TestCase):
         self.assertFalse(os.path.exists(self.path("never.bin")))
         with open(self.path("victim-dir", "keep", "file.txt")) as f:
             self.assertEqual(f.read(), "kept\n", "the directory under an upload was changed")
+        # Neither the token nor a wrong guess at it appears in anything the server printed.
+        self.assertNotIn(TOKEN, s.output())
+        self.assertNotIn("guess", s.output())
         print(f"{len(rows)} bad inputs answered; sessions and files intact", file=sys.stderr)
 
     def test_server_keeps_serving_on_one_connection_after_errors(self):
@@ -338,6 +341,26 @@ class BadInputTable(unittest.TestCase):
                 self.assertEqual(status, 400)
             self.assertTrue(closed_by_peer(sock, 5))
         self.assertEqual(self.server.get("/is_alive").status, 200)
+
+
+class SecurityDefaults(unittest.TestCase):
+    """An empty token is a warning on any address but loopback (and unix sockets)."""
+
+    def start(self, host):
+        server = RexServer(BINARY, token="", host=host)
+        try:
+            # The warning comes before the "listening" line, which the constructor waited for.
+            return server.output()
+        finally:
+            self.assertEqual(server.terminate(), 0)
+
+    def test_empty_token_on_all_addresses_warns(self):
+        output = self.start("0.0.0.0")
+        self.assertIn("empty --auth-token", output)
+        self.assertIn("anyone who can reach this address can run commands here", output)
+
+    def test_empty_token_on_loopback_does_not_warn(self):
+        self.assertNotIn("empty --auth-token", self.start("127.0.0.1"))
 
 
 def main():
