@@ -49,6 +49,8 @@ constexpr std::string_view kServerInContainer = "/.rex/rex-server";
 constexpr std::string_view kSocketDirInContainer = "/.rex-run";
 constexpr std::string_view kSocketName = "rex.sock";
 constexpr int kServerPort = 8000;
+// How long stop() keeps trying to remove its container while the engine cannot be reached.
+constexpr std::chrono::seconds kUnreachableEngineGrace{30};
 // The hardened profile's defaults for what the config leaves unset.
 constexpr std::string_view kHardenedWorkDir = "/work";
 constexpr std::string_view kHardenedMemory = "4g";
@@ -411,6 +413,7 @@ struct DockerDeployment::Impl {
   asio::awaitable<void> poll_alive(http::Client& poll, std::string& last);
   asio::awaitable<std::string> log_tail();
   asio::awaitable<void> release();
+  asio::awaitable<void> remove_container_patiently();
 };
 
 void DockerDeployment::Impl::emit(DeploymentStage stage, std::string message) const {
@@ -644,6 +647,34 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
   emit(DeploymentStage::ready, fmt::format("container {} ready at {} in {:.0f} ms", name, url, ms));
 }
 
+// An engine that cannot be reached may be restarting (a daemon upgrade, a crash): the removal is
+// retried for a while, so a stop during the gap still removes the container. A refusal is final
+// and leaves the container to `rex gc`.
+asio::awaitable<void> DockerDeployment::Impl::remove_container_patiently() {
+  const auto give_up = Clock::now() + kUnreachableEngineGrace;
+  auto delay = std::chrono::milliseconds(250);
+  while (true) {
+    unsigned status = 1;
+    try {
+      co_await engine->remove_container(container, true);
+      container.clear();
+      co_return;
+    } catch (const docker::EngineError& e) {
+      status = e.status();
+    } catch (const std::exception&) {
+    }
+    if (status == 404) {  // already gone
+      container.clear();
+      co_return;
+    }
+    if (status != 0 || Clock::now() + delay > give_up)
+      co_return;
+    asio::steady_timer pause(executor, delay);
+    co_await pause.async_wait(asio::use_awaitable);
+    delay = std::min(delay * 2, std::chrono::milliseconds(2000));
+  }
+}
+
 asio::awaitable<void> DockerDeployment::Impl::release() {
   if (runtime && !runtime_closed) {
     runtime_closed = true;
@@ -664,14 +695,8 @@ asio::awaitable<void> DockerDeployment::Impl::release() {
       co_await engine->kill_container(container, "KILL");
     } catch (const std::exception&) {
     }
-    if (config.remove_container) {
-      try {
-        co_await engine->remove_container(container, true);
-        container.clear();
-      } catch (const std::exception&) {
-        // Left for `rex gc`.
-      }
-    }
+    if (config.remove_container)
+      co_await remove_container_patiently();
   }
   if (engine && config.remove_images) {
     try {

@@ -121,7 +121,8 @@ std::vector<pid_t> session_members(pid_t sid, std::string_view tag) {
     if (pid <= 0 || *end != '\0' || pid == self)
       continue;
     // getsid is one system call per process, where reading /proc/N/stat takes three.
-    if (::getsid(static_cast<pid_t>(pid)) == sid || (!tag.empty() && has_environment_entry(pid, tag)))
+    if (::getsid(static_cast<pid_t>(pid)) == sid ||
+        (!tag.empty() && has_environment_entry(pid, tag)))
       out.push_back(static_cast<pid_t>(pid));
   }
   ::closedir(dir);
