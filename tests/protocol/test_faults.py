@@ -15,6 +15,7 @@ Every wait is bounded.
 import faulthandler
 import io
 import os
+import random
 import resource
 import shutil
 import signal
@@ -24,7 +25,6 @@ import tempfile
 import threading
 import time
 import unittest
-import uuid
 import zipfile
 
 sys.dont_write_bytecode = True
@@ -123,11 +123,11 @@ class TestSessionFaults(FaultTestCase):
     def test_daemons_started_by_commands_do_not_block_and_die_with_the_session(self):
         s = self.server
         s.create_session("d")
-        tag = uuid.uuid4().hex[:8]
+        tag = random.randint(100, 999)  # sleep takes digits only
         commands = [
-            f"setsid sleep 7{tag[:3]}1 & echo started",  # keeps the terminal open
-            f"nohup setsid sleep 7{tag[:3]}2 >/dev/null 2>&1 & echo started",
-            f"(setsid bash -c 'sleep 7{tag[:3]}3' &); echo started",  # double fork
+            f"setsid sleep 7{tag}1 & echo started",  # keeps the terminal open
+            f"nohup setsid sleep 7{tag}2 >/dev/null 2>&1 & echo started",
+            f"(setsid bash -c 'sleep 7{tag}3' &); echo started",  # double fork
         ]
         for command in commands:
             started = time.monotonic()
@@ -137,7 +137,7 @@ class TestSessionFaults(FaultTestCase):
             self.assertLess(time.monotonic() - started, 5, command)
         self.assertEqual(s.run("echo still usable", session="d").json()["output"],
                          "still usable\n")
-        needles = [f"sleep 7{tag[:3]}{i}" for i in (1, 2, 3)]
+        needles = [f"sleep 7{tag}{i}" for i in (1, 2, 3)]
         for needle in needles:
             wait_until(lambda n=needle: processes_running(n), 5, what=needle)
         s.close_session("d")
@@ -148,7 +148,7 @@ class TestSessionFaults(FaultTestCase):
     def test_daemons_die_when_the_server_exits(self):
         s = self.server
         s.create_session("d")
-        needle = f"sleep 8{uuid.uuid4().hex[:4].translate(str.maketrans('abcdef', '123456'))}"
+        needle = f"sleep 8{random.randint(1000, 9999)}"
         s.run(f"setsid {needle} & echo started", session="d", timeout=10)
         wait_until(lambda: processes_running(needle), 5, what=needle)
         self.assertEqual(s.terminate(), 0)
