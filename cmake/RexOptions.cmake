@@ -17,6 +17,15 @@ if(REX_SANITIZE)
   add_link_options(-fsanitize=address,undefined)
 endif()
 
+# ThreadSanitizer, for the code that hands work to thread pools (file operations) and back.
+if(REX_SANITIZE_THREAD)
+  # TSan does not model fences; Asio's handler fences are redundant with its scheduler's mutex,
+  # which TSan does see.
+  add_compile_definitions(BOOST_ASIO_DISABLE_FENCED_BLOCK)
+  add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=thread)
+endif()
+
 find_program(REX_CCACHE ccache)
 if(REX_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   set(CMAKE_CXX_COMPILER_LAUNCHER ${REX_CCACHE} CACHE STRING "" FORCE)

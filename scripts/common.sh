@@ -167,6 +167,25 @@ _rex_image() {
   [[ -z $old_id ]] || "$cli" image rm "$old_id" >/dev/null 2>&1 || true
 }
 
+# rex_dockerd_restart: stops the running dockerd (SIGTERM, as a service manager does; it stops
+# its containers) and starts it again. For the test of a pool that loses its engine mid-run.
+rex_dockerd_restart() {
+  local pid waited=0
+  pid=$(pidof dockerd || true)
+  if [[ -n $pid ]]; then
+    _rex_sudo kill -TERM $pid
+    while kill -0 $pid 2>/dev/null; do
+      if ((waited >= 60)); then
+        echo "rex: dockerd ($pid) did not stop within 30 s" >&2
+        return 1
+      fi
+      sleep 0.5
+      waited=$((waited + 1))
+    done
+  fi
+  _rex_start_service dockerd "$REX_DOCKER_LOG" _rex_docker_answers dockerd
+}
+
 # rex_docker_setup: installs Docker and Podman when missing, starts dockerd and Podman's API
 # service when their sockets do not answer (logs in $REX_DOCKER_LOG and $REX_PODMAN_LOG), and
 # builds the test images that are missing or out of date in both image stores. Concurrent runs

@@ -145,11 +145,12 @@ int run_server(const ServerOptions& options) {
         "address can run commands here",
         cfg.host);
   }
-  spdlog::info("rex-server {} listening on {}", rex::version(), server.url());
-
+  // Signals are caught before the address is announced: whoever starts the server may stop it
+  // as soon as it has read that line.
   Shutdown shutdown{server, runtime};
   asio::signal_set signals(io, SIGINT, SIGTERM);
   asio::co_spawn(io, watch_signals(signals, shutdown, io), asio::detached);
+  spdlog::info("rex-server {} listening on {}", rex::version(), server.url());
   asio::steady_timer lifetime(io);
   if (options.max_lifetime > 0) {
     lifetime.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(

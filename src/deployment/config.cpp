@@ -291,6 +291,8 @@ DockerDeploymentConfig read_docker(Reader& r) {
   r.number("max_lifetime", c.max_lifetime);
   r.boolean("init", c.init);
   r.string("container_name", c.container_name);
+  r.choice("security_profile", c.security_profile,
+           {{"default", std::string("default")}, {"hardened", std::string("hardened")}});
   if (c.image.empty())
     r.fail("image", "must not be empty");
   if (c.memory)
@@ -330,6 +332,12 @@ json::array list_value(const std::vector<std::string>& v) {
 std::string_view deployment_type(const DeploymentConfig& config) noexcept {
   static constexpr std::string_view names[] = {"local", "remote", "docker", "dummy"};
   return names[config.index()];
+}
+
+std::span<const std::string_view> hardened_capabilities() noexcept {
+  static constexpr std::string_view caps[] = {"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID",
+                                              "KILL",  "SETGID",       "SETUID"};
+  return caps;
 }
 
 std::string_view to_string(PullPolicy policy) noexcept {
@@ -434,6 +442,7 @@ json::object to_json(const DeploymentConfig& config) {
     o["max_lifetime"] = c->max_lifetime;
     o["init"] = c->init;
     o["container_name"] = c->container_name;
+    o["security_profile"] = c->security_profile;
   }
   return o;
 }

@@ -49,6 +49,13 @@ constexpr std::string_view kServerInContainer = "/.rex/rex-server";
 constexpr std::string_view kSocketDirInContainer = "/.rex-run";
 constexpr std::string_view kSocketName = "rex.sock";
 constexpr int kServerPort = 8000;
+// How long stop() keeps trying to remove its container while the engine cannot be reached.
+constexpr std::chrono::seconds kUnreachableEngineGrace{30};
+// The hardened profile's defaults for what the config leaves unset.
+constexpr std::string_view kHardenedWorkDir = "/work";
+constexpr std::string_view kHardenedMemory = "4g";
+constexpr std::int64_t kHardenedPids = 1024;
+constexpr std::string_view kHardenedTmpSize = "1g";
 
 std::string random_hex(std::size_t bytes) {
   std::random_device rd;
@@ -236,6 +243,24 @@ struct DockerDeployment::Impl {
       throw DeploymentConfigError(
           fmt::format("docker.container_runtime: expected docker or podman, got '{}'",
                       config.container_runtime));
+    if (config.security_profile != "default" && config.security_profile != "hardened")
+      throw DeploymentConfigError(
+          fmt::format("docker.security_profile: expected default or hardened, got '{}'",
+                      config.security_profile));
+    if (hardened()) {
+      if (config.network_mode.empty())
+        config.network_mode = "none";
+      if (config.working_dir.empty())
+        config.working_dir = kHardenedWorkDir;
+      if (!config.memory)
+        config.memory = kHardenedMemory;
+      if (!config.pids_limit)
+        config.pids_limit = kHardenedPids;
+      if (config.server_transfer == "upload")
+        throw DeploymentConfigError(
+            "docker.server_transfer: 'upload' cannot write into the hardened profile's read-only "
+            "root; use mount (a local engine)");
+    }
     // Validates docker_args (an unknown flag fails here, before anything starts) and finds the
     // network mode the container will get: create_options win over docker_args, which win over
     // the network_mode field.
@@ -253,6 +278,34 @@ struct DockerDeployment::Impl {
     merge_into(scratch, config.create_options);
     network_mode = string_at(host_config(scratch), "NetworkMode");
     unix_socket = wants_unix_socket(network_mode);
+    if (hardened() && network_mode != "none")
+      throw DeploymentConfigError(fmt::format(
+          "docker.security_profile: the hardened profile runs without network, but the network "
+          "mode is '{}' (from network_mode, docker_args or create_options)",
+          network_mode));
+  }
+
+  bool hardened() const { return config.security_profile == "hardened"; }
+
+  // The hardened profile's part of the create body, before docker_args and create_options (which
+  // may still loosen it: they are the caller's explicit word).
+  void harden(json::object& b) const {
+    json::object& hc = host_config(b);
+    hc["SecurityOpt"] = json::array{json::value("no-new-privileges")};
+    hc["CapDrop"] = json::array{json::value("ALL")};
+    json::array keep;
+    for (const auto cap : hardened_capabilities())
+      keep.emplace_back(cap);
+    hc["CapAdd"] = std::move(keep);
+    hc["ReadonlyRootfs"] = true;
+    // exec: agents run the scripts they write; nosuid/nodev: nothing there gains privileges.
+    json::object tmpfs;
+    tmpfs["/tmp"] = fmt::format("rw,exec,nosuid,nodev,size={}", kHardenedTmpSize);
+    tmpfs["/var/tmp"] = fmt::format("rw,exec,nosuid,nodev,size={}", kHardenedTmpSize);
+    hc["Tmpfs"] = std::move(tmpfs);
+    // The work dir is an anonymous volume, not a tmpfs: a new volume starts as a copy of what
+    // the image holds there (a repository under test), and it is removed with the container.
+    b["Volumes"] = json::object{{config.working_dir, json::object()}};
   }
 
   void emit(DeploymentStage stage, std::string message) const;
@@ -331,6 +384,8 @@ struct DockerDeployment::Impl {
       json::object nproc{{"Name", "nproc"}, {"Soft", 4096}, {"Hard", 4096}};
       hc["Ulimits"] = json::array{nofile, nproc};
     }
+    if (hardened())
+      harden(b);
     std::optional<std::string> platform;
     apply_docker_args(config.docker_args, b, platform);
     merge_into(b, config.create_options);
@@ -358,6 +413,7 @@ struct DockerDeployment::Impl {
   asio::awaitable<void> poll_alive(http::Client& poll, std::string& last);
   asio::awaitable<std::string> log_tail();
   asio::awaitable<void> release();
+  asio::awaitable<void> remove_container_patiently();
 };
 
 void DockerDeployment::Impl::emit(DeploymentStage stage, std::string message) const {
@@ -591,6 +647,34 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
   emit(DeploymentStage::ready, fmt::format("container {} ready at {} in {:.0f} ms", name, url, ms));
 }
 
+// An engine that cannot be reached may be restarting (a daemon upgrade, a crash): the removal is
+// retried for a while, so a stop during the gap still removes the container. A refusal is final
+// and leaves the container to `rex gc`.
+asio::awaitable<void> DockerDeployment::Impl::remove_container_patiently() {
+  const auto give_up = Clock::now() + kUnreachableEngineGrace;
+  auto delay = std::chrono::milliseconds(250);
+  while (true) {
+    unsigned status = 1;
+    try {
+      co_await engine->remove_container(container, true);
+      container.clear();
+      co_return;
+    } catch (const docker::EngineError& e) {
+      status = e.status();
+    } catch (const std::exception&) {
+    }
+    if (status == 404) {  // already gone
+      container.clear();
+      co_return;
+    }
+    if (status != 0 || Clock::now() + delay > give_up)
+      co_return;
+    asio::steady_timer pause(executor, delay);
+    co_await pause.async_wait(asio::use_awaitable);
+    delay = std::min(delay * 2, std::chrono::milliseconds(2000));
+  }
+}
+
 asio::awaitable<void> DockerDeployment::Impl::release() {
   if (runtime && !runtime_closed) {
     runtime_closed = true;
@@ -611,14 +695,8 @@ asio::awaitable<void> DockerDeployment::Impl::release() {
       co_await engine->kill_container(container, "KILL");
     } catch (const std::exception&) {
     }
-    if (config.remove_container) {
-      try {
-        co_await engine->remove_container(container, true);
-        container.clear();
-      } catch (const std::exception&) {
-        // Left for `rex gc`.
-      }
-    }
+    if (config.remove_container)
+      co_await remove_container_patiently();
   }
   if (engine && config.remove_images) {
     try {

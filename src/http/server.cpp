@@ -21,6 +21,7 @@
 #include <boost/json.hpp>
 
 #include <fcntl.h>
+#include <malloc.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -322,7 +323,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
         files(std::max<std::size_t>(cfg.file_threads, 1)),
         tcp_acceptor(ex),
         unix_acceptor(ex),
-        drained(ex) {
+        drained(ex),
+        trim(ex) {
     drained.expires_at(asio::steady_timer::time_point::max());
   }
 
@@ -374,8 +376,28 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
 
   void connection_ended(std::list<Connection>::iterator it) {
     connections.erase(it);
-    if (connections.empty())
+    if (connections.empty()) {
       drained.cancel();
+      schedule_trim();
+    }
+  }
+
+  // A burst of connections leaves freed memory cached in the allocator's arenas; once the
+  // server has been without connections for a second it is handed back to the system, so a
+  // long-running server's RSS returns to its idle size. At most once a second.
+  void schedule_trim() {
+    if (trim_pending || stopping)
+      return;
+    trim_pending = true;
+    trim.expires_after(std::chrono::seconds(1));
+    trim.async_wait([w = weak_from_this()](const boost::system::error_code& ec) {
+      auto self = w.lock();
+      if (!self)
+        return;
+      self->trim_pending = false;
+      if (!ec && !self->stopping && self->connections.empty())
+        ::malloc_trim(0);
+    });
   }
 
   asio::any_io_executor ex;
@@ -389,6 +411,8 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   bool stopping = false;
   std::list<Connection> connections;
   asio::steady_timer drained;  // cancelled whenever the last connection ends
+  asio::steady_timer trim;     // see schedule_trim
+  bool trim_pending = false;
   // Requests to one session queue here; the map drops a lane nobody uses.
   std::map<std::string, std::shared_ptr<AsyncMutex>> lanes;
 };
@@ -428,6 +452,7 @@ void Server::Impl::stop() {
   if (stopping)
     return;
   stopping = true;
+  trim.cancel();
   boost::system::error_code ignored;
   tcp_acceptor.close(ignored);
   unix_acceptor.close(ignored);

@@ -33,7 +33,8 @@ const std::map<std::string, Thrower, std::less<>>& throwers_by_class_path() {
       make_throwers<SwerexException, CommandTimeoutError, NonZeroExitCodeError,
                     BashIncorrectSyntaxError, SessionExistsError, SessionDoesNotExistError,
                     SessionNotInitializedError, NoExitCodeError, PexpectTimeout, FileNotFoundError,
-                    IsADirectoryError, NotADirectoryError, PermissionError, ValueError, OSError>();
+                    IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError,
+                    ValueError, OSError>();
   return table;
 }
 

@@ -452,6 +452,8 @@ namespace {
       throw IsADirectoryError(message, std::move(info));
     case ENOTDIR:
       throw NotADirectoryError(message, std::move(info));
+    case EEXIST:
+      throw FileExistsError(message, std::move(info));
     case EACCES:
     case EPERM:
       throw PermissionError(message, std::move(info));

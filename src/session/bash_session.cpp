@@ -84,22 +84,52 @@ std::string trim(std::string s) {
   return strip_interactive_echo(std::move(s), {});
 }
 
-// Every process whose session is `sid` (bash's jobs and their children).
-std::vector<pid_t> session_members(pid_t sid) {
+// Whether `pid` was started with `entry` ("NAME=value") in its environment.
+bool has_environment_entry(long pid, std::string_view entry) {
+  const std::string path = fmt::format("/proc/{}/environ", pid);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  std::string env;
+  char buffer[8192];
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0)
+    env.append(buffer, static_cast<std::size_t>(n));
+  ::close(fd);
+  // Entries are NUL-terminated; compare whole entries only.
+  for (std::size_t at = 0; at < env.size();) {
+    const std::size_t end = std::min(env.find('\0', at), env.size());
+    if (std::string_view(env).substr(at, end - at) == entry)
+      return true;
+    at = end + 1;
+  }
+  return false;
+}
+
+// Every process of the session: those whose session id is `sid` (bash's jobs and their
+// children), and those that left it with setsid (daemons) but still carry `tag`, the entry
+// bash was started with.
+std::vector<pid_t> session_members(pid_t sid, std::string_view tag) {
   std::vector<pid_t> out;
   DIR* dir = ::opendir("/proc");
   if (!dir)
     return out;
+  const long self = ::getpid();
   while (dirent* e = ::readdir(dir)) {
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
+    if (pid <= 0 || *end != '\0' || pid == self)
+      continue;
     // getsid is one system call per process, where reading /proc/N/stat takes three.
-    if (pid > 0 && *end == '\0' && ::getsid(static_cast<pid_t>(pid)) == sid)
+    if (::getsid(static_cast<pid_t>(pid)) == sid ||
+        (!tag.empty() && has_environment_entry(pid, tag)))
       out.push_back(static_cast<pid_t>(pid));
   }
   ::closedir(dir);
   return out;
 }
+
+constexpr std::string_view kSessionTagName = "REX_SESSION";
 
 bool ignores_sigint(pid_t pid) {
   std::ifstream status("/proc/" + std::to_string(pid) + "/status");
@@ -113,8 +143,25 @@ bool ignores_sigint(pid_t pid) {
   return false;
 }
 
+// What to do about a resource limit, for messages; empty for other errors.
+std::string_view limit_hint(int err) {
+  if (err == EMFILE || err == ENFILE)
+    return "; close sessions or raise the limit on open files (ulimit -n)";
+  if (err == EAGAIN)
+    return "; close sessions or raise the limit on processes (ulimit -u, pids limit)";
+  return {};
+}
+
 [[noreturn]] void throw_errno(const char* what) {
-  throw OSError(fmt::format("{}: {}", what, std::strerror(errno)));
+  const int err = errno;
+  throw OSError(fmt::format("{}: [Errno {}] {}{}", what, err, std::strerror(err), limit_hint(err)),
+                {{"errno", err}});
+}
+
+[[noreturn]] void throw_spawn_failure(const std::system_error& e) {
+  const int err = e.code().value();
+  throw OSError(fmt::format("cannot start bash: {}{}", e.what(), limit_hint(err)),
+                {{"errno", err}});
 }
 
 }  // namespace
@@ -175,6 +222,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   asio::any_io_executor ex;
   BashSessionConfig cfg;
   ShellFraming framing;
+  std::string tag;  // "REX_SESSION=<marker>", in the environment of every process it starts
   const std::vector<std::string> no_expect{};
   asio::posix::stream_descriptor master;
   asio::posix::stream_descriptor pidfd;
@@ -263,14 +311,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                      });
   }
 
-  // SIGKILL to bash's process group and to every process of its session.
+  // SIGKILL to bash's process group and to every process of its session, daemons included.
   void kill_session_processes() {
     if (pid <= 0)
       return;
     if (!reaped)
       ::kill(-pid, SIGKILL);
     for (int pass = 0; pass < 2; ++pass) {
-      for (pid_t member : session_members(pid))
+      for (pid_t member : session_members(pid, tag))
         ::kill(member, SIGKILL);
     }
   }
@@ -722,6 +770,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     for (const auto& [k, v] : cfg.environment)
       env[k] = v;
     env["TERM"] = cfg.term;
+    // Inherited by everything the session starts, setsid or not: close finds daemons by it.
+    env[std::string(kSessionTagName)] = framing.marker();
+    tag = fmt::format("{}={}", kSessionTagName, framing.marker());
     env.erase("PROMPT_COMMAND");
     env.erase("PS1");
     std::vector<std::string> envv;
@@ -743,7 +794,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     try {
       child = detail::spawn_process(options);
     } catch (const std::system_error& e) {
-      throw OSError(e.what());
+      throw_spawn_failure(e);
     }
     pid = child.pid;
     pidfd.assign(child.pidfd);
@@ -841,7 +892,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     try {
       child = detail::spawn_process(options);
     } catch (const std::system_error& e) {
-      throw OSError(e.what());
+      throw_spawn_failure(e);
     }
     ::close(write_end.release());  // the child holds the only write end now
     asio::posix::stream_descriptor out(ex, read_end.release());

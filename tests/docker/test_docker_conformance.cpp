@@ -1,7 +1,7 @@
 // The runtime conformance suite (tests/conformance) through DockerDeployment: a fresh container
 // of the bookworm test image per test, reached over a published port, and over a unix socket in
-// network-less mode. The container's files and processes are not this process's, so the suite
-// makes its runtime-side paths and checks through the runtime.
+// network-less mode, and under the hardened security profile. The container's files and processes
+// are not this process's, so the suite makes its runtime-side paths and checks through the runtime.
 #include <rex/deployment/docker_deployment.hpp>
 
 #include <gtest/gtest.h>
@@ -88,7 +88,18 @@ const RuntimeFactory kDockerUnix{"DockerUnix",
                                  },
                                  false};
 
-INSTANTIATE_TEST_SUITE_P(Docker, RuntimeConformance, ::testing::Values(kDockerTcp, kDockerUnix),
+// The hardened profile: read-only root, capabilities dropped, no network. The suite works in
+// /tmp (a tmpfs there) and the work dir.
+const RuntimeFactory kDockerHardened{"DockerHardened",
+                                     [](asio::io_context& io) -> std::unique_ptr<Runtime> {
+                                       auto c = bookworm();
+                                       c.security_profile = "hardened";
+                                       return std::make_unique<DeployedRuntime>(io, c);
+                                     },
+                                     false};
+
+INSTANTIATE_TEST_SUITE_P(Docker, RuntimeConformance,
+                         ::testing::Values(kDockerTcp, kDockerUnix, kDockerHardened),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

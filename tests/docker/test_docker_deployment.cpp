@@ -172,6 +172,48 @@ TEST_F(DockerDeploymentTest, LimitsEnvironmentMountsAndLabelsApply) {
   test::run_async(io_, d.stop(), 60s);
 }
 
+// What the hardened profile promises, seen from inside the container.
+constexpr const char* kHardenedProbe =
+    "grep NoNewPrivs /proc/self/status | tr -d '\\t'; "
+    "grep CapEff /proc/self/status | tr -d '\\t'; "
+    "touch /etc/rex-probe 2>/dev/null && echo root writable || echo root read-only; "
+    "touch /tmp/x /var/tmp/x && echo tmp writable; "
+    "pwd; touch here && echo work writable; ls /sys/class/net; "
+    "cd /sys/fs/cgroup; cat pids.max 2>/dev/null || cat pids/pids.max";
+
+// CHOWN DAC_OVERRIDE FOWNER FSETID KILL SETGID SETUID: bits 0 1 3 4 5 6 7.
+constexpr const char* kHardenedExpected =
+    "NoNewPrivs:1\nCapEff:00000000000000fb\nroot read-only\ntmp writable\n/work\n"
+    "work writable\nlo\n1024\n";
+
+TEST_F(DockerDeploymentTest, HardenedProfileHoldsInsideTheContainer) {
+  auto c = config_for(kBookworm);
+  c.security_profile = "hardened";
+  DockerDeployment d(io_.get_executor(), c);
+  test::run_async(io_, d.start(), 90s);
+  EXPECT_THAT(d.url(), StartsWith("http+unix://"));
+  EXPECT_EQ(run(d, kHardenedProbe), kHardenedExpected);
+  // Privileges cannot come back through a setuid program, and root cannot mount.
+  EXPECT_EQ(run(d, "mount -t tmpfs x /mnt 2>/dev/null && echo mounted || echo refused"),
+            "refused\n");
+  EXPECT_EQ(run(d,
+                "cd /sys/fs/cgroup; cat memory.max 2>/dev/null || "
+                "cat memory/memory.limit_in_bytes"),
+            "4294967296\n");
+  test::run_async(io_, d.stop(), 60s);
+}
+
+TEST_F(DockerDeploymentTest, HardenedWorkDirStartsAsACopyOfTheImage) {
+  auto c = config_for(kBookworm);
+  c.security_profile = "hardened";
+  c.working_dir = "/etc/apt";  // a directory the image fills
+  DockerDeployment d(io_.get_executor(), c);
+  test::run_async(io_, d.start(), 90s);
+  EXPECT_EQ(run(d, "test -d sources.list.d && echo image content; echo x > new && cat new"),
+            "image content\nx\n");
+  test::run_async(io_, d.stop(), 60s);
+}
+
 TEST_F(DockerDeploymentTest, MissingImageWithPullNeverSaysHowToFixIt) {
   auto c = config_for("rex-test-does-not-exist:1");
   DockerDeployment d(io_.get_executor(), c);
@@ -336,6 +378,19 @@ TEST(PodmanDeployment, RunsCommandsInBothNetworkModes) {
     std::vector<std::string> filter{"rex.deployment=" + d.deployment_id()};
     EXPECT_TRUE(test::run_async(io, podman.list_containers(filter, true), 30s).empty()) << mode;
   }
+}
+
+TEST(PodmanDeployment, HardenedProfileHolds) {
+  asio::io_context io;
+  auto c = config_for(kBookworm);
+  c.container_runtime = "podman";
+  c.security_profile = "hardened";
+  c.labels = {{"rex.test", "podman"}};
+  DockerDeployment d(io.get_executor(), c);
+  test::run_async(io, d.start(), 120s);
+  EXPECT_EQ(test::run_async(io, run_one(d.runtime(), kHardenedProbe), 60s).output,
+            kHardenedExpected);
+  test::run_async(io, d.stop(), 60s);
 }
 
 }  // namespace

@@ -21,7 +21,7 @@ START_TIMEOUT = 15.0
 STOP_TIMEOUT = 15.0
 HTTP_TIMEOUT = 30.0
 
-LISTEN_RE = re.compile(r"listening on (http://127\.0\.0\.1:(\d+)|http\+unix://\S+)")
+LISTEN_RE = re.compile(r"listening on (http://[0-9.]+:(\d+)|http\+unix://\S+)")
 
 
 class Reply:
@@ -61,11 +61,12 @@ class RexServer:
     """A running rex-server process.
 
     `command_prefix` lets a caller run the executable through another program (unshare,
-    chroot); `binary` is then the path as that program sees it.
+    chroot); `binary` is then the path as that program sees it. `preexec_fn` runs in the child
+    before the executable starts (to set resource limits).
     """
 
     def __init__(self, binary, token="secret", args=(), unix_socket=None, command_prefix=(),
-                 env=None, host="127.0.0.1"):
+                 env=None, host="127.0.0.1", preexec_fn=None):
         self.token = token
         self.unix_socket = unix_socket
         self.host = host
@@ -81,7 +82,8 @@ class RexServer:
         command += list(args)
         self.command = command
         self.proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, env=env)
+                                     stdin=subprocess.DEVNULL, env=env,
+                                     preexec_fn=preexec_fn)
         self._readers = [
             threading.Thread(target=self._drain, args=(self.proc.stdout, True), daemon=True),
             threading.Thread(target=self._drain, args=(self.proc.stderr, False), daemon=True),

@@ -22,6 +22,7 @@ namespace {
 
 namespace json = boost::json;
 using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
 
 DeploymentConfig parse(std::string_view text) {
   return deployment_config_from_json(json::parse(text));
@@ -348,6 +349,74 @@ TEST(DockerDeploymentBody, BadSettingsFailBeforeAnythingStarts) {
   c.mounts = {};
   c.server_transfer = "teleport";
   EXPECT_THROW(DockerDeployment(io.get_executor(), c), DeploymentConfigError);
+}
+
+TEST(DockerDeploymentBody, HardenedProfileLocksTheContainerDown) {
+  boost::asio::io_context io;
+  DockerDeploymentConfig c;
+  c.image = "img";
+  c.security_profile = "hardened";
+  DockerDeployment d(io.get_executor(), c);
+  const json::object body = d.create_body();
+  const auto& hc = body.at("HostConfig").as_object();
+  EXPECT_EQ(json::serialize(hc.at("SecurityOpt")), R"(["no-new-privileges"])");
+  EXPECT_EQ(json::serialize(hc.at("CapDrop")), R"(["ALL"])");
+  EXPECT_EQ(json::serialize(hc.at("CapAdd")),
+            R"(["CHOWN","DAC_OVERRIDE","FOWNER","FSETID","KILL","SETGID","SETUID"])");
+  EXPECT_EQ(hc.at("ReadonlyRootfs"), true);
+  EXPECT_EQ(hc.at("NetworkMode"), "none");
+  EXPECT_THAT(json::serialize(body.at("Cmd")), HasSubstr("--unix-socket"));
+  EXPECT_EQ(hc.at("Memory").as_int64(), 4LL << 30);
+  EXPECT_EQ(hc.at("PidsLimit").as_int64(), 1024);
+  EXPECT_EQ(body.at("WorkingDir"), "/work");
+  EXPECT_TRUE(body.at("Volumes").as_object().contains("/work"));
+  EXPECT_THAT(json::serialize(hc.at("Tmpfs")), HasSubstr(R"("/tmp":"rw,exec,nosuid,nodev)"));
+  EXPECT_EQ(hc.at("Init"), true);
+}
+
+TEST(DockerDeploymentBody, HardenedProfileKeepsExplicitLimitsAndRefusesANetwork) {
+  boost::asio::io_context io;
+  DockerDeploymentConfig c;
+  c.image = "img";
+  c.security_profile = "hardened";
+  c.memory = "512m";
+  c.pids_limit = 64;
+  c.working_dir = "/testbed";
+  {
+    DockerDeployment d(io.get_executor(), c);
+    const json::object body = d.create_body();
+    EXPECT_EQ(body.at("HostConfig").at("Memory").as_int64(), 512LL << 20);
+    EXPECT_EQ(body.at("HostConfig").at("PidsLimit").as_int64(), 64);
+    EXPECT_TRUE(body.at("Volumes").as_object().contains("/testbed"));
+  }
+  c.network_mode = "bridge";
+  EXPECT_THAT([&] { DockerDeployment d(io.get_executor(), c); },
+              ThrowsMessage<DeploymentConfigError>(HasSubstr("runs without network")));
+  c.network_mode = "";
+  c.docker_args = {"--network=host"};
+  EXPECT_THAT([&] { DockerDeployment d(io.get_executor(), c); },
+              ThrowsMessage<DeploymentConfigError>(HasSubstr("'host'")));
+  c.docker_args = {};
+  c.server_transfer = "upload";
+  EXPECT_THAT([&] { DockerDeployment d(io.get_executor(), c); },
+              ThrowsMessage<DeploymentConfigError>(HasSubstr("read-only root")));
+  c.server_transfer = "auto";
+  c.security_profile = "paranoid";
+  EXPECT_THAT([&] { DockerDeployment d(io.get_executor(), c); },
+              ThrowsMessage<DeploymentConfigError>(HasSubstr("docker.security_profile")));
+}
+
+TEST(DeploymentConfigJson, SecurityProfileRoundTripsAndIsChecked) {
+  const auto config = deployment_config_from_json(
+      json::parse(R"({"type":"docker","image":"i","security_profile":"hardened"})"));
+  EXPECT_EQ(std::get<DockerDeploymentConfig>(config).security_profile, "hardened");
+  EXPECT_EQ(to_json(config).at("security_profile"), "hardened");
+  EXPECT_THAT(
+      [] {
+        (void)deployment_config_from_json(
+            json::parse(R"({"type":"docker","security_profile":"lax"})"));
+      },
+      ThrowsMessage<DeploymentConfigError>(HasSubstr("docker.security_profile")));
 }
 
 // ---- rex gc's decisions --------------------------------------------------------------------

@@ -52,6 +52,7 @@ TEST(Exceptions, ClassPathsMatchTheProtocol) {
             "swerex.exceptions.SessionNotInitializedError");
   EXPECT_EQ(rex::IsADirectoryError("").class_path(), "builtins.IsADirectoryError");
   EXPECT_EQ(rex::NotADirectoryError("").class_path(), "builtins.NotADirectoryError");
+  EXPECT_EQ(rex::FileExistsError("").class_path(), "builtins.FileExistsError");
   EXPECT_EQ(rex::PermissionError("").class_path(), "builtins.PermissionError");
   EXPECT_EQ(rex::ValueError("").class_path(), "builtins.ValueError");
   EXPECT_EQ(rex::OSError("").class_path(), "builtins.OSError");
@@ -92,6 +93,7 @@ TEST(Exceptions, RoundTripKeepsTypeMessageAndExtraInfo) {
   expect_round_trip<rex::PexpectTimeout>();
   expect_round_trip<rex::FileNotFoundError>();
   expect_round_trip<rex::IsADirectoryError>();
+  expect_round_trip<rex::FileExistsError>();
   expect_round_trip<rex::NotADirectoryError>();
   expect_round_trip<rex::PermissionError>();
   expect_round_trip<rex::ValueError>();

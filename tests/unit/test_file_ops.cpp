@@ -177,6 +177,8 @@ TEST(FileOpsText, OsErrorsMapToPythonsClasses) {
                        "[Errno 21] Is a directory: 'd'");
   EXPECT_THROW_MESSAGE(rex::throw_os_error(ENOTDIR, "f"), rex::NotADirectoryError,
                        "[Errno 20] Not a directory: 'f'");
+  EXPECT_THROW_MESSAGE(rex::throw_os_error(EEXIST, "e"), rex::FileExistsError,
+                       "[Errno 17] File exists: 'e'");
   EXPECT_THROW_MESSAGE(rex::throw_os_error(EACCES, "p"), rex::PermissionError,
                        "[Errno 13] Permission denied: 'p'");
   EXPECT_THROW_MESSAGE(rex::throw_os_error(ENOSPC), rex::OSError,
@@ -333,7 +335,7 @@ TEST_F(FileOpsTest, WriteFileErrors) {
   put(path("plain"), "x");
   // As SWE-ReX's Path.parent.mkdir(parents=True, exist_ok=True) then write_text().
   EXPECT_THROW_MESSAGE(rex::write_file_sync({.content = "x", .path = path("plain/f")}),
-                       rex::OSError, "[Errno 17] File exists: '" + path("plain") + "'");
+                       rex::FileExistsError, "[Errno 17] File exists: '" + path("plain") + "'");
   EXPECT_THROW_MESSAGE(rex::write_file_sync({.content = "x", .path = path("plain/sub/f")}),
                        rex::NotADirectoryError,
                        "[Errno 20] Not a directory: '" + path("plain/sub") + "'");

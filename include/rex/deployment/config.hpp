@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -91,7 +92,16 @@ struct DockerDeploymentConfig {
   double max_lifetime = 86400.0;         // rex-server exits after this many seconds; 0: never
   bool init = true;                      // an init process as PID 1 reaps orphaned processes
   std::string container_name{};          // empty: rex-<deployment id>
+  // "default", or "hardened": no new privileges, every capability dropped but
+  // hardened_capabilities, a read-only root with tmpfs work and temp dirs, memory and pids
+  // limits unless set, and no network (the server on a unix socket). See hardened_profile.
+  std::string security_profile = "default";
 };
+
+/// The capabilities a hardened container keeps: what root inside a sandbox needs to own, chmod
+/// and chown its files, switch to another user and signal its own processes.
+/// CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID.
+std::span<const std::string_view> hardened_capabilities() noexcept;
 
 using DeploymentConfig = std::variant<LocalDeploymentConfig, RemoteDeploymentConfig,
                                       DockerDeploymentConfig, DummyDeploymentConfig>;

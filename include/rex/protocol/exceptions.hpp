@@ -56,6 +56,7 @@ REX_DEFINE_EXCEPTION(PexpectTimeout, SwerexException, "pexpect.exceptions.TIMEOU
 REX_DEFINE_EXCEPTION(FileNotFoundError, SwerexException, "builtins.FileNotFoundError");
 REX_DEFINE_EXCEPTION(IsADirectoryError, SwerexException, "builtins.IsADirectoryError");
 REX_DEFINE_EXCEPTION(NotADirectoryError, SwerexException, "builtins.NotADirectoryError");
+REX_DEFINE_EXCEPTION(FileExistsError, SwerexException, "builtins.FileExistsError");
 REX_DEFINE_EXCEPTION(PermissionError, SwerexException, "builtins.PermissionError");
 /// Bad argument values (an unknown encoding, text that cannot be decoded, ...).
 REX_DEFINE_EXCEPTION(ValueError, SwerexException, "builtins.ValueError");
