@@ -1143,6 +1143,10 @@ asio::awaitable<void> Server::run() {
   }
 }
 
+asio::awaitable<void> Server::serve_connection(unix_socket::socket socket) {
+  co_await Impl::serve<unix_socket>(impl_, std::move(socket));
+}
+
 void Server::stop() {
   impl_->stop();
 }
