@@ -576,6 +576,8 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   const unsigned version = req.version();
   bool keep_alive = req.keep_alive();
   const RouteInfo* route = find_route(req.target());
+  // HEAD is GET without the body, as FastAPI serves it.
+  const bool head_request = req.method() == bhttp::verb::head;
 
   StoredResponse answer_value;
   bool have_answer = false;
@@ -593,7 +595,8 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   if (!have_answer && route == nullptr) {
     answer_value = detail_answer(404, "Not Found");
     have_answer = true;
-  } else if (!have_answer && route->method != req.method()) {
+  } else if (!have_answer && route->method != req.method() &&
+             !(head_request && route->method == bhttp::verb::get)) {
     answer_value = detail_answer(405, "Method Not Allowed");
     answer_value.headers.emplace_back("allow", std::string(to_string(route->method)));
     have_answer = true;
@@ -705,6 +708,14 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   res.keep_alive(keep_alive);
   res.prepare_payload();
   stream.expires_after(cfg.read_timeout);
+  if (head_request) {
+    // The headers a GET would get (Content-Length included) and no body: a body here would be
+    // read as the start of the next answer.
+    bhttp::response_serializer<bhttp::string_body> head_only(res);
+    auto [head_ec, head_n] = co_await bhttp::async_write_header(stream, head_only, use_tuple);
+    (void)head_n;
+    co_return keep_alive && !head_ec;
+  }
   auto [write_ec, written] = co_await bhttp::async_write(stream, res, use_tuple);
   (void)written;
   co_return keep_alive && !write_ec;
