@@ -12,7 +12,17 @@ function(rex_set_warnings target)
   endif()
 endfunction()
 
-if(REX_SANITIZE)
+if(REX_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "REX_FUZZ needs clang (libFuzzer ships with it): use the `fuzz` preset")
+  endif()
+  # Coverage feedback and sanitizers in every object; libFuzzer's main() only in fuzz/ targets.
+  # clang 14 cannot emit UBSan's function-type check for coroutines ("Cannot represent a
+  # difference across sections"): that one check is off.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize=function
+                      -fno-omit-frame-pointer -fno-sanitize-recover=all)
+  add_link_options(-fsanitize=address,undefined)
+elseif(REX_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all)
   add_link_options(-fsanitize=address,undefined)
 endif()
@@ -24,6 +34,12 @@ if(REX_SANITIZE_THREAD)
   add_compile_definitions(BOOST_ASIO_DISABLE_FENCED_BLOCK)
   add_compile_options(-fsanitize=thread -fno-omit-frame-pointer)
   add_link_options(-fsanitize=thread)
+endif()
+
+# clang stamps a precompiled header with its inputs' times, so one restored by ccache would be
+# refused after a checkout touches them.
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  add_compile_options("SHELL:-Xclang -fno-pch-timestamp")
 endif()
 
 find_program(REX_CCACHE ccache)

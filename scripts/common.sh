@@ -10,6 +10,7 @@ REX_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libedit-dev
   bash python3 gdb procps
   busybox-static bash-static
+  clang-14 libclang-rt-14-dev llvm-14  # the fuzz preset: libFuzzer, sanitizers, llvm-symbolizer
 )
 
 rex_install_packages() {

@@ -601,6 +601,8 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   const unsigned version = req.version();
   bool keep_alive = req.keep_alive();
   const RouteInfo* route = find_route(req.target());
+  // HEAD is GET without the body, as FastAPI serves it.
+  const bool head_request = req.method() == bhttp::verb::head;
 
   StoredResponse answer_value;
   bool have_answer = false;
@@ -618,7 +620,8 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   if (!have_answer && route == nullptr) {
     answer_value = detail_answer(404, "Not Found");
     have_answer = true;
-  } else if (!have_answer && route->method != req.method()) {
+  } else if (!have_answer && route->method != req.method() &&
+             !(head_request && route->method == bhttp::verb::get)) {
     answer_value = detail_answer(405, "Method Not Allowed");
     answer_value.headers.emplace_back("allow", std::string(to_string(route->method)));
     have_answer = true;
@@ -730,6 +733,14 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   res.keep_alive(keep_alive);
   res.prepare_payload();
   stream.expires_after(cfg.read_timeout);
+  if (head_request) {
+    // The headers a GET would get (Content-Length included) and no body: a body here would be
+    // read as the start of the next answer.
+    bhttp::response_serializer<bhttp::string_body> head_only(res);
+    auto [head_ec, head_n] = co_await bhttp::async_write_header(stream, head_only, use_tuple);
+    (void)head_n;
+    co_return keep_alive && !head_ec;
+  }
   auto [write_ec, written] = co_await bhttp::async_write(stream, res, use_tuple);
   (void)written;
   co_return keep_alive && !write_ec;
@@ -1166,6 +1177,10 @@ asio::awaitable<void> Server::run() {
     std::error_code ignored;
     std::filesystem::remove(self->cfg.unix_socket, ignored);
   }
+}
+
+asio::awaitable<void> Server::serve_connection(unix_socket::socket socket) {
+  co_await Impl::serve<unix_socket>(impl_, std::move(socket));
 }
 
 void Server::stop() {

@@ -72,7 +72,7 @@ json::object to_wire(const SwerexException& e) {
     if (type.matches(e))
       extra_info[kRexErrorKey] = type.name;
   }
-  return json::object{{"message", e.what()},
+  return json::object{{"message", e.message()},
                       {"class_path", e.class_path()},
                       {"traceback", ""},
                       {"extra_info", std::move(extra_info)}};
@@ -96,13 +96,18 @@ json::object to_wire(const SwerexException& e) {
   json::object extra_info =
       extra != nullptr && extra->is_object() ? extra->get_object() : json::object{};
 
+  // A tag naming a rex-only type was added by to_wire and is never part of the exception. It
+  // only counts under the base class path; elsewhere it is dropped all the same, or the
+  // exception would turn into that type when it is sent on (a server relaying a remote one).
   const json::value* rex_error = extra_info.if_contains(kRexErrorKey);
-  if (path == SwerexException("").class_path() && rex_error != nullptr && rex_error->is_string()) {
+  if (rex_error != nullptr && rex_error->is_string()) {
     for (const RexOnlyType& type : kRexOnlyTypes) {
       if (rex_error->get_string() != type.name)
         continue;
-      extra_info.erase(kRexErrorKey);  // added by to_wire; not part of the exception itself
-      type.raise(text, std::move(extra_info));
+      extra_info.erase(kRexErrorKey);
+      if (path == SwerexException("").class_path())
+        type.raise(text, std::move(extra_info));
+      break;
     }
   }
   const auto& throwers = throwers_by_class_path();

@@ -54,8 +54,7 @@ constexpr std::string_view kTypeName{};
 #define REX_TYPE_NAME(T) \
   template <>            \
   constexpr std::string_view kTypeName<T> = #T;
-REX_PROTOCOL_TYPES(REX_TYPE_NAME)
-REX_TYPE_NAME(Action)
+REX_PROTOCOL_TYPES(REX_TYPE_NAME)  // Action is named in decode_action
 #undef REX_TYPE_NAME
 
 // Fields SWE-ReX's models declare without a default: a request lacking them is meaningless.

@@ -143,6 +143,35 @@ TEST(Exceptions, RexErrorTagRebuildsTheRexType) {
                 });
 }
 
+// Found by fuzz/fuzz_protocol_json: a rex-only tag under another class path used to stay in
+// extra_info, so relaying the exception (a server in front of a remote runtime) turned it into
+// SessionDiedError on the next hop.
+TEST(Exceptions, RexOnlyTagUnderAnotherClassPathIsDroppedNotRelayed) {
+  const auto wire =
+      json::parse(R"({"message": "died", "class_path": "swerex.excpetions.SwerexException",
+                      "extra_info": {"rex_error": "SessionDiedError"}})")
+          .as_object();
+  expect_thrown(wire, [](const SwerexException& first) {
+    EXPECT_EQ(std::type_index(typeid(first)), std::type_index(typeid(SwerexException)));
+    EXPECT_EQ(first.extra_info(),
+              json::parse(R"({"class_path": "swerex.excpetions.SwerexException"})"));
+    expect_thrown(rex::to_wire(first), [&](const SwerexException& relayed) {
+      EXPECT_EQ(std::type_index(typeid(relayed)), std::type_index(typeid(SwerexException)));
+      EXPECT_EQ(relayed.extra_info(), first.extra_info());
+    });
+  });
+}
+
+// Found by fuzz/fuzz_protocol_json: what() ends at a NUL byte, and the wire message used to.
+TEST(Exceptions, MessageWithNulTravelsWhole) {
+  const std::string message("output: a\0b", 11);
+  const rex::NonZeroExitCodeError error(message);
+  EXPECT_EQ(error.message(), message);
+  const json::object wire = rex::to_wire(error);
+  EXPECT_EQ(wire.at("message").as_string(), message);
+  expect_thrown(wire, [&](const SwerexException& e) { EXPECT_EQ(e.message(), message); });
+}
+
 TEST(Exceptions, UnknownClassPathBecomesSwerexException) {
   // What a Python SWE-ReX server sends for an exception rex has no type for.
   expect_thrown(json::parse(R"({"message": "'x'", "class_path": "builtins.KeyError",

@@ -26,6 +26,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/local/stream_protocol.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -77,6 +78,12 @@ class Server {
   /// Accepts and serves connections until stop(); returns once every connection has ended.
   /// Calls listen() first when that has not happened yet.
   asio::awaitable<void> run();
+
+  /// Serves one connection that is already open (one end of a socketpair, a socket handed over
+  /// by a supervisor) exactly as an accepted one, with the same limits and timeouts; returns
+  /// when it has ended. Needs no listen(). Lets tests and fuzzers drive the whole request path
+  /// (parsing, authentication, routing, decoding, the runtime, the answer) without a listener.
+  asio::awaitable<void> serve_connection(asio::local::stream_protocol::socket socket);
 
   /// Stops accepting, closes idle connections at once and the others after their current
   /// request's answer. Safe to call more than once.

@@ -17,7 +17,10 @@ namespace rex {
 class SwerexException : public std::runtime_error {
  public:
   explicit SwerexException(const std::string& message, boost::json::object extra_info = {})
-      : std::runtime_error(message), extra_info_(std::move(extra_info)) {}
+      : std::runtime_error(message), message_(message), extra_info_(std::move(extra_info)) {}
+
+  /// The whole message; what() ends at a NUL byte (command output may hold one), this does not.
+  const std::string& message() const noexcept { return message_; }
 
   /// The Python class path clients re-raise, e.g. "swerex.exceptions.CommandTimeoutError".
   virtual std::string_view class_path() const noexcept {
@@ -27,6 +30,7 @@ class SwerexException : public std::runtime_error {
   boost::json::object& extra_info() noexcept { return extra_info_; }
 
  private:
+  std::string message_;
   boost::json::object extra_info_;
 };
 

@@ -1,0 +1,312 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every fuzz target into fuzz/corpus/<target>/.
+
+Deterministic (fixed times, sorted entries), so running it again changes nothing. Seeds that
+fuzzing found (crashes turned regression tests) are kept in the same folders under names that
+start with "found-"; this script never touches those.
+"""
+import gzip
+import io
+import json
+import pathlib
+import tarfile
+import zipfile
+
+ROOT = pathlib.Path(__file__).resolve().parent / "corpus"
+MTIME = 1700000000
+
+
+def write(target, name, data):
+    folder = ROOT / target
+    folder.mkdir(parents=True, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    (folder / name).write_bytes(data)
+
+
+# --- http_server: raw bytes of one connection ----------------------------------------------
+
+KEY = "X-API-Key: fuzz-token\r\n"
+
+
+def get(path, extra=""):
+    return f"GET {path} HTTP/1.1\r\nHost: rex\r\n{KEY}{extra}\r\n"
+
+
+def post(path, body, extra=""):
+    if not isinstance(body, str):
+        body = json.dumps(body)
+    return (f"POST {path} HTTP/1.1\r\nHost: rex\r\n{KEY}Content-Type: application/json\r\n"
+            f"Content-Length: {len(body.encode())}\r\n{extra}\r\n{body}")
+
+
+def multipart(fields, boundary="fuzzboundary"):
+    out = ""
+    for name, filename, value in fields:
+        out += f"--{boundary}\r\nContent-Disposition: form-data; name=\"{name}\""
+        if filename is not None:
+            out += f"; filename=\"{filename}\"\r\nContent-Type: application/octet-stream"
+        out += f"\r\n\r\n{value}\r\n"
+    return out + f"--{boundary}--\r\n"
+
+
+def http_seeds():
+    session = {"session": "s", "startup_source": [], "startup_timeout": 1.0}
+    bash = {"action_type": "bash", "command": "echo hi", "session": "s", "timeout": 5,
+            "check": "silent", "expect": [], "is_interactive_command": False}
+    seeds = {
+        "root": get("/"),
+        "is_alive": get("/is_alive", "Connection: close\r\n"),
+        "session_lifecycle": post("/create_session", session) + post("/run_in_session", bash) +
+        post("/run_in_session", {"action_type": "bash_interrupt", "session": "s"}) +
+        post("/close_session", {"session": "s"}),
+        "run_without_session": post("/run_in_session", {"command": "ls", "check": "raise"}),
+        "stream": post("/create_session", {}) +
+        post("/run_in_session_stream", {"command": "echo streamed"}),
+        "execute": post("/execute", {"command": ["ls", "-l"], "env": {"A": "1"}, "cwd": "/",
+                                     "timeout": 1.5, "shell": False}) +
+        post("/execute", {"command": "echo a | cat", "shell": True, "check": True}),
+        "files": post("/write_file", {"path": "/tmp/x", "content": "data\n"}) +
+        post("/read_file", {"path": "/tmp/x", "encoding": "utf-8", "errors": "strict"}) +
+        post("/read_file", {"path": "/missing"}),
+        "invalid_json": post("/execute", "{\"command\": [1, 2"),
+        "missing_field": post("/write_file", {"path": "/x"}),
+        "wrong_types": post("/run_in_session", {"command": 5, "timeout": "x", "expect": [1]}),
+        "replay": post("/close", "", "X-Request-ID: 1\r\n") + post("/close", "", "X-Request-ID: 1\r\n"),
+        "expect_continue": post("/create_session", {"session": "e"}, "Expect: 100-continue\r\n"),
+        "chunked": (f"POST /write_file HTTP/1.1\r\nHost: rex\r\n{KEY}Transfer-Encoding: chunked\r\n"
+                    "\r\n10\r\n{\"path\":\"/a\",\"co\r\n11\r\nntent\":\"chunked\"}\r\n0\r\n\r\n"),
+        "method_and_path": get("/execute") + get("/nowhere?x=1") +
+        f"DELETE / HTTP/1.1\r\n{KEY}\r\n",
+        "head": f"HEAD /is_alive HTTP/1.1\r\n{KEY}\r\n" + get("/"),
+        "wrong_key": "GET / HTTP/1.1\r\nX-API-Key: nope\r\n\r\n" + "GET / HTTP/1.1\r\n\r\n",
+        "http10": "GET /is_alive HTTP/1.0\r\n" + KEY + "\r\n",
+        "large_body_refused": post("/write_file", {"path": "/big", "content": "x" * 9000}),
+        "bad_request": "GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+    }
+    body = multipart([("target_path", None, "/tmp/up"), ("unzip", None, "false"),
+                      ("file", "a.txt", "uploaded bytes")])
+    seeds["upload"] = (f"POST /upload HTTP/1.1\r\nHost: rex\r\n{KEY}"
+                       "Content-Type: multipart/form-data; boundary=fuzzboundary\r\n"
+                       f"Content-Length: {len(body)}\r\n\r\n{body}") + post("/read_file",
+                                                                            {"path": "/tmp/up"})
+    bad = multipart([("file", "a", "x"), ("file", "b", "y")])
+    seeds["upload_two_files"] = (f"POST /upload HTTP/1.1\r\n{KEY}"
+                                 "Content-Type: multipart/form-data; boundary=fuzzboundary\r\n"
+                                 f"Content-Length: {len(bad)}\r\n\r\n{bad}")
+    seeds["upload_no_boundary"] = (f"POST /upload HTTP/1.1\r\n{KEY}Content-Type: text/plain\r\n"
+                                   "Content-Length: 3\r\n\r\nabc")
+    for name, data in seeds.items():
+        write("http_server", name, data)
+
+
+# --- protocol_json: a type index byte, then JSON --------------------------------------------
+
+JSON_TYPES = [
+    ("create_session_request", {"startup_source": ["/etc/profile"], "session": "a",
+                                "session_type": "bash", "startup_timeout": 2}),
+    ("create_session_response", {"output": "ok", "session_type": "bash"}),
+    ("close_session_request", {"session": "a", "session_type": "bash"}),
+    ("close_session_response", {"session_type": "bash"}),
+    ("bash_action", {"command": "ls", "session": "a", "timeout": 1.5,
+                     "is_interactive_command": False, "is_interactive_quit": False,
+                     "check": "ignore", "error_msg": "e", "expect": ["$ "], "action_type": "bash",
+                     "no_output_timeout": 3, "max_output_bytes": 100000}),
+    ("bash_interrupt_action", {"session": "a", "timeout": 0.2, "n_retry": 3, "expect": [],
+                               "action_type": "bash_interrupt"}),
+    ("action", {"action_type": "bash_interrupt", "n_retry": 1}),
+    ("bash_observation", {"output": "out\n", "exit_code": 0, "failure_reason": "",
+                          "expect_string": "$", "session_type": "bash"}),
+    ("command", {"command": ["ls", "-a"], "timeout": None, "shell": False, "check": True,
+                 "error_msg": "", "env": {"PATH": "/bin"}, "cwd": "/tmp",
+                 "merge_output_streams": True}),
+    ("command_response", {"stdout": "a", "stderr": "b", "exit_code": None}),
+    ("read_file_request", {"path": "/x", "encoding": "latin-1", "errors": "replace"}),
+    ("read_file_response", {"content": "\u00e9"}),
+    ("write_file_request", {"content": "c", "path": "/y"}),
+    ("write_file_response", {}),
+    ("upload_request", {"source_path": "/a", "target_path": "/b", "unzip": True}),
+    ("upload_response", {}),
+    ("download_request", {"path": "/a", "target_path": "/b"}),
+    ("download_response", {}),
+    ("is_alive_response", {"is_alive": False, "message": "down"}),
+    ("close_response", {}),
+    ("exception", {"message": "boom", "class_path": "swerex.exceptions.NonZeroExitCodeError",
+                   "traceback": "", "extra_info": {"exit_code": 1}}),
+]
+
+
+def json_seeds():
+    for index, (name, value) in enumerate(JSON_TYPES):
+        write("protocol_json", name, bytes([index]) + json.dumps(value).encode())
+    extra = {
+        "action_default_tag": (6, {"command": "pwd"}),
+        "action_unknown_tag": (6, {"action_type": "python", "command": "1"}),
+        "command_string": (8, {"command": "echo $HOME", "shell": True}),
+        "integer_overflow": (5, {"n_retry": 99999999999}),
+        "null_fields": (4, {"command": "x", "timeout": None, "expect": None}),
+        "exception_rex_only": (20, {"message": "died", "class_path":
+                                    "swerex.exceptions.SwerexException",
+                                    "extra_info": {"rex_error": "SessionDiedError"}}),
+        "exception_unknown_class": (20, {"message": "m", "class_path": "x.Y"}),
+    }
+    for name, (index, value) in extra.items():
+        write("protocol_json", name, bytes([index]) + json.dumps(value).encode())
+    write("protocol_json", "not_json", bytes([0]) + b"{\"session\": ")
+
+
+# --- multipart: a Content-Type line, then the body ------------------------------------------
+
+def multipart_seeds():
+    ct = "multipart/form-data; boundary=fuzzboundary\n"
+    write("multipart", "upload", ct + multipart([("target_path", None, "/t"),
+                                                 ("unzip", None, "true"),
+                                                 ("file", "f.zip", "PK\x03\x04data")]))
+    write("multipart", "quoted_boundary",
+          'Multipart/Form-Data; charset=utf-8; boundary="a b:c"\n' +
+          multipart([("x", None, "y")], boundary="a b:c"))
+    write("multipart", "filename_star",
+          ct + "preamble\r\n--fuzzboundary\r\nContent-Disposition: form-data; name=file; "
+          "filename=\"plain\"; filename*=UTF-8''%C3%A9t%C3%A9\r\nContent-Type: text/plain\r\n"
+          " folded\r\n\r\nbody\r\n--fuzzboundary--\r\nepilogue")
+    write("multipart", "empty_part", ct + "--fuzzboundary\r\nContent-Disposition: form-data; "
+          "name=\"e\"\r\n\r\n\r\n--fuzzboundary  \r\nContent-Disposition: form-data; name=f\r\n"
+          "\r\n\r\n--fuzzboundary--")
+    write("multipart", "data_like_boundary", ct + multipart(
+        [("file", "x", "\r\n--fuzzboundar\r\n--fuzzboundaryX\r\r\n")]))
+    write("multipart", "truncated", ct + "--fuzzboundary\r\nContent-Disposition: form-data; "
+          "name=a\r\n\r\nno end")
+    write("multipart", "latin1_name", ct + "--fuzzboundary\r\nContent-Disposition: form-data; "
+          "name=\"n\"; filename*=iso-8859-1'en'%E9\r\n\r\nx\r\n--fuzzboundary--\r\n")
+
+
+# --- archive: the archive bytes -------------------------------------------------------------
+
+def tar_bytes(entries, fmt=tarfile.PAX_FORMAT, compress=False):
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=fmt) as tar:
+        for e in entries:
+            info = tarfile.TarInfo(e["name"])
+            info.mtime = MTIME
+            info.mode = e.get("mode", 0o644)
+            kind = e.get("type", "file")
+            data = e.get("data", b"")
+            if kind == "dir":
+                info.type = tarfile.DIRTYPE
+                info.mode = e.get("mode", 0o755)
+                tar.addfile(info)
+            elif kind == "symlink":
+                info.type = tarfile.SYMTYPE
+                info.linkname = e["link"]
+                tar.addfile(info)
+            elif kind == "hardlink":
+                info.type = tarfile.LNKTYPE
+                info.linkname = e["link"]
+                tar.addfile(info)
+            elif kind == "fifo":
+                info.type = tarfile.FIFOTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+    raw = buf.getvalue()
+    if compress:
+        return gzip.compress(raw, mtime=MTIME)
+    return raw
+
+
+def zip_bytes(entries):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+        for e in entries:
+            info = zipfile.ZipInfo(e["name"], date_time=(2023, 11, 14, 22, 13, 20))
+            kind = e.get("type", "file")
+            if kind == "symlink":
+                info.external_attr = (0o120777 << 16)
+                z.writestr(info, e["link"])
+            elif kind == "dir":
+                info.external_attr = (0o40755 << 16) | 0x10
+                z.writestr(info, b"")
+            else:
+                info.external_attr = (e.get("mode", 0o100644) << 16)
+                info.compress_type = zipfile.ZIP_DEFLATED
+                z.writestr(info, e.get("data", b""))
+    return buf.getvalue()
+
+
+def archive_seeds():
+    tree = [
+        {"name": "dir/", "type": "dir"},
+        {"name": "dir/a.txt", "data": b"hello\n"},
+        {"name": "dir/sub/b.bin", "data": bytes(range(64)), "mode": 0o755},
+        {"name": "dir/link", "type": "symlink", "link": "a.txt"},
+        {"name": "dir/sub/up", "type": "symlink", "link": "../a.txt"},
+        {"name": "top.txt", "data": b"top"},
+    ]
+    write("archive", "tree.tar", tar_bytes(tree + [{"name": "hard", "type": "hardlink",
+                                                    "link": "top.txt"}]))
+    write("archive", "tree.tar.gz", tar_bytes(tree, compress=True))
+    write("archive", "tree.zip", zip_bytes(tree))
+    write("archive", "gnu.tar", tar_bytes([{"name": "l" * 120 + "/f", "data": b"long name"},
+                                           {"name": "fifo", "type": "fifo"}],
+                                          fmt=tarfile.GNU_FORMAT))
+    hostile = {
+        "dotdot": [{"name": "../../escape.txt", "data": b"x"}],
+        "deep_dotdot": [{"name": "a/../../../../../../../../../tmp/rex-fuzz-escape", "data": b"x"}],
+        "absolute": [{"name": "/tmp/rex-fuzz-absolute", "data": b"x"}],
+        "symlink_out": [{"name": "out", "type": "symlink", "link": "../../outside"}],
+        "symlink_absolute": [{"name": "abs", "type": "symlink", "link": "/etc"}],
+        "through_symlink": [{"name": "d", "type": "symlink", "link": "."},
+                            {"name": "d/file", "data": b"x"}],
+        "symlink_then_dir": [{"name": "x", "type": "symlink", "link": "y"},
+                             {"name": "x/", "type": "dir"}],
+        "file_then_dir": [{"name": "x", "data": b"1"}, {"name": "x/y", "data": b"2"}],
+        "hardlink_out": [{"name": "h", "type": "hardlink", "link": "../../etc/passwd"}],
+        "hardlink_later": [{"name": "h", "type": "hardlink", "link": "f"},
+                           {"name": "f", "data": b"x"}],
+        "replace_root": [{"name": ".", "type": "symlink", "link": "x"}],
+    }
+    for name, entries in hostile.items():
+        write("archive", name + ".tar", tar_bytes(entries))
+    write("archive", "dotdot.zip", zip_bytes([{"name": "../zip-escape", "data": b"x"}]))
+    write("archive", "symlink_out.zip", zip_bytes([{"name": "s", "type": "symlink",
+                                                    "link": "../../../x"},
+                                                   {"name": "s/f", "data": b"x"}]))
+    good = tar_bytes(tree)
+    write("archive", "truncated.tar", good[:700])
+    write("archive", "not_an_archive", b"just some text, not an archive\n")
+
+
+# --- terminal_output: a piece-size byte, then terminal output or command text -----------------
+
+def terminal_seeds():
+    marker = "REXPS1f"
+    seeds = {
+        "prompt": (3, f"hello\r\nworld\r\n{marker}:12:0:0;"),
+        "prompt_status_jobs": (1, f"\x1b[?2004l\r{marker}:7:127:2;"),
+        "continuation": (5, f"{marker}:4;"),
+        "rejected": (2, f"bash: syntax error\r\n{marker}!{marker}:3:2:0;"),
+        "fake_prompt": (7, f"{marker}:x:0:0; {marker}:1:0 {marker}:99999999999999999999:0:0;"
+                           f"{marker}:5:0:1;"),
+        "escapes": (4, "\x1b[1;31mred\x1b[0m \x1b]0;title\x07 \x1b]8;;http://x\x1b\\link"
+                       "\x1b]8;;\x1b\\ \x1bPdcs\x1b\\ \x1b(B \x1b= progress\r50%\r100%\r\r\n"),
+        "utf8": (6, "caf\u00e9 \u2603 \U0001F600 ".encode() + b"\xff\xfe\xc3\x28 \xed\xa0\x80"
+                    b" \xf4\x90\x80\x80 \xe2\x82"),
+        "command": (0, "echo 'a b' \"c\" $'d\\n' | grep -v x && source venv/bin/activate"),
+        "multiline": (8, "for i in 1 2; do\n  echo $i &\ndone\nf() { :; }\nalias l=ls\n"),
+        "syntax_error": (9, "bash: eval: line 1: `__rex_ran=1;echo )'\n__rex_go 3;x"),
+        "control": (12, "printf '\\x01\\t' \x7f\x01\x02 PS1=x PROMPT_COMMAND= coproc eval . x"),
+    }
+    for name, (piece, text) in seeds.items():
+        if isinstance(text, str):
+            text = text.encode()
+        write("terminal_output", name, bytes([piece]) + text)
+    write("terminal_output", "long_line", bytes([31]) + ("x" * 1500 + "'\\" * 300).encode())
+
+
+if __name__ == "__main__":
+    http_seeds()
+    json_seeds()
+    multipart_seeds()
+    archive_seeds()
+    terminal_seeds()
