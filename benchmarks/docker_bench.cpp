@@ -27,11 +27,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.hpp"
+
 namespace {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
-using Clock = std::chrono::steady_clock;
+using namespace rex::bench;
 
 struct Options {
   int runs = 10;
@@ -40,26 +42,6 @@ struct Options {
   bool json = false;
   bool strict = false;
 };
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-template <class T>
-T run(asio::io_context& io, asio::awaitable<T> op) {
-  std::exception_ptr error;
-  std::optional<T> result;
-  asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, T value) {
-    error = e;
-    if (!e)
-      result.emplace(std::move(value));
-  });
-  io.restart();
-  io.run();
-  if (error)
-    std::rethrow_exception(error);
-  return std::move(*result);
-}
 
 asio::awaitable<double> floor_once(rex::docker::Engine& engine, std::string image) {
   json::object body{{"Image", image},
@@ -101,17 +83,6 @@ asio::awaitable<double> rex_once(std::string image, bool unix_socket) {
   co_return ms;
 }
 
-struct Figure {
-  std::string name;
-  std::vector<double> samples;
-  double pct(double p) const {
-    auto s = samples;
-    std::sort(s.begin(), s.end());
-    const auto i = static_cast<std::size_t>(p * static_cast<double>(s.size() - 1) + 0.5);
-    return s[std::min(i, s.size() - 1)];
-  }
-};
-
 int usage(const char* self, int code) {
   fmt::print(code == 0 ? stdout : stderr,
              "usage: {} [--runs N] [--image IMAGE] [--smoke] [--json] [--strict]\n", self);
@@ -146,42 +117,41 @@ int main(int argc, char** argv) {
 
   asio::io_context io;
   rex::docker::Engine engine(io.get_executor());
-  Figure floor{"floor", {}}, tcp{"docker_tcp", {}}, unix_socket{"docker_unix", {}};
+  std::vector<double> floor_ms, tcp_ms, unix_ms;
   try {
     // One unmeasured start of each warms the engine's caches (image layers, binaries).
-    run(io, floor_once(engine, opt.image));
-    run(io, rex_once(opt.image, false));
+    run_on(io, floor_once(engine, opt.image));
+    run_on(io, rex_once(opt.image, false));
     for (int i = 0; i < opt.runs; ++i) {
-      floor.samples.push_back(run(io, floor_once(engine, opt.image)));
-      tcp.samples.push_back(run(io, rex_once(opt.image, false)));
-      unix_socket.samples.push_back(run(io, rex_once(opt.image, true)));
+      floor_ms.push_back(run_on(io, floor_once(engine, opt.image)));
+      tcp_ms.push_back(run_on(io, rex_once(opt.image, false)));
+      unix_ms.push_back(run_on(io, rex_once(opt.image, true)));
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "rex_docker_bench: {}\n", e.what());
     return 1;
   }
 
-  const double base = floor.pct(0.5);
-  bool missed = false;
+  auto figure = [&](std::string name, const std::vector<double>& samples) {
+    Result r = ratio_result(std::move(name), samples, floor_ms, 1.25);
+    r.note = fmt::format("p90 {:.1f} ms, max {:.1f} ms", r.rex.p90, r.rex.max);
+    r.extra["image"] = opt.image;
+    return r;
+  };
+  std::vector<Result> results;
+  Result base = figure("floor", floor_ms);
+  base.target.reset();
+  base.target_text = "floor";
+  base.verdict = Verdict::info;
+  results.push_back(std::move(base));
+  results.push_back(figure("docker_tcp", tcp_ms));
+  results.push_back(figure("docker_unix", unix_ms));
+
   FILE* table = opt.json ? stderr : stdout;
   fmt::print(table, "container start to first command, image {}, {} runs each\n", opt.image,
              opt.runs);
-  fmt::print(table, "{:<12} {:>9} {:>9} {:>9} {:>8}  {}\n", "figure", "p50 ms", "p90 ms", "max ms",
-             "ratio", "target");
-  for (const Figure* f : {&floor, &tcp, &unix_socket}) {
-    const double ratio = f->pct(0.5) / base;
-    const bool is_floor = f == &floor;
-    const bool ok = is_floor || ratio <= 1.25;
-    missed = missed || !ok;
-    fmt::print(table, "{:<12} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f}x  {}\n", f->name, f->pct(0.5),
-               f->pct(0.9), f->pct(1.0), ratio,
-               is_floor ? "floor" : (ok ? "<= 1.25x ok" : "<= 1.25x MISSED"));
-    if (opt.json) {
-      json::object o{{"figure", f->name},     {"p50_ms", f->pct(0.5)}, {"p90_ms", f->pct(0.9)},
-                     {"max_ms", f->pct(1.0)}, {"ratio", ratio},        {"runs", opt.runs},
-                     {"image", opt.image}};
-      fmt::print("{}\n", json::serialize(o));
-    }
-  }
-  return opt.strict && missed ? 1 : 0;
+  print_table(table, results);
+  if (opt.json)
+    print_json(results);
+  return opt.strict && any_missed(results) ? 1 : 0;
 }
