@@ -7,9 +7,11 @@
 //   floor          create + start + wait for a container running `/bin/sh -c 'exit 0'`, through
 //                  the same Engine API client: what any container start costs on this engine
 //   docker_tcp     DockerDeployment.start() (image check, create with the server mounted, start,
-//                  port read back, server answering) + create_session + `echo ok` answered
+//                  address read back, server answering) + create_session + `echo ok` answered,
+//                  with the default connect (auto: the container's address when routable)
+//   docker_port    the same with the server's port published on 127.0.0.1 (connect: port)
 //   docker_unix    the same in network-less mode (unix socket, no port publishing)
-// Target: p50 of docker_tcp and docker_unix <= 1.25 x p50 of floor. Container removal is not
+// Target: p50 of each <= 1.25 x p50 of floor. Container removal is not
 // timed in either. Needs a running engine and the image (scripts/common.sh: rex_docker_setup).
 // --smoke: 2 runs each, exits 0 even when a target misses (a failure to start still fails).
 
@@ -58,13 +60,16 @@ asio::awaitable<double> floor_once(rex::docker::Engine& engine, std::string imag
   co_return ms;
 }
 
-asio::awaitable<double> rex_once(std::string image, bool unix_socket) {
+// mode: "auto", "port" (connect) or "none" (network mode: a unix socket).
+asio::awaitable<double> rex_once(std::string image, std::string mode) {
   rex::DockerDeploymentConfig c;
   c.image = std::move(image);
   c.pull = rex::PullPolicy::never;
   c.labels = {{"rex.bench", "deployment"}};
-  if (unix_socket)
+  if (mode == "none")
     c.network_mode = "none";
+  else
+    c.connect = mode;
   auto ex = co_await asio::this_coro::executor;
   rex::DockerDeployment d(ex, c);
   const auto t0 = Clock::now();
@@ -117,15 +122,16 @@ int main(int argc, char** argv) {
 
   asio::io_context io;
   rex::docker::Engine engine(io.get_executor());
-  std::vector<double> floor_ms, tcp_ms, unix_ms;
+  std::vector<double> floor_ms, tcp_ms, port_ms, unix_ms;
   try {
     // One unmeasured start of each warms the engine's caches (image layers, binaries).
     run_on(io, floor_once(engine, opt.image));
-    run_on(io, rex_once(opt.image, false));
+    run_on(io, rex_once(opt.image, "auto"));
     for (int i = 0; i < opt.runs; ++i) {
       floor_ms.push_back(run_on(io, floor_once(engine, opt.image)));
-      tcp_ms.push_back(run_on(io, rex_once(opt.image, false)));
-      unix_ms.push_back(run_on(io, rex_once(opt.image, true)));
+      tcp_ms.push_back(run_on(io, rex_once(opt.image, "auto")));
+      port_ms.push_back(run_on(io, rex_once(opt.image, "port")));
+      unix_ms.push_back(run_on(io, rex_once(opt.image, "none")));
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "rex_docker_bench: {}\n", e.what());
@@ -145,6 +151,7 @@ int main(int argc, char** argv) {
   base.verdict = Verdict::info;
   results.push_back(std::move(base));
   results.push_back(figure("docker_tcp", tcp_ms));
+  results.push_back(figure("docker_port", port_ms));
   results.push_back(figure("docker_unix", unix_ms));
 
   FILE* table = opt.json ? stderr : stdout;

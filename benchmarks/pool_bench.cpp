@@ -3,7 +3,7 @@
 // in the same run.
 //
 //   rex_pool_bench [--sizes 50,100] [--parallel P] [--repeats R] [--image IMAGE]
-//                  [--network none] [--warm-spares W] [--acquisitions A]
+//                  [--connect auto|port] [--network none] [--warm-spares W] [--acquisitions A]
 //                  [--smoke] [--json] [--strict]
 //
 // Figures:
@@ -23,6 +23,11 @@
 //                   command's result, each taken once the spares are ready, against the same
 //                   with no spares (a cold start), alternating, A of each.
 //
+// --connect and --network set the rex side's DockerDeploymentConfig fields of those names
+// (default: auto, which reaches the server at the container's address when this machine routes
+// there, and publishes no port). Each fanout row also reports the engine's CPU (dockerd and
+// containerd, with the children they reaped) per sandbox on each side, which a busy machine
+// disturbs much less than wall times.
 // Every container carries the label rex.bench=pool. Leftovers of earlier runs are removed
 // first; a container left at the end is an error. Needs a running engine and the image
 // (scripts/common.sh: rex_docker_setup).
@@ -71,7 +76,8 @@ struct Options {
   std::size_t parallel = 16;
   int repeats = 3;
   std::string image = "rex-test-nopython:latest";
-  std::string network;  // "none": rex's server on a unix socket, no published port
+  std::string connect = "auto";  // rex's DockerDeploymentConfig::connect
+  std::string network;           // "none": rex's server on a unix socket, no published port
   std::size_t warm_spares = 4;
   int acquisitions = 30;
   bool smoke = false;
@@ -203,6 +209,7 @@ rex::SandboxPoolConfig pool_config(const Options& opt, std::size_t max, std::siz
   docker.pull = rex::PullPolicy::never;
   docker.startup_timeout = 120;
   docker.network_mode = opt.network;
+  docker.connect = opt.connect;
   docker.labels = {{std::string(kLabel), std::string(kLabelValue)}};
   rex::SandboxPoolConfig c;
   c.deployment = docker;
@@ -394,8 +401,8 @@ std::vector<int> parse_sizes(std::string_view text) {
 int usage(const char* self, int code) {
   fmt::print(code == 0 ? stdout : stderr,
              "usage: {} [--sizes 50,100] [--parallel P] [--repeats R] [--image IMAGE]\n"
-             "          [--network none] [--warm-spares W] [--acquisitions A] [--smoke] [--json]\n"
-             "          [--strict]\n",
+             "          [--connect auto|port] [--network none] [--warm-spares W]\n"
+             "          [--acquisitions A] [--smoke] [--json] [--strict]\n",
              self);
   return code;
 }
@@ -422,6 +429,8 @@ int main(int argc, char** argv) {
         opt.repeats = std::max(1, std::atoi(argv[++i]));
       } else if (a == "--image" && has_value) {
         opt.image = argv[++i];
+      } else if (a == "--connect" && has_value) {
+        opt.connect = argv[++i];
       } else if (a == "--network" && has_value) {
         opt.network = argv[++i];
       } else if (a == "--warm-spares" && has_value) {
@@ -504,8 +513,10 @@ int main(int argc, char** argv) {
     status = 2;
   }
 
-  fmt::print(table, "{} sandboxes from {}, {} at once{}; peak RSS of this process {:.1f} MiB\n",
-             fmt::join(opt.sizes, " and "), opt.image, opt.parallel,
+  fmt::print(table,
+             "{} sandboxes from {}, {} at once, connect {}{}; peak RSS of this process {:.1f} "
+             "MiB\n",
+             fmt::join(opt.sizes, " and "), opt.image, opt.parallel, opt.connect,
              opt.network.empty() ? "" : fmt::format(", network {}", opt.network),
              static_cast<double>(peak_rss_kib()) / 1024);
   print_table(table, results);
