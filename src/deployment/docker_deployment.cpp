@@ -246,10 +246,10 @@ std::string container_address(const json::object& info, const std::string& netwo
       if (std::string ip = address_of(n->as_object()); !ip.empty())
         return ip;
     }
-    for (const auto& [name, n] : networks->as_object()) {
-      if (!n.is_object())
+    for (const auto& entry : networks->as_object()) {
+      if (!entry.value().is_object())
         continue;
-      if (std::string ip = address_of(n.as_object()); !ip.empty())
+      if (std::string ip = address_of(entry.value().as_object()); !ip.empty())
         return ip;
     }
   }
@@ -382,10 +382,13 @@ struct DockerDeployment::Impl {
         config.port.has_value() || config.docker_internal_host != defaults.docker_internal_host;
     if (asks_for_port || !engine->is_local())
       co_return;
-    // Docker's default network is "bridge"; Podman's compatible API answers to that name too.
-    const std::string network =
-        network_mode.empty() || network_mode == "default" ? std::string("bridge") : network_mode;
-    publish_port = !(co_await network_is_routable(*engine, network));
+    publish_port = !(co_await network_is_routable(*engine, network_name()));
+  }
+
+  // The network the container joins. Docker's default is "bridge"; Podman's compatible API
+  // answers to that name too.
+  std::string network_name() const {
+    return network_mode.empty() || network_mode == "default" ? std::string("bridge") : network_mode;
   }
 
   void emit(DeploymentStage stage, std::string message) const;
@@ -691,9 +694,7 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
     url = fmt::format("http+unix://{}/{}", socket_dir, kSocketName);
   } else if (!publish_port) {
     auto info = co_await engine->inspect_container(container);
-    const std::string network =
-        network_mode.empty() || network_mode == "default" ? std::string("bridge") : network_mode;
-    const std::string address = container_address(info, network);
+    const std::string address = container_address(info, network_name());
     if (address.empty()) {
       std::string logs = co_await log_tail();
       throw_if_exited(info, logs);
