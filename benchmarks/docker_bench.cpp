@@ -7,9 +7,11 @@
 //   floor          create + start + wait for a container running `/bin/sh -c 'exit 0'`, through
 //                  the same Engine API client: what any container start costs on this engine
 //   docker_tcp     DockerDeployment.start() (image check, create with the server mounted, start,
-//                  port read back, server answering) + create_session + `echo ok` answered
+//                  address read back, server answering) + create_session + `echo ok` answered,
+//                  with the default connect (auto: the container's address when routable)
+//   docker_port    the same with the server's port published on 127.0.0.1 (connect: port)
 //   docker_unix    the same in network-less mode (unix socket, no port publishing)
-// Target: p50 of docker_tcp and docker_unix <= 1.25 x p50 of floor. Container removal is not
+// Target: p50 of each <= 1.25 x p50 of floor. Container removal is not
 // timed in either. Needs a running engine and the image (scripts/common.sh: rex_docker_setup).
 // --smoke: 2 runs each, exits 0 even when a target misses (a failure to start still fails).
 
@@ -27,11 +29,13 @@
 #include <string>
 #include <vector>
 
+#include "bench_common.hpp"
+
 namespace {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
-using Clock = std::chrono::steady_clock;
+using namespace rex::bench;
 
 struct Options {
   int runs = 10;
@@ -40,26 +44,6 @@ struct Options {
   bool json = false;
   bool strict = false;
 };
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
-
-template <class T>
-T run(asio::io_context& io, asio::awaitable<T> op) {
-  std::exception_ptr error;
-  std::optional<T> result;
-  asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, T value) {
-    error = e;
-    if (!e)
-      result.emplace(std::move(value));
-  });
-  io.restart();
-  io.run();
-  if (error)
-    std::rethrow_exception(error);
-  return std::move(*result);
-}
 
 asio::awaitable<double> floor_once(rex::docker::Engine& engine, std::string image) {
   json::object body{{"Image", image},
@@ -76,13 +60,16 @@ asio::awaitable<double> floor_once(rex::docker::Engine& engine, std::string imag
   co_return ms;
 }
 
-asio::awaitable<double> rex_once(std::string image, bool unix_socket) {
+// mode: "auto", "port" (connect) or "none" (network mode: a unix socket).
+asio::awaitable<double> rex_once(std::string image, std::string mode) {
   rex::DockerDeploymentConfig c;
   c.image = std::move(image);
   c.pull = rex::PullPolicy::never;
   c.labels = {{"rex.bench", "deployment"}};
-  if (unix_socket)
+  if (mode == "none")
     c.network_mode = "none";
+  else
+    c.connect = mode;
   auto ex = co_await asio::this_coro::executor;
   rex::DockerDeployment d(ex, c);
   const auto t0 = Clock::now();
@@ -100,17 +87,6 @@ asio::awaitable<double> rex_once(std::string image, bool unix_socket) {
     throw std::runtime_error("unexpected first command result: " + obs.output);
   co_return ms;
 }
-
-struct Figure {
-  std::string name;
-  std::vector<double> samples;
-  double pct(double p) const {
-    auto s = samples;
-    std::sort(s.begin(), s.end());
-    const auto i = static_cast<std::size_t>(p * static_cast<double>(s.size() - 1) + 0.5);
-    return s[std::min(i, s.size() - 1)];
-  }
-};
 
 int usage(const char* self, int code) {
   fmt::print(code == 0 ? stdout : stderr,
@@ -146,42 +122,43 @@ int main(int argc, char** argv) {
 
   asio::io_context io;
   rex::docker::Engine engine(io.get_executor());
-  Figure floor{"floor", {}}, tcp{"docker_tcp", {}}, unix_socket{"docker_unix", {}};
+  std::vector<double> floor_ms, tcp_ms, port_ms, unix_ms;
   try {
     // One unmeasured start of each warms the engine's caches (image layers, binaries).
-    run(io, floor_once(engine, opt.image));
-    run(io, rex_once(opt.image, false));
+    run_on(io, floor_once(engine, opt.image));
+    run_on(io, rex_once(opt.image, "auto"));
     for (int i = 0; i < opt.runs; ++i) {
-      floor.samples.push_back(run(io, floor_once(engine, opt.image)));
-      tcp.samples.push_back(run(io, rex_once(opt.image, false)));
-      unix_socket.samples.push_back(run(io, rex_once(opt.image, true)));
+      floor_ms.push_back(run_on(io, floor_once(engine, opt.image)));
+      tcp_ms.push_back(run_on(io, rex_once(opt.image, "auto")));
+      port_ms.push_back(run_on(io, rex_once(opt.image, "port")));
+      unix_ms.push_back(run_on(io, rex_once(opt.image, "none")));
     }
   } catch (const std::exception& e) {
     fmt::print(stderr, "rex_docker_bench: {}\n", e.what());
     return 1;
   }
 
-  const double base = floor.pct(0.5);
-  bool missed = false;
+  auto figure = [&](std::string name, const std::vector<double>& samples) {
+    Result r = ratio_result(std::move(name), samples, floor_ms, 1.25);
+    r.note = fmt::format("p90 {:.1f} ms, max {:.1f} ms", r.rex.p90, r.rex.max);
+    r.extra["image"] = opt.image;
+    return r;
+  };
+  std::vector<Result> results;
+  Result base = figure("floor", floor_ms);
+  base.target.reset();
+  base.target_text = "floor";
+  base.verdict = Verdict::info;
+  results.push_back(std::move(base));
+  results.push_back(figure("docker_tcp", tcp_ms));
+  results.push_back(figure("docker_port", port_ms));
+  results.push_back(figure("docker_unix", unix_ms));
+
   FILE* table = opt.json ? stderr : stdout;
   fmt::print(table, "container start to first command, image {}, {} runs each\n", opt.image,
              opt.runs);
-  fmt::print(table, "{:<12} {:>9} {:>9} {:>9} {:>8}  {}\n", "figure", "p50 ms", "p90 ms", "max ms",
-             "ratio", "target");
-  for (const Figure* f : {&floor, &tcp, &unix_socket}) {
-    const double ratio = f->pct(0.5) / base;
-    const bool is_floor = f == &floor;
-    const bool ok = is_floor || ratio <= 1.25;
-    missed = missed || !ok;
-    fmt::print(table, "{:<12} {:>9.1f} {:>9.1f} {:>9.1f} {:>7.2f}x  {}\n", f->name, f->pct(0.5),
-               f->pct(0.9), f->pct(1.0), ratio,
-               is_floor ? "floor" : (ok ? "<= 1.25x ok" : "<= 1.25x MISSED"));
-    if (opt.json) {
-      json::object o{{"figure", f->name},     {"p50_ms", f->pct(0.5)}, {"p90_ms", f->pct(0.9)},
-                     {"max_ms", f->pct(1.0)}, {"ratio", ratio},        {"runs", opt.runs},
-                     {"image", opt.image}};
-      fmt::print("{}\n", json::serialize(o));
-    }
-  }
-  return opt.strict && missed ? 1 : 0;
+  print_table(table, results);
+  if (opt.json)
+    print_json(results);
+  return opt.strict && any_missed(results) ? 1 : 0;
 }

@@ -78,6 +78,8 @@
 #include <utility>
 #include <vector>
 
+#include "bench_common.hpp"
+
 #ifndef REX_SERVER_PATH
 #error "REX_SERVER_PATH must name the rex-server executable (set by CMake)"
 #endif
@@ -90,74 +92,12 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
-using Clock = std::chrono::steady_clock;
+using namespace rex::bench;
 
 constexpr std::string_view kToken = "rex-server-bench-token";
 
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
-
 [[noreturn]] void throw_errno(const std::string& what) {
   throw std::system_error(errno, std::generic_category(), what);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Statistics
-
-struct Stats {
-  double p50 = 0;
-  double p99 = 0;
-};
-
-// Nearest-rank percentiles of the samples.
-Stats stats_of(std::vector<double> samples) {
-  if (samples.empty())
-    return {};
-  std::sort(samples.begin(), samples.end());
-  auto rank = [&](double q) {
-    const auto n = static_cast<double>(samples.size());
-    const auto i = static_cast<std::size_t>(std::max(1.0, std::ceil(q * n))) - 1;
-    return samples[std::min(i, samples.size() - 1)];
-  };
-  return {rank(0.50), rank(0.99)};
-}
-
-double median(std::vector<double> v) {
-  return stats_of(std::move(v)).p50;
-}
-
-// A number field of /proc/PID/status ("VmRSS:" in KiB, "Threads:"), -1 when it cannot be read.
-long status_field(pid_t pid, std::string_view field) {
-  std::ifstream status(fmt::format("/proc/{}/status", pid));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.starts_with(field))
-      return std::strtol(line.c_str() + field.size(), nullptr, 10);
-  }
-  return -1;
-}
-
-long vm_rss_kib(pid_t pid) {
-  return status_field(pid, "VmRSS:");
-}
-
-void raise_fd_limit() {
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &lim);
-  }
-}
-
-std::string describe(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "unknown exception";
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -510,55 +450,6 @@ int serve_floor() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Driving coroutines from main: run_on() for one, run_all() for many at once.
-
-template <class T>
-T run_on(asio::io_context& io, asio::awaitable<T> op) {
-  std::exception_ptr error;
-  std::optional<T> result;
-  bool done = false;
-  asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, T value) {
-    error = e;
-    if (!e)
-      result.emplace(std::move(value));
-    done = true;
-  });
-  while (!done)
-    io.run_one();
-  if (error)
-    std::rethrow_exception(error);
-  return std::move(*result);
-}
-
-struct BatchResult {
-  int ok = 0;
-  int failed = 0;
-  std::string first_error;
-};
-
-// Runs make(i) for i in [0, n) all concurrently; each is an awaitable<int>.
-template <class MakeOp>
-BatchResult run_all(asio::io_context& io, int n, MakeOp make) {
-  BatchResult r;
-  int done = 0;
-  for (int i = 0; i < n; ++i) {
-    asio::co_spawn(io, make(i), [&](std::exception_ptr e, int) {
-      ++done;
-      if (!e) {
-        ++r.ok;
-        return;
-      }
-      ++r.failed;
-      if (r.first_error.empty())
-        r.first_error = describe(e);
-    });
-  }
-  while (done < n)
-    io.run_one();
-  return r;
-}
-
-// ---------------------------------------------------------------------------------------------
 // Runtime operations (the same calls through a RemoteRuntime or a LocalRuntime)
 
 rex::Action make_echo(const std::string& session, const std::string& command) {
@@ -752,21 +643,7 @@ class LoadClient {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Results
-
-enum class Verdict { pass, miss, info };
-
-struct Result {
-  std::string name;
-  Stats rex;                     // milliseconds
-  double floor_p50 = 0;          // milliseconds
-  double ratio = 0;              // rex / floor (see the figure)
-  std::optional<double> target;  // in the unit of target_text
-  std::string target_text;
-  Verdict verdict = Verdict::info;
-  std::string note;
-  boost::json::object extra;
-};
+// Options
 
 struct Options {
   bool smoke = false;
@@ -1118,51 +995,7 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
 }
 
 // ---------------------------------------------------------------------------------------------
-// Output
-
-std::string verdict_text(Verdict v) {
-  switch (v) {
-    case Verdict::pass:
-      return "PASS";
-    case Verdict::miss:
-      return "MISS";
-    case Verdict::info:
-      break;
-  }
-  return "-";
-}
-
-void print_table(std::FILE* out, const std::vector<Result>& results) {
-  fmt::print(out, "{:<17} {:>10} {:>10} {:>12} {:>7} {:>10} {:>6}  {}\n", "figure", "rex p50 ms",
-             "rex p99 ms", "floor p50 ms", "ratio", "target", "result", "notes");
-  for (const auto& r : results) {
-    fmt::print(out, "{:<17} {:>10.3f} {:>10.3f} {:>12.3f} {:>7.2f} {:>10} {:>6}  {}\n", r.name,
-               r.rex.p50, r.rex.p99, r.floor_p50, r.ratio, r.target_text, verdict_text(r.verdict),
-               r.note);
-  }
-}
-
-void print_json(const std::vector<Result>& results) {
-  for (const auto& r : results) {
-    boost::json::object o;
-    o["name"] = r.name;
-    o["p50_ms"] = r.rex.p50;
-    o["p99_ms"] = r.rex.p99;
-    o["floor_p50_ms"] = r.floor_p50;
-    o["ratio"] = r.ratio;
-    if (r.target) {
-      o["target"] = *r.target;
-    } else {
-      o["target"] = nullptr;
-    }
-    o["target_text"] = r.target_text;
-    o["result"] = verdict_text(r.verdict);
-    o["note"] = r.note;
-    for (const auto& [k, v] : r.extra)
-      o[k] = v;
-    fmt::print("{}\n", boost::json::serialize(o));
-  }
-}
+// Command line
 
 int usage(const char* argv0, int code) {
   fmt::print(code == 0 ? stdout : stderr,
@@ -1306,8 +1139,7 @@ int main(int argc, char** argv) {
   print_table(table, results);
   if (opt.json)
     print_json(results);
-  const bool missed = std::any_of(results.begin(), results.end(),
-                                  [](const Result& r) { return r.verdict == Verdict::miss; });
+  const bool missed = any_missed(results);
   if (errors > 0)
     return 2;
   if (missed && opt.strict && !opt.smoke)

@@ -64,55 +64,17 @@
 #include <utility>
 #include <vector>
 
+#include "bench_common.hpp"
+
 extern char** environ;
 
 namespace {
 
 namespace asio = boost::asio;
-using Clock = std::chrono::steady_clock;
-
-double ms_between(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double, std::milli>(b - a).count();
-}
+using namespace rex::bench;
 
 [[noreturn]] void throw_errno(const char* what) {
   throw std::system_error(errno, std::generic_category(), what);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Statistics
-
-struct Stats {
-  double p50 = 0;
-  double p99 = 0;
-};
-
-// Nearest-rank percentiles of the samples.
-Stats stats_of(std::vector<double> samples) {
-  if (samples.empty())
-    return {};
-  std::sort(samples.begin(), samples.end());
-  auto rank = [&](double q) {
-    const auto n = static_cast<double>(samples.size());
-    const auto i = static_cast<std::size_t>(std::max(1.0, std::ceil(q * n))) - 1;
-    return samples[std::min(i, samples.size() - 1)];
-  };
-  return {rank(0.50), rank(0.99)};
-}
-
-double median(std::vector<double> v) {
-  return stats_of(std::move(v)).p50;
-}
-
-// Resident memory of this process, in KiB.
-long vm_rss_kib() {
-  std::ifstream status("/proc/self/status");
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) == 0)
-      return std::strtol(line.c_str() + 6, nullptr, 10);
-  }
-  return -1;
 }
 
 // CPU time (user + system) this process has used, in milliseconds.
@@ -121,14 +83,6 @@ double self_cpu_ms() {
   ::getrusage(RUSAGE_SELF, &u);
   auto ms = [](const timeval& t) { return static_cast<double>(t.tv_sec) * 1e3 + t.tv_usec / 1e3; };
   return ms(u.ru_utime) + ms(u.ru_stime);
-}
-
-void raise_fd_limit() {
-  rlimit lim{};
-  if (::getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
-    lim.rlim_cur = lim.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &lim);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -434,63 +388,6 @@ void floor_wait_all_prompts(std::vector<std::unique_ptr<RawShell>>& shells, Cloc
 // Rex side. Coroutines run on the one io_context; main drives it with run_one() until they are
 // done, so the floors run in between with the io_context idle.
 
-std::string describe(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "unknown exception";
-  }
-}
-
-// Runs one coroutine to completion and returns its value (rethrows its exception).
-template <class T>
-T run_on(asio::io_context& io, asio::awaitable<T> op) {
-  std::exception_ptr error;
-  std::optional<T> result;
-  bool done = false;
-  asio::co_spawn(io, std::move(op), [&](std::exception_ptr e, T value) {
-    error = e;
-    if (!e)
-      result.emplace(std::move(value));
-    done = true;
-  });
-  while (!done)
-    io.run_one();
-  if (error)
-    std::rethrow_exception(error);
-  return std::move(*result);
-}
-
-struct BatchResult {
-  int ok = 0;
-  int failed = 0;
-  std::string first_error;
-};
-
-// Runs make(i) for i in [0, n) all concurrently; each is an awaitable<int>.
-template <class MakeOp>
-BatchResult run_all(asio::io_context& io, int n, MakeOp make) {
-  BatchResult r;
-  int done = 0;
-  for (int i = 0; i < n; ++i) {
-    asio::co_spawn(io, make(i), [&](std::exception_ptr e, int) {
-      ++done;
-      if (!e) {
-        ++r.ok;
-        return;
-      }
-      ++r.failed;
-      if (r.first_error.empty())
-        r.first_error = describe(e);
-    });
-  }
-  while (done < n)
-    io.run_one();
-  return r;
-}
-
 rex::Action make_action(const std::string& session, const std::string& command) {
   rex::BashAction a;
   a.command = command;
@@ -596,42 +493,7 @@ asio::awaitable<int> rex_close_worker(rex::LocalRuntime& rt, std::string session
 }
 
 // ---------------------------------------------------------------------------------------------
-// Results
-
-enum class Verdict { pass, miss, info };
-
-struct Result {
-  std::string name;
-  Stats rex;
-  double floor_p50 = 0;
-  double ratio = 0;
-  std::optional<double> target;  // none: reported only
-  bool higher_is_better = false;
-  Verdict verdict = Verdict::info;
-  std::string note;
-  boost::json::object extra;
-};
-
-Verdict judge(double ratio, double target, bool higher_is_better) {
-  const bool ok = higher_is_better ? ratio >= target : ratio <= target;
-  return ok ? Verdict::pass : Verdict::miss;
-}
-
-// A rex-vs-floor figure where lower is better.
-Result ratio_result(std::string name, const std::vector<double>& rex_samples,
-                    const std::vector<double>& floor_samples, double target) {
-  Result r;
-  r.name = std::move(name);
-  r.rex = stats_of(rex_samples);
-  const Stats floor = stats_of(floor_samples);
-  r.floor_p50 = floor.p50;
-  r.ratio = floor.p50 > 0 ? r.rex.p50 / floor.p50 : 0;
-  r.target = target;
-  r.verdict = judge(r.ratio, target, false);
-  r.extra["samples"] = rex_samples.size();
-  r.extra["floor_p99_ms"] = floor.p99;
-  return r;
-}
+// Options
 
 struct Options {
   bool smoke = false;
@@ -929,6 +791,7 @@ Result bench_many(asio::io_context& io, rex::LocalRuntime& rt, int n) {
 
   Result r;
   r.name = "sessions_" + std::to_string(n);
+  r.target_text = "all ok";
   r.rex = stats_of(ready_ms);  // time until each session was usable, from the start
   r.floor_p50 = stats_of(floor_ready_ms).p50;
   const double rex_total = ms_between(t0, t2);
@@ -967,56 +830,7 @@ Result bench_many(asio::io_context& io, rex::LocalRuntime& rt, int n) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Output
-
-std::string verdict_text(Verdict v) {
-  switch (v) {
-    case Verdict::pass:
-      return "PASS";
-    case Verdict::miss:
-      return "MISS";
-    case Verdict::info:
-      break;
-  }
-  return "-";
-}
-
-std::string target_text(const Result& r) {
-  if (!r.target)
-    return "all ok";
-  return fmt::format("{} {}x", r.higher_is_better ? ">=" : "<=", *r.target);
-}
-
-void print_table(std::FILE* out, const std::vector<Result>& results) {
-  fmt::print(out, "{:<15} {:>10} {:>10} {:>12} {:>7} {:>9} {:>6}  {}\n", "figure", "rex p50 ms",
-             "rex p99 ms", "floor p50 ms", "ratio", "target", "result", "notes");
-  for (const auto& r : results) {
-    fmt::print(out, "{:<15} {:>10.3f} {:>10.3f} {:>12.3f} {:>7.2f} {:>9} {:>6}  {}\n", r.name,
-               r.rex.p50, r.rex.p99, r.floor_p50, r.ratio, target_text(r), verdict_text(r.verdict),
-               r.note);
-  }
-}
-
-void print_json(const std::vector<Result>& results) {
-  for (const auto& r : results) {
-    boost::json::object o;
-    o["name"] = r.name;
-    o["p50_ms"] = r.rex.p50;
-    o["p99_ms"] = r.rex.p99;
-    o["floor_p50_ms"] = r.floor_p50;
-    o["ratio"] = r.ratio;
-    if (r.target) {
-      o["target"] = *r.target;
-    } else {
-      o["target"] = nullptr;
-    }
-    o["result"] = verdict_text(r.verdict);
-    o["note"] = r.note;
-    for (const auto& [k, v] : r.extra)
-      o[k] = v;
-    fmt::print("{}\n", boost::json::serialize(o));
-  }
-}
+// Command line
 
 int usage(const char* argv0, int code) {
   fmt::print(code == 0 ? stdout : stderr,
@@ -1116,8 +930,7 @@ int main(int argc, char** argv) {
   print_table(table, results);
   if (opt.json)
     print_json(results);
-  const bool missed = std::any_of(results.begin(), results.end(),
-                                  [](const Result& r) { return r.verdict == Verdict::miss; });
+  const bool missed = any_missed(results);
   if (errors > 0)
     return 2;
   if (missed && opt.strict && !opt.smoke)

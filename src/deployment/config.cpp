@@ -288,6 +288,10 @@ DockerDeploymentConfig read_docker(Reader& r) {
            {{"auto", std::string("auto")},
             {"mount", std::string("mount")},
             {"upload", std::string("upload")}});
+  r.choice("connect", c.connect,
+           {{"auto", std::string("auto")},
+            {"port", std::string("port")},
+            {"container_ip", std::string("container_ip")}});
   r.number("max_lifetime", c.max_lifetime);
   r.boolean("init", c.init);
   r.string("container_name", c.container_name);
@@ -439,6 +443,7 @@ json::object to_json(const DeploymentConfig& config) {
     o["create_options"] = c->create_options;
     o["server_path"] = c->server_path;
     o["server_transfer"] = c->server_transfer;
+    o["connect"] = c->connect;
     o["max_lifetime"] = c->max_lifetime;
     o["init"] = c->init;
     o["container_name"] = c->container_name;

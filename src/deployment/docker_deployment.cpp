@@ -16,6 +16,9 @@
 #include <boost/json/array.hpp>
 #include <boost/json/serialize.hpp>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -25,6 +28,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <random>
 
 #include "detail/offload.hpp"
@@ -162,6 +167,102 @@ asio::awaitable<std::int64_t> watch_exit(docker::Engine& engine, std::string con
   co_return -1;
 }
 
+// Whether `address` (IPv4 or IPv6 text) is assigned to an interface of this machine.
+bool is_local_address(const std::string& address) {
+  in6_addr v6{};
+  in_addr v4{};
+  const bool is_v4 = ::inet_pton(AF_INET, address.c_str(), &v4) == 1;
+  const bool is_v6 = !is_v4 && ::inet_pton(AF_INET6, address.c_str(), &v6) == 1;
+  if (!is_v4 && !is_v6)
+    return false;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0)
+    return false;
+  bool found = false;
+  for (const ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr)
+      continue;
+    if (is_v4 && a->ifa_addr->sa_family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+      found = in->sin_addr.s_addr == v4.s_addr;
+    } else if (is_v6 && a->ifa_addr->sa_family == AF_INET6) {
+      const auto* in = reinterpret_cast<const sockaddr_in6*>(a->ifa_addr);
+      found = std::memcmp(&in->sin6_addr, &v6, sizeof v6) == 0;
+    }
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+// Whether this machine routes to the containers of an engine's network: it does when the
+// network's gateway is one of its own addresses (a bridge of a rootful engine here), and does
+// not when the network lives in a VM or another network namespace (Docker Desktop, rootless
+// engines). Answers are kept per engine and network for the life of the process; a failed
+// lookup is not kept and counts as "no".
+asio::awaitable<bool> network_is_routable(docker::Engine& engine, std::string network) {
+  static std::mutex mutex;
+  static std::map<std::string, bool> known;
+  const std::string key = engine.endpoint() + "\n" + network;
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = known.find(key); it != known.end())
+      co_return it->second;
+  }
+  std::optional<json::object> info;
+  try {
+    info = co_await engine.inspect_network(network);
+  } catch (const std::exception&) {
+    co_return false;
+  }
+  bool routable = false;
+  if (info) {
+    const json::value* ipam = info->if_contains("IPAM");
+    const json::value* configs =
+        ipam && ipam->is_object() ? ipam->as_object().if_contains("Config") : nullptr;
+    if (configs && configs->is_array()) {
+      for (const auto& c : configs->as_array()) {
+        if (c.is_object() && is_local_address(string_at(c.as_object(), "Gateway"))) {
+          routable = true;
+          break;
+        }
+      }
+    }
+  }
+  std::lock_guard lock(mutex);
+  known[key] = routable;
+  co_return routable;
+}
+
+// The container's address on `network` (or on any network when that one shows none).
+std::string container_address(const json::object& info, const std::string& network) {
+  const json::value* settings = info.if_contains("NetworkSettings");
+  if (!settings || !settings->is_object())
+    return {};
+  auto address_of = [](const json::object& o) {
+    std::string ip = string_at(o, "IPAddress");
+    if (ip.empty()) {
+      ip = string_at(o, "GlobalIPv6Address");
+      if (!ip.empty())
+        ip = "[" + ip + "]";
+    }
+    return ip;
+  };
+  const json::value* networks = settings->as_object().if_contains("Networks");
+  if (networks && networks->is_object()) {
+    if (const json::value* n = networks->as_object().if_contains(network); n && n->is_object()) {
+      if (std::string ip = address_of(n->as_object()); !ip.empty())
+        return ip;
+    }
+    for (const auto& entry : networks->as_object()) {
+      if (!entry.value().is_object())
+        continue;
+      if (std::string ip = address_of(entry.value().as_object()); !ip.empty())
+        return ip;
+    }
+  }
+  return address_of(settings->as_object());
+}
+
 }  // namespace
 
 std::string find_rex_server(const std::string& configured) {
@@ -212,6 +313,7 @@ struct DockerDeployment::Impl {
   std::string socket_dir;  // host side, network-less mode
   std::string server_host_path;
   bool mount_server = true;
+  bool publish_port = true;  // else the server is reached at the container's address
   std::unique_ptr<RemoteRuntime> runtime;
   bool runtime_closed = false;
   bool started = false;
@@ -239,6 +341,9 @@ struct DockerDeployment::Impl {
       throw DeploymentConfigError(
           fmt::format("docker.server_transfer: expected auto, mount or upload, got '{}'",
                       config.server_transfer));
+    if (config.connect != "auto" && config.connect != "port" && config.connect != "container_ip")
+      throw DeploymentConfigError(fmt::format(
+          "docker.connect: expected auto, port or container_ip, got '{}'", config.connect));
     if (config.container_runtime != "docker" && config.container_runtime != "podman")
       throw DeploymentConfigError(
           fmt::format("docker.container_runtime: expected docker or podman, got '{}'",
@@ -283,6 +388,37 @@ struct DockerDeployment::Impl {
           "docker.security_profile: the hardened profile runs without network, but the network "
           "mode is '{}' (from network_mode, docker_args or create_options)",
           network_mode));
+    if (config.connect == "container_ip") {
+      if (unix_socket)
+        throw DeploymentConfigError(fmt::format(
+            "docker.connect: container_ip needs a container network, and network mode '{}' "
+            "has none of its own; use auto",
+            network_mode));
+      if (config.port)
+        throw DeploymentConfigError(
+            "docker.connect: container_ip publishes no port, but docker.port asks for one; "
+            "use port (or auto)");
+    }
+    publish_port = !unix_socket && config.connect != "container_ip";
+  }
+
+  // Decides, before the container is made, whether its server's port is published.
+  asio::awaitable<void> choose_connection() {
+    if (unix_socket || config.connect != "auto") {
+      co_return;
+    }
+    const DockerDeploymentConfig defaults;
+    const bool asks_for_port =
+        config.port.has_value() || config.docker_internal_host != defaults.docker_internal_host;
+    if (asks_for_port || !engine->is_local())
+      co_return;
+    publish_port = !(co_await network_is_routable(*engine, network_name()));
+  }
+
+  // The network the container joins. Docker's default is "bridge"; Podman's compatible API
+  // answers to that name too.
+  std::string network_name() const {
+    return network_mode.empty() || network_mode == "default" ? std::string("bridge") : network_mode;
   }
 
   bool hardened() const { return config.security_profile == "hardened"; }
@@ -364,7 +500,7 @@ struct DockerDeployment::Impl {
     hc["Binds"] = std::move(binds);
     if (!config.network_mode.empty())
       hc["NetworkMode"] = config.network_mode;
-    if (!unix_socket) {
+    if (publish_port) {
       const std::string port_key = fmt::format("{}/tcp", kServerPort);
       b["ExposedPorts"] = json::object{{port_key, json::object()}};
       json::object binding{{"HostIp", "127.0.0.1"},
@@ -405,6 +541,18 @@ struct DockerDeployment::Impl {
     for (const auto& [k, v] : container_labels())
       lv.as_object()[k] = v;
     return b;
+  }
+
+  // A container that already stopped has no address and no ports: say that it stopped.
+  void throw_if_exited(const json::object& info, const std::string& logs) const {
+    const json::value* state = info.if_contains("State");
+    if (state && state->is_object() && state->as_object().if_contains("Running") &&
+        state->as_object().at("Running") == false) {
+      const json::value* code = state->as_object().if_contains("ExitCode");
+      throw DeploymentStartupError(fmt::format(
+          "container {} ({}) exited with code {} before its server answered; last log lines:\n{}",
+          name, config.image, code ? json::serialize(*code) : std::string("?"), logs));
+    }
   }
 
   asio::awaitable<void> ensure_image();
@@ -539,6 +687,7 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
         network_mode, engine->endpoint()));
 
   co_await ensure_image();
+  co_await choose_connection();
 
   if (unix_socket) {
     std::string pattern = (fs::temp_directory_path() / "rex-sock-XXXXXX").string();
@@ -599,6 +748,18 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
 
   if (unix_socket) {
     url = fmt::format("http+unix://{}/{}", socket_dir, kSocketName);
+  } else if (!publish_port) {
+    auto info = co_await engine->inspect_container(container);
+    const std::string address = container_address(info, network_name());
+    if (address.empty()) {
+      std::string logs = co_await log_tail();
+      throw_if_exited(info, logs);
+      throw DeploymentStartupError(fmt::format(
+          "container {}: the engine gave it no address to reach its server at (network mode "
+          "'{}'); set connect to port; last log lines:\n{}",
+          name, network_mode.empty() ? "default" : network_mode, logs));
+    }
+    url = fmt::format("http://{}:{}", address, kServerPort);
   } else {
     auto info = co_await engine->inspect_container(container);
     std::string host_port;
@@ -614,16 +775,7 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
     }
     if (host_port.empty()) {
       std::string logs = co_await log_tail();
-      // A container that already stopped has no ports: say that, not "no port".
-      const json::value* state = info.if_contains("State");
-      if (state && state->is_object() && state->as_object().if_contains("Running") &&
-          state->as_object().at("Running") == false) {
-        const json::value* code = state->as_object().if_contains("ExitCode");
-        throw DeploymentStartupError(fmt::format(
-            "container {} ({}) exited with code {} before its server answered; last log "
-            "lines:\n{}",
-            name, config.image, code ? json::serialize(*code) : std::string("?"), logs));
-      }
+      throw_if_exited(info, logs);
       throw DeploymentStartupError(fmt::format(
           "container {}: the engine published no host port for the server (network mode '{}'); "
           "last log lines:\n{}",
@@ -688,7 +840,11 @@ asio::awaitable<void> DockerDeployment::Impl::release() {
     } catch (const std::exception&) {
     }
     // The runtime object stays until the deployment is destroyed: calls still in flight fail
-    // on the killed container instead of resuming on a freed object.
+    // on the killed container instead of resuming on a freed object. Its idle connections
+    // close now, while the server answers: closed after the kill, they would send packets to
+    // an address that is gone, and the kernel would mark it unreachable for the next
+    // container that gets it (a connect to it then stalls for about a second).
+    runtime->close_idle_connections();
   }
   if (engine && !container.empty()) {
     try {

@@ -510,6 +510,17 @@ asio::awaitable<void> Engine::put_archive(std::string id, std::string path_in_co
   Impl::fail(op, response);
 }
 
+asio::awaitable<std::optional<json::object>> Engine::inspect_network(std::string name) {
+  const Operation op{fmt::format("inspecting network '{}'", name)};
+  auto request = make_request("GET", "/networks/" + detail::url_encode(name));
+  const http::ClientResponse response = co_await impl_->send(std::move(request), op);
+  if (response.status == 404)
+    co_return std::nullopt;
+  if (!success(response))
+    Impl::fail(op, response);
+  co_return Impl::parse_object(op, response);
+}
+
 asio::awaitable<void> Engine::remove_image(std::string name, bool force) {
   const Operation op{fmt::format("removing image '{}'", name)};
   auto request = make_request("DELETE", "/images/" + image_path(name) + (force ? "?force=1" : ""));

@@ -568,6 +568,10 @@ Client::Client(asio::any_io_executor executor, std::string_view base_url, Client
                                                    std::move(config))) {}
 
 Client::~Client() {
+  close_idle_connections();
+}
+
+void Client::close_idle_connections() noexcept {
   for (auto& c : state_->idle)
     c->abort();
   state_->idle.clear();

@@ -11,6 +11,8 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <deque>
 #include <exception>
 #include <list>
@@ -18,6 +20,7 @@
 #include <set>
 #include <system_error>
 #include <variant>
+#include <vector>
 
 namespace rex::detail {
 
@@ -26,6 +29,7 @@ struct PooledSandbox {
   std::uint64_t id = 0;
   bool broken = false;
   bool stopped_by_shutdown = false;
+  std::chrono::steady_clock::time_point idle_since{};  // when it last became a spare
 };
 
 namespace {
@@ -76,6 +80,7 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
       : executor(std::move(ex)),
         config(std::move(cfg)),
         drained(executor),
+        trim_timer(executor),
         rng(std::random_device{}()) {}
 
   asio::any_io_executor executor;
@@ -85,6 +90,10 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
   std::list<std::shared_ptr<Waiter>> waiters;
   std::set<asio::steady_timer*> backoff_timers;
   Signal drained;  // fired whenever a start or a return finishes; shutdown() re-checks
+  // Wakes trim_later() when the longest-idle surplus spare is due to be stopped.
+  asio::steady_timer trim_timer;
+  asio::steady_timer::time_point trim_due{};
+  bool trim_armed = false;
   std::mt19937_64 rng;
   std::size_t starting = 0;
   std::size_t returning = 0;  // handed back, being recycled or stopped
@@ -106,7 +115,16 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
 
   void notify() { drained.timer.cancel(); }
 
-  // Hands spares to waiters in line, then starts what waiters and spares still want.
+  void add_spare(Sandbox sandbox, bool front = false) {
+    sandbox->idle_since = std::chrono::steady_clock::now();
+    if (front)
+      spares.push_front(std::move(sandbox));
+    else
+      spares.push_back(std::move(sandbox));
+  }
+
+  // Hands spares to waiters in line, starts what waiters and spares still want, and stops
+  // spares beyond warm_spares that nobody wanted for surplus_idle_timeout.
   void pump() {
     if (closed)
       return;
@@ -124,6 +142,59 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
       ++starting;
       asio::co_spawn(executor, start_one(shared_from_this()), LogEscape{});
     }
+    trim_surplus();
+  }
+
+  // Stops spares, the longest idle first, while more than warm_spares of them have been idle
+  // for surplus_idle_timeout. Counting only those that have been idle that long (rather than
+  // all spares) means a sandbox just handed back never pushes an old warm spare out: a caller
+  // that hands back and acquires again causes no stop and no start.
+  void trim_surplus() {
+    const auto now = std::chrono::steady_clock::now();
+    std::vector<std::chrono::steady_clock::time_point> idle;
+    while (waiters.empty() && spares.size() > config.warm_spares) {
+      idle.clear();
+      for (const auto& spare : spares)
+        idle.push_back(spare->idle_since);
+      const auto nth = idle.begin() + static_cast<std::ptrdiff_t>(config.warm_spares);
+      std::nth_element(idle.begin(), nth, idle.end());
+      const auto due = *nth + config.surplus_idle_timeout;  // then warm_spares + 1 are idle
+      if (due > now) {
+        arm_trim(due);
+        return;
+      }
+      auto oldest = std::min_element(
+          spares.begin(), spares.end(),
+          [](const auto& a, const auto& b) { return a->idle_since < b->idle_since; });
+      Sandbox sandbox = *oldest;
+      spares.erase(oldest);
+      ++counters.trimmed;
+      ++returning;
+      asio::co_spawn(executor, stop_sandbox(shared_from_this(), std::move(sandbox)), LogEscape{});
+    }
+  }
+
+  void arm_trim(asio::steady_timer::time_point due) {
+    if (trim_armed) {
+      if (due < trim_due) {
+        trim_due = due;
+        trim_timer.cancel();  // trim_later() waits again, for the earlier time
+      }
+      return;
+    }
+    trim_armed = true;
+    trim_due = due;
+    asio::co_spawn(executor, trim_later(shared_from_this()), LogEscape{});
+  }
+
+  static asio::awaitable<void> trim_later(std::shared_ptr<SandboxPoolState> self) {
+    while (!self->closed && asio::steady_timer::clock_type::now() < self->trim_due) {
+      self->trim_timer.expires_at(self->trim_due);
+      boost::system::error_code ec;
+      co_await self->trim_timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    }
+    self->trim_armed = false;
+    self->pump();
   }
 
   void fail_first_waiter(std::exception_ptr error) {
@@ -166,7 +237,7 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
           ++self->returning;
           co_await stop_sandbox(self, sandbox);
         } else {
-          self->spares.push_back(std::move(sandbox));
+          self->add_spare(std::move(sandbox));
           self->pump();
         }
         self->notify();
@@ -267,7 +338,7 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
     }
     if (reuse && !self->closed) {
       --self->returning;
-      self->spares.push_back(std::move(sandbox));
+      self->add_spare(std::move(sandbox));
       self->pump();
       self->notify();
       co_return;
@@ -313,7 +384,7 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
       asio::co_spawn(executor, stop_sandbox(shared_from_this(), std::move(sandbox)), LogEscape{});
       return;
     }
-    spares.push_front(std::move(sandbox));
+    add_spare(std::move(sandbox), true);
     pump();
   }
 
@@ -385,6 +456,7 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
         self->fail_first_waiter(error);
       for (auto* timer : self->backoff_timers)
         timer->cancel();
+      self->trim_timer.cancel();
       std::vector<Sandbox> to_stop(self->spares.begin(), self->spares.end());
       self->spares.clear();
       for (const auto& sandbox : self->leased) {

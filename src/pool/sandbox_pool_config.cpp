@@ -24,6 +24,8 @@ void validate(const SandboxPoolConfig& config) {
   if (config.warm_spares > config.max_sandboxes)
     refuse("warm_spares", fmt::format("{} is more than max_sandboxes ({})", config.warm_spares,
                                       config.max_sandboxes));
+  if (config.surplus_idle_timeout.count() < 0)
+    refuse("surplus_idle_timeout", "must not be negative");
   if (config.start_attempts < 1)
     refuse("start_attempts", fmt::format("must be at least 1, got {}", config.start_attempts));
   if (config.retry_backoff_initial.count() < 0)

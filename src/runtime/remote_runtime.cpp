@@ -327,6 +327,10 @@ const http::Client& RemoteRuntime::client() const noexcept {
   return impl_->client;
 }
 
+void RemoteRuntime::close_idle_connections() noexcept {
+  impl_->client.close_idle_connections();
+}
+
 asio::awaitable<IsAliveResponse> RemoteRuntime::is_alive() {
   co_return co_await impl_->check_alive(impl_->cfg.is_alive_timeout);
 }

@@ -12,11 +12,15 @@
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
 
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -89,7 +93,7 @@ TEST_F(DockerDeploymentTest, RunsCommandsReportsStagesAndRemovesTheContainer) {
   std::vector<std::string> stages;
   d.add_hook([&](const DeploymentEvent& e) { stages.emplace_back(to_string(e.stage)); });
   test::run_async(io_, d.start(), 90s);
-  EXPECT_THAT(d.url(), StartsWith("http://127.0.0.1:"));
+  EXPECT_THAT(d.url(), StartsWith("http://"));
   EXPECT_EQ(run(d, "echo hello from $(cat /etc/debian_version | cut -c1-2)"), "hello from 12\n");
   EXPECT_EQ(run(d, "python3 -c 'print(6*7)'"), "42\n");
   const std::string id = d.container_id();
@@ -106,6 +110,65 @@ TEST_F(DockerDeploymentTest, AnImageWithoutPythonWorks) {
   test::run_async(io_, d.start(), 90s);
   EXPECT_EQ(run(d, "command -v python3 python || echo no python"), "no python\n");
   EXPECT_EQ(run(d, "x=$((6*7)); echo $x; cd /tmp && pwd"), "42\n/tmp\n");
+  test::run_async(io_, d.stop(), 60s);
+}
+
+// The gateway of the engine's default bridge network, when it is an address of this machine:
+// then its containers are reachable at their own addresses.
+bool bridge_is_routable(asio::io_context& io, docker::Engine& engine) {
+  auto info = test::run_async(io, engine.inspect_network("bridge"), 30s);
+  if (!info)
+    return false;
+  std::string gateway;
+  for (const auto& c : info->at("IPAM").at("Config").as_array()) {
+    if (const auto* g = c.as_object().if_contains("Gateway"); g && g->is_string())
+      gateway = std::string(g->as_string());
+  }
+  ifaddrs* list = nullptr;
+  if (gateway.empty() || ::getifaddrs(&list) != 0)
+    return false;
+  bool found = false;
+  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != AF_INET)
+      continue;
+    std::array<char, INET_ADDRSTRLEN> text{};
+    const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+    ::inet_ntop(AF_INET, &in->sin_addr, text.data(), text.size());
+    found = found || gateway == text.data();
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
+TEST_F(DockerDeploymentTest, ReachesTheServerAtTheContainersAddressWhenThisMachineRoutesThere) {
+  const bool routable = bridge_is_routable(io_, engine_);
+  DockerDeployment d(io_.get_executor(), config_for(kNoPython));
+  test::run_async(io_, d.start(), 90s);
+  auto info = test::run_async(io_, engine_.inspect_container(d.container_id()), 30s);
+  const json::value* bindings = info.at("HostConfig").as_object().if_contains("PortBindings");
+  const bool published = bindings && bindings->is_object() && !bindings->as_object().empty();
+  if (routable) {
+    const std::string address(
+        info.at("NetworkSettings").at("Networks").at("bridge").at("IPAddress").as_string());
+    EXPECT_EQ(d.url(), "http://" + address + ":8000");
+    EXPECT_FALSE(published);
+  } else {
+    EXPECT_THAT(d.url(), StartsWith("http://127.0.0.1:"));
+    EXPECT_TRUE(published);
+  }
+  EXPECT_EQ(run(d, "echo reached"), "reached\n");
+  test::run_async(io_, d.stop(), 60s);
+}
+
+TEST_F(DockerDeploymentTest, PublishesThePortWhenAsked) {
+  auto c = config_for(kNoPython);
+  c.connect = "port";
+  DockerDeployment d(io_.get_executor(), c);
+  test::run_async(io_, d.start(), 90s);
+  EXPECT_THAT(d.url(), StartsWith("http://127.0.0.1:"));
+  auto info = test::run_async(io_, engine_.inspect_container(d.container_id()), 30s);
+  EXPECT_THAT(json::serialize(info.at("HostConfig").at("PortBindings")), HasSubstr("127.0.0.1"));
+  EXPECT_EQ(run(d, "echo published"), "published\n");
   test::run_async(io_, d.stop(), 60s);
 }
 

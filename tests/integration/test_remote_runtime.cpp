@@ -125,6 +125,7 @@ class ScriptedServer {
   std::vector<Seen> requests;
   std::size_t connections = 0;
   std::size_t closed_by_client = 0;  // hanging connections the client closed
+  std::size_t closed_between = 0;    // connections the client closed between requests
   std::size_t failed_handshakes = 0;
 
  private:
@@ -186,8 +187,10 @@ class ScriptedServer {
       bhttp::request_parser<bhttp::string_body> parser;
       parser.body_limit(boost::none);
       co_await bhttp::async_read(socket, buffer, parser, token);
-      if (ec)
+      if (ec) {
+        ++self->closed_between;
         co_return;  // the client closed the connection
+      }
       Seen seen;
       const auto& message = parser.get();
       seen.method = std::string(message.method_string());
@@ -743,6 +746,23 @@ TEST(HttpClient, IdleConnectionsAreBounded) {
   http::Client client(io.get_executor(), server.listen_tcp(), cfg);
   test::run_async(io, two_at_once(client));
   EXPECT_EQ(client.idle_connections(), 1u);
+}
+
+TEST(HttpClient, ClosingIdleConnectionsClosesThemAtOnceAndLaterRequestsReconnect) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) {
+    Reply r;
+    r.delay = 20ms;
+    return r;
+  });
+  http::Client client(io.get_executor(), server.listen_tcp());
+  test::run_async(io, two_at_once(client));
+  ASSERT_EQ(client.idle_connections(), 2u);
+  client.close_idle_connections();
+  EXPECT_EQ(client.idle_connections(), 0u);
+  run_until(io, [&] { return server.closed_between == 2; });
+  test::run_async(io, two_at_once(client));
+  EXPECT_EQ(client.connections_opened(), 4u);
 }
 
 asio::awaitable<void> request_or_give_up(http::Client& client, std::chrono::milliseconds after) {

@@ -136,6 +136,12 @@ asio::awaitable<std::size_t> hold(SandboxPool& pool, std::chrono::milliseconds d
   co_return lease.sandbox_id();
 }
 
+// Acquires, notes the sandbox's id, and hands it back at once.
+asio::awaitable<void> take_id(SandboxPool& pool, std::uint64_t& id) {
+  auto lease = co_await pool.acquire();
+  id = lease.sandbox_id();
+}
+
 TEST(SandboxPoolConfig, RefusesSettingsThatCannotWork) {
   SandboxPoolConfig c;
   c.max_sandboxes = 0;
@@ -374,6 +380,77 @@ asio::awaitable<void> stop_policy(std::shared_ptr<Probe> probe) {
 
 TEST(SandboxPool, StopPolicyStartsAFreshSandbox) {
   test::run_async(stop_policy(std::make_shared<Probe>()), 20s);
+}
+
+asio::awaitable<void> surplus_trimmed(std::shared_ptr<Probe> probe) {
+  auto config = scripted(probe, 4, 1);
+  config.surplus_idle_timeout = 300ms;
+  SandboxPool pool(co_await asio::this_coro::executor, config);
+  std::function<bool()> one_spare = [&] { return pool.stats().spares == 1; };
+  co_await until(one_spare);
+  std::vector<SandboxLease> leases;
+  for (int i = 0; i < 3; ++i) {
+    auto lease = co_await pool.acquire();
+    leases.push_back(std::move(lease));
+  }
+  co_await until(one_spare);  // topped up: 3 leased + 1 spare = max_sandboxes
+  EXPECT_EQ(probe->starts, 4);
+
+  const auto released = Clock::now();
+  for (auto& lease : leases)
+    co_await lease.release();
+  EXPECT_EQ(pool.stats().spares, 4u);  // recycled, not yet idle for surplus_idle_timeout
+
+  // Within the timeout a surplus spare serves the next acquire: no start.
+  auto again = co_await pool.acquire();
+  EXPECT_EQ(probe->starts, 4);
+  co_await again.release();
+
+  co_await until(one_spare);  // the surplus is stopped, the warm spare stays
+  EXPECT_GE(Clock::now() - released, 300ms);
+  EXPECT_EQ(pool.stats().trimmed, 3u);
+  EXPECT_EQ(probe->stops, 3);
+  EXPECT_EQ(probe->existing, 1);
+  EXPECT_EQ(pool.stats().running, 1u);
+  co_await sleep_for(400ms);  // and nothing more goes
+  EXPECT_EQ(pool.stats().spares, 1u);
+  EXPECT_EQ(probe->starts, 4);
+  co_await pool.shutdown();
+  EXPECT_EQ(probe->existing, 0);
+}
+
+TEST(SandboxPool, RecycledSparesBeyondWarmSparesAreStoppedWhenIdle) {
+  test::run_async(surplus_trimmed(std::make_shared<Probe>()), 20s);
+}
+
+asio::awaitable<void> surplus_at_once(std::shared_ptr<Probe> probe) {
+  auto executor = co_await asio::this_coro::executor;
+  auto config = scripted(probe, 1);
+  config.surplus_idle_timeout = 0ms;
+  SandboxPool pool(executor, config);
+  // A waiter gets the recycled sandbox...
+  auto lease = co_await pool.acquire();
+  const auto first = lease.sandbox_id();
+  std::uint64_t second = 0;
+  asio::co_spawn(executor, take_id(pool, second), asio::detached);
+  std::function<bool()> waiting = [&] { return pool.stats().waiters == 1; };
+  co_await until(waiting);
+  co_await lease.release();
+  std::function<bool()> served = [&] { return second != 0; };
+  co_await until(served);
+  EXPECT_EQ(second, first);
+  EXPECT_EQ(probe->starts, 1);
+  // ...and without one, a recycled sandbox is stopped at once.
+  std::function<bool()> stopped = [&] { return probe->stops == 1; };
+  co_await until(stopped);
+  EXPECT_EQ(pool.stats().trimmed, 1u);  // the second return only
+  EXPECT_EQ(pool.stats().spares, 0u);
+  EXPECT_EQ(pool.stats().running, 0u);
+  co_await pool.shutdown();
+}
+
+TEST(SandboxPool, WithoutIdleTimeASurplusSpareIsStoppedUnlessAWaiterTakesIt) {
+  test::run_async(surplus_at_once(std::make_shared<Probe>()), 20s);
 }
 
 asio::awaitable<void> broken(std::shared_ptr<Probe> probe) {

@@ -102,6 +102,8 @@ TEST(DeploymentConfig, ErrorsNameTheField) {
   EXPECT_THAT(error_of(R"({"type":"docker","memory":"lots"})"), HasSubstr("docker.memory"));
   EXPECT_THAT(error_of(R"({"type":"docker","container_runtime":"lxc"})"),
               HasSubstr("docker.container_runtime"));
+  EXPECT_THAT(error_of(R"({"type":"docker","connect":"carrier-pigeon"})"),
+              HasSubstr("docker.connect"));
   EXPECT_THAT(error_of(R"({"type":"local","env":{"A":[1]}})"), HasSubstr("local.env"));
   EXPECT_THAT(error_of(R"({"type":"dummy","run_in_session_outputs":[{"exit_code":"x"}]})"),
               HasSubstr("dummy.run_in_session_outputs"));
@@ -113,7 +115,9 @@ TEST(DeploymentConfig, RoundTripsThroughJson) {
   const auto original = parse(R"({"type":"docker","image":"img","port":1234,
       "docker_args":["-e","X=1"],"pull":"always","memory":"1g","cpus":1.5,"pids_limit":100,
       "env":{"A":"b"},"mounts":["/a:/b:ro"],"labels":{"team":"x"},"network_mode":"none",
-      "create_options":{"HostConfig":{"ShmSize":1024}},"max_lifetime":60,"init":false})");
+      "create_options":{"HostConfig":{"ShmSize":1024}},"max_lifetime":60,"init":false,
+      "connect":"port"})");
+  EXPECT_EQ(std::get<DockerDeploymentConfig>(original).connect, "port");
   const auto again = deployment_config_from_json(to_json(original));
   EXPECT_EQ(json::serialize(to_json(original)), json::serialize(to_json(again)));
   for (const char* text : {R"({"type":"local","working_dir":"/w","env":{"K":"v"}})",
@@ -336,6 +340,34 @@ TEST(DockerDeploymentBody, ChosenPortIsPublished) {
               HasSubstr(R"("HostPort":"18123")"));
   EXPECT_THAT(json::serialize(body.at("Cmd")), ::testing::Not(HasSubstr("--max-lifetime")));
   EXPECT_FALSE(body.at("Labels").as_object().contains("rex.expires"));
+}
+
+TEST(DockerDeploymentBody, ContainerIpPublishesNoPort) {
+  boost::asio::io_context io;
+  DockerDeploymentConfig c;
+  c.image = "img";
+  EXPECT_EQ(c.connect, "auto");
+  c.connect = "container_ip";
+  DockerDeployment d(io.get_executor(), c);
+  const json::object body = d.create_body();
+  EXPECT_FALSE(body.at("HostConfig").as_object().contains("PortBindings"));
+  EXPECT_THAT(json::serialize(body.at("Cmd")), HasSubstr(R"("--host","0.0.0.0","--port","8000")"));
+}
+
+TEST(DockerDeploymentBody, ContainerIpRefusesWhatNeedsAPortOrHasNoNetwork) {
+  boost::asio::io_context io;
+  DockerDeploymentConfig c;
+  c.connect = "container_ip";
+  c.port = 18123;
+  try {
+    DockerDeployment d(io.get_executor(), c);
+    ADD_FAILURE() << "container_ip with a port accepted";
+  } catch (const DeploymentConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("docker.connect"));
+  }
+  c.port.reset();
+  c.network_mode = "none";
+  EXPECT_THROW(DockerDeployment(io.get_executor(), c), DeploymentConfigError);
 }
 
 TEST(DockerDeploymentBody, BadSettingsFailBeforeAnythingStarts) {

@@ -89,12 +89,20 @@ struct DockerDeploymentConfig {
   boost::json::object create_options{};
   std::string server_path{};  // the static rex-server to inject; empty: found automatically
   std::string server_transfer = "auto";  // auto | mount | upload (auto: mount when local)
-  double max_lifetime = 86400.0;         // rex-server exits after this many seconds; 0: never
-  bool init = true;                      // an init process as PID 1 reaps orphaned processes
-  std::string container_name{};          // empty: rex-<deployment id>
+  // How the client reaches the server: auto | port | container_ip. port: a port published on
+  // 127.0.0.1 (SWE-ReX's way; works with every engine). container_ip: the container's own
+  // address on its network, nothing published, so no proxy process and no firewall rules per
+  // container (cheaper starts and stops); this machine must route to that network, as it does
+  // to a rootful local engine's bridge. auto: container_ip when the engine is local and the
+  // network's gateway is an address of this machine, unless port or docker_internal_host is
+  // set; port otherwise. Network modes none and host use a unix socket whatever this says.
+  std::string connect = "auto";
+  double max_lifetime = 86400.0;  // rex-server exits after this many seconds; 0: never
+  bool init = true;               // an init process as PID 1 reaps orphaned processes
+  std::string container_name{};   // empty: rex-<deployment id>
   // "default", or "hardened": no new privileges, every capability dropped but
-  // hardened_capabilities, a read-only root with tmpfs work and temp dirs, memory and pids
-  // limits unless set, and no network (the server on a unix socket). See hardened_profile.
+  // hardened_capabilities(), a read-only root (tmpfs /tmp and /var/tmp, the work dir a volume),
+  // memory and pids limits unless set, and no network (the server on a unix socket).
   std::string security_profile = "default";
 };
 

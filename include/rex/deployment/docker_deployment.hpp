@@ -5,10 +5,13 @@
 //   rex-server goes in as a read-only bind mount when the engine runs on this machine, or is
 //   uploaded into the created container (PUT /containers/{id}/archive) when it does not; it
 //   becomes the container's entrypoint.
-// - Networking: the server's port is published on 127.0.0.1 with a host port the engine picks
-//   (or config.port), read back after start, so parallel deployments never race for ports. With
-//   network_mode "none" (or "host") the server listens on a unix socket in a host directory
-//   bind-mounted into the container and the client connects over http+unix.
+// - Networking: when this machine routes to the container's network (a rootful engine here; see
+//   config.connect), the client reaches the server at the container's own address and nothing
+//   is published: no proxy process and no firewall rules per container. Otherwise the server's
+//   port is published on 127.0.0.1 with a host port the engine picks (or config.port), read
+//   back after start, so parallel deployments never race for ports. With network_mode "none"
+//   (or "host") the server listens on a unix socket in a host directory bind-mounted into the
+//   container and the client connects over http+unix.
 // - The server needs a token; a fresh random one is made for every container.
 // - Nothing leaks: every container carries labels naming its owner process (host, boot, pid,
 //   start time), its deployment id and its expiry, and its server exits after max_lifetime, so
@@ -57,7 +60,8 @@ class DockerDeployment final : public Deployment {
   docker::Engine* engine() noexcept;
 
   /// The container-create body start() sends, for inspection. Before start() the server's
-  /// mount, socket directory and port are shown as they will be for a local engine.
+  /// mount and socket directory are shown as they will be for a local engine, and its port as
+  /// published unless connect is container_ip (auto decides in start()).
   boost::json::object create_body() const;
 
  private:

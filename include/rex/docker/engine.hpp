@@ -1,6 +1,6 @@
 // Engine: a client of the Docker Engine HTTP API (v1.41; Podman's compatible API too) for what
 // rex needs: images (inspect, pull, remove), containers (create, start, wait, logs, kill,
-// remove, list by label) and copying a tar archive into a container.
+// remove, list by label), networks (inspect) and copying a tar archive into a container.
 //
 // Guarantees:
 // - Runs on rex::http::Client over the engine's unix socket or TCP (TLS with client
@@ -111,6 +111,8 @@ class Engine {
   /// container at path_in_container, which must exist there.
   asio::awaitable<void> put_archive(std::string id, std::string path_in_container,
                                     std::string tar_file);
+  /// GET /networks/{name}; nullopt when the engine has no such network.
+  asio::awaitable<std::optional<boost::json::object>> inspect_network(std::string name);
   /// DELETE /images/{name}[?force=1]; an image that is not there: no error.
   asio::awaitable<void> remove_image(std::string name, bool force = false);
 

@@ -113,6 +113,10 @@ class Client {
   std::size_t idle_connections() const noexcept;
   /// Connections opened so far (reuse keeps this low).
   std::uint64_t connections_opened() const noexcept;
+  /// Closes the connections that wait idle for reuse; the next request opens a new one. For a
+  /// server about to go away: closing while it still answers leaves no packet to send it later
+  /// (to a container's address that the next container may reuse).
+  void close_idle_connections() noexcept;
 
  private:
   std::shared_ptr<detail::ClientState> state_;

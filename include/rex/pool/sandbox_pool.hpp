@@ -6,6 +6,10 @@
 //   recycled or stopped. A deployment counts until its stop() has finished.
 // - config.warm_spares sandboxes are started ahead and topped up (within the maximum), so an
 //   acquire() finding a spare completes without suspending (after the health check).
+// - An idle pool shrinks back to warm_spares: spares beyond them (sandboxes recycled after their
+//   lease, or started for a waiter that gave up) serve acquire() calls that come within
+//   config.surplus_idle_timeout; once more than warm_spares spares have been idle that long,
+//   the longest idle are stopped (stats().trimmed counts them).
 // - acquire() calls that must wait are served first come, first served. A waiting acquire()
 //   obeys terminal cancellation (e.g. racing a timer with awaitable operators) and gives up its
 //   place without losing a slot: a sandbox started for it becomes a spare.

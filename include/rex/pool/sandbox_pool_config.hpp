@@ -19,7 +19,8 @@ namespace rex {
 /// What happens to a sandbox whose lease ends.
 enum class ReturnPolicy {
   // The runtime's close() ends every session, a health check follows, and the sandbox goes
-  // back to the spares. Fast; files written in the sandbox stay.
+  // back to the spares (beyond warm_spares only for surplus_idle_timeout). Fast; files written
+  // in the sandbox stay.
   recycle,
   // The sandbox is stopped; a fresh one is started when spares or waiters want one.
   stop,
@@ -37,6 +38,11 @@ struct SandboxPoolConfig {
 
   std::size_t max_sandboxes = 8;  // started or starting at once: leased + spare + in transit
   std::size_t warm_spares = 0;    // started ahead of demand, kept topped up within the maximum
+  // Once more than warm_spares spares (e.g. sandboxes handed back that nobody waits for) have
+  // been idle this long, the longest idle are stopped; 0: at once. The pause lets a caller that
+  // hands a sandbox back and acquires again right away (a fan_out job that ends with
+  // release()) reuse it.
+  std::chrono::milliseconds surplus_idle_timeout{1000};
 
   int start_attempts = 3;  // start() calls per sandbox before acquire() gives up
   // Wait before attempt n+1: initial * 2^(n-1), at most max, then up to `jitter` of it

@@ -15,6 +15,7 @@ struct SandboxPoolStats {
   std::size_t failed_attempts = 0;  // start() calls that failed
   std::size_t failed_starts = 0;    // sandboxes that failed every attempt
   std::size_t replaced = 0;         // stopped because dead or marked broken
+  std::size_t trimmed = 0;          // surplus spares stopped (beyond warm_spares, idle)
 };
 
 }  // namespace rex

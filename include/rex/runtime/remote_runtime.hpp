@@ -85,6 +85,8 @@ class RemoteRuntime final : public Runtime {
   const RemoteRuntimeConfig& config() const noexcept;
   /// The HTTP client underneath (for its connection statistics).
   const http::Client& client() const noexcept;
+  /// Closes the kept-alive connections that wait idle (see http::Client::close_idle_connections).
+  void close_idle_connections() noexcept;
 
  private:
   struct Impl;
