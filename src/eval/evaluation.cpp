@@ -116,8 +116,7 @@ struct Evaluation::Impl {
         auto* docker = std::get_if<DockerDeploymentConfig>(&deployment);
         if (!docker) {
           problems.push_back(fmt::format(
-              "{}: image: only a docker deployment takes an image, and this one is {} (use "
-              "--deployment docker)",
+              "{}: image: only a docker deployment takes an image, and this one is {}",
               where, deployment_type(deployment)));
           continue;
         }
