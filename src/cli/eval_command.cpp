@@ -115,11 +115,11 @@ class Progress {
     std::string eta = "-";
     if (done_ > 0 && rate > 0)
       eta = format_duration(static_cast<double>(total_ - done_) / rate);
-    const std::string tail =
-        fmt::format(" {}/{}  failed {}  running {}  {:.1f}/s  ETA {}", done_, total_, not_passed_,
-                    evaluation_.running(), rate, eta);
+    const std::string tail = fmt::format(" {}/{}  failed {}  running {}  {:.1f}/s  ETA {}", done_,
+                                         total_, not_passed_, evaluation_.running(), rate, eta);
     const std::size_t columns = terminal_columns();
-    std::size_t width = columns > tail.size() + 12 ? std::min<std::size_t>(30, columns - tail.size() - 3) : 0;
+    std::size_t width =
+        columns > tail.size() + 12 ? std::min<std::size_t>(30, columns - tail.size() - 3) : 0;
     std::string bar;
     if (width >= 5) {
       const std::size_t filled = total_ == 0 ? width : width * done_ / total_;
@@ -235,15 +235,15 @@ void print_summary(const Evaluation& evaluation, const EvaluationReport& report,
   const EvalSummary all = summarize(evaluation.recorded());
   const double rate =
       report.wall_seconds > 0 ? static_cast<double>(run.total) / report.wall_seconds : 0;
-  std::string text = fmt::format("{} instance{} finished in {} ({:.1f}/s, parallel {})", run.total,
-                                 run.total == 1 ? "" : "s", format_duration(report.wall_seconds),
-                                 rate, parallel);
+  std::string text =
+      fmt::format("{} instance{} finished in {} ({:.1f}/s, parallel {})", run.total,
+                  run.total == 1 ? "" : "s", format_duration(report.wall_seconds), rate, parallel);
   if (report.unfinished > 0)
     text += fmt::format(", {} unfinished", report.unfinished);
   text += "\n";
   text += fmt::format("  {:<10}{:>9}{:>9}\n", "status", "this run", "all");
-  for (auto status : {EvalStatus::passed, EvalStatus::failed, EvalStatus::timeout,
-                      EvalStatus::error}) {
+  for (auto status :
+       {EvalStatus::passed, EvalStatus::failed, EvalStatus::timeout, EvalStatus::error}) {
     text += fmt::format("  {:<10}{:>9}{:>9}\n", to_string(status), run.count(status),
                         all.count(status));
   }
@@ -266,6 +266,11 @@ void quiet_library_logging() {
   logger->set_level(spdlog::level::err);
   logger->set_pattern("rex eval: %v");
   spdlog::set_default_logger(logger);
+}
+
+void print_problems(const EvalInstanceError& e) {
+  for (const auto& problem : e.problems())
+    std::cerr << "rex eval: " << problem << '\n';
 }
 
 }  // namespace
@@ -302,7 +307,10 @@ int eval_command(const EvalOptions& options) {
   try {
     config.deployment = build_deployment_config(options.deployment);
     instances = load_eval_instances(options.instances_file);
-  } catch (const std::invalid_argument& e) {  // DeploymentConfigError, EvalInstanceError
+  } catch (const EvalInstanceError& e) {
+    print_problems(e);
+    return exit_usage;
+  } catch (const DeploymentConfigError& e) {
     std::cerr << "rex eval: " << e.what() << '\n';
     return exit_usage;
   }
@@ -318,7 +326,7 @@ int eval_command(const EvalOptions& options) {
   try {
     evaluation = std::make_unique<Evaluation>(io.get_executor(), config, std::move(instances));
   } catch (const EvalInstanceError& e) {
-    std::cerr << "rex eval: " << e.what() << '\n';
+    print_problems(e);
     return exit_usage;
   } catch (const ResultsLogError& e) {
     std::cerr << "rex eval: " << e.what() << '\n';

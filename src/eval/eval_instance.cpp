@@ -73,8 +73,8 @@ std::vector<std::string> string_list(std::string_view where, std::string_view fi
 void check_id(std::string_view where, const std::string& id) {
   // The id names a directory (DIR/artifacts/<id>/, a local working directory).
   if (id.empty() || id == "." || id == ".." || id.size() > 200)
-    throw LineError(fmt::format("{}: id: must be 1 to 200 characters and not \".\" or \"..\"",
-                                where));
+    throw LineError(
+        fmt::format("{}: id: must be 1 to 200 characters and not \".\" or \"..\"", where));
   for (unsigned char c : id) {
     if (c == '/' || c < 0x20 || c == 0x7f)
       throw LineError(fmt::format(
@@ -197,17 +197,17 @@ EvalInstance parse_line(std::string_view text, std::string_view base_dir, std::s
   for (const auto& path : instance.artifacts) {
     const std::string name = eval_artifact_name(path);
     if (name.empty() || name == "/" || name == "." || name == "..")
-      throw LineError(fmt::format(
-          "{}: artifacts: \"{}\" has no file name to save it under", where, path));
+      throw LineError(
+          fmt::format("{}: artifacts: \"{}\" has no file name to save it under", where, path));
     if (name == eval_setup_log || name == eval_run_log)
-      throw LineError(fmt::format("{}: artifacts: \"{}\" would be saved as {}, which holds rex's "
-                                  "log; copy it to another name in run",
-                                  where, path, name));
+      throw LineError(
+          fmt::format("{}: artifacts: \"{}\" would be saved as {}, which holds rex's "
+                      "log; copy it to another name in run",
+                      where, path, name));
     auto [it, fresh] = names.emplace(name, path);
     if (!fresh)
-      throw LineError(fmt::format(
-          "{}: artifacts: \"{}\" and \"{}\" would both be saved as \"{}\"", where, it->second,
-          path, name));
+      throw LineError(fmt::format("{}: artifacts: \"{}\" and \"{}\" would both be saved as \"{}\"",
+                                  where, it->second, path, name));
   }
   return instance;
 }

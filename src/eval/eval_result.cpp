@@ -171,8 +171,8 @@ json::value to_json(const EvalResult& r) {
   }
   json::value error = nullptr;
   if (r.error)
-    error = json::object{{"phase", r.error->phase}, {"type", r.error->type},
-                         {"message", r.error->message}};
+    error = json::object{
+        {"phase", r.error->phase}, {"type", r.error->type}, {"message", r.error->message}};
   // Field order is the order people read a record in.
   json::object o;
   o["id"] = r.id;
@@ -239,8 +239,8 @@ EvalResult eval_result_from_json(const json::value& value) {
       if (!item.is_object())
         Fields::fail("artifacts", "an array of objects");
       const Fields af(item.as_object());
-      r.artifacts.push_back(
-          EvalArtifact{af.string("path"), af.optional_string("saved"), af.optional_string("error")});
+      r.artifacts.push_back(EvalArtifact{af.string("path"), af.optional_string("saved"),
+                                         af.optional_string("error")});
     }
   }
   r.started = f.string("started");

@@ -46,8 +46,7 @@ void write_text(const std::string& path, const std::string& text) {
 struct LogFailure {
   void operator()(std::exception_ptr error) const {
     if (error)
-      spdlog::error("evaluation: shutting a sandbox pool down failed: {}",
-                    detail::describe(error));
+      spdlog::error("evaluation: shutting a sandbox pool down failed: {}", detail::describe(error));
   }
 };
 
@@ -66,8 +65,8 @@ struct Evaluation::Impl {
   std::vector<EvalInstance> instances;
   std::unique_ptr<ResultsLog> log;
   std::map<std::string, std::unique_ptr<SandboxPool>> pools;  // by the config's JSON text
-  std::vector<Plan> plans;              // one per instance
-  std::vector<std::size_t> pending;     // indices of the instances to run
+  std::vector<Plan> plans;                                    // one per instance
+  std::vector<std::size_t> pending;                           // indices of the instances to run
   std::size_t skipped = 0;
   std::size_t retried = 0;
   std::size_t running = 0;
@@ -110,14 +109,15 @@ struct Evaluation::Impl {
     plans.resize(instances.size());
     for (std::size_t i = 0; i < instances.size(); ++i) {
       const EvalInstance& instance = instances[i];
-      const std::string where = fmt::format("instance \"{}\" (line {})", instance.id, instance.line);
+      const std::string where =
+          fmt::format("instance \"{}\" (line {})", instance.id, instance.line);
       DeploymentConfig deployment = instance.deployment ? *instance.deployment : config.deployment;
       if (instance.image) {
         auto* docker = std::get_if<DockerDeploymentConfig>(&deployment);
         if (!docker) {
-          problems.push_back(fmt::format(
-              "{}: image: only a docker deployment takes an image, and this one is {}",
-              where, deployment_type(deployment)));
+          problems.push_back(
+              fmt::format("{}: image: only a docker deployment takes an image, and this one is {}",
+                          where, deployment_type(deployment)));
           continue;
         }
         docker->image = *instance.image;

@@ -198,8 +198,9 @@ asio::awaitable<EvalRun> run_eval_instance(Runtime& runtime, const EvalInstance&
                    is_timeout(failure) ? fmt::format("[timeout after {} s]", settings.setup_timeout)
                                        : "[error]");
         set_error(r, "setup", failure);
-        r.error->message = fmt::format("setup command {} of {} ({}): {}", i + 1,
-                                       instance.setup.size(), first_line(command), r.error->message);
+        r.error->message =
+            fmt::format("setup command {} of {} ({}): {}", i + 1, instance.setup.size(),
+                        first_line(command), r.error->message);
         break;
       }
       const int code = obs.exit_code.value_or(-1);

@@ -110,9 +110,19 @@ TEST(DockerEval, KilledHarnessThenRerunThenGcLeavesNothing) {
     f << R"({"id":"no-python","image":"rex-test-nopython:latest","run":"python3 --version"})"
       << '\n';
   }
-  const std::vector<std::string> args = {
-      "eval",   instances, "--output",   out, "--parallel", "4", "--deployment", "docker",
-      "--image", "rex-test-bookworm:latest", "--pull", "never", "--docker-arg=--label=rex.test=eval"};
+  const std::vector<std::string> args = {"eval",
+                                         instances,
+                                         "--output",
+                                         out,
+                                         "--parallel",
+                                         "4",
+                                         "--deployment",
+                                         "docker",
+                                         "--image",
+                                         "rex-test-bookworm:latest",
+                                         "--pull",
+                                         "never",
+                                         "--docker-arg=--label=rex.test=eval"};
 
   // The first run is killed while instances run.
   const pid_t first = spawn_rex(args, dir.path() + "/first.log");

@@ -56,7 +56,8 @@ struct RunnerTest : ::testing::Test {
 
 TEST_F(RunnerTest, SetupStateCarriesIntoRunAndArtifactsComeBack) {
   const std::string source = dir.file("input.txt", "payload\n");
-  EvalInstance i = instance("x", "cat ../data/input.txt > result.txt\necho \"$GREETING from $PWD\"");
+  EvalInstance i =
+      instance("x", "cat ../data/input.txt > result.txt\necho \"$GREETING from $PWD\"");
   i.upload = {{source, "data/input.txt"}};
   i.setup = {"mkdir -p sub", "cd sub", "export GREETING=hi"};
   i.artifacts = {"sub/result.txt", "missing.txt"};
@@ -68,8 +69,9 @@ TEST_F(RunnerTest, SetupStateCarriesIntoRunAndArtifactsComeBack) {
   EXPECT_EQ(r.setup_exit_codes, (std::vector<int>{0, 0, 0}));
   EXPECT_EQ(r.output, "hi from " + s.working_dir + "/sub\n");
   EXPECT_EQ(run.run_log, r.output);
-  EXPECT_EQ(run.setup_log, "$ mkdir -p sub\n[exit 0]\n$ cd sub\n[exit 0]\n$ export GREETING=hi\n"
-                           "[exit 0]\n");
+  EXPECT_EQ(run.setup_log,
+            "$ mkdir -p sub\n[exit 0]\n$ cd sub\n[exit 0]\n$ export GREETING=hi\n"
+            "[exit 0]\n");
   ASSERT_EQ(r.artifacts.size(), 2u);
   EXPECT_EQ(r.artifacts[0].saved, "artifacts/x/result.txt");
   EXPECT_EQ(read_text(s.artifacts_dir + "/result.txt"), "payload\n");
@@ -80,15 +82,12 @@ TEST_F(RunnerTest, SetupStateCarriesIntoRunAndArtifactsComeBack) {
 }
 
 TEST_F(RunnerTest, ExitInRunEndsOnlyItsSubshell) {
-  const EvalRun run =
-      test::run_async(io, run_eval_instance(runtime, instance("x", "set -e\nfalse\necho no"),
-                                            settings()),
-                      30s);
+  const EvalRun run = test::run_async(
+      io, run_eval_instance(runtime, instance("x", "set -e\nfalse\necho no"), settings()), 30s);
   EXPECT_EQ(run.result.status, EvalStatus::failed);
   EXPECT_EQ(run.result.exit_code, 1);
-  const EvalRun exits =
-      test::run_async(io, run_eval_instance(runtime, instance("x", "echo bye; exit 7"), settings()),
-                      30s);
+  const EvalRun exits = test::run_async(
+      io, run_eval_instance(runtime, instance("x", "echo bye; exit 7"), settings()), 30s);
   EXPECT_EQ(exits.result.status, EvalStatus::failed);
   EXPECT_EQ(exits.result.exit_code, 7);
   EXPECT_EQ(exits.result.output, "bye\n");

@@ -127,8 +127,9 @@ TEST(EvalInstance, LoadingReportsEveryProblemWithItsLine) {
     ADD_FAILURE() << "loaded";
   } catch (const EvalInstanceError& e) {
     ASSERT_EQ(e.problems().size(), 3u) << e.what();
-    EXPECT_EQ(e.problems()[0], path + ":3: timeout: expected a positive number of seconds, got a "
-                                      "string");
+    EXPECT_EQ(e.problems()[0], path +
+                                   ":3: timeout: expected a positive number of seconds, got a "
+                                   "string");
     EXPECT_EQ(e.problems()[1], path + ":4: id \"a\" is already used on line 1");
     EXPECT_EQ(e.problems()[2], path + ":5: upload[1].source: no such file or directory: " +
                                    dir.path() + "/missing.txt");
@@ -137,8 +138,8 @@ TEST(EvalInstance, LoadingReportsEveryProblemWithItsLine) {
 
 TEST(EvalInstance, LoadingKeepsLineNumbersAndOrder) {
   test::TempDir dir;
-  const std::string path =
-      dir.file("i.jsonl", "\n{\"id\":\"x\",\"run\":\"true\"}\n   \n{\"id\":\"y\",\"run\":\"true\"}");
+  const std::string path = dir.file(
+      "i.jsonl", "\n{\"id\":\"x\",\"run\":\"true\"}\n   \n{\"id\":\"y\",\"run\":\"true\"}");
   const auto instances = load_eval_instances(path);
   ASSERT_EQ(instances.size(), 2u);
   EXPECT_EQ(instances[0].id, "x");

@@ -25,8 +25,8 @@ struct EvalUpload {
 };
 
 struct EvalInstance {
-  std::string id{};                          // unique; names DIR/artifacts/<id>/
-  std::optional<std::string> image{};        // docker: replaces the image of the deployment
+  std::string id{};                              // unique; names DIR/artifacts/<id>/
+  std::optional<std::string> image{};            // docker: replaces the image of the deployment
   std::optional<DeploymentConfig> deployment{};  // replaces the whole deployment config
   std::vector<EvalUpload> upload{};
   std::vector<std::string> setup{};      // commands, in order, in the run's session

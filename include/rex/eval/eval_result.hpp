@@ -58,14 +58,14 @@ struct EvalArtifact {
 struct EvalResult {
   std::string id{};
   EvalStatus status = EvalStatus::error;
-  std::optional<int> exit_code{};     // the run command's; none when it did not finish
+  std::optional<int> exit_code{};       // the run command's; none when it did not finish
   std::vector<int> setup_exit_codes{};  // one per setup command that finished
-  std::string output{};               // the run's output, its last output_limit bytes
-  bool output_truncated = false;      // the output above is only the tail (full: run.log)
+  std::string output{};                 // the run's output, its last output_limit bytes
+  bool output_truncated = false;        // the output above is only the tail (full: run.log)
   std::optional<EvalError> error{};
   EvalPhaseTimes times{};
   std::vector<EvalArtifact> artifacts{};
-  std::string started{};   // UTC, ISO 8601 with milliseconds: "2025-01-31T12:00:00.125Z"
+  std::string started{};  // UTC, ISO 8601 with milliseconds: "2025-01-31T12:00:00.125Z"
   std::string finished{};
 };
 

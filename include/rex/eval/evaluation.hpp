@@ -43,11 +43,11 @@ struct EvaluationConfig {
   std::string output_dir{};  // DIR: results.jsonl, artifacts/, work/ (local)
   DeploymentConfig deployment = LocalDeploymentConfig{};  // for instances that name none
   std::size_t parallel = 4;
-  double timeout = 1800;       // seconds for run when the instance sets none
-  double setup_timeout = 600;  // seconds for each setup command
-  bool retry_errors = false;   // run instances whose record has status error again
-  bool keep_work = false;      // local: keep each instance's working directory
-  int start_attempts = 2;      // sandbox starts per instance before it is an error
+  double timeout = 1800;                      // seconds for run when the instance sets none
+  double setup_timeout = 600;                 // seconds for each setup command
+  bool retry_errors = false;                  // run instances whose record has status error again
+  bool keep_work = false;                     // local: keep each instance's working directory
+  int start_attempts = 2;                     // sandbox starts per instance before it is an error
   std::size_t output_limit = 16 * 1024;       // bytes of run output in a record
   std::int64_t log_limit = 64 * 1024 * 1024;  // bytes per command kept for the logs
 };
@@ -77,10 +77,10 @@ class Evaluation {
   Evaluation(const Evaluation&) = delete;
   Evaluation& operator=(const Evaluation&) = delete;
 
-  std::size_t total() const noexcept;    // instances in the file
-  std::size_t pending() const noexcept;  // to run now
-  std::size_t skipped() const noexcept;  // already recorded
-  std::size_t retried() const noexcept;  // error records removed to run again (retry_errors)
+  std::size_t total() const noexcept;           // instances in the file
+  std::size_t pending() const noexcept;         // to run now
+  std::size_t skipped() const noexcept;         // already recorded
+  std::size_t retried() const noexcept;         // error records removed to run again (retry_errors)
   std::size_t repaired_bytes() const noexcept;  // of a torn last line cut off the results file
   std::size_t running() const noexcept;         // instances holding a sandbox slot now
   const std::string& results_path() const noexcept;

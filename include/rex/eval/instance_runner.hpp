@@ -36,7 +36,7 @@ struct EvalRunnerSettings {
   double default_timeout = 1800;   // seconds for run when the instance sets none
   double setup_timeout = 600;      // seconds for each setup command
   double session_timeout = 30;     // seconds for the session to start
-  std::size_t output_limit = 16 * 1024;      // bytes of run output kept in the record
+  std::size_t output_limit = 16 * 1024;       // bytes of run output kept in the record
   std::int64_t log_limit = 64 * 1024 * 1024;  // bytes kept per command for the logs (head+tail)
 };
 
