@@ -9,6 +9,12 @@
 #include <rex/deployment/local_deployment.hpp>
 #include <rex/deployment/remote_deployment.hpp>
 #include <rex/docker/engine.hpp>
+#include <rex/eval/eval_instance.hpp>
+#include <rex/eval/eval_result.hpp>
+#include <rex/eval/eval_summary.hpp>
+#include <rex/eval/evaluation.hpp>
+#include <rex/eval/instance_runner.hpp>
+#include <rex/eval/results_log.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/multipart.hpp>
 #include <rex/pool/fan_out.hpp>

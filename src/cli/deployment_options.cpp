@@ -1,16 +1,13 @@
 #include "deployment_options.hpp"
 
+#include "stop_signals.hpp"
+
 #include <fmt/format.h>
-#include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/object.hpp>
 
-#include <signal.h>
 #include <unistd.h>
 
 #include <array>
@@ -204,62 +201,14 @@ namespace {
 
 namespace asio = boost::asio;
 
-std::string_view signal_name(int signo) {
-  switch (signo) {
-    case SIGINT:
-      return "SIGINT";
-    case SIGTERM:
-      return "SIGTERM";
-    case SIGHUP:
-      return "SIGHUP";
-  }
-  return "signal";
-}
-
 struct Supervisor {
-  asio::io_context& io;
   Deployment& deployment;
   SignalRouting routing;
-  asio::signal_set signals;
-  asio::steady_timer abort;  // cancelled when a signal asks to stop
-  bool in_body = false;
-  int stop_signal = 0;  // the first signal that asked to stop
+  StopSignals signals;
 
-  Supervisor(asio::io_context& io_, Deployment& d, SignalRouting r)
-      : io(io_),
-        deployment(d),
-        routing(std::move(r)),
-        signals(io_, SIGINT, SIGTERM, SIGHUP),
-        abort(io_, asio::steady_timer::time_point::max()) {}
+  Supervisor(asio::io_context& io, Deployment& d, SignalRouting r)
+      : deployment(d), routing(std::move(r)), signals(io) {}
 };
-
-asio::awaitable<void> route_signals(Supervisor& s) {
-  for (;;) {
-    auto [ec, signo] = co_await s.signals.async_wait(asio::as_tuple(asio::use_awaitable));
-    if (ec)
-      co_return;
-    if (signo == SIGINT && s.in_body && s.routing.on_interrupt) {
-      s.routing.on_interrupt();
-      continue;
-    }
-    if (s.stop_signal == 0) {
-      s.stop_signal = signo;
-      s.abort.cancel();
-      continue;
-    }
-    // Destructors still run on the way out: a local runtime kills its shells.
-    std::cerr << "rex: " << signal_name(signo) << " again: exiting now\n";
-    s.io.stop();
-    co_return;
-  }
-}
-
-// Completes with the stop signal once one arrived (at once when one already did).
-asio::awaitable<int> wait_for_abort(Supervisor& s) {
-  if (s.stop_signal == 0)
-    co_await s.abort.async_wait(asio::as_tuple(asio::use_awaitable));
-  co_return s.stop_signal;
-}
 
 bool cancelled(asio::cancellation_type type) {
   return type != asio::cancellation_type::none;
@@ -293,25 +242,25 @@ asio::awaitable<int> supervise(Supervisor& s, DeploymentBody& body) {
   int status = exit_failure;
   {
     auto starting = start_deployment(s.deployment);
-    auto aborted = wait_for_abort(s);
+    auto aborted = s.signals.wait();
     auto started = co_await (std::move(starting) || std::move(aborted));
     if (started.index() == 0)
       status = std::get<0>(started);
   }
-  if (s.stop_signal == 0 && status == 0) {
-    s.in_body = true;
+  if (s.signals.signal() == 0 && status == 0) {
+    s.signals.route_interrupt(s.routing.on_interrupt);
     auto running = run_body(body, s.deployment);
-    auto aborted = wait_for_abort(s);
+    auto aborted = s.signals.wait();
     auto ran = co_await (std::move(running) || std::move(aborted));
-    s.in_body = false;
+    s.signals.route_interrupt(nullptr);
     if (ran.index() == 0)
       status = std::get<0>(ran);
   }
   if (s.routing.before_stop)
     co_await s.routing.before_stop();
-  if (s.stop_signal != 0) {
-    std::cerr << "rex: " << signal_name(s.stop_signal) << ": stopping the deployment\n";
-    status = 128 + s.stop_signal;
+  if (const int signo = s.signals.signal(); signo != 0) {
+    std::cerr << "rex: " << signal_name(signo) << ": stopping the deployment\n";
+    status = 128 + signo;
   }
   try {
     co_await s.deployment.stop();
@@ -320,8 +269,7 @@ asio::awaitable<int> supervise(Supervisor& s, DeploymentBody& body) {
     if (status == 0)
       status = exit_failure;
   }
-  boost::system::error_code ignored;
-  s.signals.cancel(ignored);
+  s.signals.close();
   co_return status;
 }
 
@@ -333,7 +281,6 @@ int run_with_deployment(asio::io_context& io, Deployment& deployment,
   if (!options.quiet)
     deployment.add_hook(progress_printer());
   Supervisor supervisor(io, deployment, std::move(routing));
-  asio::co_spawn(io, route_signals(supervisor), asio::detached);
   std::optional<int> status;
   std::exception_ptr failure;
   asio::co_spawn(io, supervise(supervisor, body), [&](std::exception_ptr e, int s) {
@@ -344,7 +291,7 @@ int run_with_deployment(asio::io_context& io, Deployment& deployment,
   if (failure)
     std::rethrow_exception(failure);
   // Unfinished: a second signal stopped the io_context.
-  return status ? *status : 128 + supervisor.stop_signal;
+  return status ? *status : 128 + supervisor.signals.signal();
 }
 
 }  // namespace rex::cli

@@ -1,5 +1,6 @@
-// The deployment flags shared by `rex run` and `rex shell`, and the lifecycle both commands give
-// a deployment: started with progress on stderr, stopped on every way out (done, error, signal).
+// The deployment flags shared by `rex run`, `rex shell` and `rex eval`, and the lifecycle `run`
+// and `shell` give a deployment: started with progress on stderr, stopped on every way out
+// (done, error, signal; signals through StopSignals, which `rex eval` uses too).
 //
 // --deployment names a type (local, docker, remote, dummy) or a JSON config file; the other
 // flags are applied on top of it as the JSON fields they stand for, and the library validates

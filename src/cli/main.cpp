@@ -1,11 +1,13 @@
 // The `rex` command line.
 //   rex run [COMMAND...] [--actions FILE] [--demo] [deployment flags]   observations of commands
 //   rex shell [deployment flags]   an interactive session for a person
+//   rex eval INSTANCES.jsonl --output DIR [--parallel N] [deployment flags]   one fresh sandbox
+//                                  per instance, many at once, results appended to DIR
 //   rex gc [--all] [--dry-run]     remove containers that rex processes left behind
 //   rex server --auth-token T [--port 8000]   serve sessions over HTTP (as rex-server)
 //   rex version
-// Exit status: 0 done, 1 a step or the deployment failed, 2 bad usage (flags, config),
-// 128 + N after signal N.
+// Exit status: 0 done, 1 a step or the deployment failed (eval: an instance's result is an
+// error), 2 bad usage (flags, config, instances file), 128 + N after signal N.
 #include <rex/version.hpp>
 
 #include <CLI/CLI.hpp>
@@ -13,6 +15,7 @@
 #include <iostream>
 
 #include "deployment_options.hpp"
+#include "eval_command.hpp"
 #include "gc_command.hpp"
 #include "run_command.hpp"
 #include "server_command.hpp"
@@ -32,6 +35,11 @@ int main(int argc, char** argv) {
   auto* shell_cmd =
       app.add_subcommand("shell", "An interactive bash session in a deployment, for a person");
   rex::cli::add_shell_options(*shell_cmd, shell);
+
+  rex::cli::EvalOptions eval;
+  auto* eval_cmd = app.add_subcommand(
+      "eval", "Run every instance of a JSON-lines file in a fresh sandbox of its own, in parallel");
+  rex::cli::add_eval_options(*eval_cmd, eval);
 
   rex::cli::GcCommandOptions gc;
   auto* gc_cmd = app.add_subcommand(
@@ -63,6 +71,8 @@ int main(int argc, char** argv) {
       return rex::cli::run_command(run);
     if (shell_cmd->parsed())
       return rex::cli::shell_command(shell);
+    if (eval_cmd->parsed())
+      return rex::cli::eval_command(eval);
   } catch (const std::exception& e) {
     std::cerr << "rex: " << e.what() << '\n';
     return rex::cli::exit_failure;
