@@ -77,9 +77,14 @@ _rex_start_service() {
   "$answers" && return 0
   echo "rex: starting $name (log: $log)"
   # Detached in its own session; without the lock's descriptor, or it would hold the lock.
+  # The background subshell lets go of this shell's output first: it lives as long as the
+  # service, and a caller reading our output through a pipe (CTest) would wait for it.
   # From /: a service that outlives this checkout must not keep a deleted directory as its
   # working directory (Podman's conmon then fails every container start).
-  _rex_sudo sh -c 'log=$1; shift; cd / && exec setsid "$@" </dev/null >>"$log" 2>&1' rex "$log" "$@" 9>&- &
+  (
+    exec </dev/null >/dev/null 2>&1 9>&-
+    _rex_sudo sh -c 'log=$1; shift; cd / && exec setsid "$@" </dev/null >>"$log" 2>&1' rex "$log" "$@"
+  ) &
   local waited=0
   until "$answers"; do
     if ((waited >= 60)); then
