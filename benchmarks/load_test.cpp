@@ -49,13 +49,14 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 #include <system_error>
 #include <thread>
 #include <vector>
 
-extern char** environ;
+#include "child_server.hpp"
 
 namespace {
 
@@ -65,6 +66,7 @@ namespace http = beast::http;
 namespace json = boost::json;
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
+using rex::bench::ChildServer;
 
 #ifndef REX_SERVER_PATH
 #error "REX_SERVER_PATH must name the rex-server executable (set by CMake)"
@@ -78,88 +80,6 @@ struct Options {
   int sessions = 32;
   double rss_slack_mib = 8;
   std::string server = REX_SERVER_PATH;
-};
-
-// --- the server process ------------------------------------------------------------------------
-
-struct ServerProcess {
-  pid_t pid = -1;
-  int out = -1;
-  std::uint16_t port = 0;
-
-  explicit ServerProcess(const Options& o) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0)
-      throw std::system_error(errno, std::generic_category(), "pipe2");
-    std::vector<std::string> argv = {o.server,
-                                     "--auth-token",
-                                     std::string(kToken),
-                                     "--host",
-                                     "127.0.0.1",
-                                     "--port",
-                                     "0",
-                                     "--max-connections",
-                                     std::to_string(o.connections + 64),
-                                     "--log-level",
-                                     "info"};
-    std::vector<char*> args;
-    for (auto& a : argv)
-      args.push_back(a.data());
-    args.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    ::posix_spawn_file_actions_init(&fa);
-    ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    ::posix_spawn_file_actions_adddup2(&fa, fds[1], 1);
-    const int rc = ::posix_spawn(&pid, o.server.c_str(), &fa, nullptr, args.data(), environ);
-    ::posix_spawn_file_actions_destroy(&fa);
-    ::close(fds[1]);
-    out = fds[0];
-    if (rc != 0)
-      throw std::system_error(rc, std::generic_category(), "cannot start " + o.server);
-    // "rex-server VERSION listening on http://127.0.0.1:PORT"; at info nothing is logged per
-    // request.
-    std::string seen;
-    const auto deadline = Clock::now() + 15s;
-    while (Clock::now() < deadline) {
-      char c;
-      const ssize_t n = ::read(out, &c, 1);
-      if (n <= 0)
-        break;
-      seen += c;
-      if (c == '\n') {
-        const auto at = seen.find("http://127.0.0.1:");
-        if (at != std::string::npos) {
-          port = static_cast<std::uint16_t>(std::stoi(seen.substr(at + 17)));
-          return;
-        }
-        seen.clear();
-      }
-    }
-    throw std::runtime_error("rex-server did not say where it listens: " + seen);
-  }
-
-  ~ServerProcess() {
-    if (pid > 0) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-    if (out >= 0)
-      ::close(out);
-  }
-
-  // SIGTERM; the exit status, or -1 when it had to be killed after 20 s.
-  int stop() {
-    ::kill(pid, SIGTERM);
-    const auto deadline = Clock::now() + 20s;
-    int status = 0;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (Clock::now() > deadline)
-        return -1;
-      std::this_thread::sleep_for(10ms);
-    }
-    pid = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
 };
 
 struct ProcessState {
@@ -422,13 +342,16 @@ int load(const Options& o) {
   const std::string dir =
       (std::filesystem::temp_directory_path() / fmt::format("rex-load-{}", ::getpid())).string();
   std::filesystem::create_directories(dir);
-  ServerProcess server(o);
-  const asio::ip::tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), server.port);
+  // At info, nothing is logged per request.
+  ChildServer server("rex-server", {o.server, "--auth-token", std::string(kToken), "--host",
+                                    "127.0.0.1", "--port", "0", "--max-connections",
+                                    std::to_string(o.connections + 64), "--log-level", "info"});
+  const asio::ip::tcp::endpoint endpoint(asio::ip::make_address("127.0.0.1"), server.port());
   asio::io_context io;
   Stats warmup;
   run(io, [&] { return prepare(endpoint, o, dir, warmup); });
   std::this_thread::sleep_for(300ms);
-  const ProcessState before = read_state(server.pid);
+  const ProcessState before = read_state(server.pid());
 
   Stats stats;
   const auto start = Clock::now() + 2s + std::chrono::milliseconds(o.connections * 2);
@@ -437,7 +360,7 @@ int load(const Options& o) {
   std::thread sampler([&] {
     while (Clock::now() < end) {
       std::this_thread::sleep_for(250ms);
-      const ProcessState s = read_state(server.pid);
+      const ProcessState s = read_state(server.pid());
       peak.rss_mib = std::max(peak.rss_mib, s.rss_mib);
       peak.fds = std::max(peak.fds, s.fds);
       peak.children = std::max(peak.children, s.children);
@@ -456,11 +379,11 @@ int load(const Options& o) {
   const auto settle = Clock::now() + 10s;
   do {
     std::this_thread::sleep_for(200ms);
-    after = read_state(server.pid);
+    after = read_state(server.pid());
   } while (Clock::now() < settle &&
            (after.fds > before.fds || after.zombies > 0 || after.children > before.children ||
             after.rss_mib > before.rss_mib + o.rss_slack_mib));
-  const int exit_status = server.stop();
+  const std::optional<std::string> stop_problem = server.stop(20s);
   std::filesystem::remove_all(dir);
 
   const double seconds = o.duration;
@@ -485,8 +408,8 @@ int load(const Options& o) {
   fmt::print("{:<14} {:>10} {:>10} {:>10}\n", "open fds", before.fds, peak.fds, after.fds);
   fmt::print("{:<14} {:>10} {:>10} {:>10}\n", "children", before.children, peak.children,
              after.children);
-  fmt::print("zombies after: {}; server exit status after SIGTERM: {}\n", after.zombies,
-             exit_status);
+  fmt::print("zombies after: {}; server after SIGTERM: {}\n", after.zombies,
+             stop_problem.value_or("exited with status 0"));
 
   std::vector<std::string> failed;
   if (stats.errors > 0 || stats.connected < o.connections)
@@ -501,8 +424,8 @@ int load(const Options& o) {
     failed.push_back(fmt::format("{} zombies", after.zombies));
   if (after.children > before.children)
     failed.push_back(fmt::format("children {} -> {}", before.children, after.children));
-  if (exit_status != 0)
-    failed.push_back(fmt::format("server exit status {}", exit_status));
+  if (stop_problem)
+    failed.push_back(*stop_problem);
   if (!failed.empty()) {
     std::string list;
     for (const auto& f : failed)

@@ -259,8 +259,9 @@ void check_plan(const std::vector<PlannedEntry>& entries, const std::string& tar
 }
 
 // Makes the directories parts[0, count) under `root`, refusing to go through a symlink.
+// Appends each directory it creates to `created`.
 std::string make_entry_dirs(const std::string& root, const PlannedEntry& entry, std::size_t count,
-                            const std::string& target) {
+                            const std::string& target, std::vector<std::string>& created) {
   std::string path = root;
   for (std::size_t i = 0; i < count; ++i) {
     path = join_path(path, entry.parts[i]);
@@ -277,7 +278,9 @@ std::string make_entry_dirs(const std::string& root, const PlannedEntry& entry, 
     }
     if (errno != ENOENT)
       throw_os_error(errno, path);
-    if (::mkdir(path.c_str(), 0777) != 0 && !(errno == EEXIST && detail::is_directory(path)))
+    if (::mkdir(path.c_str(), 0777) == 0)
+      created.push_back(path);
+    else if (!(errno == EEXIST && detail::is_directory(path)))
       throw_os_error(errno, path);
   }
   return path;
@@ -298,7 +301,9 @@ void extract_file_data(ArchiveReader& reader, archive_entry* entry, int fd,
     const int rc = archive_read_data_block(reader.a, &block, &size, &offset);
     if (rc == ARCHIVE_EOF)
       break;
-    if (rc != ARCHIVE_OK && rc != ARCHIVE_WARN)
+    // A warning here is damaged data (a zip entry whose CRC-32 does not match): refused, as
+    // Python's zipfile refuses it, rather than written as if whole.
+    if (rc != ARCHIVE_OK)
       throw_read_error(reader.a, archive_path);
     // Sparse entries come as blocks at offsets; the holes stay holes.
     if (::lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0)
@@ -338,6 +343,23 @@ struct DirectoryMetadata {
   struct timespec mtime;
 };
 
+bool path_exists(const std::string& path) {
+  struct stat st {};
+  return ::lstat(path.c_str(), &st) == 0 || errno != ENOENT;
+}
+
+// Removes what a failed extraction created, newest first (so a directory's content goes before
+// it). Best effort: the extraction's own error is the one reported.
+void remove_created(const std::vector<std::string>& created) noexcept {
+  for (auto it = created.rbegin(); it != created.rend(); ++it) {
+    if (::unlink(it->c_str()) != 0 && errno == EISDIR)
+      ::rmdir(it->c_str());
+  }
+}
+
+void extract_checked(const std::string& source, const std::string& target,
+                     const std::vector<PlannedEntry>& entries, std::vector<std::string>& created);
+
 void extract(const std::string& source, const std::string& target) {
   // Pass 1: every entry is checked before anything is written.
   std::vector<PlannedEntry> entries;
@@ -350,7 +372,28 @@ void extract(const std::string& source, const std::string& target) {
   }
   check_plan(entries, target);
 
-  // Pass 2: extraction, in archive order.
+  // Pass 2. A failure part way removes every file, link and directory this extraction created
+  // (the target and its missing parents among them), so what remains is what was there before,
+  // save for files the archive replaced.
+  std::vector<std::string> created;
+  for (std::string dir = target; !path_exists(dir);) {
+    created.insert(created.begin(), dir);
+    std::string parent = split_path(dir).first;
+    if (parent == dir)
+      break;
+    dir = std::move(parent);
+  }
+  try {
+    extract_checked(source, target, entries, created);
+  } catch (...) {
+    remove_created(created);
+    throw;
+  }
+}
+
+// Pass 2: extraction, in archive order. Appends what it creates to `created`.
+void extract_checked(const std::string& source, const std::string& target,
+                     const std::vector<PlannedEntry>& entries, std::vector<std::string>& created) {
   make_dirs(target);
   std::vector<DirectoryMetadata> directories;
   ArchiveReader reader;
@@ -366,7 +409,7 @@ void extract(const std::string& source, const std::string& target) {
       case EntryKind::skipped:
         continue;
       case EntryKind::directory: {
-        const std::string path = make_entry_dirs(target, e, e.parts.size(), target);
+        const std::string path = make_entry_dirs(target, e, e.parts.size(), target, created);
         if (!e.parts.empty()) {
           directories.push_back({.path = path,
                                  .depth = e.parts.size(),
@@ -380,10 +423,13 @@ void extract(const std::string& source, const std::string& target) {
       case EntryKind::hardlink:
         break;
     }
-    const std::string dir = make_entry_dirs(target, e, e.parts.size() - 1, target);
+    const std::string dir = make_entry_dirs(target, e, e.parts.size() - 1, target, created);
     const std::string path = join_path(dir, e.parts.back());
+    const bool is_new = !path_exists(path);
     if (e.kind == EntryKind::symlink) {
       detail::replace_with_symlink(path, e.link);
+      if (is_new)
+        created.push_back(path);
       const struct timespec times[2] = {{0, UTIME_OMIT}, entry_mtime(entry)};
       if (::utimensat(AT_FDCWD, path.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0)
         throw_os_error(errno, path);
@@ -397,10 +443,14 @@ void extract(const std::string& source, const std::string& target) {
                      fmt::format("the hard link's target {} is not a file", python_repr(e.link)));
       }
       replace_with_hardlink(from, path);
+      if (is_new)
+        created.push_back(path);
     } else {
       detail::replace_file(path,
                            [&](int fd) { extract_file_data(reader, entry, fd, source, path); },
                            {.mode = perm != 0 ? perm : mode_t{0644}, .through_symlink = false});
+      if (is_new)
+        created.push_back(path);
     }
   }
   // Directory modes and times last, deepest first: a read-only directory is filled before,

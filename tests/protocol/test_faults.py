@@ -161,6 +161,10 @@ def low_fd_limit():
     resource.setrlimit(resource.RLIMIT_NOFILE, (48, 48))
 
 
+# UBSan's vptr check probes memory through a pipe: in a process with no descriptor left it
+# reports a valid object as invalid and aborts. The release build runs this test.
+@unittest.skipIf(os.environ.get("REX_UBSAN") == "1",
+                 "UBSan's vptr check needs a free descriptor (it probes memory through a pipe)")
 class TestFdLimit(FaultTestCase):
     server_kwargs = {"preexec_fn": low_fd_limit}
 

@@ -12,8 +12,11 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <fmt/core.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -358,6 +361,63 @@ TEST_F(ExtractTest, SymlinkDirectoriesAlreadyInTheTargetAreNotEntered) {
   EXPECT_FALSE(fs::exists(path("outside/f.txt")));
 }
 
+// An existing symlink met part way stops the extraction after earlier entries were written:
+// what the extraction created goes, what was there stays.
+TEST_F(ExtractTest, FailurePartWayRemovesOnlyWhatItCreated) {
+  fs::create_directories(path("outside"));
+  put(path("target/kept.txt"), "was here before");
+  put(path("target/replaced.txt"), "old");
+  fs::create_directories(path("target/old_dir"));
+  ASSERT_EQ(::symlink(path("outside").c_str(), path("target/ext").c_str()), 0);
+  write_archive(path("a.tar"), ArchiveFormat::tar,
+                {{.name = "new.txt", .data = "n"},
+                 {.name = "replaced.txt", .data = "new"},
+                 {.name = "new_dir/", .kind = 'd'},
+                 {.name = "new_dir/deeper/f.txt", .data = "f"},
+                 {.name = "old_dir/g.txt", .data = "g"},
+                 {.name = "link", .kind = 'l', .data = "new.txt"},
+                 {.name = "ext/f.txt", .data = "x"}});
+  EXPECT_THROW(rex::extract_archive(path("a.tar"), path("target")), rex::ValueError);
+  std::vector<std::string> left;
+  for (const auto& e : fs::recursive_directory_iterator(path("target")))
+    left.push_back(e.path().lexically_relative(path("target")).string());
+  std::sort(left.begin(), left.end());
+  EXPECT_THAT(left, ::testing::ElementsAre("ext", "kept.txt", "old_dir", "replaced.txt"));
+  EXPECT_EQ(get(path("target/kept.txt")), "was here before");
+  EXPECT_EQ(get(path("target/replaced.txt")), "new");  // replaced whole before the failure
+  EXPECT_TRUE(fs::is_empty(path("outside")));
+}
+
+// A zip's entries are checked (central directory) before anything is written; damaged data in
+// its second entry is found only while extracting it, after the first one was written.
+TEST_F(ExtractTest, DamagedZipDataIsRefusedAndWhatWasMadeRemoved) {
+  std::string text;
+  for (int i = 0; i < 2000; ++i)
+    text += fmt::format("line {} of a file that compresses well\n", i);
+  write_archive(path("a.zip"), ArchiveFormat::zip,
+                {{.name = "a/first.txt", .data = "first"}, {.name = "a/second.txt", .data = text}});
+  std::string zip = get(path("a.zip"));
+  const std::size_t second = zip.find("PK\x03\x04", 4);
+  ASSERT_NE(second, std::string::npos);
+  const auto u16 = [&](std::size_t at) {
+    return static_cast<std::size_t>(static_cast<unsigned char>(zip[at])) |
+           static_cast<std::size_t>(static_cast<unsigned char>(zip[at + 1])) << 8;
+  };
+  const std::size_t data = second + 30 + u16(second + 26) + u16(second + 28);
+  for (std::size_t i = data + 40; i < data + 48; ++i)
+    zip[i] = static_cast<char>(~zip[i]);
+  put(path("bad.zip"), zip);
+  try {
+    rex::extract_archive(path("bad.zip"), path("new/parent/target"));
+    ADD_FAILURE() << "damaged data was extracted";
+  } catch (const rex::ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("is not a valid zip, tar or tar.gz archive: "),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(fs::exists(path("new")));
+}
+
 TEST_F(ExtractTest, MissingArchiveIsFileNotFound) {
   EXPECT_THROW(rex::extract_archive(path("nope.zip"), path("x")), rex::FileNotFoundError);
   EXPECT_FALSE(fs::exists(path("x")));
@@ -427,7 +487,7 @@ TEST_F(CorruptArchiveTest, CorruptDataLeavesNoPartialFile) {
     full[i] = static_cast<char>(~full[i]);
   put(path("bad.tar.gz"), full);
   expect_invalid(path("bad.tar.gz"));
-  EXPECT_FALSE(fs::exists(path("target/b.txt")));
+  EXPECT_FALSE(fs::exists(path("target")));
 }
 
 // --- Extraction: every escape is refused, before anything is written

@@ -9,10 +9,14 @@
 // fn is kept for the whole fan_out, so a lambda coroutine may capture (its captures live as
 // long as its jobs). It is called with a reference to the item, which also lives that long.
 //
-//   auto results = co_await fan_out(instances, 16, [&pool](Instance& i) -> awaitable<Score> {
+//   auto score = [&pool](Instance& i) -> awaitable<Score> {
 //     auto lease = co_await pool.acquire();
 //     co_return co_await evaluate(lease.runtime(), i);
-//   });
+//   };
+//   auto results = co_await fan_out(instances, 16, score);
+//
+// (The lambda is named outside the co_await: g++ 12 mishandles lambdas and other temporaries
+// inside a co_await expression.)
 #pragma once
 
 #include <rex/pool/outcome.hpp>

@@ -49,8 +49,11 @@ void create_archive(const std::filesystem::path& source, const std::filesystem::
 /// (extra_info "entry"). A symlink that already exists inside `target_dir` is never followed:
 /// an entry meeting one on its way stops the extraction there with a ValueError.
 /// An archive that is not a zip or tar, or is corrupt or truncated, is a ValueError naming the
-/// archive (extra_info "path") with libarchive's reason; data found corrupt only while
-/// extracting stops there and leaves no partial file.
+/// archive (extra_info "path") with libarchive's reason.
+///
+/// A failure part way (data found corrupt only while extracting, a full disk, a symlink met)
+/// removes every file, link and directory the extraction created, `target_dir` and its parents
+/// included when it made them; files the archive replaced keep their new content.
 void extract_archive(const std::filesystem::path& archive_path,
                      const std::filesystem::path& target_dir);
 
