@@ -31,6 +31,7 @@
 #include <filesystem>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "fuzz_support.hpp"
 
@@ -107,12 +108,45 @@ void check_json_body(unsigned status, std::string_view body) {
   }
 }
 
-// Parses the server's output as a sequence of complete responses.
-void check_responses(std::string_view out) {
+constexpr std::uint32_t kMaxHeaderBytes = 2048;
+
+// Which of the requests in `input`, in order, are HEAD requests (answered without a body), as
+// far as they parse; the server answers them in that order and stops at the first it cannot
+// parse.
+std::vector<bool> head_requests(std::string_view input) {
+  std::vector<bool> heads;
+  while (!input.empty()) {
+    bhttp::request_parser<bhttp::string_body> parser;
+    parser.eager(true);
+    parser.header_limit(kMaxHeaderBytes);  // as the server reads them
+    parser.body_limit(boost::none);
+    boost::system::error_code ec;
+    while (!parser.is_done() && !input.empty()) {
+      const std::size_t used = parser.put(asio::buffer(input.data(), input.size()), ec);
+      input.remove_prefix(used);
+      if (ec || used == 0)
+        break;
+    }
+    if (!parser.is_header_done())
+      break;
+    heads.push_back(parser.get().method() == bhttp::verb::head);
+    if (!parser.is_done())
+      break;
+  }
+  return heads;
+}
+
+// Parses the server's output as a sequence of complete responses to the requests of `input`.
+void check_responses(std::string_view out, std::string_view input) {
+  const std::vector<bool> heads = head_requests(input);
+  std::size_t request = 0;
   while (!out.empty()) {
     bhttp::response_parser<bhttp::string_body> parser;
     parser.eager(true);
     parser.body_limit(boost::none);
+    // The answer to a HEAD request has the headers of a GET answer and no body.
+    const bool head = request < heads.size() && heads[request];
+    parser.skip(head);
     boost::system::error_code ec;
     while (!parser.is_done() && !out.empty()) {
       const std::size_t used = parser.put(asio::buffer(out.data(), out.size()), ec);
@@ -130,8 +164,10 @@ void check_responses(std::string_view out) {
     const auto& res = parser.get();
     const unsigned status = res.result_int();
     check(allowed_status(status), "the status is one the protocol uses");
-    if (res[bhttp::field::content_type] == "application/json")
+    if (!head && res[bhttp::field::content_type] == "application/json")
       check_json_body(status, res.body());
+    if (status != 100)  // an interim answer; the request's own answer follows
+      ++request;
   }
 }
 
@@ -141,7 +177,7 @@ void serve_once(std::string_view input, bool with_token) {
   rex::http::ServerConfig config;
   config.auth_token = with_token ? "fuzz-token" : "";
   // Small limits, so that inputs of a few kilobytes reach them.
-  config.max_header_bytes = 2048;
+  config.max_header_bytes = kMaxHeaderBytes;
   config.max_body_bytes = 16 * 1024;
   config.max_json_body_bytes = 8 * 1024;
   config.upload_dir = rex::fuzz::scratch_dir().string();
@@ -150,6 +186,7 @@ void serve_once(std::string_view input, bool with_token) {
   // libFuzzer timeout instead of being cut short here.
   config.idle_timeout = std::chrono::hours(1);
   config.read_timeout = std::chrono::hours(1);
+  config.trim_memory_after = std::chrono::milliseconds(0);  // io.run() returns at once
   rex::http::Server server(io.get_executor(), runtime, config);
 
   unix_socket::socket client(io);
@@ -176,7 +213,7 @@ void serve_once(std::string_view input, bool with_token) {
   }
   check(failure == nullptr, "serving a connection throws nothing");
   check(done, "the connection was served to its end");
-  check_responses(output);
+  check_responses(output, input);
   check(std::filesystem::is_empty(rex::fuzz::scratch_dir()), "no upload leaves a file behind");
 }
 

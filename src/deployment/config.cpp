@@ -17,31 +17,13 @@
 #include <set>
 #include <sstream>
 
+#include "detail/json_kind.hpp"
+
 namespace rex {
 
 namespace json = boost::json;
 
 namespace {
-
-std::string_view kind_of(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null:
-      return "null";
-    case json::kind::bool_:
-      return "a boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-    case json::kind::double_:
-      return "a number";
-    case json::kind::string:
-      return "a string";
-    case json::kind::array:
-      return "an array";
-    case json::kind::object:
-      return "an object";
-  }
-  return "a value";
-}
 
 // Reads the fields of one config object, and refuses what it did not read.
 class Reader {
@@ -148,7 +130,7 @@ class Reader {
           out[std::string(k)] = json::serialize(item);  // {"N": 1} means "1", as YAML users write
         else
           fail(key, fmt::format("value of \"{}\": expected a string, got {}", std::string(k),
-                                kind_of(item)));
+                                detail::json_kind_phrase(item)));
       }
     }
   }
@@ -209,7 +191,7 @@ class Reader {
 
   [[noreturn]] void wrong(std::string_view key, std::string_view expected,
                           const json::value& got) const {
-    fail(key, fmt::format("expected {}, got {}", expected, kind_of(got)));
+    fail(key, fmt::format("expected {}, got {}", expected, detail::json_kind_phrase(got)));
   }
 
   const json::object& object_;
@@ -358,14 +340,14 @@ std::string_view to_string(PullPolicy policy) noexcept {
 
 DeploymentConfig deployment_config_from_json(const json::value& value) {
   if (!value.is_object())
-    throw DeploymentConfigError(
-        fmt::format("deployment config: expected an object, got {}", kind_of(value)));
+    throw DeploymentConfigError(fmt::format("deployment config: expected an object, got {}",
+                                            detail::json_kind_phrase(value)));
   const json::object& o = value.as_object();
   std::string type = "docker";
   if (const json::value* t = o.if_contains("type")) {
     if (!t->is_string())
-      throw DeploymentConfigError(
-          fmt::format("deployment config: type: expected a string, got {}", kind_of(*t)));
+      throw DeploymentConfigError(fmt::format("deployment config: type: expected a string, got {}",
+                                              detail::json_kind_phrase(*t)));
     type = std::string(t->as_string());
   }
   Reader r(o, type);

@@ -10,6 +10,8 @@
 #include <map>
 #include <set>
 
+#include "detail/json_kind.hpp"
+
 namespace rex {
 
 namespace json = boost::json;
@@ -17,26 +19,6 @@ namespace json = boost::json;
 namespace {
 
 constexpr std::size_t max_problems = 50;
-
-std::string_view kind_of(const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::null:
-      return "null";
-    case json::kind::bool_:
-      return "a boolean";
-    case json::kind::int64:
-    case json::kind::uint64:
-    case json::kind::double_:
-      return "a number";
-    case json::kind::string:
-      return "a string";
-    case json::kind::array:
-      return "an array";
-    case json::kind::object:
-      return "an object";
-  }
-  return "a value";
-}
 
 // One line's problem; the loader collects them.
 class LineError : public std::invalid_argument {
@@ -46,7 +28,8 @@ class LineError : public std::invalid_argument {
 
 [[noreturn]] void wrong(std::string_view where, std::string_view field, std::string_view expected,
                         const json::value& got) {
-  throw LineError(fmt::format("{}: {}: expected {}, got {}", where, field, expected, kind_of(got)));
+  throw LineError(fmt::format("{}: {}: expected {}, got {}", where, field, expected,
+                              detail::json_kind_phrase(got)));
 }
 
 std::string string_field(std::string_view where, std::string_view field, const json::value& v) {
@@ -140,7 +123,8 @@ EvalInstance parse_line(std::string_view text, std::string_view base_dir, std::s
   if (ec)
     throw LineError(fmt::format("{}: not valid JSON: {}", where, ec.message()));
   if (!doc.is_object())
-    throw LineError(fmt::format("{}: expected a JSON object, got {}", where, kind_of(doc)));
+    throw LineError(
+        fmt::format("{}: expected a JSON object, got {}", where, detail::json_kind_phrase(doc)));
   EvalInstance instance;
   bool has_id = false, has_run = false;
   for (const auto& [key_view, value] : doc.as_object()) {
@@ -172,8 +156,9 @@ EvalInstance parse_line(std::string_view text, std::string_view base_dir, std::s
       has_run = true;
     } else if (key == "timeout") {
       if (!value.is_number() || value.to_number<double>() <= 0)
-        throw LineError(fmt::format("{}: timeout: expected a positive number of seconds, got {}",
-                                    where, value.is_number() ? "a number <= 0" : kind_of(value)));
+        throw LineError(
+            fmt::format("{}: timeout: expected a positive number of seconds, got {}", where,
+                        value.is_number() ? "a number <= 0" : detail::json_kind_phrase(value)));
       instance.timeout = value.to_number<double>();
     } else if (key == "artifacts") {
       instance.artifacts = string_list(where, key, value);

@@ -383,13 +383,13 @@ struct Server::Impl : std::enable_shared_from_this<Server::Impl> {
   }
 
   // A burst of connections leaves freed memory cached in the allocator's arenas; once the
-  // server has been without connections for a second it is handed back to the system, so a
-  // long-running server's RSS returns to its idle size. At most once a second.
+  // server has been without connections for cfg.trim_memory_after it is handed back to the
+  // system, so a long-running server's RSS returns to its idle size. At most once per period.
   void schedule_trim() {
-    if (trim_pending || stopping)
+    if (trim_pending || stopping || cfg.trim_memory_after.count() <= 0)
       return;
     trim_pending = true;
-    trim.expires_after(std::chrono::seconds(1));
+    trim.expires_after(cfg.trim_memory_after);
     trim.async_wait([w = weak_from_this()](const boost::system::error_code& ec) {
       auto self = w.lock();
       if (!self)

@@ -59,6 +59,9 @@ struct ServerConfig {
   /// Directory for uploads in transit (empty: the system's temporary directory).
   std::string upload_dir{};
   std::size_t file_threads = 2;  // threads for blocking file work
+  // Freed memory cached by the allocator is handed back to the system once the server has been
+  // this long without connections (the timer keeps the io_context busy meanwhile); 0: never.
+  std::chrono::milliseconds trim_memory_after = std::chrono::seconds(1);
 };
 
 class Server {
