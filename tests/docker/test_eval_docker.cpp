@@ -35,12 +35,7 @@ namespace json = boost::json;
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::read_text;
 
 std::vector<json::object> read_results(const std::string& path) {
   std::vector<json::object> records;

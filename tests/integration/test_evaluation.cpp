@@ -25,12 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::read_text;
 
 EvalInstance instance(std::string id, std::string run) {
   EvalInstance i;

@@ -15,6 +15,12 @@
 
 namespace rex::test {
 
+/// The whole content of a file, or "" when it cannot be read.
+inline std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
 /// A fresh directory under the system's temporary directory, removed with everything in it.
 class TempDir {
  public:

@@ -24,12 +24,7 @@ namespace {
 using ::testing::HasSubstr;
 namespace json = boost::json;
 
-std::string read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using test::read_text;
 
 // ---- instances ---------------------------------------------------------------------------
 
