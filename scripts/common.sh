@@ -42,6 +42,44 @@ rex_build() {
   cmake --build "build/$preset" -j "$(nproc)" ${1:+--target "$@"}
 }
 
+# --- The Python environment of the SWE-ReX suites and benchmarks --------------------------------
+
+REX_PYTHON_REQUIREMENTS="$REX_ROOT/tests/swerex/requirements.txt"
+REX_PYTHON_ENV_LINK="$REX_ROOT/build/swerex-env"  # what CMake's tests and the benchmarks use
+
+# rex_python_env: a virtual environment with exactly the packages of $REX_PYTHON_REQUIREMENTS
+# (SWE-ReX, mini-swe-agent, pytest), built once per version of that file under
+# ~/.cache/rex-python/ and linked at build/swerex-env. Never touches the system's Python.
+rex_python_env() {
+  local cache="${XDG_CACHE_HOME:-$HOME/.cache}/rex-python" hash env
+  hash=$( { python3 --version; cat "$REX_PYTHON_REQUIREMENTS"; } | sha256sum | cut -c1-16)
+  env="$cache/swerex-$hash"
+  mkdir -p "$cache" "$REX_ROOT/build"
+  (
+    flock 9
+    # .complete is written last: a run cut off in the middle leaves an environment that is
+    # built again. (In place, since venv writes its own path into the scripts it installs.)
+    if [[ ! -e $env/.complete ]]; then
+      echo "rex: creating the SWE-ReX Python environment $env (about 700 MB, once)"
+      rm -rf "$env"
+      python3 -m venv "$env"
+      # Pinned and without resolution: the file lists every package, so nothing else comes in.
+      if ! "$env/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+        -r "$REX_PYTHON_REQUIREMENTS" || ! "$env/bin/python" -m pip check >/dev/null; then
+        echo "rex: installing $REX_PYTHON_REQUIREMENTS into $env failed" >&2
+        return 1
+      fi
+      touch "$env/.complete"
+    fi
+    # Environments of earlier requirement files are of no more use.
+    local old
+    for old in "$cache"/swerex-*; do
+      [[ $old == "$env" || ! -d $old ]] || rm -rf "$old"
+    done
+  ) 9>"$cache/.lock" || return 1
+  ln -sfn "$env" "$REX_PYTHON_ENV_LINK"
+}
+
 # --- A Docker engine and the test images, for the tests labelled `docker` ----------------------
 
 REX_DOCKER_LOG=/var/log/rex-dockerd.log
@@ -173,22 +211,25 @@ _rex_image() {
   [[ -z $old_id ]] || "$cli" image rm "$old_id" >/dev/null 2>&1 || true
 }
 
-# rex_dockerd_restart: stops the running dockerd (SIGTERM, as a service manager does; it stops
-# its containers) and starts it again. For the test of a pool that loses its engine mid-run.
-rex_dockerd_restart() {
+# rex_dockerd_stop: stops the running dockerd (SIGTERM, as a service manager does; it stops its
+# containers) and waits until it has exited. rex_dockerd_start starts it again. For the test of
+# a pool that loses its engine mid-run.
+rex_dockerd_stop() {
   local pid waited=0
   pid=$(pidof dockerd || true)
-  if [[ -n $pid ]]; then
-    _rex_sudo kill -TERM $pid
-    while kill -0 $pid 2>/dev/null; do
-      if ((waited >= 60)); then
-        echo "rex: dockerd ($pid) did not stop within 30 s" >&2
-        return 1
-      fi
-      sleep 0.5
-      waited=$((waited + 1))
-    done
-  fi
+  [[ -n $pid ]] || return 0
+  _rex_sudo kill -TERM $pid
+  while kill -0 $pid 2>/dev/null; do
+    if ((waited >= 60)); then
+      echo "rex: dockerd ($pid) did not stop within 30 s" >&2
+      return 1
+    fi
+    sleep 0.5
+    waited=$((waited + 1))
+  done
+}
+
+rex_dockerd_start() {
   _rex_start_service dockerd "$REX_DOCKER_LOG" _rex_docker_answers dockerd
 }
 

@@ -5,6 +5,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 rex_install_packages
 rex_docker_setup  # the engine and images the tests labelled `docker` use
+rex_python_env    # SWE-ReX and mini-swe-agent, pinned, for the tests labelled `swerex`
 rex_build release
 cd "$REX_ROOT"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true

@@ -15,6 +15,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "docker/engine_logic.hpp"
 
@@ -134,7 +135,9 @@ struct Engine::Impl {
     std::string failure;
     std::string hint;
     try {
-      co_return co_await client.request(std::move(request));
+      http::ClientResponse response = co_await client.request(std::move(request));
+      libpod = response.header("Libpod-Api-Version").has_value();
+      co_return response;
     } catch (const http::ConnectionError& e) {
       // The client's message reads "METHOD URL: failed STAGE: ERROR (N attempts)".
       const auto* error = e.extra_info().if_contains("error");
@@ -215,6 +218,9 @@ struct Engine::Impl {
   detail::EngineAddress address;
   std::string prefix;
   http::Client client;
+  // Whether the engine is Podman (its answers carry Libpod-Api-Version); unknown until it has
+  // answered once.
+  std::optional<bool> libpod{};
 };
 
 namespace {
@@ -418,7 +424,13 @@ asio::awaitable<std::int64_t> Engine::wait_container(std::string id) {
 
 asio::awaitable<std::string> Engine::container_logs(std::string id, int tail) {
   const Operation op{fmt::format("reading the log of container '{}'", id)};
-  const std::string tail_value = tail < 0 ? std::string("all") : std::to_string(tail);
+  // Podman 4's tail=N drops or misplaces a line that its monitor stored in two pieces (a
+  // partial record, e.g. a terminal line read before its "\r\n"): ask it for the whole log
+  // and cut the tail here.
+  if (tail >= 0 && !impl_->libpod)
+    co_await version();
+  const bool cut_here = tail >= 0 && impl_->libpod.value_or(false);
+  const std::string tail_value = tail < 0 || cut_here ? std::string("all") : std::to_string(tail);
   auto request = make_request("GET", "/containers/" + detail::url_encode(id) +
                                          "/logs?stdout=1&stderr=1&tail=" + tail_value);
   http::ClientResponse response = co_await impl_->send(std::move(request), op);
@@ -426,9 +438,11 @@ asio::awaitable<std::string> Engine::container_logs(std::string id, int tail) {
     Impl::fail(op, response, kNoContainerHint);
   if (!success(response))
     Impl::fail(op, response);
-  if (auto text = detail::demultiplex_logs(response.body))
-    co_return std::move(*text);
-  co_return std::move(response.body);  // a TTY container: one raw stream
+  // Else a TTY container's log: one raw stream.
+  std::string text = detail::demultiplex_logs(response.body).value_or(std::move(response.body));
+  if (cut_here)
+    text = detail::last_lines(text, static_cast<std::size_t>(tail));
+  co_return text;
 }
 
 asio::awaitable<void> Engine::kill_container(std::string id, std::string signal) {

@@ -177,6 +177,24 @@ std::optional<std::string> demultiplex_logs(std::string_view raw) {
   return out;
 }
 
+std::string last_lines(std::string_view text, std::size_t count) {
+  if (count == 0)
+    return {};
+  // Walk back over line ends; the last line's own '\n' does not start another line.
+  std::size_t end = text.size();
+  if (end > 0 && text[end - 1] == '\n')
+    --end;
+  for (std::size_t lines = 1; end > 0; ++lines) {
+    const std::size_t newline = text.rfind('\n', end - 1);
+    if (newline == std::string_view::npos)
+      break;
+    if (lines == count)
+      return std::string(text.substr(newline + 1));
+    end = newline;
+  }
+  return std::string(text);
+}
+
 ImageReference split_image_reference(std::string_view name) {
   if (name.find('@') != std::string_view::npos)
     return {std::string(name), ""};

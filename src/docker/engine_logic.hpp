@@ -49,6 +49,10 @@ std::string engine_message_of(std::string_view body);
 /// (a TTY container's raw output).
 std::optional<std::string> demultiplex_logs(std::string_view raw);
 
+/// The last `count` lines of a log (a line ends with '\n'; an unterminated end counts as one):
+/// what the engine's own `tail=count` would answer.
+std::string last_lines(std::string_view text, std::size_t count);
+
 /// fromImage and tag for POST /images/create: "busybox" -> busybox, latest; "reg:5000/a/b:1"
 /// -> reg:5000/a/b, 1; a digest reference ("a@sha256:...") goes whole with no tag.
 struct ImageReference {

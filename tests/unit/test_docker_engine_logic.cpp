@@ -225,6 +225,20 @@ TEST(EngineLogic, LogFramesAreDecodedAndRawStreamsRecognised) {
   EXPECT_EQ(detail::demultiplex_logs(frame(3, "x")), std::nullopt);
 }
 
+TEST(EngineLogic, LastLinesIsWhatTailAnswers) {
+  EXPECT_EQ(detail::last_lines("a\nb\nc\n", 1), "c\n");
+  EXPECT_EQ(detail::last_lines("a\nb\nc\n", 2), "b\nc\n");
+  EXPECT_EQ(detail::last_lines("a\nb\nc\n", 3), "a\nb\nc\n");
+  EXPECT_EQ(detail::last_lines("a\nb\nc\n", 30), "a\nb\nc\n");
+  EXPECT_EQ(detail::last_lines("a\nb\nc\n", 0), "");
+  // An unterminated end is a line; empty lines count; "\r\n" ends a line too.
+  EXPECT_EQ(detail::last_lines("a\nb", 1), "b");
+  EXPECT_EQ(detail::last_lines("a\n\n\n", 2), "\n\n");
+  EXPECT_EQ(detail::last_lines("hi\r\nthere\r\n", 1), "there\r\n");
+  EXPECT_EQ(detail::last_lines("\n", 1), "\n");
+  EXPECT_EQ(detail::last_lines("", 5), "");
+}
+
 TEST(EngineLogic, ImageReferences) {
   const auto check = [](std::string_view name, std::string image, std::string tag) {
     const auto ref = detail::split_image_reference(name);
