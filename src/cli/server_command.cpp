@@ -13,10 +13,15 @@
 
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
+#include <optional>
 
 namespace rex::cli {
 
@@ -120,9 +125,49 @@ asio::awaitable<void> watch_lifetime(asio::steady_timer& timer, Shutdown& s, dou
     co_await shut_down(s, fmt::format("maximum lifetime of {} s reached", seconds));
 }
 
+// A container started without an init makes rex-server its PID 1. Every process whose parent
+// ends (the background jobs of a closed session) is then reparented to PID 1, and only PID 1
+// can reap it. So PID 1 stays behind as a minimal init: it forks, the child serves, and PID 1
+// passes each signal it receives on to the server and reaps whatever ends, until the server
+// has exited; it then exits the same way. Returns the status PID 1 exits with; nothing in the
+// server, or when rex-server is not PID 1.
+std::optional<int> become_init_if_pid_one() {
+  if (::getpid() != 1)
+    return std::nullopt;
+  sigset_t all;
+  sigset_t previous;
+  ::sigfillset(&all);
+  ::sigprocmask(SIG_BLOCK, &all, &previous);
+  const pid_t server = ::fork();
+  if (server <= 0) {
+    ::sigprocmask(SIG_SETMASK, &previous, nullptr);
+    if (server < 0)
+      std::cerr << "rex-server: cannot fork a server under PID 1 (" << std::strerror(errno)
+                << "); serving as PID 1: processes left by closed sessions stay zombies\n";
+    return std::nullopt;
+  }
+  for (;;) {
+    int signo = 0;
+    if (::sigwait(&all, &signo) != 0)
+      continue;
+    if (signo != SIGCHLD) {
+      ::kill(server, signo);
+      continue;
+    }
+    int status = 0;
+    pid_t ended = 0;
+    while ((ended = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      if (ended == server)
+        return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
+    }
+  }
+}
+
 }  // namespace
 
 int run_server(const ServerOptions& options) {
+  if (const auto status = become_init_if_pid_one())
+    return *status;
   spdlog::set_level(spdlog::level::from_str(options.log_level));
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();

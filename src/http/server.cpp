@@ -636,12 +636,17 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
   std::string body;
   const bool has_body = !head.is_done();
   const bool upload = !have_answer && route->route == Route::upload;
+  // Whether the body is read is decided here, apart from keep_alive: a client that sends
+  // `Connection: close` (SWE-ReX's, on every request) still has its body read.
+  bool read_body = has_body;
   if (has_body && have_answer) {
     const auto length = head.content_length();
-    if (!length || *length > 64 * 1024)
+    if (!length || *length > 64 * 1024) {
+      read_body = false;
       keep_alive = false;
+    }
   }
-  if (has_body && keep_alive && req[bhttp::field::expect] == "100-continue") {
+  if (read_body && req[bhttp::field::expect] == "100-continue") {
     bhttp::response<bhttp::empty_body> go_on(bhttp::status::continue_, 11);
     stream.expires_after(cfg.read_timeout);
     co_await bhttp::async_write(stream, go_on, use_tuple);
@@ -650,13 +655,13 @@ asio::awaitable<bool> Server::Impl::serve_one(S& stream, beast::flat_buffer& buf
     // Streamed to disk as it arrives; never held in memory.
     answer_value = co_await receive_upload(stream, buffer, head, keep_alive);
     have_answer = true;
-  } else if (has_body && keep_alive && head.content_length() &&
+  } else if (read_body && head.content_length() &&
              *head.content_length() > cfg.max_json_body_bytes) {
     // Refused at once: nothing of the body is read (or reserved).
     answer_value = detail_answer(413, "Request Entity Too Large");
     have_answer = true;
     keep_alive = false;
-  } else if (has_body && keep_alive) {
+  } else if (read_body) {
     bhttp::request_parser<bhttp::string_body> full(std::move(head));
     full.body_limit(cfg.max_json_body_bytes);
     // The read timeout bounds each piece, not the whole body: a slow link that keeps sending

@@ -438,6 +438,19 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     expect_scan = expect_scan > n ? expect_scan - n : 0;
   }
 
+  // Removes a prompt that does not end the command from the output; the scan goes on there.
+  void erase_prompt(const PromptMatch& m) {
+    const std::size_t len = m.end - m.begin;
+    raw.erase(m.begin, len);
+    prompt_scan = m.begin;
+    auto shift = [&](std::size_t& at) {
+      if (at > m.begin)
+        at = at >= m.end ? at - len : m.begin;
+    };
+    shift(expect_scan);
+    shift(streamed);
+  }
+
   // Non-blocking: reads whatever bash has already written.
   void read_available() {
     if (!master.is_open())
@@ -551,11 +564,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       }
       if (!m->continuation || stop_at_continuation)
         return m;
-      const std::size_t len = m->end - m->begin;
-      raw.erase(m->begin, len);
-      prompt_scan = m->begin;
-      if (expect_scan > m->begin)
-        expect_scan = expect_scan >= m->end ? expect_scan - len : m->begin;
+      erase_prompt(*m);
     }
   }
 
@@ -959,13 +968,19 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // A prompt whose command number did not grow: a direct line bash rejected, or a prompt that
   // bash decoded before the line ran and printed after it (it does so after an `eval` whose
   // text ends inside a quote). An empty line, which runs nothing and keeps $?, brings a current
-  // prompt; the stale one is removed from the output.
-  asio::awaitable<Stop> confirm_prompt(Stop stop, Clock::time_point deadline) {
+  // prompt; the stale one is removed from the output. It may also be output that reproduces
+  // the prompt (`${PS1@P}`) or the late answer to an earlier empty line; as bash counts every
+  // eval line, for one the prompts that still did not grow are removed until one that did.
+  asio::awaitable<Stop> confirm_prompt(Stop stop, Clock::time_point deadline, bool direct) {
     const bool rejected = stop.match.rejected;
-    raw.erase(stop.match.begin, stop.match.end - stop.match.begin);
-    prompt_scan = stop.match.begin;
+    erase_prompt(stop.match);
     co_await write("\n");
     stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
+    while (!direct && stop.kind == Stop::prompt && !stop.match.rejected &&
+           stop.match.command_number == command_number) {
+      erase_prompt(stop.match);
+      stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
+    }
     if (stop.kind == Stop::prompt)
       stop.match.rejected = stop.match.rejected || rejected;
     co_return stop;
@@ -1045,7 +1060,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       stop = co_await wait_for_end(action.expect, deadline, idle);
     }
     if (stop.kind == Stop::prompt && stop.match.command_number == command_number)
-      stop = co_await confirm_prompt(stop, deadline);
+      stop = co_await confirm_prompt(stop, deadline, direct);
     BashObservation obs;
     switch (stop.kind) {
       case Stop::prompt: {

@@ -126,6 +126,21 @@ asio::awaitable<RuntimeProcessCensus> runtime_process_census(Runtime& rt) {
   co_return census;
 }
 
+// Polls runtime_process_census until it equals `want` or `bound` passes; returns the last one.
+asio::awaitable<RuntimeProcessCensus> poll_runtime_process_census(Runtime& rt,
+                                                                  RuntimeProcessCensus want,
+                                                                  Clock::duration bound = 5s) {
+  const auto until = Clock::now() + bound;
+  asio::steady_timer pause(co_await asio::this_coro::executor);
+  for (;;) {
+    const RuntimeProcessCensus census = co_await runtime_process_census(rt);
+    if ((census.children == want.children && census.fds == want.fds) || Clock::now() >= until)
+      co_return census;
+    pause.expires_after(20ms);
+    co_await pause.async_wait(asio::use_awaitable);
+  }
+}
+
 // Processes on the runtime's side that still run (zombies have ended) and either carry
 // `marker` (NAME=value, letters, digits and '_' only) in their environment or have one of
 // `pids`: one "pid" line each. (No grep -F: busybox's stops at the first NUL of a line.)
@@ -402,6 +417,20 @@ TEST_P(RuntimeConformance, PromptLookalikesDoNotEndCommands) {
                                        "echo \"$PS1\" | wc -l"));
     EXPECT_THAT(obs.output, testing::EndsWith("\n1\n"));
     EXPECT_EQ(obs.exit_code, 0);
+    // The session's own prompt, expanded as bash prints it: once, twice, without a newline, and
+    // back to back, every observation is its own command's (none ends early, none lags one
+    // command behind).
+    const std::vector<std::string> printings{"printf '%s\\n' \"${PS1@P}\"",
+                                             "printf '%s' \"${PS1@P}\"",
+                                             "printf '%s\\n%s\\n' \"${PS1@P}\" \"${PS1@P}\""};
+    for (int round = 0; round < 10; ++round) {
+      for (const std::string& printing : printings) {
+        const std::string end = "round-" + std::to_string(round);
+        obs = co_await rt.run_in_session(cmd(printing + "; echo " + end));
+        EXPECT_THAT(obs.output, testing::EndsWith(end + "\n")) << printing;
+        EXPECT_EQ(obs.exit_code, 0);
+      }
+    }
     // A command that changes the prompt (as a virtualenv's activate does) or adds a
     // PROMPT_COMMAND does not disturb the next observations.
     co_await rt.run_in_session(cmd("PS1=\"(venv) $PS1\"; PROMPT_COMMAND='echo noise'; PS0='pre '"));
@@ -832,7 +861,9 @@ TEST_P(RuntimeConformance, CloseLeavesNothingBehind) {
         co_await rt.close();
 
         EXPECT_EQ(co_await poll_runtime_leftovers(rt, marker, job_pids, false), "");
-        const RuntimeProcessCensus after = co_await runtime_process_census(rt);
+        // Like the leftovers, a killed session's processes end (and are reaped) soon after
+        // close() returns, not at once: poll the census, bounded.
+        const RuntimeProcessCensus after = co_await poll_runtime_process_census(rt, census_before);
         EXPECT_EQ(after.children, census_before.children) << "children of the runtime's process";
         EXPECT_EQ(after.fds, census_before.fds) << "descriptors of the runtime's process";
       },

@@ -245,6 +245,26 @@ class TestValidation(ServerTestCase):
         return self.server.request("POST", path, body=body,
                                    headers={"Content-Type": "application/json"})
 
+    def test_bodies_are_read_when_the_client_asks_to_close(self):
+        # SWE-ReX's client sends `Connection: close` with every request; its bodies count all
+        # the same, and the answer closes the connection.
+        close = {"Connection": "close"}
+        r = self.server.post("/execute", {"command": "echo hi", "shell": True}, headers=close)
+        self.assertEqual((r.status, r.json()), (200, {"stdout": "hi\n", "stderr": "",
+                                                      "exit_code": 0}))
+        self.assertEqual(r.headers.get("connection", "").lower(), "close")
+        name = "close-" + uuid.uuid4().hex[:6]
+        r = self.server.post("/create_session", {"session": name}, headers=close)
+        self.assertEqual(r.status, 200, r)
+        r = self.server.post("/run_in_session", self.server.bash_action("echo $((6*7))",
+                                                                        session=name),
+                             headers=close)
+        self.assertEqual((r.status, r.json()["output"]), (200, "42\n"))
+        self.server.close_session(name)
+        # Refused, with its body: still an answer, then the close.
+        r = self.server.post("/execute", {"command": "true"}, auth=False, headers=close)
+        self.assertEqual(r.status, 403, r)
+
     def test_invalid_json_is_422(self):
         for body in [b"{not json", b'{"command": "echo"', b"", b"\xff\xfe"]:
             with self.subTest(body=body):

@@ -91,6 +91,43 @@ def processes_in(root):
     return found
 
 
+def first_process_in(root):
+    """The process rooted in `root` whose parent is not: the namespace's PID 1."""
+    inside = set(processes_in(root))
+    for pid in inside:
+        if parent_of(pid) not in inside:
+            return pid
+    return None
+
+
+def parent_of(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
+def command_line(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def descendants_of(pid):
+    """{pid: state} of every process below `pid`, zombies included."""
+    found = {}
+    todo = [pid]
+    while todo:
+        for child, state in children_of(todo.pop()).items():
+            found[child] = state
+            todo.append(child)
+    return found
+
+
 def children_of(pid):
     """{child pid: state} for every child of `pid`, zombies included."""
     found = {}
@@ -135,15 +172,18 @@ class TestBusyboxRoot(unittest.TestCase):
         prefix = [shutil.which("unshare"), "--fork", "--kill-child", "--pid", "--mount",
                   "--propagation", "private", "/bin/sh", "-c", SETUP_SCRIPT, "rex-root", root]
         cls.server = RexServer("/bin/rex-server", token=TOKEN, command_prefix=prefix, env=env)
-        # The server is the namespace's first process: unshare's child, rooted in `root`.
-        cls.server_pid = wait_until(lambda: next(iter(processes_in(root)), None), 5,
-                                    what="rex-server inside the root")
+        # rex-server is the namespace's first process (unshare's child, rooted in `root`), so
+        # it is PID 1 there: it stays as the init and serves from a child of its own.
+        cls.init_pid = wait_until(lambda: first_process_in(root), 5,
+                                  what="rex-server inside the root")
+        cls.server_pid = wait_until(lambda: next(iter(children_of(cls.init_pid)), None), 5,
+                                    what="the serving child of rex-server's init")
 
     @classmethod
     def tearDownClass(cls):
         try:
             if cls.server.proc.poll() is None:
-                os.kill(cls.server_pid, signal.SIGTERM)
+                os.kill(cls.init_pid, signal.SIGTERM)  # passed on to the server
             rc = cls.server.wait()
             if rc != 0:
                 raise AssertionError(f"rex-server exited with status {rc} after SIGTERM; "
@@ -265,21 +305,31 @@ class TestBusyboxRoot(unittest.TestCase):
                        "busybox wc -c < /tmp/raw/file.bin", "shell": True}))
         self.assertEqual(data, {"stdout": "VALUE = 1\nhello\n5\n", "stderr": "", "exit_code": 0})
 
-    # The server is PID 1 of its namespace here, as in a container that starts it directly.
-    # Closing a session kills its background jobs, which were reparented to the server; the
-    # server never waits for them, so they stay zombies until it exits.
-    @unittest.expectedFailure
+    # PID 1 of the namespace is rex-server's init, as in a container that starts rex-server
+    # directly. Closing a session kills its background jobs, which bash's end had reparented
+    # to PID 1: the init reaps them, so nothing is left below it but the server.
     def test_killed_jobs_do_not_stay_zombies(self):
+        def jobs_and_zombies():
+            """{host pid: state} below the init: the session's sleeps, and any zombie."""
+            return {pid: state for pid, state in descendants_of(self.init_pid).items()
+                    if state == "Z" or "sleep 30" in command_line(pid)}
+
         self.server.create_session("jobs")
         self.assertOk(self.run_command("busybox sleep 300 & busybox sleep 301 &", session="jobs"))
+        self.assertEqual(len(jobs_and_zombies()), 2, descendants_of(self.init_pid))
         self.server.close_session("jobs")
-
         try:
-            wait_until(lambda: not children_of(self.server_pid), 3,
+            wait_until(lambda: not jobs_and_zombies(), 3,
                        what="the session's processes to be reaped")
         except AssertionError:
-            self.fail(f"children of rex-server left (host pid: state): "
-                      f"{children_of(self.server_pid)}")
+            self.fail(f"left below rex-server's init (host pid: state): {jobs_and_zombies()}")
+
+    def test_the_init_passes_signals_on(self):
+        # A signal rex-server ignores reaches the server and changes nothing (SIGWINCH's default
+        # is to ignore); the server still answers.
+        os.kill(self.init_pid, signal.SIGWINCH)
+        self.assertOk(self.server.get("/is_alive"))
+        self.assertEqual(parent_of(self.server_pid), self.init_pid)
 
 
 def main():
