@@ -34,7 +34,7 @@ const std::map<std::string, Thrower, std::less<>>& throwers_by_class_path() {
                     BashIncorrectSyntaxError, SessionExistsError, SessionDoesNotExistError,
                     SessionNotInitializedError, NoExitCodeError, PexpectTimeout, FileNotFoundError,
                     IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError,
-                    ValueError, OSError>();
+                    ValueError, LookupError, OSError>();
   return table;
 }
 

@@ -157,7 +157,7 @@ Codec find_codec(std::string_view name) {
     if (std::find(aliases.begin(), aliases.end(), normalized) != aliases.end())
       return codec;
   }
-  throw ValueError(fmt::format("unknown encoding: {}", name),
+  throw LookupError(fmt::format("unknown encoding: {}", name),
                    {{"encoding", utf8_backslashreplace(name)}});
 }
 
@@ -176,7 +176,7 @@ ErrorMode find_error_mode(std::string_view name) {
         fmt::format("error handler {} cannot produce text for the protocol", python_repr(name)),
         {{"errors", std::string(name)}});
   }
-  throw ValueError(fmt::format("unknown error handler name {}", python_repr(name)),
+  throw LookupError(fmt::format("unknown error handler name {}", python_repr(name)),
                    {{"errors", utf8_backslashreplace(name)}});
 }
 

@@ -794,6 +794,11 @@ def test_read_file_encoding_and_errors(server, tmp_path):
             await read(encoding="utf-8", errors="strict")
         with pytest.raises(ValueError):
             await read()
+        # As Python's codecs (and so SWE-ReX's server) answer an unknown name.
+        with pytest.raises(LookupError, match="unknown encoding: klingon"):
+            await read(encoding="klingon")
+        with pytest.raises(LookupError, match="unknown error handler name 'bogus'"):
+            await read(errors="bogus")
 
     run_async(go())
 

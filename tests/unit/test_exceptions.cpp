@@ -55,6 +55,7 @@ TEST(Exceptions, ClassPathsMatchTheProtocol) {
   EXPECT_EQ(rex::FileExistsError("").class_path(), "builtins.FileExistsError");
   EXPECT_EQ(rex::PermissionError("").class_path(), "builtins.PermissionError");
   EXPECT_EQ(rex::ValueError("").class_path(), "builtins.ValueError");
+  EXPECT_EQ(rex::LookupError("").class_path(), "builtins.LookupError");
   EXPECT_EQ(rex::OSError("").class_path(), "builtins.OSError");
   // rex-only types travel as the base class, the only one stock clients can import.
   EXPECT_EQ(rex::SessionDiedError("").class_path(), "swerex.exceptions.SwerexException");
@@ -97,6 +98,7 @@ TEST(Exceptions, RoundTripKeepsTypeMessageAndExtraInfo) {
   expect_round_trip<rex::NotADirectoryError>();
   expect_round_trip<rex::PermissionError>();
   expect_round_trip<rex::ValueError>();
+  expect_round_trip<rex::LookupError>();
   expect_round_trip<rex::OSError>();
   expect_round_trip<rex::SessionDiedError>();
   expect_round_trip<rex::SessionBusyError>();

@@ -134,10 +134,10 @@ TEST(DecodeText, AsciiRejectsBytesAbove127) {
   EXPECT_EQ(decode_text("a\xE9", "ascii", "ignore"), "a");
 }
 
-TEST(DecodeText, UnknownCodecOrHandlerIsAValueErrorNamingIt) {
-  EXPECT_THROW_MESSAGE(decode_text("a", "klingon", "strict"), rex::ValueError,
+TEST(DecodeText, UnknownCodecOrHandlerIsALookupErrorNamingIt) {
+  EXPECT_THROW_MESSAGE(decode_text("a", "klingon", "strict"), rex::LookupError,
                        "unknown encoding: klingon");
-  EXPECT_THROW_MESSAGE(decode_text("a", "utf-8", "bogus"), rex::ValueError,
+  EXPECT_THROW_MESSAGE(decode_text("a", "utf-8", "bogus"), rex::LookupError,
                        "unknown error handler name 'bogus'");
   // Handlers that would put lone surrogates into the text cannot travel as JSON.
   EXPECT_THROW(decode_text("a", "utf-8", "surrogateescape"), rex::ValueError);
@@ -256,7 +256,7 @@ TEST_F(FileOpsTest, ReadFileWithEncodingAndErrors) {
             "a\xC3\xA9z");
   EXPECT_EQ(rex::read_file_sync({.path = path("bad.txt"), .errors = "replace"}).content,
             "a\xEF\xBF\xBDz");
-  EXPECT_THROW_MESSAGE(read("ebcdic-klingon", "strict"), rex::ValueError,
+  EXPECT_THROW_MESSAGE(read("ebcdic-klingon", "strict"), rex::LookupError,
                        "unknown encoding: ebcdic-klingon");
 }
 

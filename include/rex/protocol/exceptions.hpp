@@ -64,6 +64,8 @@ REX_DEFINE_EXCEPTION(FileExistsError, SwerexException, "builtins.FileExistsError
 REX_DEFINE_EXCEPTION(PermissionError, SwerexException, "builtins.PermissionError");
 /// Bad argument values (an unknown encoding, text that cannot be decoded, ...).
 REX_DEFINE_EXCEPTION(ValueError, SwerexException, "builtins.ValueError");
+/// An unknown encoding or error handler name (what Python's codecs raise for them).
+REX_DEFINE_EXCEPTION(LookupError, SwerexException, "builtins.LookupError");
 /// Any other operating-system failure (disk full, too many open files, ...).
 REX_DEFINE_EXCEPTION(OSError, SwerexException, "builtins.OSError");
 
