@@ -158,7 +158,7 @@ Codec find_codec(std::string_view name) {
       return codec;
   }
   throw LookupError(fmt::format("unknown encoding: {}", name),
-                   {{"encoding", utf8_backslashreplace(name)}});
+                    {{"encoding", utf8_backslashreplace(name)}});
 }
 
 ErrorMode find_error_mode(std::string_view name) {
@@ -177,7 +177,7 @@ ErrorMode find_error_mode(std::string_view name) {
         {{"errors", std::string(name)}});
   }
   throw LookupError(fmt::format("unknown error handler name {}", python_repr(name)),
-                   {{"errors", utf8_backslashreplace(name)}});
+                    {{"errors", utf8_backslashreplace(name)}});
 }
 
 // Handles the undecodable bytes s[start, end) under `mode`.
