@@ -67,6 +67,17 @@ inline double median(std::vector<double> v) {
   return stats_of(std::move(v)).p50;
 }
 
+/// How many of `total` samples block `b` of `blocks` takes, so that a side with fewer samples
+/// than another is spread evenly over the other's blocks (and sums to `total`).
+inline int spread(int b, int blocks, int total) {
+  if (blocks <= 0)
+    return 0;
+  const auto upto = [&](int k) {
+    return static_cast<int>(static_cast<long long>(k) * total / blocks);
+  };
+  return upto(b + 1) - upto(b);
+}
+
 // ---------------------------------------------------------------------------------------------
 // Process figures
 
@@ -197,6 +208,13 @@ BatchResult run_all(asio::io_context& io, int n, MakeOp make) {
 
 enum class Verdict { pass, miss, info };
 
+/// The same figure measured on SWE-ReX's own code, in the same run.
+struct SwerexFigure {
+  Stats stats;              // milliseconds
+  double ratio = 0;         // rex / SWE-ReX, in the figure's own sense (rates for a rate)
+  std::size_t samples = 0;  // SWE-ReX's (fewer than rex's: it is slow)
+};
+
 struct Result {
   std::string name;
   Stats rex;                     // milliseconds
@@ -207,8 +225,27 @@ struct Result {
   std::string target_text;  // empty: "<= 2x" (or ">= 2x") made from target
   Verdict verdict = Verdict::info;
   std::string note;
+  std::optional<SwerexFigure> swerex;
   boost::json::object extra;
 };
+
+/// SWE-ReX's side of a figure where lower is better, against rex's p50.
+inline SwerexFigure swerex_figure(const std::vector<double>& samples, double rex_p50) {
+  SwerexFigure f;
+  f.stats = stats_of(samples);
+  f.samples = samples.size();
+  f.ratio = f.stats.p50 > 0 ? rex_p50 / f.stats.p50 : 0;
+  return f;
+}
+
+/// A ratio with two significant digits however small (rex / SWE-ReX is often 0.0003).
+inline std::string ratio_text(double ratio) {
+  if (ratio >= 100)
+    return fmt::format("{:.0f}", ratio);
+  if (ratio >= 0.1)
+    return fmt::format("{:.2f}", ratio);
+  return fmt::format("{:.2g}", ratio);
+}
 
 inline Verdict judge(double ratio, double target, bool higher_is_better) {
   const bool ok = higher_is_better ? ratio >= target : ratio <= target;
@@ -251,16 +288,26 @@ inline std::string target_text(const Result& r) {
   return fmt::format("{} {}x", r.higher_is_better ? ">=" : "<=", *r.target);
 }
 
+/// The table; SWE-ReX's p50 and rex / SWE-ReX get columns when some figure has them.
 inline void print_table(std::FILE* out, const std::vector<Result>& results) {
   std::size_t width = 6;
   for (const auto& r : results)
     width = std::max(width, r.name.size());
-  fmt::print(out, "{:<{}} {:>10} {:>10} {:>12} {:>7} {:>10} {:>6}  {}\n", "figure", width,
-             "rex p50 ms", "rex p99 ms", "floor p50 ms", "ratio", "target", "result", "notes");
+  const bool swerex = std::any_of(results.begin(), results.end(),
+                                  [](const Result& r) { return r.swerex.has_value(); });
+  fmt::print(out, "{:<{}} {:>10} {:>10} {:>12} {:>7} ", "figure", width, "rex p50 ms", "rex p99 ms",
+             "floor p50 ms", "ratio");
+  if (swerex)
+    fmt::print(out, "{:>14} {:>11} ", "SWE-ReX p50 ms", "rex/SWE-ReX");
+  fmt::print(out, "{:>10} {:>6}  {}\n", "target", "result", "notes");
   for (const auto& r : results) {
-    fmt::print(out, "{:<{}} {:>10.3f} {:>10.3f} {:>12.3f} {:>7.2f} {:>10} {:>6}  {}\n", r.name,
-               width, r.rex.p50, r.rex.p99, r.floor_p50, r.ratio, target_text(r),
-               verdict_text(r.verdict), r.note);
+    fmt::print(out, "{:<{}} {:>10.3f} {:>10.3f} {:>12.3f} {:>7.2f} ", r.name, width, r.rex.p50,
+               r.rex.p99, r.floor_p50, r.ratio);
+    if (swerex && r.swerex)
+      fmt::print(out, "{:>14.3f} {:>11} ", r.swerex->stats.p50, ratio_text(r.swerex->ratio));
+    else if (swerex)
+      fmt::print(out, "{:>14} {:>11} ", "-", "-");
+    fmt::print(out, "{:>10} {:>6}  {}\n", target_text(r), verdict_text(r.verdict), r.note);
   }
   std::fflush(out);
 }
@@ -282,6 +329,12 @@ inline void print_json(const std::vector<Result>& results) {
     o["target_text"] = target_text(r);
     o["result"] = verdict_text(r.verdict);
     o["note"] = r.note;
+    if (r.swerex) {
+      o["swerex_p50_ms"] = r.swerex->stats.p50;
+      o["swerex_p99_ms"] = r.swerex->stats.p99;
+      o["swerex_ratio"] = r.swerex->ratio;
+      o["swerex_samples"] = r.swerex->samples;
+    }
     for (const auto& [k, v] : r.extra)
       o[k] = v;
     fmt::print("{}\n", boost::json::serialize(o));

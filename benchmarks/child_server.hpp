@@ -1,5 +1,7 @@
-// A child HTTP server for benchmarks: spawned with its stdout on a pipe, ready once it prints
-// "listening on http://HOST:PORT"; stopped with SIGTERM. Its output is kept for failure messages.
+// A child HTTP server for benchmarks: spawned with its stdout (and, if asked, its stderr) on a
+// pipe, ready once it prints its ready marker followed by HOST:PORT ("listening on
+// http://HOST:PORT" for rex-server); stopped with SIGTERM. Its output is kept for failure
+// messages.
 #pragma once
 
 #include "bench_common.hpp"
@@ -35,9 +37,19 @@ namespace rex::bench {
   throw std::system_error(errno, std::generic_category(), what);
 }
 
+struct ChildServerOptions {
+  std::string ready_marker = "listening on http://";  // printed before HOST:PORT
+  bool capture_stderr = false;                        // stderr into the same pipe as stdout
+  std::chrono::seconds start_limit{15};               // to print the marker
+  // Servers that re-raise SIGTERM after a clean shutdown (uvicorn) end "by signal 15": that
+  // counts as a clean stop too.
+  bool sigterm_death_is_clean = false;
+};
+
 class ChildServer {
  public:
-  ChildServer(std::string name, std::vector<std::string> argv) : name_(std::move(name)) {
+  ChildServer(std::string name, std::vector<std::string> argv, ChildServerOptions options = {})
+      : name_(std::move(name)), options_(std::move(options)) {
     int out[2];
     if (::pipe2(out, O_CLOEXEC) != 0)
       throw_errno("pipe2");
@@ -45,6 +57,8 @@ class ChildServer {
     ::posix_spawn_file_actions_init(&fa);
     ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     ::posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    if (options_.capture_stderr)
+      ::posix_spawn_file_actions_adddup2(&fa, out[1], 2);
     std::vector<char*> args;
     for (auto& a : argv)
       args.push_back(a.data());
@@ -58,7 +72,7 @@ class ChildServer {
     }
     out_fd_ = out[0];
     try {
-      port_ = wait_for_port(std::chrono::seconds(15));
+      port_ = wait_for_port(options_.start_limit);
     } catch (...) {
       kill_now();
       throw;
@@ -99,6 +113,8 @@ class ChildServer {
     join_drain();
     if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
       return std::nullopt;
+    if (options_.sigterm_death_is_clean && WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM)
+      return std::nullopt;
     const std::string how = WIFEXITED(status) ? fmt::format("exit status {}", WEXITSTATUS(status))
                                               : fmt::format("signal {}", WTERMSIG(status));
     return fmt::format("{} ended with {} after SIGTERM; its output:\n{}", name_, how, output());
@@ -111,7 +127,7 @@ class ChildServer {
 
  private:
   std::uint16_t wait_for_port(std::chrono::seconds limit) {
-    constexpr std::string_view kMarker = "listening on http://";
+    const std::string_view marker = options_.ready_marker;
     const auto deadline = Clock::now() + limit;
     std::array<char, 4096> chunk;
     while (true) {
@@ -119,7 +135,7 @@ class ChildServer {
           std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
       if (left <= 0)
         throw std::runtime_error(fmt::format("{} printed no `{}` line within {} s; output: {}",
-                                             name_, kMarker, limit.count(), output_));
+                                             name_, marker, limit.count(), output_));
       pollfd p{out_fd_, POLLIN, 0};
       const int rc = ::poll(&p, 1, static_cast<int>(left));
       if (rc < 0 && errno != EINTR)
@@ -132,14 +148,14 @@ class ChildServer {
             fmt::format("{} exited before listening; output: {}", name_, output_));
       }
       output_.append(chunk.data(), static_cast<std::size_t>(n));
-      const std::size_t at = output_.find(kMarker);
+      const std::size_t at = output_.find(marker);
       if (at == std::string::npos)
         continue;
       const std::size_t eol = output_.find('\n', at);
       if (eol == std::string::npos)
         continue;
-      const std::string_view address(output_.data() + at + kMarker.size(),
-                                     eol - at - kMarker.size());
+      std::string_view address(output_.data() + at + marker.size(), eol - at - marker.size());
+      address = address.substr(0, address.find(' '));  // uvicorn adds "(Press CTRL+C to quit)"
       const std::size_t colon = address.rfind(':');
       const long port =
           colon == std::string_view::npos
@@ -183,6 +199,7 @@ class ChildServer {
   }
 
   std::string name_;
+  ChildServerOptions options_;
   pid_t pid_ = -1;
   int out_fd_ = -1;
   std::uint16_t port_ = 0;

@@ -7,6 +7,7 @@
 // alternating blocks so that a noisy neighbour hurts both alike.
 //
 //   rex_server_bench [--smoke] [--json] [--strict] [--only FIGURE] [--server PATH]
+//                    [--swerex-python PATH] [--no-swerex] (more: --help)
 //
 // Figures:
 //   remote_echo       run_in_session("echo hi") through RemoteRuntime (keep-alive loopback) vs
@@ -18,6 +19,27 @@
 //   connections_1000  1,000 clients, each its own RemoteRuntime on one io_context: create a
 //                     session each, read the server's RSS, 10 `echo`s each, close; vs the same
 //                     work on a LocalRuntime in this process  target: no errors
+//   clients_N         N clients (default 10) at once, each its own RemoteRuntime: a session,
+//                     5 `echo`s, close; vs the same on a LocalRuntime     target: no errors
+//   python_client_echo, python_client_is_alive
+//                     SWE-ReX's own Python client (swerex.runtime.remote.RemoteRuntime, a new
+//                     connection per call) against rex-server: run_in_session("echo hi") vs
+//                     LocalRuntime here, is_alive() vs a bare GET /is_alive on a kept-alive
+//                     connection                              reported only
+//
+// SWE-ReX, same run: SWE-ReX's own server (swerex.server:main, what swerex-remote runs, from the
+// environment REX_SWEREX_ENV; a child process on 127.0.0.1 like rex-server) gets the same work
+// where it applies, in blocks of its own in the rotation, and the table gives its p50 and
+// rex p50 / SWE-ReX p50 (is_alive_rps: rex req/s / SWE-ReX req/s):
+//   remote_echo       the same RemoteRuntime (rex's client) and the same bare HTTP round trip
+//                     against SWE-ReX's server: only the servers differ
+//   is_alive_rps      the same load generator and connections against SWE-ReX's server, pinned
+//                     to the same core
+//   clients_N         the same N clients against SWE-ReX's server
+//   python_client_*   the same Python client against SWE-ReX's server
+// SWE-ReX answers a command in ~0.1 s, so it gets --swerex-iterations samples (default 30).
+// Without the environment (or with --no-swerex) the benchmark says so and measures the rest;
+// SWE-ReX's own failures are reported on the figure, not counted as rex's errors.
 //
 // --smoke: tiny counts (50 clients), a few seconds; exits 0 even when a target misses (errors
 // and a bad server exit still fail). --strict: exit 1 when a figure misses its target.
@@ -80,6 +102,7 @@
 
 #include "bench_common.hpp"
 #include "child_server.hpp"
+#include "swerex.hpp"
 
 #ifndef REX_SERVER_PATH
 #error "REX_SERVER_PATH must name the rex-server executable (set by CMake)"
@@ -313,8 +336,23 @@ asio::awaitable<int> close_session(rex::Runtime& rt, std::string session) {
   co_return 1;
 }
 
+// Whose sessions answer: rex's answer exactly what the command printed ("hi\n"); SWE-ReX's
+// keep line ends around it ("\r\nhi\n\r\n\r\n"), so theirs are compared without that whitespace.
+enum class Answers { rex, swerex };
+
+bool printed(std::string_view output, std::string_view line, Answers answers) {
+  if (answers == Answers::rex)
+    return output.size() == line.size() + 1 && output.starts_with(line) && output.back() == '\n';
+  const auto first = output.find_first_not_of(" \r\n");
+  if (first == std::string_view::npos)
+    return line.empty();
+  const auto last = output.find_last_not_of(" \r\n");
+  return output.substr(first, last - first + 1) == line;
+}
+
 // n `echo hi`s in one session, timed one by one; checks each output.
-asio::awaitable<std::vector<double>> echo_block(rex::Runtime& rt, std::string session, int n) {
+asio::awaitable<std::vector<double>> echo_block(rex::Runtime& rt, std::string session, int n,
+                                                Answers answers = Answers::rex) {
   std::vector<double> samples;
   samples.reserve(static_cast<std::size_t>(n));
   for (int i = 0; i < n; ++i) {
@@ -322,7 +360,7 @@ asio::awaitable<std::vector<double>> echo_block(rex::Runtime& rt, std::string se
     const auto t0 = Clock::now();
     rex::BashObservation obs = co_await rt.run_in_session(std::move(action));
     samples.push_back(ms_between(t0, Clock::now()));
-    if (obs.output != "hi\n")
+    if (!printed(obs.output, "hi", answers))
       throw std::runtime_error(fmt::format("echo hi answered `{}`", obs.output));
   }
   co_return samples;
@@ -337,17 +375,16 @@ struct CommandTally {
 
 // `commands` echos one after the other; a failed one is counted and the next one still runs.
 asio::awaitable<int> echo_worker(rex::Runtime& rt, std::string session, int commands,
-                                 CommandTally* tally) {
+                                 Answers answers, CommandTally* tally) {
   for (int k = 0; k < commands; ++k) {
     const std::string command = "echo " + std::to_string(k);
-    const std::string expected = std::to_string(k) + "\n";
     rex::Action action = make_echo(session, command);
     std::exception_ptr failure;
     const auto t0 = Clock::now();
     try {
       rex::BashObservation obs = co_await rt.run_in_session(std::move(action));
       tally->latencies.push_back(ms_between(t0, Clock::now()));
-      if (obs.output != expected)
+      if (!printed(obs.output, std::to_string(k), answers))
         throw std::runtime_error(fmt::format("`{}` answered `{}`", command, obs.output));
     } catch (...) {
       failure = std::current_exception();
@@ -495,13 +532,32 @@ struct Options {
   int load_rounds = 4;
   int clients = 1000;
   int client_commands = 10;
+  bool swerex = true;
+  std::string swerex_python = REX_SWEREX_PYTHON;
+  int swerex_iterations = 30;          // SWE-ReX's echo samples (remote_echo, python_client)
+  int swerex_clients = 10;             // clients of the clients_N figure, each side
+  int swerex_client_commands = 5;      // `echo`s per client there
+  int python_client_iterations = 200;  // SWE-ReX's Python client against rex-server
+};
+
+// SWE-ReX in this run: its own server (a child process) and its Python client (the driver, a
+// child process), each started only when a figure needs it; `why_not` says why one is missing.
+struct Swerex {
+  SwerexSetup setup;
+  std::unique_ptr<ChildServer> server;
+  std::unique_ptr<SwerexDriver> client;
+  std::string why_not_server;
+  std::string why_not_client;
+
+  // SwerexPart for a figure on SWE-ReX's server: `samples` of them, or none without it.
+  SwerexPart server_part(int samples) const { return SwerexPart(server ? samples : 0); }
 };
 
 // ---------------------------------------------------------------------------------------------
 // Figures
 
 Result bench_remote_echo(asio::io_context& io, rex::LocalRuntime& local, rex::RemoteRuntime& remote,
-                         const ChildServer& server, const Options& opt) {
+                         const ChildServer& server, Swerex& swerex, const Options& opt) {
   const std::string session = "bench-echo";
   run_on(io, create_session(local, session, 10.0));
   run_on(io, create_session(remote, session, 10.0));
@@ -513,6 +569,23 @@ Result bench_remote_echo(asio::io_context& io, rex::LocalRuntime& local, rex::Re
   run_on(io, echo_block(local, session, warmup));
   http_baseline.round_trips(warmup);
 
+  // SWE-ReX: the same RemoteRuntime (rex's client) against SWE-ReX's server, and the same bare
+  // HTTP round trip to it; samples spread over the blocks.
+  SwerexPart peer = swerex.server_part(opt.swerex_iterations);
+  std::unique_ptr<rex::RemoteRuntime> peer_client;
+  std::unique_ptr<LoadClient> peer_http;
+  std::vector<double> peer_ms, peer_http_ms;
+  peer.attempt([&] {
+    rex::RemoteRuntimeConfig cfg;
+    cfg.url = swerex.server->url();
+    cfg.auth_token = std::string(kToken);
+    peer_client = std::make_unique<rex::RemoteRuntime>(io.get_executor(), cfg);
+    run_on(io, create_session(*peer_client, session, 30.0));
+    peer_http = std::make_unique<LoadClient>(io, swerex.server->port(), 1);
+    run_on(io, echo_block(*peer_client, session, 2, Answers::swerex));
+    peer_http->round_trips(2);
+  });
+
   // Blocks of remote, local and a bare HTTP round trip (GET /is_alive on a raw keep-alive
   // connection: what HTTP over loopback to this server costs with no session work), rotating.
   std::vector<double> remote_ms, local_ms, http_ms;
@@ -521,11 +594,13 @@ Result bench_remote_echo(asio::io_context& io, rex::LocalRuntime& local, rex::Re
   double client_cpu_ms = 0;  // of this thread during the remote blocks
   double local_cpu_ms = 0;   // of this thread during the local blocks
   const int block = 25;
+  const int blocks = (iterations + block - 1) / block;
+  const int sides = peer.active() ? 4 : 3;
   for (int done = 0, b = 0; done < iterations; done += block, ++b) {
     const int n = std::min(block, iterations - done);
-    for (int k = 0; k < 3; ++k) {
+    for (int k = 0; k < sides; ++k) {
       std::vector<double> s;
-      switch ((b + k) % 3) {
+      switch ((b + k) % sides) {
         case 0: {
           const ThreadTimes before = thread_times(server_stat);
           const ThreadTimes self_before = thread_times("/proc/thread-self/schedstat");
@@ -542,15 +617,26 @@ Result bench_remote_echo(asio::io_context& io, rex::LocalRuntime& local, rex::Re
           local_ms.insert(local_ms.end(), s.begin(), s.end());
           break;
         }
-        default:
+        case 2:
           s = http_baseline.round_trips(n);
           http_ms.insert(http_ms.end(), s.begin(), s.end());
+          break;
+        default:
+          if (const int m = spread(b, blocks, peer.samples()); m > 0) {
+            peer.attempt([&] {
+              s = run_on(io, echo_block(*peer_client, session, m, Answers::swerex));
+              peer_ms.insert(peer_ms.end(), s.begin(), s.end());
+              s = peer_http->round_trips(m);
+              peer_http_ms.insert(peer_http_ms.end(), s.begin(), s.end());
+            });
+          }
           break;
       }
     }
   }
   run_on(io, close_session(local, session));
   run_on(io, close_session(remote, session));
+  peer.attempt([&] { run_on(io, close_session(*peer_client, session)); });
 
   Result r;
   r.name = "remote_echo";
@@ -582,30 +668,51 @@ Result bench_remote_echo(asio::io_context& io, rex::LocalRuntime& local, rex::Re
   r.extra["client_cpu_us_per_command"] = per_command(client_cpu_ms, remote_ms);
   r.extra["server_cpu_us_per_command"] = per_command(server_cpu_ms, remote_ms);
   r.extra["floor_cpu_us_per_command"] = per_command(local_cpu_ms, local_ms);
+  if (peer.report(r, peer_ms, r.rex.p50)) {
+    const Stats peer_http_stats = stats_of(peer_http_ms);
+    r.note += fmt::format(
+        " (rex's RemoteRuntime against SWE-ReX's server); its bare HTTP round "
+        "trip p50 {:.3f} ms",
+        peer_http_stats.p50);
+    r.extra["swerex_http_round_trip_p50_ms"] = peer_http_stats.p50;
+    r.extra["swerex_http_round_trip_p99_ms"] = peer_http_stats.p99;
+  }
   return r;
 }
 
+// SWE-ReX: the same load against SWE-ReX's server, pinned like the others, a block of its own in
+// each round.
 Result bench_is_alive_rps(asio::io_context& io, ChildServer& server, ChildServer& floor,
-                          const Options& opt) {
+                          Swerex& swerex, const Options& opt) {
   // Pinned: server and responder on the last allowed core, this thread on the first.
   const std::vector<int> cpus = allowed_cpus();
   const bool pin = opt.pin && cpus.size() >= 2;
+  SwerexPart peer = swerex.server_part(1);
   if (pin) {
     const std::vector<int> server_cpu{cpus.back()};
     const std::vector<int> client_cpu{cpus.front()};
     pin_process(server.pid(), server_cpu);
     pin_process(floor.pid(), server_cpu);
+    peer.attempt([&] { pin_process(swerex.server->pid(), server_cpu); });
     pin_this_thread(client_cpu);
   }
   LoadClient rex_load(io, server.port(), opt.load_connections);
   LoadClient floor_load(io, floor.port(), opt.load_connections);
-  LoadTally rex_tally, floor_tally;
+  LoadTally rex_tally, floor_tally, peer_tally;
   LoadTally warm;
   const double warmup = std::min(0.3, opt.load_block_seconds);
   rex_load.run(warmup, warm, server.pid());
   floor_load.run(warmup, warm, floor.pid());
   if (warm.errors > 0)
     throw std::runtime_error("is_alive warm-up: " + warm.first_error);
+  std::unique_ptr<LoadClient> peer_load;
+  peer.attempt([&] {
+    peer_load = std::make_unique<LoadClient>(io, swerex.server->port(), opt.load_connections);
+    LoadTally peer_warm;
+    peer_load->run(warmup, peer_warm, swerex.server->pid());
+    if (peer_warm.errors > 0)
+      throw std::runtime_error("is_alive warm-up: " + peer_warm.first_error);
+  });
 
   // Per side, per block: the rate, and per request the CPU time of the server's thread and of
   // the load generator, and the share of the block each spent waiting for a core.
@@ -619,18 +726,32 @@ Result bench_is_alive_rps(asio::io_context& io, ChildServer& server, ChildServer
       generator_wait_pct.push_back(100 * b.generator.wait_ms / b.ms);
     }
   };
-  Side rex_side, floor_side;
+  Side rex_side, floor_side, peer_side;
+  const int sides = peer.active() ? 3 : 2;
   for (int round = 0; round < opt.load_rounds; ++round) {
-    for (int k = 0; k < 2; ++k) {
-      if ((round + k) % 2 == 0)
-        rex_side.add(rex_load.run(opt.load_block_seconds, rex_tally, server.pid()));
-      else
-        floor_side.add(floor_load.run(opt.load_block_seconds, floor_tally, floor.pid()));
+    for (int k = 0; k < sides; ++k) {
+      switch ((round + k) % sides) {
+        case 0:
+          rex_side.add(rex_load.run(opt.load_block_seconds, rex_tally, server.pid()));
+          break;
+        case 1:
+          floor_side.add(floor_load.run(opt.load_block_seconds, floor_tally, floor.pid()));
+          break;
+        default:
+          peer.attempt([&] {
+            peer_side.add(peer_load->run(opt.load_block_seconds, peer_tally, swerex.server->pid()));
+            if (peer_tally.errors > 0)
+              throw std::runtime_error(fmt::format("is_alive: {} errors ({})", peer_tally.errors,
+                                                   peer_tally.first_error));
+          });
+          break;
+      }
     }
   }
   if (pin) {
     pin_process(server.pid(), cpus);
     pin_process(floor.pid(), cpus);
+    peer.attempt([&] { pin_process(swerex.server->pid(), cpus); });
     pin_this_thread(cpus);
   }
   if (rex_tally.errors > 0 || floor_tally.errors > 0) {
@@ -675,6 +796,16 @@ Result bench_is_alive_rps(asio::io_context& io, ChildServer& server, ChildServer
   r.extra["floor_requests"] = floor_tally.ok;
   r.extra["pinned"] = pin;
   r.extra["higher_is_better"] = true;
+  if (SwerexFigure* f = peer.report(r, peer_tally.latencies, r.rex.p50)) {
+    const double peer_rate = median(peer_side.rate);
+    f->ratio = peer_rate > 0 ? rex_rate / peer_rate : 0;  // rates: higher is better
+    r.note += fmt::format(
+        " per request under the load; SWE-ReX's server {:.0f} req/s, {:.1f} us "
+        "of its CPU per request",
+        peer_rate, median(peer_side.server_cpu_us));
+    r.extra["swerex_requests_per_s"] = peer_rate;
+    r.extra["swerex_cpu_us_per_request"] = median(peer_side.server_cpu_us);
+  }
   return r;
 }
 
@@ -694,8 +825,8 @@ struct ManyRun {
 // `shell_parent` is the process whose bash children are the sessions; `server` (or -1) a
 // server process whose CPU time counts too.
 ManyRun run_many(asio::io_context& io, const std::vector<rex::Runtime*>& runtimes, int n,
-                 int commands, const std::function<void()>& after_create, Clock::time_point t0,
-                 pid_t shell_parent, pid_t server) {
+                 int commands, Answers answers, const std::function<void()>& after_create,
+                 Clock::time_point t0, pid_t shell_parent, pid_t server) {
   ManyRun m;
   auto rt = [&](int i) -> rex::Runtime& {
     return *runtimes[static_cast<std::size_t>(i) % runtimes.size()];
@@ -709,7 +840,8 @@ ManyRun run_many(asio::io_context& io, const std::vector<rex::Runtime*>& runtime
   const double server0 = server > 0 ? process_cpu_ms(server) : 0;
   const double bash0 = bash_children_cpu_ms(shell_parent);
   const auto e0 = Clock::now();
-  m.echoed = run_all(io, n, [&](int i) { return echo_worker(rt(i), name(i), commands, &m.tally); });
+  m.echoed = run_all(
+      io, n, [&](int i) { return echo_worker(rt(i), name(i), commands, answers, &m.tally); });
   const auto e1 = Clock::now();
   m.self_cpu_ms = process_cpu_ms(::getpid()) - self0;
   m.server_cpu_ms = server > 0 ? process_cpu_ms(server) - server0 : 0;
@@ -756,8 +888,8 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
   // Each RemoteRuntime keeps a thread for file work, used or not.
   const long client_threads = status_field(::getpid(), "Threads:");
   const ManyRun rex_run = run_many(
-      io, remote_ptrs, n, opt.client_commands, [&] { rss_sessions = vm_rss_kib(server.pid()); }, t0,
-      server.pid(), server.pid());
+      io, remote_ptrs, n, opt.client_commands, Answers::rex,
+      [&] { rss_sessions = vm_rss_kib(server.pid()); }, t0, server.pid(), server.pid());
   std::uint64_t connections = 0;
   for (const auto& c : clients)
     connections += c->client().connections_opened();
@@ -767,7 +899,7 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
   // Floor: the same sessions and commands on a LocalRuntime in this process.
   const std::vector<rex::Runtime*> local_ptrs{&local};
   const ManyRun floor_run = run_many(
-      io, local_ptrs, n, opt.client_commands, [] {}, Clock::now(), ::getpid(), -1);
+      io, local_ptrs, n, opt.client_commands, Answers::rex, [] {}, Clock::now(), ::getpid(), -1);
 
   const int rex_errors = errors_of(rex_run);
   const int floor_errors = errors_of(floor_run);
@@ -831,22 +963,190 @@ Result bench_connections(asio::io_context& io, rex::LocalRuntime& local, const C
   return r;
 }
 
+// N clients at once against rex-server, each its own RemoteRuntime: create a session, C `echo`s,
+// close; the floor does the same on one LocalRuntime in this process, SWE-ReX's side against
+// SWE-ReX's server with the same clients (rex's RemoteRuntime). Few clients, since SWE-ReX's
+// server runs one command at a time.
+Result bench_clients(asio::io_context& io, rex::LocalRuntime& local, const ChildServer& server,
+                     Swerex& swerex, const Options& opt, int& errors) {
+  const int n = opt.swerex_clients;
+  const int c = opt.swerex_client_commands;
+  auto remote_run = [&](const ChildServer& target, Answers answers) {
+    rex::RemoteRuntimeConfig cfg;
+    cfg.url = target.url();
+    cfg.auth_token = std::string(kToken);
+    std::vector<std::unique_ptr<rex::RemoteRuntime>> clients;
+    std::vector<rex::Runtime*> ptrs;
+    for (int i = 0; i < n; ++i) {
+      clients.push_back(std::make_unique<rex::RemoteRuntime>(io.get_executor(), cfg));
+      ptrs.push_back(clients.back().get());
+    }
+    return run_many(
+        io, ptrs, n, c, answers, [] {}, Clock::now(), target.pid(), target.pid());
+  };
+  const ManyRun rex_run = remote_run(server, Answers::rex);
+  const std::vector<rex::Runtime*> local_ptrs{&local};
+  const ManyRun floor_run = run_many(
+      io, local_ptrs, n, c, Answers::rex, [] {}, Clock::now(), ::getpid(), -1);
+  SwerexPart peer = swerex.server_part(1);
+  ManyRun peer_run;
+  peer.attempt([&] {
+    peer_run = remote_run(*swerex.server, Answers::swerex);
+    if (errors_of(peer_run) > 0)
+      throw std::runtime_error(
+          fmt::format("{} errors; first: {}", errors_of(peer_run), first_error_of(peer_run)));
+  });
+
+  const int rex_errors = errors_of(rex_run);
+  const int floor_errors = errors_of(floor_run);
+  errors += rex_errors + floor_errors;
+  const double commands = static_cast<double>(n) * c;
+  auto rate = [&](const ManyRun& m) { return m.echo_ms > 0 ? commands * 1000 / m.echo_ms : 0; };
+  Result r;
+  r.name = fmt::format("clients_{}", n);
+  r.rex = stats_of(rex_run.tally.latencies);
+  r.floor_p50 = stats_of(floor_run.tally.latencies).p50;
+  r.ratio = r.floor_p50 > 0 ? r.rex.p50 / r.floor_p50 : 0;
+  r.target = 0;
+  r.target_text = "0 errors";
+  r.verdict = rex_errors == 0 ? Verdict::pass : Verdict::miss;
+  r.note = fmt::format(
+      "{} clients x {} echo, per command; rex-server {:.0f} cmd/s (create {:.0f} ms, echo {:.0f} "
+      "ms, close {:.0f} ms), floor {:.0f} cmd/s; errors {}",
+      n, c, rate(rex_run), rex_run.create_ms, rex_run.echo_ms, rex_run.close_ms, rate(floor_run),
+      rex_errors);
+  if (rex_errors > 0)
+    r.note += "; first error: " + first_error_of(rex_run);
+  if (floor_errors > 0)
+    r.note += "; floor error: " + first_error_of(floor_run);
+  r.extra["clients"] = n;
+  r.extra["commands_per_client"] = c;
+  r.extra["errors"] = rex_errors;
+  r.extra["floor_errors"] = floor_errors;
+  r.extra["commands_per_s"] = rate(rex_run);
+  r.extra["floor_commands_per_s"] = rate(floor_run);
+  if (peer.report(r, peer_run.tally.latencies, r.rex.p50)) {
+    r.note += fmt::format(
+        " per command; SWE-ReX's server {:.1f} cmd/s (create {:.0f} ms, echo "
+        "{:.0f} ms, close {:.0f} ms)",
+        rate(peer_run), peer_run.create_ms, peer_run.echo_ms, peer_run.close_ms);
+    r.extra["swerex_commands_per_s"] = rate(peer_run);
+    r.extra["swerex_create_ms"] = peer_run.create_ms;
+    r.extra["swerex_echo_ms"] = peer_run.echo_ms;
+    r.extra["swerex_close_ms"] = peer_run.close_ms;
+  }
+  return r;
+}
+
+// SWE-ReX's own Python client (swerex.runtime.remote.RemoteRuntime, a new connection per call),
+// driven by swerex_driver.py, against rex-server and against SWE-ReX's server, in blocks rotating
+// with the floors: `echo hi` (floor: LocalRuntime in this process) and is_alive (floor: a bare
+// GET /is_alive on a kept-alive connection to rex-server). Its failures against rex-server are
+// rex's errors: the stock client must work with rex-server.
+std::vector<Result> bench_python_client(asio::io_context& io, rex::LocalRuntime& local,
+                                        const ChildServer& server, Swerex& swerex,
+                                        const Options& opt) {
+  SwerexDriver& client = *swerex.client;
+  const std::string session = "bench-py-floor";
+  run_on(io, create_session(local, session, 10.0));
+  LoadClient http_baseline(io, server.port(), 1);
+  auto py_calls = [&](const ChildServer& target, std::string_view op, int n) {
+    return client.samples(
+        {{"op", op}, {"url", target.url()}, {"token", std::string(kToken)}, {"n", n}});
+  };
+  // Warm-up; the driver creates its sessions here.
+  py_calls(server, "echo", 3);
+  py_calls(server, "is_alive", 3);
+  run_on(io, echo_block(local, session, 10));
+  http_baseline.round_trips(10);
+  SwerexPart peer = swerex.server_part(opt.swerex_iterations);
+  peer.attempt([&] {
+    py_calls(*swerex.server, "echo", 1);
+    py_calls(*swerex.server, "is_alive", 1);
+  });
+
+  const int iterations = opt.python_client_iterations;
+  const int blocks = std::max(1, std::min(10, iterations));
+  std::vector<double> echo_ms, peer_echo_ms, local_ms, alive_ms, peer_alive_ms, http_ms;
+  auto append = [](std::vector<double>& to, const std::vector<double>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  for (int b = 0; b < blocks; ++b) {
+    const int n = spread(b, blocks, iterations);
+    const int m = spread(b, blocks, peer.samples());
+    for (int k = 0; k < 6; ++k) {
+      switch ((b + k) % 6) {
+        case 0:
+          append(echo_ms, py_calls(server, "echo", n));
+          break;
+        case 1:
+          append(local_ms, run_on(io, echo_block(local, session, n)));
+          break;
+        case 2:
+          append(alive_ms, py_calls(server, "is_alive", n));
+          break;
+        case 3:
+          append(http_ms, http_baseline.round_trips(n));
+          break;
+        case 4:
+          if (m > 0)
+            peer.attempt([&] { append(peer_echo_ms, py_calls(*swerex.server, "echo", m)); });
+          break;
+        default:
+          if (m > 0)
+            peer.attempt([&] { append(peer_alive_ms, py_calls(*swerex.server, "is_alive", m)); });
+          break;
+      }
+    }
+  }
+  run_on(io, close_session(local, session));
+
+  Result echo = ratio_result("python_client_echo", echo_ms, local_ms, 0);
+  echo.target.reset();
+  echo.target_text = "-";
+  echo.verdict = Verdict::info;
+  echo.note =
+      "SWE-ReX's Python RemoteRuntime, run_in_session(\"echo hi\") against rex-server; floor: "
+      "LocalRuntime in this process";
+  peer.report(echo, peer_echo_ms, echo.rex.p50);
+  if (echo.swerex)
+    echo.note += " (the same client against SWE-ReX's server)";
+  Result alive = ratio_result("python_client_is_alive", alive_ms, http_ms, 0);
+  alive.target.reset();
+  alive.target_text = "-";
+  alive.verdict = Verdict::info;
+  alive.note =
+      "SWE-ReX's Python RemoteRuntime.is_alive() against rex-server; floor: a bare GET /is_alive "
+      "on a kept-alive connection";
+  peer.report(alive, peer_alive_ms, alive.rex.p50);
+  if (alive.swerex)
+    alive.note += " (the same client against SWE-ReX's server)";
+  return {echo, alive};
+}
+
 // ---------------------------------------------------------------------------------------------
 // Command line
 
 int usage(const char* argv0, int code) {
   fmt::print(code == 0 ? stdout : stderr,
              "usage: {} [--smoke] [--json] [--strict] [--only FIGURE] [--server PATH]\n"
-             "          [--iterations N] [--clients N] [--no-pin]\n"
+             "          [--iterations N] [--clients N] [--no-pin] [--swerex-python PATH]\n"
+             "          [--swerex-iterations N] [--swerex-clients N] [--no-swerex]\n"
              "  --smoke         tiny counts (seconds); exit 0 even when a target misses\n"
              "  --json          one JSON object per figure on stdout (table on stderr)\n"
              "  --strict        exit 1 when a figure misses its target\n"
-             "  --only FIGURE   run one figure: remote_echo, is_alive_rps or connections\n"
+             "  --only FIGURE   run one figure: remote_echo, is_alive_rps, connections, clients\n"
+             "                  or python_client\n"
              "  --server PATH   the rex-server to start (default: {})\n"
              "  --iterations N  remote_echo samples (default 1000)\n"
              "  --clients N     clients of the connections figure (default 1000)\n"
-             "  --no-pin        do not pin the servers and the load generator to cores\n",
-             argv0, REX_SERVER_PATH);
+             "  --no-pin        do not pin the servers and the load generator to cores\n"
+             "  --swerex-python PATH  the Python whose swe-rex (server and client) is measured\n"
+             "                  beside rex (default {})\n"
+             "  --swerex-iterations N  SWE-ReX's echo samples (default 30)\n"
+             "  --swerex-clients N  clients of the clients figure (default 10)\n"
+             "  --no-swerex     do not measure SWE-ReX\n",
+             argv0, REX_SERVER_PATH, REX_SWEREX_PYTHON);
   return code;
 }
 
@@ -864,6 +1164,8 @@ int main(int argc, char** argv) {
   Options opt;
   std::optional<int> iterations;
   std::optional<int> clients;
+  std::optional<int> swerex_iterations;
+  std::optional<int> swerex_clients;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--serve-floor") {
@@ -880,13 +1182,22 @@ int main(int argc, char** argv) {
       opt.only = argv[++i];
     } else if (a == "--server" && i + 1 < argc) {
       opt.server = argv[++i];
-    } else if ((a == "--iterations" || a == "--clients") && i + 1 < argc) {
+    } else if (a == "--swerex-python" && i + 1 < argc) {
+      opt.swerex_python = argv[++i];
+    } else if (a == "--no-swerex") {
+      opt.swerex = false;
+    } else if ((a == "--iterations" || a == "--clients" || a == "--swerex-iterations" ||
+                a == "--swerex-clients") &&
+               i + 1 < argc) {
       const auto v = positive(argv[++i]);
       if (!v) {
         fmt::print(stderr, "{} needs a positive number, got `{}`\n", a, argv[i]);
         return 2;
       }
-      (a == "--iterations" ? iterations : clients) = v;
+      (a == "--iterations"          ? iterations
+       : a == "--clients"           ? clients
+       : a == "--swerex-iterations" ? swerex_iterations
+                                    : swerex_clients) = v;
     } else if (a == "--help" || a == "-h") {
       return usage(argv[0], 0);
     } else {
@@ -895,8 +1206,10 @@ int main(int argc, char** argv) {
     }
   }
   if (!opt.only.empty() && opt.only != "remote_echo" && opt.only != "is_alive_rps" &&
-      opt.only != "connections") {
-    fmt::print(stderr, "--only: no figure `{}` (remote_echo, is_alive_rps, connections)\n",
+      opt.only != "connections" && opt.only != "clients" && opt.only != "python_client") {
+    fmt::print(stderr,
+               "--only: no figure `{}` (remote_echo, is_alive_rps, connections, clients, "
+               "python_client)\n",
                opt.only);
     return 2;
   }
@@ -906,11 +1219,19 @@ int main(int argc, char** argv) {
     opt.load_block_seconds = 0.2;
     opt.load_rounds = 1;
     opt.clients = 50;
+    opt.swerex_iterations = 3;
+    opt.swerex_clients = 3;
+    opt.swerex_client_commands = 2;
+    opt.python_client_iterations = 10;
   }
   if (iterations)
     opt.echo_iterations = *iterations;
   if (clients)
     opt.clients = *clients;
+  if (swerex_iterations)
+    opt.swerex_iterations = *swerex_iterations;
+  if (swerex_clients)
+    opt.swerex_clients = *swerex_clients;
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
 
@@ -938,6 +1259,38 @@ int main(int argc, char** argv) {
     cfg.auth_token = std::string(kToken);
     rex::RemoteRuntime remote(io.get_executor(), cfg);
 
+    // SWE-ReX: its server for the figures that compare servers, its Python client for
+    // python_client; each only when such a figure runs.
+    auto runs = [&](std::string_view name) { return opt.only.empty() || opt.only == name; };
+    const bool want_server = runs("remote_echo") || runs("is_alive_rps") || runs("clients");
+    const bool want_client = runs("python_client");
+    Swerex swerex;
+    swerex.setup = swerex_setup(opt.swerex_python, opt.swerex && (want_server || want_client));
+    swerex.why_not_server = swerex.why_not_client = swerex.setup.unavailable;
+    if (swerex.setup.usable() && want_server) {
+      try {
+        swerex.server = start_swerex_server(swerex.setup, kToken);
+      } catch (const std::exception& e) {
+        swerex.why_not_server = fmt::format("its server did not start: {}", e.what());
+      }
+    }
+    if (swerex.setup.usable() && want_client) {
+      try {
+        swerex.client = std::make_unique<SwerexDriver>(swerex.setup, "client");
+      } catch (const std::exception& e) {
+        swerex.why_not_client = e.what();
+      }
+    }
+    if (swerex.server)
+      fmt::print(table, "SWE-ReX's server (swerex.server, uvicorn) at {}\n", swerex.server->url());
+    else if (want_server)
+      fmt::print(table, "SWE-ReX's server: not measured: {}\n", swerex.why_not_server);
+    if (swerex.client)
+      fmt::print(table, "SWE-ReX's Python client: {}\n", swerex.client->description());
+    else if (want_client)
+      fmt::print(table, "SWE-ReX's Python client: not measured: {}\n", swerex.why_not_client);
+    std::fflush(table);
+
     auto figure = [&](const char* name, auto run) {
       if (!opt.only.empty() && opt.only != name)
         return;
@@ -950,10 +1303,28 @@ int main(int argc, char** argv) {
       }
     };
     figure("remote_echo",
-           [&] { results.push_back(bench_remote_echo(io, local, remote, server, opt)); });
-    figure("is_alive_rps", [&] { results.push_back(bench_is_alive_rps(io, server, floor, opt)); });
+           [&] { results.push_back(bench_remote_echo(io, local, remote, server, swerex, opt)); });
+    figure("is_alive_rps",
+           [&] { results.push_back(bench_is_alive_rps(io, server, floor, swerex, opt)); });
     figure("connections",
            [&] { results.push_back(bench_connections(io, local, server, opt, errors)); });
+    figure("clients",
+           [&] { results.push_back(bench_clients(io, local, server, swerex, opt, errors)); });
+    figure("python_client", [&] {
+      if (!swerex.client) {
+        fmt::print(stderr, "  python_client: not measured: {}\n", swerex.why_not_client);
+        return;
+      }
+      for (auto& r : bench_python_client(io, local, server, swerex, opt))
+        results.push_back(std::move(r));
+    });
+    for (auto& r : results) {
+      if (!r.swerex && !swerex.server && r.name != "connections_" + std::to_string(opt.clients))
+        r.extra["swerex"] = "not measured: " + swerex.why_not_server;
+    }
+    // SWE-ReX's Python client closes its sessions on both servers, so before they stop.
+    if (swerex.client)
+      swerex.client->finish();
     try {
       run_on(io, local.close());
     } catch (const std::exception& e) {
@@ -967,6 +1338,11 @@ int main(int argc, char** argv) {
     if (auto problem = floor.stop(std::chrono::seconds(10))) {
       ++errors;
       fmt::print(stderr, "{}\n", *problem);
+    }
+    // SWE-ReX's own exit is not rex's concern: reported, not counted.
+    if (swerex.server) {
+      if (auto problem = swerex.server->stop(std::chrono::seconds(30)))
+        fmt::print(stderr, "{}\n", *problem);
     }
   } catch (const std::exception& e) {
     ++errors;

@@ -5,7 +5,8 @@
 // its floor, so the figures mean the same thing on a fast or a slow machine. Rex and floor
 // samples are taken in alternating blocks so that a noisy neighbour hurts both alike.
 //
-//   rex_bench [--smoke] [--iterations N] [--json] [--strict]
+//   rex_bench [--smoke] [--iterations N] [--json] [--strict] [--only FIGURE]
+//             [--swerex-python PATH] [--swerex-iterations N] [--no-swerex]
 //
 // Figures (lower is better unless noted):
 //   echo           run_in_session("echo hi")               vs a raw pty round trip      <= 2x
@@ -16,6 +17,15 @@
 //   throughput     S sessions x C `echo`s on one thread    vs poll() over S raw ptys  >= 0.7x
 //                  (ratio = rex commands/s / floor commands/s: higher is better)
 //   sessions_N     N concurrent sessions, one `echo` each: time, success count, memory
+//
+// SWE-ReX, same run: beside each figure but sessions_N, the same calls on SWE-ReX's own
+// LocalRuntime (swerex.runtime.local, swe-rex from the environment REX_SWEREX_ENV, driven by
+// swerex_driver.py in a Python child process): its p50 and rex p50 / SWE-ReX p50 (throughput:
+// rex commands/s / SWE-ReX commands/s, S' sessions x C' `echo`s gathered on its asyncio loop).
+// SWE-ReX takes ~0.1-0.5 s a call, so it gets --swerex-iterations samples (default 30; 3 with
+// --smoke; create_session half, output_1mb a third), spread over rex's blocks. Timed inside
+// Python around each awaited call, as rex's are timed around each co_await. Without the
+// environment (or with --no-swerex) the benchmark says so and measures the rest.
 //
 // --smoke: tiny counts, a few seconds; exits 0 even when a ratio misses (errors still fail).
 // --strict: exit 1 when a figure misses its target. --json: one JSON object per figure on
@@ -65,6 +75,7 @@
 #include <vector>
 
 #include "bench_common.hpp"
+#include "swerex.hpp"
 
 extern char** environ;
 
@@ -72,10 +83,6 @@ namespace {
 
 namespace asio = boost::asio;
 using namespace rex::bench;
-
-[[noreturn]] void throw_errno(const char* what) {
-  throw std::system_error(errno, std::generic_category(), what);
-}
 
 // CPU time (user + system) this process has used, in milliseconds.
 double self_cpu_ms() {
@@ -505,15 +512,22 @@ struct Options {
   int tp_rounds = 3;
   int many_sessions = 1000;
   std::string only;  // run just this figure (its name in the table, or "sessions")
+  bool swerex = true;
+  std::string swerex_python = REX_SWEREX_PYTHON;
+  int swerex_iterations = 30;  // echo and execute_true; create N/2, output_1mb N/3 (at least 2)
+  int swerex_tp_sessions = 5;
+  int swerex_tp_commands = 4;
 };
 
 // ---------------------------------------------------------------------------------------------
 // Figures
 
-// Round trips of `command` through rex and through the raw pty, in alternating blocks.
+// Round trips of `command` through rex and through the raw pty, in alternating blocks; SWE-ReX's
+// LocalRuntime runs the same command (its driver's operation `name`) in blocks of its own.
 Result bench_round_trip(asio::io_context& io, rex::LocalRuntime& rt, const std::string& name,
                         const std::string& command, std::size_t rex_output,
-                        std::size_t floor_output, int iterations, int block, double target) {
+                        std::size_t floor_output, int iterations, int block, double target,
+                        SwerexPart swerex) {
   const std::string session = "bench-" + name;
   run_on(io, rex_create(rt, session));
   RawShell shell;
@@ -535,6 +549,9 @@ Result bench_round_trip(asio::io_context& io, rex::LocalRuntime& rt, const std::
     throw std::runtime_error(fmt::format("floor: {} printed {} bytes, expected {}", command,
                                          shell.last_output_size(), floor_output));
   }
+  std::vector<double> swerex_samples;
+  swerex.run(name, 1, swerex_samples);  // its session is created here, untimed
+  swerex_samples.clear();
 
   std::vector<double> rex_samples;
   std::vector<double> floor_samples;
@@ -546,11 +563,14 @@ Result bench_round_trip(asio::io_context& io, rex::LocalRuntime& rt, const std::
       out.push_back(ms_between(t0, Clock::now()));
     }
   };
-  // Blocks of rex, floor and framed floor, in a rotating order.
+  // Blocks of rex, floor, framed floor and SWE-ReX (its samples spread over the blocks), in a
+  // rotating order.
+  const int blocks = (iterations + block - 1) / block;
+  const int sides = swerex.active() ? 4 : 3;
   for (int done = 0, b = 0; done < iterations; done += block, ++b) {
     const int n = std::min(block, iterations - done);
-    for (int k = 0; k < 3; ++k) {
-      switch ((b + k) % 3) {
+    for (int k = 0; k < sides; ++k) {
+      switch ((b + k) % sides) {
         case 0: {
           const auto samples = run_on(io, rex_commands(rt, session, command, n, rex_output));
           rex_samples.insert(rex_samples.end(), samples.begin(), samples.end());
@@ -559,8 +579,12 @@ Result bench_round_trip(asio::io_context& io, rex::LocalRuntime& rt, const std::
         case 1:
           raw_block(shell, line, n, floor_samples);
           break;
-        default:
+        case 2:
           raw_block(framed, framed_line, n, framed_samples);
+          break;
+        default:
+          if (const int m = spread(b, blocks, swerex.samples()); m > 0)
+            swerex.run(name, m, swerex_samples);
           break;
       }
     }
@@ -571,6 +595,7 @@ Result bench_round_trip(asio::io_context& io, rex::LocalRuntime& rt, const std::
   const double framed_p50 = stats_of(framed_samples).p50;
   r.note = fmt::format("rex p50 {:.0f} us, floor p50 {:.0f} us; floor+rex framing {:.0f} us",
                        r.rex.p50 * 1000, r.floor_p50 * 1000, framed_p50 * 1000);
+  swerex.report(r, swerex_samples, r.rex.p50);
   r.extra["p50_us"] = r.rex.p50 * 1000;
   r.extra["floor_p50_us"] = r.floor_p50 * 1000;
   r.extra["framed_floor_p50_ms"] = framed_p50;
@@ -578,8 +603,22 @@ Result bench_round_trip(asio::io_context& io, rex::LocalRuntime& rt, const std::
 }
 
 // create_session and close_session, timed apart, vs spawn-to-first-prompt and kill+reap.
-std::vector<Result> bench_create(asio::io_context& io, rex::LocalRuntime& rt, int iterations) {
+// SWE-ReX: its own create_session then close_session, timed apart, now and then in between.
+std::vector<Result> bench_create(asio::io_context& io, rex::LocalRuntime& rt, int iterations,
+                                 SwerexPart swerex) {
   std::vector<double> rex_create_ms, rex_total_ms, floor_create_ms, floor_total_ms;
+  std::vector<double> swerex_create_ms, swerex_total_ms;
+  auto swerex_once = [&](bool record) {
+    swerex.attempt([&] {
+      const boost::json::object answer = swerex.driver().call({{"op", "create_close"}, {"n", 1}});
+      const auto create = SwerexDriver::samples_of(answer);
+      const auto close = SwerexDriver::samples_of(answer, "close_ms");
+      if (record) {
+        swerex_create_ms.push_back(create.at(0));
+        swerex_total_ms.push_back(create.at(0) + close.at(0));
+      }
+    });
+  };
   auto floor_once = [&](bool record) {
     const auto t0 = Clock::now();
     auto shell = std::make_unique<RawShell>();
@@ -603,6 +642,7 @@ std::vector<Result> bench_create(asio::io_context& io, rex::LocalRuntime& rt, in
     rex_once(false);
     floor_once(false);
   }
+  swerex_once(false);
   for (int i = 0; i < iterations; ++i) {
     if (i % 2 == 0) {
       rex_once(true);
@@ -611,22 +651,31 @@ std::vector<Result> bench_create(asio::io_context& io, rex::LocalRuntime& rt, in
       floor_once(true);
       rex_once(true);
     }
+    if (spread(i, iterations, swerex.samples()) > 0)
+      swerex_once(true);
   }
   Result create = ratio_result("create_session", rex_create_ms, floor_create_ms, 2.0);
   create.note = "close excluded";
   Result total = ratio_result("create_close", rex_total_ms, floor_total_ms, 2.0);
   total.note = fmt::format("close alone: rex p50 {:.2f} ms",
                            stats_of(rex_total_ms).p50 - stats_of(rex_create_ms).p50);
+  swerex.report(create, swerex_create_ms, create.rex.p50);
+  swerex.report(total, swerex_total_ms, total.rex.p50);
   return {create, total};
 }
 
-Result bench_execute(asio::io_context& io, rex::LocalRuntime& rt, int iterations) {
+Result bench_execute(asio::io_context& io, rex::LocalRuntime& rt, int iterations,
+                     SwerexPart swerex) {
   const int block = 25;
   run_on(io, rex_execute_true(rt, 20));
   for (int i = 0; i < 20; ++i)
     floor_execute_true();
+  std::vector<double> swerex_samples;
+  swerex.run("execute_true", 3, swerex_samples);  // warm-up
+  swerex_samples.clear();
   std::vector<double> rex_samples;
   std::vector<double> floor_samples;
+  const int blocks = (iterations + block - 1) / block;
   for (int done = 0, b = 0; done < iterations; done += block, ++b) {
     const int n = std::min(block, iterations - done);
     auto floor_block = [&] {
@@ -639,15 +688,21 @@ Result bench_execute(asio::io_context& io, rex::LocalRuntime& rt, int iterations
     rex_samples.insert(rex_samples.end(), samples.begin(), samples.end());
     if (b % 2 == 0)
       floor_block();
+    if (const int m = spread(b, blocks, swerex.samples()); m > 0)
+      swerex.run("execute_true", m, swerex_samples);
   }
   Result r = ratio_result("execute_true", rex_samples, floor_samples, 1.5);
   r.note =
       fmt::format("rex p50 {:.0f} us, floor p50 {:.0f} us", r.rex.p50 * 1000, r.floor_p50 * 1000);
+  swerex.report(r, swerex_samples, r.rex.p50);
   return r;
 }
 
 // S sessions x C commands, all at once on this one thread, vs poll() over S raw ptys.
-Result bench_throughput(asio::io_context& io, rex::LocalRuntime& rt, const Options& opt) {
+// SWE-ReX: its LocalRuntime with S' sessions x C' `echo`s, gathered on its asyncio loop, a round
+// of its own in the rotation.
+Result bench_throughput(asio::io_context& io, rex::LocalRuntime& rt, const Options& opt,
+                        SwerexPart swerex) {
   const int s = opt.tp_sessions;
   const int c = opt.tp_commands;
   std::vector<std::string> names;
@@ -705,20 +760,37 @@ Result bench_throughput(asio::io_context& io, rex::LocalRuntime& rt, const Optio
     timed_round(framed_side, record,
                 [&](std::vector<double>& lat) { floor_drive(framed, c, lat); });
   };
+  std::vector<double> swerex_rate, swerex_latency;
+  auto swerex_round = [&](int commands, bool record) {
+    swerex.attempt([&] {
+      const boost::json::object answer = swerex.driver().call(
+          {{"op", "throughput"}, {"sessions", opt.swerex_tp_sessions}, {"commands", commands}});
+      if (record) {
+        swerex_rate.push_back(answer.at("commands_per_s").to_number<double>());
+        const auto lat = SwerexDriver::samples_of(answer);
+        swerex_latency.insert(swerex_latency.end(), lat.begin(), lat.end());
+      }
+    });
+  };
   rex_round(false);  // warm-up
   floor_round(false);
   framed_round(false);
+  swerex_round(1, false);  // its sessions are created here, untimed
+  const int sides = swerex.active() ? 4 : 3;
   for (int round = 0; round < opt.tp_rounds; ++round) {
-    for (int k = 0; k < 3; ++k) {
-      switch ((round + k) % 3) {
+    for (int k = 0; k < sides; ++k) {
+      switch ((round + k) % sides) {
         case 0:
           rex_round(true);
           break;
         case 1:
           floor_round(true);
           break;
-        default:
+        case 2:
           framed_round(true);
+          break;
+        default:
+          swerex_round(opt.swerex_tp_commands, true);
           break;
       }
     }
@@ -752,6 +824,15 @@ Result bench_throughput(asio::io_context& io, rex::LocalRuntime& rt, const Optio
   r.extra["rex_commands_per_s"] = rex_rate;
   r.extra["floor_commands_per_s"] = floor_rate;
   r.extra["higher_is_better"] = true;
+  if (SwerexFigure* f = swerex.report(r, swerex_latency, r.rex.p50)) {
+    const double rate = median(swerex_rate);
+    f->ratio = rate > 0 ? rex_rate / rate : 0;  // rates: higher is better
+    r.note += fmt::format(" per command; SWE-ReX {}x{}: {:.1f} cmd/s", opt.swerex_tp_sessions,
+                          opt.swerex_tp_commands, rate);
+    r.extra["swerex_commands_per_s"] = rate;
+    r.extra["swerex_sessions"] = opt.swerex_tp_sessions;
+    r.extra["swerex_commands_per_session"] = opt.swerex_tp_commands;
+  }
   return r;
 }
 
@@ -841,8 +922,12 @@ int usage(const char* argv0, int code) {
              "  --json          one JSON object per figure on stdout (table on stderr)\n"
              "  --strict        exit 1 when a figure misses its target\n"
              "  --only FIGURE   run one figure: echo, create_session, output_1mb,\n"
-             "                  execute_true, throughput or sessions\n",
-             argv0);
+             "                  execute_true, throughput or sessions\n"
+             "  --swerex-python PATH  the Python whose swe-rex is measured beside rex (default\n"
+             "                  {})\n"
+             "  --swerex-iterations N  SWE-ReX's echo and execute_true samples (default 30)\n"
+             "  --no-swerex     do not measure SWE-ReX\n",
+             argv0, REX_SWEREX_PYTHON);
   return code;
 }
 
@@ -851,6 +936,7 @@ int usage(const char* argv0, int code) {
 int main(int argc, char** argv) {
   Options opt;
   std::optional<int> iterations;
+  std::optional<int> swerex_iterations;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--smoke") {
@@ -865,6 +951,14 @@ int main(int argc, char** argv) {
         return usage(argv[0], 2);
     } else if (a == "--only" && i + 1 < argc) {
       opt.only = argv[++i];
+    } else if (a == "--swerex-python" && i + 1 < argc) {
+      opt.swerex_python = argv[++i];
+    } else if (a == "--swerex-iterations" && i + 1 < argc) {
+      swerex_iterations = std::atoi(argv[++i]);
+      if (*swerex_iterations <= 0)
+        return usage(argv[0], 2);
+    } else if (a == "--no-swerex") {
+      opt.swerex = false;
     } else if (a == "--help" || a == "-h") {
       return usage(argv[0], 0);
     } else {
@@ -877,9 +971,15 @@ int main(int argc, char** argv) {
     opt.tp_commands = 5;
     opt.tp_rounds = 1;
     opt.many_sessions = 50;
+    opt.swerex_iterations = 3;
+    opt.swerex_tp_sessions = 2;
+    opt.swerex_tp_commands = 2;
   }
   if (iterations)
     opt.iterations = *iterations;
+  if (swerex_iterations)
+    opt.swerex_iterations = *swerex_iterations;
+  ::signal(SIGPIPE, SIG_IGN);  // a SWE-ReX driver that died fails its call instead
   raise_fd_limit();
 
   std::FILE* table = opt.json ? stderr : stdout;
@@ -887,6 +987,26 @@ int main(int argc, char** argv) {
              opt.smoke ? " --smoke" : "", opt.iterations, opt.tp_sessions, opt.tp_commands,
              opt.many_sessions);
   std::fflush(table);
+
+  // SWE-ReX's LocalRuntime, in a Python child process started before anything else runs.
+  const bool swerex_figures = opt.only != "sessions";
+  SwerexSetup setup = swerex_setup(opt.swerex_python, opt.swerex && swerex_figures);
+  std::unique_ptr<SwerexDriver> swerex;
+  if (setup.usable()) {
+    try {
+      swerex = std::make_unique<SwerexDriver>(setup, "local");
+      fmt::print(table, "SWE-ReX: {}, its LocalRuntime measured beside rex\n",
+                 swerex->description());
+    } catch (const std::exception& e) {
+      setup.unavailable = e.what();
+    }
+  }
+  if (!swerex && swerex_figures)
+    fmt::print(table, "SWE-ReX: not measured: {}\n", setup.unavailable);
+  std::fflush(table);
+  auto swerex_part = [&](int samples) {
+    return swerex ? SwerexPart(std::max(2, samples), swerex.get()) : SwerexPart();
+  };
 
   asio::io_context io;
   auto work = asio::make_work_guard(io);
@@ -906,25 +1026,34 @@ int main(int argc, char** argv) {
     }
   };
   const int n = opt.iterations;
-  figure("echo",
-         [&] { results.push_back(bench_round_trip(io, rt, "echo", "echo hi", 3, 4, n, 25, 2.0)); });
+  const int sn = opt.swerex_iterations;
+  figure("echo", [&] {
+    results.push_back(
+        bench_round_trip(io, rt, "echo", "echo hi", 3, 4, n, 25, 2.0, swerex_part(sn)));
+  });
   figure("create_session", [&] {
-    for (auto& r : bench_create(io, rt, std::max(5, n / 10)))
+    for (auto& r : bench_create(io, rt, std::max(5, n / 10), swerex_part(sn / 2)))
       results.push_back(std::move(r));
   });
   figure("output_1mb", [&] {
     results.push_back(bench_round_trip(io, rt, "output_1mb",
                                        "head -c 1000000 /dev/zero | tr '\\0' a", 1000000, 1000000,
-                                       std::max(3, n / 20), 5, 2.0));
+                                       std::max(3, n / 20), 5, 2.0, swerex_part(sn / 3)));
   });
-  figure("execute_true", [&] { results.push_back(bench_execute(io, rt, n)); });
-  figure("throughput", [&] { results.push_back(bench_throughput(io, rt, opt)); });
+  figure("execute_true", [&] { results.push_back(bench_execute(io, rt, n, swerex_part(sn))); });
+  figure("throughput", [&] { results.push_back(bench_throughput(io, rt, opt, swerex_part(1))); });
   figure("sessions", [&] { results.push_back(bench_many(io, rt, opt.many_sessions)); });
   try {
     run_on(io, rt.close());
   } catch (const std::exception& e) {
     ++errors;
     fmt::print(stderr, "closing the runtime failed: {}\n", e.what());
+  }
+  if (swerex)
+    swerex->finish();  // closes its sessions
+  for (auto& r : results) {
+    if (!r.swerex && !setup.usable() && !r.name.starts_with("sessions_"))
+      r.extra["swerex"] = "not measured: " + setup.unavailable;
   }
 
   print_table(table, results);

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <array>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -31,6 +32,8 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <string_view>
+#include <system_error>
 
 #include "detail/offload.hpp"
 #include "json_fields.hpp"
@@ -194,11 +197,64 @@ bool is_local_address(const std::string& address) {
   return found;
 }
 
+// Whether one of this machine's addresses lies in `subnet` ("172.17.0.0/16", "fd00::/64").
+bool has_local_address_in(const std::string& subnet) {
+  const auto slash = subnet.find('/');
+  if (slash == std::string::npos)
+    return false;
+  const std::string base = subnet.substr(0, slash);
+  const std::string_view bits_text = std::string_view(subnet).substr(slash + 1);
+  unsigned bits = 0;
+  const auto [end, error] =
+      std::from_chars(bits_text.data(), bits_text.data() + bits_text.size(), bits);
+  if (error != std::errc{} || end != bits_text.data() + bits_text.size())
+    return false;
+  unsigned char prefix[16]{};
+  std::size_t size = 0;
+  int family = AF_INET;
+  if (::inet_pton(AF_INET, base.c_str(), prefix) == 1) {
+    size = 4;
+  } else if (::inet_pton(AF_INET6, base.c_str(), prefix) == 1) {
+    size = 16;
+    family = AF_INET6;
+  } else {
+    return false;
+  }
+  if (bits == 0 || bits > size * 8)
+    return false;  // a default route's "subnet" says nothing about this machine
+  auto in_prefix = [&](const unsigned char* address) {
+    for (unsigned bit = 0; bit < bits; ++bit) {
+      const unsigned mask = 0x80u >> (bit % 8);
+      if ((address[bit / 8] & mask) != (prefix[bit / 8] & mask))
+        return false;
+    }
+    return true;
+  };
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0)
+    return false;
+  bool found = false;
+  for (const ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
+    if (a->ifa_addr == nullptr || a->ifa_addr->sa_family != family)
+      continue;
+    if (family == AF_INET) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(a->ifa_addr);
+      found = in_prefix(reinterpret_cast<const unsigned char*>(&in->sin_addr));
+    } else {
+      const auto* in = reinterpret_cast<const sockaddr_in6*>(a->ifa_addr);
+      found = in_prefix(reinterpret_cast<const unsigned char*>(&in->sin6_addr));
+    }
+  }
+  ::freeifaddrs(list);
+  return found;
+}
+
 // Whether this machine routes to the containers of an engine's network: it does when the
-// network's gateway is one of its own addresses (a bridge of a rootful engine here), and does
-// not when the network lives in a VM or another network namespace (Docker Desktop, rootless
-// engines). Answers are kept per engine and network for the life of the process; a failed
-// lookup is not kept and counts as "no".
+// network's gateway is one of its own addresses (a bridge of a rootful engine here), or, when
+// the engine names no gateway (Docker's default bridge after some daemon starts), when one of
+// its addresses lies in the network's subnet; it does not when the network lives in a VM or
+// another network namespace (Docker Desktop, rootless engines). Answers are kept per engine and
+// network for the life of the process; a failed lookup is not kept and counts as "no".
 asio::awaitable<bool> network_is_routable(docker::Engine& engine, std::string network) {
   static std::mutex mutex;
   static std::map<std::string, bool> known;
@@ -221,7 +277,11 @@ asio::awaitable<bool> network_is_routable(docker::Engine& engine, std::string ne
         ipam && ipam->is_object() ? ipam->as_object().if_contains("Config") : nullptr;
     if (configs && configs->is_array()) {
       for (const auto& c : configs->as_array()) {
-        if (c.is_object() && is_local_address(string_at(c.as_object(), "Gateway"))) {
+        if (!c.is_object())
+          continue;
+        const std::string gateway = string_at(c.as_object(), "Gateway");
+        if (gateway.empty() ? has_local_address_in(string_at(c.as_object(), "Subnet"))
+                            : is_local_address(gateway)) {
           routable = true;
           break;
         }
