@@ -27,6 +27,14 @@ rex_install_packages() {
   fi
 }
 
+# rex_timed WHAT COMMAND...: runs COMMAND and says how long WHAT took (first runs are long).
+rex_timed() {
+  local what=$1 start=$SECONDS
+  shift
+  "$@"
+  echo "rex: $what took $((SECONDS - start)) s"
+}
+
 # rex_build PRESET [TARGET...]: configure once, then build incrementally.
 rex_build() {
   local preset=$1

@@ -2,6 +2,6 @@
 # Installs what is missing, builds rex, and runs a few commands in a local bash session
 # (the embedded default): shell state, an exit code, and an interactive python3.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-rex_install_packages
-rex_build release rex_cli
+rex_timed "installing packages" rex_install_packages
+rex_timed "building" rex_build release rex_cli
 exec "$REX_ROOT/build/release/rex" run --demo "$@"

@@ -3,10 +3,12 @@
 # suite: unit, integration, docker (against a real engine, started here when needed) and the
 # benchmark smoke runs. Extra arguments go to ctest.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
-rex_install_packages
-rex_docker_setup  # the engine and images the tests labelled `docker` use
-rex_python_env    # SWE-ReX and mini-swe-agent, pinned, for the tests labelled `swerex`
-rex_build release
+rex_timed "installing packages" rex_install_packages
+# The engine and images the tests labelled `docker` use.
+rex_timed "the container engines and test images" rex_docker_setup
+# SWE-ReX and mini-swe-agent, pinned, for the tests labelled `swerex`.
+rex_timed "the SWE-ReX environment" rex_python_env
+rex_timed "building" rex_build release
 cd "$REX_ROOT"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-ctest --preset release -j "$(nproc)" "$@"
+rex_timed "the tests" ctest --preset release -j "$(nproc)" "$@"
