@@ -7,6 +7,7 @@ tests see exactly the bytes a foreign client (SWE-ReX's RemoteRuntime, curl) wou
 import http.client
 import io
 import json
+import os
 import queue
 import re
 import signal
@@ -256,14 +257,37 @@ def wait_until(predicate, timeout, interval=0.02, what="a condition"):
         time.sleep(interval)
 
 
-def process_state(pid):
-    """The one-letter state of a process ('R', 'S', 'Z', ...), None when it does not exist."""
+def process_stat(pid):
+    """(state, parent pid) of a process from /proc, None when it does not exist."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except (FileNotFoundError, ProcessLookupError):
         return None
-    return stat[stat.rindex(")") + 2]
+    fields = stat[stat.rindex(")") + 2:].split()
+    return fields[0], int(fields[1])
+
+
+def process_state(pid):
+    """The one-letter state of a process ('R', 'S', 'Z', ...), None when it does not exist."""
+    stat = process_stat(pid)
+    return stat[0] if stat else None
+
+
+def parent_of(pid):
+    stat = process_stat(pid)
+    return stat[1] if stat else None
+
+
+def children_of(pid):
+    """{child pid: state} for every child of `pid`, zombies included."""
+    found = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            stat = process_stat(int(name))
+            if stat and stat[1] == pid:
+                found[int(name)] = stat[0]
+    return found
 
 
 def is_gone(pid):

@@ -29,27 +29,11 @@ import zipfile
 
 sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from rexserver import RexServer, is_gone, process_state, wait_until  # noqa: E402
+from rexserver import RexServer, children_of, is_gone, process_state, wait_until  # noqa: E402
 
 SERVER = ""
 CLI = ""
 TOKEN = "faults-token"
-
-
-def children(pid):
-    """Pids whose parent is `pid`."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
-            out.append(int(entry))
-    return out
 
 
 def processes_running(needle):
@@ -97,7 +81,7 @@ class TestSessionFaults(FaultTestCase):
             "sleep 60", session="victim", timeout=120)))
         started = time.monotonic()
         runner.start()
-        bash = wait_until(lambda: [p for p in children(s.pid)
+        bash = wait_until(lambda: [p for p in children_of(s.pid)
                                    if process_state(p) in ("S", "R")], 10,
                           what="the session's bash")
         time.sleep(0.3)  # the command is running
@@ -117,7 +101,7 @@ class TestSessionFaults(FaultTestCase):
         self.assertEqual(s.run("echo back", session="victim").json()["output"], "back\n")
         s.close_session("victim")
         # No zombie is left among the server's children.
-        wait_until(lambda: not [p for p in children(s.pid) if process_state(p) == "Z"], 5,
+        wait_until(lambda: not [p for p in children_of(s.pid) if process_state(p) == "Z"], 5,
                    what="the server to reap its children")
 
     def test_daemons_started_by_commands_do_not_block_and_die_with_the_session(self):

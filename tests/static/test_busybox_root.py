@@ -24,7 +24,7 @@ import zipfile
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "protocol"))
-from rexserver import RexServer, wait_until  # noqa: E402
+from rexserver import RexServer, children_of, parent_of, wait_until  # noqa: E402
 
 SKIP = 77
 BUSYBOX = "/bin/busybox"
@@ -100,15 +100,6 @@ def first_process_in(root):
     return None
 
 
-def parent_of(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    return int(stat[stat.rindex(")") + 2:].split()[1])
-
-
 def command_line(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -125,23 +116,6 @@ def descendants_of(pid):
         for child, state in children_of(todo.pop()).items():
             found[child] = state
             todo.append(child)
-    return found
-
-
-def children_of(pid):
-    """{child pid: state} for every child of `pid`, zombies included."""
-    found = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[1]) == pid:
-            found[int(name)] = fields[0]
     return found
 
 

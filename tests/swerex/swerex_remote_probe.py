@@ -20,24 +20,11 @@ from swerex.deployment.docker import DockerDeployment
 from swerex.runtime.abstract import BashAction, CloseBashSessionRequest, CreateBashSessionRequest
 from swerex.runtime.remote import RemoteRuntime
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "protocol"))
+from rexserver import children_of  # noqa: E402
+
 FALLBACK_EXIT = 97
 TIMEOUT = 30.0
-
-
-def children_of(pid):
-    """The pids whose parent is `pid`."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
-            found.append(int(entry))
-    return found
 
 
 async def drive(token):
@@ -67,7 +54,7 @@ def main():
                           start_new_session=True)
     try:
         report["output"] = asyncio.run(asyncio.wait_for(drive(token), TIMEOUT))
-        servers = children_of(sh.pid)
+        servers = list(children_of(sh.pid))
         report["server_count"] = len(servers)
         if servers:
             with open(f"/proc/{servers[0]}/cmdline", "rb") as f:

@@ -64,7 +64,7 @@ from swerex.runtime.remote import RemoteRuntime
 
 from conftest import (LISTEN_RE, START_TIMEOUT, STOP_TIMEOUT, rex_server_path, run_async,
                       start_rex_server)
-from swerex_remote_probe import children_of
+from rexserver import children_of  # conftest puts tests/protocol on the path
 
 TOKEN = "swerex-client-suite-token"
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -1123,7 +1123,7 @@ class ShellStartedServer:
         self.port = int(self.url.rsplit(":", 1)[1])
 
     def server_pid(self):
-        pids = children_of(self.sh.pid)
+        pids = list(children_of(self.sh.pid))
         assert len(pids) == 1, f"expected one child of sh, found {pids}"
         return pids[0]
 
