@@ -40,8 +40,9 @@ rex_build() {
   local preset=$1
   shift
   export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/rex-ccache}"
-  # Relative paths in the hash; debug builds still hash the working directory unless the
-  # compiler maps it (-fdebug-prefix-map), so a clone in another folder misses for now.
+  # Relative paths in the hash. A clone in another folder still misses: debug builds hash the
+  # working directory (unless -fdebug-prefix-map maps it), and the precompiled header each
+  # build directory makes differs too.
   export CCACHE_BASEDIR="$REX_ROOT"
   export CCACHE_SLOPPINESS="pch_defines,time_macros,include_file_mtime,include_file_ctime"
   export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
