@@ -148,10 +148,21 @@ class TestBusyboxRoot(unittest.TestCase):
         cls.server = RexServer("/bin/rex-server", token=TOKEN, command_prefix=prefix, env=env)
         # rex-server is the namespace's first process (unshare's child, rooted in `root`), so
         # it is PID 1 there: it stays as the init and serves from a child of its own.
-        cls.init_pid = wait_until(lambda: first_process_in(root), 5,
-                                  what="rex-server inside the root")
-        cls.server_pid = wait_until(lambda: next(iter(children_of(cls.init_pid)), None), 5,
-                                    what="the serving child of rex-server's init")
+        # (tearDownClass does not run when this fails: end the namespace here.)
+        try:
+            cls.init_pid = wait_until(lambda: first_process_in(root), 5,
+                                      what="rex-server inside the root")
+            cls.server_pid = wait_until(lambda: next(iter(children_of(cls.init_pid)), None), 5,
+                                        what="the serving child of rex-server's init")
+        except BaseException:
+            for pid in processes_in(root):
+                try:
+                    os.kill(pid, signal.SIGKILL)  # PID 1's death ends the whole namespace
+                except OSError:
+                    pass
+            cls.server.kill()
+            shutil.rmtree(cls.tmp, ignore_errors=True)
+            raise
 
     @classmethod
     def tearDownClass(cls):
