@@ -37,6 +37,32 @@ namespace rex::bench {
   throw std::system_error(errno, std::generic_category(), what);
 }
 
+enum class ReadOutcome { data, eof, timeout };
+
+// Appends what `fd` has to `into`, waiting for it until `deadline` (at most one read).
+inline ReadOutcome read_some_until(int fd, Clock::time_point deadline, std::string& into) {
+  std::array<char, 65536> chunk;
+  while (true) {
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left <= 0)
+      return ReadOutcome::timeout;
+    pollfd p{fd, POLLIN, 0};
+    const int rc = ::poll(&p, 1, static_cast<int>(left));
+    if (rc < 0 && errno != EINTR)
+      throw_errno("poll");
+    if (rc <= 0)
+      continue;
+    const ssize_t n = ::read(fd, chunk.data(), chunk.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return ReadOutcome::eof;
+    into.append(chunk.data(), static_cast<std::size_t>(n));
+    return ReadOutcome::data;
+  }
+}
+
 struct ChildServerOptions {
   std::string ready_marker = "listening on http://";  // printed before HOST:PORT
   bool capture_stderr = false;                        // stderr into the same pipe as stdout
@@ -129,25 +155,15 @@ class ChildServer {
   std::uint16_t wait_for_port(std::chrono::seconds limit) {
     const std::string_view marker = options_.ready_marker;
     const auto deadline = Clock::now() + limit;
-    std::array<char, 4096> chunk;
     while (true) {
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0)
+      const ReadOutcome got = read_some_until(out_fd_, deadline, output_);
+      if (got == ReadOutcome::timeout)
         throw std::runtime_error(fmt::format("{} printed no `{}` line within {} s; output: {}",
                                              name_, marker, limit.count(), output_));
-      pollfd p{out_fd_, POLLIN, 0};
-      const int rc = ::poll(&p, 1, static_cast<int>(left));
-      if (rc < 0 && errno != EINTR)
-        throw_errno("poll");
-      if (rc <= 0)
-        continue;
-      const ssize_t n = ::read(out_fd_, chunk.data(), chunk.size());
-      if (n <= 0) {
+      if (got == ReadOutcome::eof) {
         throw std::runtime_error(
             fmt::format("{} exited before listening; output: {}", name_, output_));
       }
-      output_.append(chunk.data(), static_cast<std::size_t>(n));
       const std::size_t at = output_.find(marker);
       if (at == std::string::npos)
         continue;

@@ -194,7 +194,6 @@ class SwerexDriver {
 
   boost::json::object read_answer(std::chrono::seconds limit) {
     const auto deadline = Clock::now() + limit;
-    std::array<char, 65536> chunk;
     while (true) {
       if (const std::size_t eol = buffer_.find('\n'); eol != std::string::npos) {
         const std::string line = buffer_.substr(0, eol);
@@ -205,23 +204,12 @@ class SwerexDriver {
           throw std::runtime_error("the SWE-ReX driver answered something else than JSON: " + line);
         return std::move(v.as_object());
       }
-      const auto left =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0)
+      const ReadOutcome got = read_some_until(from_, deadline, buffer_);
+      if (got == ReadOutcome::timeout)
         throw std::runtime_error(
             fmt::format("the SWE-ReX driver did not answer within {} s", limit.count()));
-      pollfd p{from_, POLLIN, 0};
-      const int rc = ::poll(&p, 1, static_cast<int>(left));
-      if (rc < 0 && errno != EINTR)
-        throw_errno("poll");
-      if (rc <= 0)
-        continue;
-      const ssize_t n = ::read(from_, chunk.data(), chunk.size());
-      if (n < 0 && errno == EINTR)
-        continue;
-      if (n <= 0)
+      if (got == ReadOutcome::eof)
         throw std::runtime_error("the SWE-ReX driver exited (its stderr says why)");
-      buffer_.append(chunk.data(), static_cast<std::size_t>(n));
     }
   }
 
