@@ -3,8 +3,10 @@
 #include <rex/http/multipart.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/json.hpp>
+#include <rex/protocol/python_repr.hpp>
 #include <rex/runtime/archive.hpp>
 #include <rex/runtime/file_ops.hpp>
+#include <rex/session/output.hpp>
 #include <rex/version.hpp>
 
 #include <fmt/format.h>
@@ -154,7 +156,7 @@ StoredResponse validation_answer(std::string_view message) {
   json::object error;
   error["type"] = type;
   error["loc"] = std::move(loc);
-  error["msg"] = msg;
+  error["msg"] = utf8_backslashreplace(msg);  // it may quote the request's bytes
   error["input"] = nullptr;
   json::array errors;
   errors.emplace_back(std::move(error));
@@ -912,7 +914,8 @@ asio::awaitable<StoredResponse> Server::Impl::receive_upload(
   if (const auto u = fields.find("unzip"); u != fields.end()) {
     const auto value = form_bool(u->second);
     if (!value)
-      co_return validation_answer("upload.unzip: expected a boolean, got " + u->second);
+      co_return validation_answer("upload.unzip: expected a boolean, got " +
+                                  python_repr(u->second));
     unzip = *value;
   }
   UploadRequest request;

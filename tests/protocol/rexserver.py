@@ -298,7 +298,8 @@ def is_gone(pid):
 def multipart(fields, boundary=None):
     """A multipart/form-data body as aiohttp's FormData writes it.
 
-    `fields`: (name, value) for text, (name, (filename, bytes, content_type)) for files.
+    `fields`: (name, value) for text (str, or bytes sent as they are), (name, (filename, bytes,
+    content_type)) for files.
     """
     boundary = boundary or uuid.uuid4().hex
     out = io.BytesIO()
@@ -312,7 +313,7 @@ def multipart(fields, boundary=None):
         else:
             out.write(f'Content-Type: text/plain; charset=utf-8\r\nContent-Disposition: '
                       f'form-data; name="{name}"\r\n\r\n'.encode())
-            out.write(value.encode())
+            out.write(value if isinstance(value, bytes) else value.encode())
         out.write(b"\r\n")
     out.write(f"--{boundary}--\r\n".encode())
     return out.getvalue(), f"multipart/form-data; boundary={boundary}"

@@ -100,6 +100,11 @@ class BadInputTable(unittest.TestCase):
         return self.server.upload(data, target, unzip, filename,
                                   "application/zip" if unzip else "application/octet-stream")
 
+    def upload_fields(self, fields):
+        body, content_type = multipart(fields)
+        return self.server.request("POST", "/upload", body=body,
+                                   headers={"Content-Type": content_type})
+
     def trickle(self, data, interval=1.0, budget=8.0):
         """Sends `data` a byte every `interval` seconds; the seconds until the server hung up,
         or None when it was still reading after `budget` seconds."""
@@ -224,6 +229,11 @@ class BadInputTable(unittest.TestCase):
                  [("target_path", self.path("nope"))])[0], headers={
                      "Content-Type": multipart([("target_path", "x")], "b")[1]}),
              Expect(422)),
+            ("upload whose unzip field is not UTF-8",
+             lambda: self.upload_fields([("target_path", self.path("nope")),
+                                         ("unzip", b"fal\x8d\x91"),
+                                         ("file", ("f.bin", b"x", "application/octet-stream"))]),
+             Expect(422, field="unzip", says=("expected a boolean", "fal\\udc8d"))),
             # Files that cannot be read as text.
             ("read_file on a directory",
              lambda: self.post_json("/read_file", {"path": victim_dir}),
