@@ -11,8 +11,8 @@
 //
 // /download is left out: it archives the server's own file system (not the runtime's), so an
 // input naming "/" would archive the machine.
-#include <rex/http/server.hpp>
 #include <rex/runtime/dummy_runtime.hpp>
+#include <rex/server/server.hpp>
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
@@ -65,7 +65,7 @@ asio::awaitable<void> receive_all(unix_socket::socket& socket, std::string& out)
   }
 }
 
-asio::awaitable<void> serve(rex::http::Server& server, unix_socket::socket socket, bool& done) {
+asio::awaitable<void> serve(rex::server::Server& server, unix_socket::socket socket, bool& done) {
   co_await server.serve_connection(std::move(socket));
   done = true;
 }
@@ -176,7 +176,7 @@ void check_responses(std::string_view out, std::string_view input) {
 void serve_once(std::string_view input, bool with_token) {
   asio::io_context io;
   rex::DummyRuntime runtime;
-  rex::http::ServerConfig config;
+  rex::server::ServerConfig config;
   config.auth_token = with_token ? "fuzz-token" : "";
   // Small limits, so that inputs of a few kilobytes reach them.
   config.max_header_bytes = kMaxHeaderBytes;
@@ -189,7 +189,7 @@ void serve_once(std::string_view input, bool with_token) {
   config.idle_timeout = std::chrono::hours(1);
   config.read_timeout = std::chrono::hours(1);
   config.trim_memory_after = std::chrono::milliseconds(0);  // io.run() returns at once
-  rex::http::Server server(io.get_executor(), runtime, config);
+  rex::server::Server server(io.get_executor(), runtime, config);
 
   unix_socket::socket client(io);
   unix_socket::socket served(io);

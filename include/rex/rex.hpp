@@ -1,6 +1,7 @@
 // Umbrella header: everything an agent or harness needs.
 #pragma once
 
+#include <rex/core/outcome.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
 #include <rex/deployment/docker_deployment.hpp>
@@ -18,7 +19,6 @@
 #include <rex/http/client_errors.hpp>
 #include <rex/http/multipart.hpp>
 #include <rex/pool/fan_out.hpp>
-#include <rex/pool/outcome.hpp>
 #include <rex/pool/pool_errors.hpp>
 #include <rex/pool/sandbox_lease.hpp>
 #include <rex/pool/sandbox_pool.hpp>
@@ -36,6 +36,7 @@
 #include <rex/runtime/local_runtime.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 #include <rex/runtime/runtime.hpp>
+#include <rex/server/server.hpp>
 #include <rex/session/bash_session.hpp>
 #include <rex/session/output.hpp>
 #include <rex/session/shell_framing.hpp>

@@ -88,7 +88,7 @@ bool is_loopback(const std::string& host) {
 }
 
 struct Shutdown {
-  http::Server& server;
+  server::Server& server;
   LocalRuntime& runtime;
   bool started = false;
 };
@@ -176,7 +176,7 @@ int run_server(const ServerOptions& options) {
 
   asio::io_context io(1);
   LocalRuntime runtime(io.get_executor());
-  http::Server server(io.get_executor(), runtime, options.server);
+  server::Server server(io.get_executor(), runtime, options.server);
   try {
     server.listen();
   } catch (const std::exception& e) {

@@ -2,7 +2,7 @@
 // HTTP server over a LocalRuntime, shared by both executables.
 #pragma once
 
-#include <rex/http/server.hpp>
+#include <rex/server/server.hpp>
 
 #include <CLI/CLI.hpp>
 
@@ -11,7 +11,7 @@
 namespace rex::cli {
 
 struct ServerOptions {
-  http::ServerConfig server{};
+  server::ServerConfig server{};
   double max_lifetime = 0;  // seconds; 0 = no limit
   std::string log_level = "info";
 };

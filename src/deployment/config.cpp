@@ -17,7 +17,7 @@
 #include <set>
 #include <sstream>
 
-#include "detail/json_kind.hpp"
+#include "core/json_kind.hpp"
 
 namespace rex {
 

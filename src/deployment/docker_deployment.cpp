@@ -30,8 +30,8 @@
 #include <random>
 #include <string_view>
 
+#include "core/offload.hpp"
 #include "deployment/local_addresses.hpp"
-#include "detail/offload.hpp"
 #include "json_fields.hpp"
 
 #ifndef REX_SERVER_BUILD_PATH

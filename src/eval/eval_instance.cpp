@@ -10,7 +10,7 @@
 #include <map>
 #include <set>
 
-#include "detail/json_kind.hpp"
+#include "core/json_kind.hpp"
 
 namespace rex {
 

@@ -4,7 +4,7 @@
 #include <rex/pool/fan_out.hpp>
 #include <rex/pool/sandbox_pool.hpp>
 
-#include "detail/offload.hpp"
+#include "core/offload.hpp"
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>

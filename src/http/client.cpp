@@ -3,7 +3,7 @@
 // loop. Each exchange is a template over the stream type, instantiated here only.
 #include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
-#include <rex/runtime/file_ops.hpp>
+#include <rex/protocol/exceptions.hpp>
 
 #include <fmt/format.h>
 #include <boost/asio/ip/address.hpp>

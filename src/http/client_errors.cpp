@@ -1,5 +1,5 @@
 #include <rex/http/client_errors.hpp>
-#include <rex/session/output.hpp>
+#include <rex/protocol/python_text.hpp>
 
 #include <boost/json/object.hpp>
 

@@ -1,11 +1,10 @@
 #include <rex/http/multipart.hpp>
 #include <rex/protocol/exceptions.hpp>
-#include <rex/protocol/python_repr.hpp>
-#include <rex/runtime/file_ops.hpp>
+#include <rex/protocol/python_text.hpp>
 
-#include "detail/file_system.hpp"
-#include "detail/hex.hpp"
-#include "detail/unique_fd.hpp"
+#include "core/file_system.hpp"
+#include "core/hex.hpp"
+#include "core/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "detail/hex.hpp"
+#include "core/hex.hpp"
 
 namespace rex::http {
 namespace {

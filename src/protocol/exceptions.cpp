@@ -1,11 +1,15 @@
 // Exception transfer over HTTP 511 (PROTOCOL.md): the wire form, and back to the C++ type.
 #include <rex/protocol/exceptions.hpp>
+#include <rex/protocol/python_text.hpp>
 
 #include <fmt/format.h>
 #include <boost/json.hpp>
 
 #include <array>
+#include <cerrno>
+#include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 
 namespace rex {
@@ -115,6 +119,45 @@ json::object to_wire(const SwerexException& e) {
     it->second(text, std::move(extra_info));
   extra_info["class_path"] = path;
   throw SwerexException(text, std::move(extra_info));
+}
+
+namespace {
+
+[[noreturn]] void throw_os_error_impl(int err, std::optional<std::string_view> filename) {
+  const char* description = ::strerrordesc_np(err);
+  const std::string strerror =
+      description != nullptr ? description : fmt::format("Unknown error {}", err);
+  std::string message = fmt::format("[Errno {}] {}", err, strerror);
+  boost::json::object info{{"errno", err}, {"strerror", strerror}};
+  if (filename) {
+    message += ": " + python_repr(*filename);
+    info["filename"] = utf8_backslashreplace(*filename);
+  }
+  switch (err) {
+    case ENOENT:
+      throw FileNotFoundError(message, std::move(info));
+    case EISDIR:
+      throw IsADirectoryError(message, std::move(info));
+    case ENOTDIR:
+      throw NotADirectoryError(message, std::move(info));
+    case EEXIST:
+      throw FileExistsError(message, std::move(info));
+    case EACCES:
+    case EPERM:
+      throw PermissionError(message, std::move(info));
+    default:
+      throw OSError(message, std::move(info));
+  }
+}
+
+}  // namespace
+
+void throw_os_error(int err) {
+  throw_os_error_impl(err, std::nullopt);
+}
+
+void throw_os_error(int err, std::string_view filename) {
+  throw_os_error_impl(err, filename);
 }
 
 }  // namespace rex

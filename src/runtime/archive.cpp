@@ -1,11 +1,11 @@
 #include <rex/protocol/exceptions.hpp>
-#include <rex/protocol/python_repr.hpp>
+#include <rex/protocol/python_text.hpp>
 #include <rex/runtime/archive.hpp>
 #include <rex/runtime/file_ops.hpp>
 #include <rex/session/output.hpp>
 
-#include "detail/file_system.hpp"
-#include "detail/unique_fd.hpp"
+#include "core/file_system.hpp"
+#include "core/unique_fd.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -1,11 +1,11 @@
 #include <rex/runtime/local_runtime.hpp>
 
 #include <rex/protocol/exceptions.hpp>
-#include <rex/protocol/python_repr.hpp>
+#include <rex/protocol/python_text.hpp>
 #include <rex/runtime/file_ops.hpp>
 #include <rex/runtime/process_runner.hpp>
 
-#include "detail/offload.hpp"
+#include "core/offload.hpp"
 
 #include <boost/asio/thread_pool.hpp>
 

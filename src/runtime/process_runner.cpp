@@ -3,8 +3,8 @@
 #include <rex/runtime/process_runner.hpp>
 #include <rex/session/output.hpp>
 
-#include "detail/spawn.hpp"
-#include "detail/unique_fd.hpp"
+#include "core/spawn.hpp"
+#include "core/unique_fd.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

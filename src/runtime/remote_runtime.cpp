@@ -7,8 +7,8 @@
 #include <rex/runtime/archive.hpp>
 #include <rex/runtime/file_ops.hpp>
 
-#include "detail/file_system.hpp"
-#include "detail/offload.hpp"
+#include "core/file_system.hpp"
+#include "core/offload.hpp"
 
 #include <fmt/format.h>
 #include <boost/asio/steady_timer.hpp>

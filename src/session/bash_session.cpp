@@ -1,12 +1,12 @@
 #include <rex/session/bash_session.hpp>
 
 #include <rex/protocol/exceptions.hpp>
-#include <rex/protocol/python_repr.hpp>
+#include <rex/protocol/python_text.hpp>
 #include <rex/session/output.hpp>
 #include <rex/session/shell_framing.hpp>
 
-#include "detail/spawn.hpp"
-#include "detail/unique_fd.hpp"
+#include "core/spawn.hpp"
+#include "core/unique_fd.hpp"
 
 #include <fmt/format.h>
 #include <boost/asio/as_tuple.hpp>

@@ -4,9 +4,9 @@
 #include <rex/deployment/dummy_deployment.hpp>
 #include <rex/deployment/local_deployment.hpp>
 #include <rex/deployment/remote_deployment.hpp>
-#include <rex/http/server.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/runtime/local_runtime.hpp>
+#include <rex/server/server.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
@@ -147,7 +147,7 @@ TEST(LocalDeployment, WorkingDirThatCannotBeMadeIsAStartupError) {
 class ServerFixture : public ::testing::Test {
  protected:
   void SetUp() override {
-    http::ServerConfig cfg;
+    server::ServerConfig cfg;
     cfg.host = "127.0.0.1";
     cfg.port = 0;
     cfg.auth_token = "secret";
@@ -175,7 +175,7 @@ class ServerFixture : public ::testing::Test {
 
   asio::io_context io_;
   LocalRuntime local_{io_.get_executor()};
-  std::optional<http::Server> server_;
+  std::optional<server::Server> server_;
   bool server_done_ = false;
 };
 

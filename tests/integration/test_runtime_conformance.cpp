@@ -2,9 +2,9 @@
 // LocalRuntime, and a RemoteRuntime talking to a rex Server in this process over TCP and over a
 // unix socket. "RemoteTcpForeign" is RemoteTcp run as if its files and processes were not this
 // machine's, so the suite's container path (shares_host == false) runs everywhere.
-#include <rex/http/server.hpp>
 #include <rex/runtime/local_runtime.hpp>
 #include <rex/runtime/remote_runtime.hpp>
+#include <rex/server/server.hpp>
 
 #include <gtest/gtest.h>
 
@@ -31,7 +31,7 @@ const RuntimeFactory kLocal{"Local", [](asio::io_context& io) -> std::unique_ptr
 class ServedRuntime final : public Runtime {
  public:
   // `socket_dir` (may be null) holds the server's unix socket; it goes after everything else.
-  ServedRuntime(asio::io_context& io, http::ServerConfig server_config,
+  ServedRuntime(asio::io_context& io, server::ServerConfig server_config,
                 std::unique_ptr<TempDir> socket_dir = nullptr)
       : socket_dir_(std::move(socket_dir)),
         io_(io),
@@ -96,14 +96,14 @@ class ServedRuntime final : public Runtime {
   std::unique_ptr<TempDir> socket_dir_;
   asio::io_context& io_;
   LocalRuntime local_;
-  http::Server server_;
+  server::Server server_;
   std::optional<RemoteRuntime> remote_;
   std::exception_ptr server_error_;
   bool server_done_ = false;
 };
 
 const RuntimeFactory kRemoteTcp{"RemoteTcp", [](asio::io_context& io) -> std::unique_ptr<Runtime> {
-                                  http::ServerConfig cfg;
+                                  server::ServerConfig cfg;
                                   cfg.host = "127.0.0.1";
                                   cfg.port = 0;
                                   cfg.auth_token = "conformance";
@@ -113,7 +113,7 @@ const RuntimeFactory kRemoteTcp{"RemoteTcp", [](asio::io_context& io) -> std::un
 const RuntimeFactory kRemoteUnix{"RemoteUnix",
                                  [](asio::io_context& io) -> std::unique_ptr<Runtime> {
                                    auto dir = std::make_unique<TempDir>();
-                                   http::ServerConfig cfg;
+                                   server::ServerConfig cfg;
                                    cfg.unix_socket = dir->path() + "/rex.sock";
                                    return std::make_unique<ServedRuntime>(io, cfg, std::move(dir));
                                  }};

@@ -2,7 +2,7 @@
 // large files), archives of single files, and extraction that refuses every entry that would
 // land outside its target, before anything is written.
 #include <rex/protocol/exceptions.hpp>
-#include <rex/protocol/python_repr.hpp>
+#include <rex/protocol/python_text.hpp>
 #include <rex/runtime/archive.hpp>
 #include <rex/runtime/file_ops.hpp>
 

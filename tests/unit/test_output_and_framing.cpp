@@ -1,5 +1,5 @@
 // Pure logic of the session layer: output cleaning and the shell framing, with plain inputs.
-#include <rex/protocol/python_repr.hpp>
+#include <rex/protocol/python_text.hpp>
 #include <rex/session/output.hpp>
 #include <rex/session/shell_framing.hpp>
 

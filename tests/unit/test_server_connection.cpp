@@ -1,8 +1,8 @@
 // The HTTP server's request path over Server::serve_connection: raw bytes in on one end of a
 // socketpair, a DummyRuntime behind it, the raw answer out. Also holds the inputs fuzzing
 // found (fuzz/fuzz_http_server.cpp) as regression tests.
-#include <rex/http/server.hpp>
 #include <rex/runtime/dummy_runtime.hpp>
+#include <rex/server/server.hpp>
 
 #include <gtest/gtest.h>
 #include <boost/asio/as_tuple.hpp>
@@ -43,16 +43,16 @@ asio::awaitable<void> receive_all(unix_socket::socket& socket, std::string& out)
   }
 }
 
-asio::awaitable<void> serve(rex::http::Server& server, unix_socket::socket socket) {
+asio::awaitable<void> serve(rex::server::Server& server, unix_socket::socket socket) {
   co_await server.serve_connection(std::move(socket));
 }
 
 // Sends `input` on one connection, then end of stream; returns all the server wrote.
-std::string exchange(std::string input, rex::http::ServerConfig config = {}) {
+std::string exchange(std::string input, rex::server::ServerConfig config = {}) {
   asio::io_context io;
   rex::DummyRuntime runtime;
   config.file_threads = 1;
-  rex::http::Server server(io.get_executor(), runtime, config);
+  rex::server::Server server(io.get_executor(), runtime, config);
   unix_socket::socket client(io);
   unix_socket::socket served(io);
   asio::local::connect_pair(client, served);
@@ -83,7 +83,7 @@ TEST(ServeConnection, AnswersPipelinedRequestsUntilTheClientEnds) {
 }
 
 TEST(ServeConnection, AuthenticatesAndRoutesLikeAnAcceptedConnection) {
-  rex::http::ServerConfig config;
+  rex::server::ServerConfig config;
   config.auth_token = "t";
   const std::string out = exchange(
       "GET / HTTP/1.1\r\n\r\n"

@@ -19,7 +19,7 @@
 // inside a co_await expression.)
 #pragma once
 
-#include <rex/pool/outcome.hpp>
+#include <rex/core/outcome.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>

@@ -87,4 +87,10 @@ boost::json::object to_wire(const SwerexException& e);
 /// becomes a SwerexException that keeps it in extra_info["class_path"].
 [[noreturn]] void throw_wire(const boost::json::object& wire);
 
+/// Throws the exception Python raises for an OSError with this errno: FileNotFoundError,
+/// IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError, else OSError; the
+/// message reads "[Errno N] strerror" and, with a file name, ": 'name'" after it.
+[[noreturn]] void throw_os_error(int err);
+[[noreturn]] void throw_os_error(int err, std::string_view filename);
+
 }  // namespace rex

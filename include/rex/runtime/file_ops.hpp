@@ -9,8 +9,9 @@
 // arguments, undecodable text, unsafe archives).
 #pragma once
 
+#include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/files.hpp>
-#include <rex/protocol/python_repr.hpp>
+#include <rex/protocol/python_text.hpp>
 
 #include <string>
 #include <string_view>
@@ -37,22 +38,5 @@ void write_file_sync(const WriteFileRequest& request);
 ///   would land outside target_path make it a ValueError naming the entry, before anything of
 ///   the archive is written.
 void upload_sync(const UploadRequest& request);
-
-// --- Pure helpers (no I/O), shared with the process runner -----------------------------------
-
-/// Python's `bytes.decode(encoding, errors)` for the codecs utf-8, latin-1 and ascii (any of
-/// Python's spellings: "UTF-8", "utf8", "latin1", "iso-8859-1", "l1", ...) and the handlers
-/// strict, replace, ignore and backslashreplace. The result is UTF-8. Undecodable input under
-/// strict, an unknown codec or an unknown handler is a ValueError with Python's message.
-std::string decode_text(std::string_view bytes, std::string_view encoding, std::string_view errors);
-
-/// Python's universal-newline reading: "\r\n" and lone "\r" become "\n".
-std::string translate_newlines(std::string_view text);
-
-/// Throws the exception Python raises for an OSError with this errno: FileNotFoundError,
-/// IsADirectoryError, NotADirectoryError, PermissionError, else OSError; the message reads
-/// "[Errno N] strerror" and, with a file name, ": 'name'" after it.
-[[noreturn]] void throw_os_error(int err);
-[[noreturn]] void throw_os_error(int err, std::string_view filename);
 
 }  // namespace rex

@@ -2,14 +2,12 @@
 // No I/O; unit-tested with plain inputs.
 #pragma once
 
+#include <rex/protocol/python_text.hpp>  // utf8_backslashreplace
+
 #include <string>
 #include <string_view>
 
 namespace rex {
-
-/// Python's `bytes.decode("utf-8", "backslashreplace")`: valid UTF-8 is kept, every byte that is
-/// not part of a valid sequence becomes the four characters `\xNN` (lower-case hex).
-std::string utf8_backslashreplace(std::string_view bytes);
 
 /// The observation text of raw pty output: ANSI escape sequences (CSI, OSC, DCS and two-byte
 /// ESC sequences, bracketed-paste toggles included) removed, CRLF (and CRCRLF) turned into LF, and

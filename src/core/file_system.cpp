@@ -1,9 +1,8 @@
-#include "detail/file_system.hpp"
+#include "core/file_system.hpp"
 
 #include <rex/protocol/exceptions.hpp>
-#include <rex/runtime/file_ops.hpp>
 
-#include "detail/unique_fd.hpp"
+#include "core/unique_fd.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>

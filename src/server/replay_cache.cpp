@@ -1,6 +1,6 @@
-#include "http/replay_cache.hpp"
+#include "server/replay_cache.hpp"
 
-namespace rex::http {
+namespace rex::server {
 
 std::shared_ptr<ReplayCache::Entry> ReplayCache::find(const std::string& key) {
   auto it = index_.find(key);
@@ -40,4 +40,4 @@ void ReplayCache::abandon(const std::string& key, const std::shared_ptr<Entry>& 
   entry->ready.cancel();
 }
 
-}  // namespace rex::http
+}  // namespace rex::server

@@ -19,7 +19,7 @@
 #include <utility>
 #include <vector>
 
-namespace rex::http {
+namespace rex::server {
 
 /// An answer as written: status, extra headers and body.
 struct StoredResponse {
@@ -63,4 +63,4 @@ class ReplayCache {
   std::unordered_map<std::string, Order::iterator> index_;
 };
 
-}  // namespace rex::http
+}  // namespace rex::server

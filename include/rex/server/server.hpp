@@ -35,7 +35,7 @@
 #include <optional>
 #include <string>
 
-namespace rex::http {
+namespace rex::server {
 
 namespace asio = boost::asio;
 
@@ -100,4 +100,4 @@ class Server {
   std::shared_ptr<Impl> impl_;
 };
 
-}  // namespace rex::http
+}  // namespace rex::server

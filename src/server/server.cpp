@@ -1,9 +1,9 @@
-#include <rex/http/server.hpp>
+#include <rex/server/server.hpp>
 
 #include <rex/http/multipart.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/json.hpp>
-#include <rex/protocol/python_repr.hpp>
+#include <rex/protocol/python_text.hpp>
 #include <rex/runtime/archive.hpp>
 #include <rex/runtime/file_ops.hpp>
 #include <rex/session/output.hpp>
@@ -34,11 +34,16 @@
 #include <map>
 #include <system_error>
 
-#include "detail/file_system.hpp"
-#include "detail/offload.hpp"
-#include "http/replay_cache.hpp"
+#include "core/file_system.hpp"
+#include "core/offload.hpp"
+#include "server/replay_cache.hpp"
 
-namespace rex::http {
+namespace rex::server {
+
+using http::multipart_boundary;
+using http::MultipartError;
+using http::MultipartParser;
+using http::MultipartPartHeaders;
 
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
@@ -1199,4 +1204,4 @@ std::size_t Server::connection_count() const noexcept {
   return impl_->connections.size();
 }
 
-}  // namespace rex::http
+}  // namespace rex::server

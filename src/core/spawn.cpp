@@ -1,4 +1,4 @@
-#include "detail/spawn.hpp"
+#include "core/spawn.hpp"
 
 #include <fcntl.h>
 #include <signal.h>

@@ -1,0 +1,47 @@
+# The layers of DESIGN.md as libraries. Each folder src/<layer>/ (with include/rex/<layer>/ for
+# its public face) is the static library rex_lib_<layer> (alias rex::<layer>), which links only the
+# layers it names, all of them below it.
+#
+# The compiler holds the layering: a layer's sources and headers find only its own headers and
+# those of the layers it links. Each layer has a staged include root in the build tree,
+# layers/<layer>/{include/rex/<layer>,src/<layer>}, symlinks to its two folders, and that root is
+# all it exports; the real include/ and src/ are never on a layer's include path. So an include
+# that points up ("rex/server/server.hpp" from the session layer) is "No such file", and tests/
+# layers/ shows it. A definition that sits in a higher layer than its declaration fails the
+# layer's whole-archive link check there too.
+include_guard(GLOBAL)
+
+# rex_layer(<name> [DEPENDS <lower layer>...] [LINKS <other target>...] [PRIVATE_LINKS ...])
+function(rex_layer name)
+  cmake_parse_arguments(PARSE_ARGV 1 L "" "" "DEPENDS;LINKS;PRIVATE_LINKS")
+  set(target rex_lib_${name})
+  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
+  add_library(${target} STATIC ${sources})
+  add_library(rex::${name} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME rex_${name} EXPORT_NAME ${name})
+
+  set(stage ${PROJECT_BINARY_DIR}/layers/${name})
+  file(MAKE_DIRECTORY ${stage}/include/rex ${stage}/src)
+  if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/include/rex/${name})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/rex/${name} ${stage}/include/rex/${name}
+         SYMBOLIC)
+  endif()
+  if(IS_DIRECTORY ${PROJECT_SOURCE_DIR}/src/${name})
+    file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${name} ${stage}/src/${name} SYMBOLIC)
+  endif()
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${stage}/include>
+                                              $<BUILD_INTERFACE:${stage}/src>
+                                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  list(TRANSFORM L_DEPENDS PREPEND rex_lib_ OUTPUT_VARIABLE lower)
+  target_link_libraries(${target} PUBLIC ${lower} ${L_LINKS} PRIVATE ${L_PRIVATE_LINKS})
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  rex_set_warnings(${target})
+  set_property(GLOBAL APPEND PROPERTY REX_LAYERS ${name})  # lowest first
+endfunction()
+
+# rex_stage_header(<layer> <path under include/rex>): a header of the project's root folder
+# (rex/version.hpp, rex/rex.hpp) staged with a layer.
+function(rex_stage_header name header)
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/rex/${header}
+       ${PROJECT_BINARY_DIR}/layers/${name}/include/rex/${header} SYMBOLIC)
+endfunction()
