@@ -1,7 +1,13 @@
 // Umbrella header: everything an agent or harness needs.
 #pragma once
 
+#include <rex/core/async_mutex.hpp>
+#include <rex/core/backoff.hpp>
+#include <rex/core/event.hpp>
 #include <rex/core/outcome.hpp>
+#include <rex/core/temp_file.hpp>
+#include <rex/core/text.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
 #include <rex/deployment/docker_deployment.hpp>
@@ -16,8 +22,12 @@
 #include <rex/eval/evaluation.hpp>
 #include <rex/eval/instance_runner.hpp>
 #include <rex/eval/results_log.hpp>
+#include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/multipart.hpp>
+#include <rex/http/retry_policy.hpp>
+#include <rex/http/sse.hpp>
+#include <rex/http/url.hpp>
 #include <rex/pool/fan_out.hpp>
 #include <rex/pool/pool_errors.hpp>
 #include <rex/pool/sandbox_lease.hpp>
@@ -29,6 +39,7 @@
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/files.hpp>
 #include <rex/protocol/json.hpp>
+#include <rex/protocol/python_text.hpp>
 #include <rex/protocol/responses.hpp>
 #include <rex/protocol/session.hpp>
 #include <rex/runtime/archive.hpp>
@@ -36,7 +47,13 @@
 #include <rex/runtime/local_runtime.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 #include <rex/runtime/runtime.hpp>
+#include <rex/server/admission.hpp>
+#include <rex/server/answer.hpp>
+#include <rex/server/event_stream.hpp>
+#include <rex/server/route_table.hpp>
 #include <rex/server/server.hpp>
+#include <rex/server/server_config.hpp>
+#include <rex/server/service.hpp>
 #include <rex/session/bash_session.hpp>
 #include <rex/session/output.hpp>
 #include <rex/session/shell_framing.hpp>

@@ -2,9 +2,11 @@
 
 #include "stop_signals.hpp"
 
+#include <rex/core/outcome.hpp>
+#include <rex/core/timeout.hpp>
+
 #include <fmt/format.h>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json/object.hpp>
 
@@ -238,12 +240,12 @@ asio::awaitable<int> run_body(DeploymentBody& body, Deployment& deployment) {
 }
 
 asio::awaitable<int> supervise(Supervisor& s, DeploymentBody& body) {
-  using namespace asio::experimental::awaitable_operators;
   int status = exit_failure;
   {
     auto starting = start_deployment(s.deployment);
     auto aborted = s.signals.wait();
-    auto started = co_await (std::move(starting) || std::move(aborted));
+    auto race = first_of(std::move(starting), std::move(aborted));
+    auto started = co_await std::move(race);
     if (started.index() == 0)
       status = std::get<0>(started);
   }
@@ -251,7 +253,8 @@ asio::awaitable<int> supervise(Supervisor& s, DeploymentBody& body) {
     s.signals.route_interrupt(s.routing.on_interrupt);
     auto running = run_body(body, s.deployment);
     auto aborted = s.signals.wait();
-    auto ran = co_await (std::move(running) || std::move(aborted));
+    auto race = first_of(std::move(running), std::move(aborted));
+    auto ran = co_await std::move(race);
     s.signals.route_interrupt(nullptr);
     if (ran.index() == 0)
       status = std::get<0>(ran);
@@ -281,17 +284,13 @@ int run_with_deployment(asio::io_context& io, Deployment& deployment,
   if (!options.quiet)
     deployment.add_hook(progress_printer());
   Supervisor supervisor(io, deployment, std::move(routing));
-  std::optional<int> status;
-  std::exception_ptr failure;
+  Outcome<int> status;  // neither value nor error while unfinished
   asio::co_spawn(io, supervise(supervisor, body), [&](std::exception_ptr e, int s) {
-    failure = e;
-    status = s;
+    status = e ? Outcome<int>::failure(e) : Outcome<int>::success(s);
   });
   io.run();
-  if (failure)
-    std::rethrow_exception(failure);
   // Unfinished: a second signal stopped the io_context.
-  return status ? *status : 128 + supervisor.signals.signal();
+  return status.error() || status ? status.value() : 128 + supervisor.signals.signal();
 }
 
 }  // namespace rex::cli

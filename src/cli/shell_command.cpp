@@ -1,5 +1,6 @@
 #include "shell_command.hpp"
 
+#include <rex/core/event.hpp>
 #include <rex/protocol/exceptions.hpp>
 
 #include <fmt/format.h>
@@ -7,7 +8,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <pwd.h>
@@ -108,7 +108,7 @@ class Shell {
     ++pending_interrupts_;
     asio::co_spawn(executor_, send_interrupt(*runtime_), [this](std::exception_ptr e) {
       --pending_interrupts_;
-      interrupts_done_.cancel();
+      interrupts_done_.set();
       if (e) {
         try {
           std::rethrow_exception(e);
@@ -153,8 +153,8 @@ class Shell {
 
   asio::awaitable<void> wait_for_interrupts() {
     while (pending_interrupts_ > 0) {
-      interrupts_done_.expires_at(asio::steady_timer::time_point::max());
-      co_await interrupts_done_.async_wait(asio::as_tuple(asio::use_awaitable));
+      interrupts_done_.reset();
+      co_await interrupts_done_.wait();
     }
   }
 
@@ -241,7 +241,7 @@ class Shell {
   Runtime* runtime_ = nullptr;
   bool running_ = false;
   int pending_interrupts_ = 0;
-  asio::steady_timer interrupts_done_;
+  Event interrupts_done_;  // set whenever an interrupt has been delivered
   asio::signal_set resizes_;
 };
 

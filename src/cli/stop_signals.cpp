@@ -24,9 +24,7 @@ std::string_view signal_name(int signo) {
 }
 
 StopSignals::StopSignals(asio::io_context& io)
-    : io_(io),
-      signals_(io, SIGINT, SIGTERM, SIGHUP),
-      stopped_(io, asio::steady_timer::time_point::max()) {
+    : io_(io), signals_(io, SIGINT, SIGTERM, SIGHUP), stopped_(io.get_executor()) {
   // route() catches everything it can meet; it ends when close() cancels the signal set.
   asio::co_spawn(io_, route(), asio::detached);
 }
@@ -46,7 +44,7 @@ asio::awaitable<void> StopSignals::route() {
     }
     if (stop_signal_ == 0) {
       stop_signal_ = signo;
-      stopped_.cancel();
+      stopped_.set();
       continue;
     }
     std::cerr << "rex: " << signal_name(signo) << " again: exiting now\n";
@@ -57,7 +55,7 @@ asio::awaitable<void> StopSignals::route() {
 
 asio::awaitable<int> StopSignals::wait() {
   if (stop_signal_ == 0 && !closed_)
-    co_await stopped_.async_wait(asio::as_tuple(asio::use_awaitable));
+    co_await stopped_.wait();
   co_return stop_signal_;
 }
 
@@ -65,7 +63,7 @@ void StopSignals::close() {
   closed_ = true;
   boost::system::error_code ignored;
   signals_.cancel(ignored);
-  stopped_.cancel();
+  stopped_.set();
 }
 
 }  // namespace rex::cli

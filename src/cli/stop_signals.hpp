@@ -7,10 +7,11 @@
 // Threading: construct, use and destroy on the io_context's thread; it must outlive io.run().
 #pragma once
 
+#include <rex/core/event.hpp>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
-#include <boost/asio/steady_timer.hpp>
 
 #include <functional>
 #include <string_view>
@@ -46,7 +47,7 @@ class StopSignals {
   asio::awaitable<void> route();
   asio::io_context& io_;
   asio::signal_set signals_;
-  asio::steady_timer stopped_;  // cancelled when a signal asks to stop, or on close()
+  Event stopped_;  // set when a signal asks to stop, or on close()
   std::function<void()> on_interrupt_;
   int stop_signal_ = 0;
   bool closed_ = false;

@@ -1,5 +1,6 @@
 #include "core/file_system.hpp"
 
+#include <rex/core/temp_file.hpp>
 #include <rex/protocol/exceptions.hpp>
 
 #include "core/unique_fd.hpp"
@@ -22,25 +23,6 @@ namespace {
 std::string random_suffix() {
   thread_local std::mt19937_64 rng{std::random_device{}()};
   return fmt::format("{:012x}", rng() & 0xFFFFFFFFFFFFull);
-}
-
-struct TempFile {
-  std::string name;
-  UniqueFd fd;
-  int error = 0;  // errno when it could not be created
-};
-
-// Creates a fresh file (mode 0666 less the umask) beside `path`.
-TempFile create_temp_beside(const std::string& path) {
-  const auto [dir, base] = split_path(path);
-  for (int attempt = 0;; ++attempt) {
-    std::string name = join_path(dir, "." + base + ".rex-" + random_suffix());
-    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0)
-      return {std::move(name), UniqueFd(fd)};
-    if (errno != EEXIST || attempt == 100)
-      return {{}, UniqueFd(), errno};
-  }
 }
 
 // Fills the file at `path` itself, truncating it: for what cannot be replaced by a rename.
@@ -180,47 +162,42 @@ void replace_file(const std::string& path, const FillFile& fill, const ReplaceOp
   }
   const bool existing_file = exists && S_ISREG(st.st_mode);
 
-  auto [temp, fd, create_error] = create_temp_beside(path);
-  if (fd.get() < 0) {
+  std::error_code create_error;
+  TempFile temp = TempFile::create_beside(path, "rex", create_error);
+  if (!temp) {
     // A read-only directory can still hold a writable file: rewrite that one in place.
-    if (existing_file &&
-        (create_error == EACCES || create_error == EPERM || create_error == EROFS)) {
+    const int err = create_error.value();
+    if (existing_file && (err == EACCES || err == EPERM || err == EROFS)) {
       rewrite_in_place(path, fill, opts);
       return;
     }
-    throw_os_error(create_error, path);
+    throw_os_error(err, path);
   }
-  struct TempGuard {
-    const std::string* name;
-    ~TempGuard() {
-      if (name != nullptr)
-        ::unlink(name->c_str());
-    }
-  } guard{&temp};
-  fill(fd.get());
+  const int fd = temp.fd();
+  fill(fd);
   if (existing_file && (st.st_uid != ::geteuid() || st.st_gid != ::getegid())) {
-    if (::fchown(fd.get(), st.st_uid, st.st_gid) != 0) {
+    if (::fchown(fd, st.st_uid, st.st_gid) != 0) {
       // Not permitted: the file becomes ours; its content is what matters.
     }
   }
   const std::optional<mode_t> mode =
       opts.mode ? opts.mode
                 : (existing_file ? std::optional<mode_t>(st.st_mode & 07777) : std::nullopt);
-  if (mode && ::fchmod(fd.get(), *mode) != 0)
+  if (mode && ::fchmod(fd, *mode) != 0)
     throw_os_error(errno, path);
-  if (const int err = fd.close())
+  if (const int err = temp.close())
     throw_os_error(err, path);
-  if (::rename(temp.c_str(), path.c_str()) != 0) {
+  if (::rename(temp.path().c_str(), path.c_str()) != 0) {
     const int err = errno;
     // A bind-mounted file (Docker's /etc/hosts) cannot be renamed over: copy the finished
     // temporary file into it.
     if (existing_file && (err == EBUSY || err == EXDEV)) {
-      copy_in_place(temp, path, opts);
+      copy_in_place(temp.path(), path, opts);
       return;
     }
     throw_os_error(err, path);
   }
-  guard.name = nullptr;  // renamed: the temporary name no longer exists
+  temp.release();  // renamed: the temporary name no longer exists
 }
 
 // Puts a symlink at `path`, replacing a file or link there (never a directory).

@@ -1,6 +1,9 @@
-// DockerDeployment: image, container, injected server, readiness, teardown (see the header).
-#include <rex/deployment/docker_args.hpp>
+// DockerDeployment: image, container, injected server, readiness, teardown (see the header). The
+// decisions are docker_plan.hpp's; what is here performs the engine calls in order.
 #include <rex/deployment/docker_deployment.hpp>
+
+#include <rex/core/outcome.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/deployment/docker_gc.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/http/client.hpp>
@@ -9,12 +12,10 @@
 #include <fmt/format.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/json/array.hpp>
-#include <boost/json/serialize.hpp>
+#include <boost/json/object.hpp>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,11 +29,11 @@
 #include <map>
 #include <mutex>
 #include <random>
-#include <string_view>
+#include <vector>
 
 #include "core/offload.hpp"
+#include "deployment/docker_plan.hpp"
 #include "deployment/local_addresses.hpp"
-#include "json_fields.hpp"
 
 #ifndef REX_SERVER_BUILD_PATH
 #define REX_SERVER_BUILD_PATH ""
@@ -43,23 +44,11 @@ namespace rex {
 namespace json = boost::json;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-using detail::array_at;
-using detail::host_config;
 
 namespace {
 
-// Where the server lives inside every container, and where its socket goes in network-less mode.
-constexpr std::string_view kServerInContainer = "/.rex/rex-server";
-constexpr std::string_view kSocketDirInContainer = "/.rex-run";
-constexpr std::string_view kSocketName = "rex.sock";
-constexpr int kServerPort = 8000;
 // How long stop() keeps trying to remove its container while the engine cannot be reached.
 constexpr std::chrono::seconds kUnreachableEngineGrace{30};
-// The hardened profile's defaults for what the config leaves unset.
-constexpr std::string_view kHardenedWorkDir = "/work";
-constexpr std::string_view kHardenedMemory = "4g";
-constexpr std::int64_t kHardenedPids = 1024;
-constexpr std::string_view kHardenedTmpSize = "1g";
 
 std::string random_hex(std::size_t bytes) {
   std::random_device rd;
@@ -73,26 +62,6 @@ std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-// create_options are merged key by key into objects; anything else replaces what was there.
-void merge_into(json::object& target, const json::object& patch) {
-  for (const auto& [key, value] : patch) {
-    json::value* existing = target.if_contains(key);
-    if (existing && existing->is_object() && value.is_object())
-      merge_into(existing->as_object(), value.as_object());
-    else
-      target[key] = value;
-  }
-}
-
-std::string string_at(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-
-bool wants_unix_socket(const std::string& network_mode) {
-  return network_mode == "none" || network_mode == "host" || network_mode.starts_with("container:");
 }
 
 bool is_executable_file(const std::string& path) {
@@ -189,19 +158,11 @@ asio::awaitable<bool> network_is_routable(docker::Engine& engine, std::string ne
   }
   bool routable = false;
   if (info) {
-    const json::value* ipam = info->if_contains("IPAM");
-    const json::value* configs =
-        ipam && ipam->is_object() ? ipam->as_object().if_contains("Config") : nullptr;
-    if (configs && configs->is_array()) {
-      for (const auto& c : configs->as_array()) {
-        if (!c.is_object())
-          continue;
-        const std::string gateway = string_at(c.as_object(), "Gateway");
-        if (gateway.empty() ? detail::has_local_address_in(string_at(c.as_object(), "Subnet"))
-                            : detail::is_local_address(gateway)) {
-          routable = true;
-          break;
-        }
+    for (const auto& range : detail::network_ranges(*info)) {
+      if (range.gateway.empty() ? detail::has_local_address_in(range.subnet)
+                                : detail::is_local_address(range.gateway)) {
+        routable = true;
+        break;
       }
     }
   }
@@ -210,80 +171,34 @@ asio::awaitable<bool> network_is_routable(docker::Engine& engine, std::string ne
   co_return routable;
 }
 
-// The container's address on `network` (or on any network when that one shows none).
-std::string container_address(const json::object& info, const std::string& network) {
-  const json::value* settings = info.if_contains("NetworkSettings");
-  if (!settings || !settings->is_object())
-    return {};
-  auto address_of = [](const json::object& o) {
-    std::string ip = string_at(o, "IPAddress");
-    if (ip.empty()) {
-      ip = string_at(o, "GlobalIPv6Address");
-      if (!ip.empty())
-        ip = "[" + ip + "]";
-    }
-    return ip;
-  };
-  const json::value* networks = settings->as_object().if_contains("Networks");
-  if (networks && networks->is_object()) {
-    if (const json::value* n = networks->as_object().if_contains(network); n && n->is_object()) {
-      if (std::string ip = address_of(n->as_object()); !ip.empty())
-        return ip;
-    }
-    for (const auto& entry : networks->as_object()) {
-      if (!entry.value().is_object())
-        continue;
-      if (std::string ip = address_of(entry.value().as_object()); !ip.empty())
-        return ip;
-    }
-  }
-  return address_of(settings->as_object());
-}
-
 }  // namespace
 
 std::string find_rex_server(const std::string& configured) {
-  std::vector<std::string> tried;
-  auto consider = [&](const std::string& path, std::string_view source) -> bool {
-    if (path.empty())
-      return false;
-    tried.push_back(fmt::format("{} ({})", path, source));
-    return is_executable_file(path);
-  };
   if (!configured.empty()) {
-    if (consider(configured, "server_path"))
+    if (is_executable_file(configured))
       return configured;
     throw DeploymentStartupError(
         fmt::format("server_path '{}' is not an executable file; build rex-server or fix the path",
                     configured));
   }
-  if (const char* env = std::getenv("REX_SERVER_PATH"); env && consider(env, "REX_SERVER_PATH"))
-    return env;
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const std::string beside = (self.parent_path() / "rex-server").string();
-    if (consider(beside, "beside this program"))
-      return beside;
+  const auto candidates = detail::rex_server_candidates(
+      std::getenv("REX_SERVER_PATH"), ec ? std::string() : self.string(), REX_SERVER_BUILD_PATH);
+  for (const auto& candidate : candidates) {
+    if (is_executable_file(candidate.path))
+      return candidate.path;
   }
-  if (consider(REX_SERVER_BUILD_PATH, "build directory"))
-    return REX_SERVER_BUILD_PATH;
-  std::string list;
-  for (const auto& t : tried)
-    list += "\n  " + t;
-  throw DeploymentStartupError(
-      "cannot find the rex-server executable to put into the container; tried:" + list +
-      "\nset server_path in the deployment config or REX_SERVER_PATH");
+  throw DeploymentStartupError(detail::no_rex_server_message(candidates));
 }
 
 struct DockerDeployment::Impl {
   asio::any_io_executor executor;
-  DockerDeploymentConfig config;
+  detail::DockerSettings settings;
+  const DockerDeploymentConfig& config = settings.config;
   std::string id = random_hex(6);
   std::string token = random_hex(16);
   std::string name;
-  std::string network_mode;
-  bool unix_socket = false;
   std::shared_ptr<docker::Engine> engine;
   std::string container;
   std::string url;
@@ -297,243 +212,35 @@ struct DockerDeployment::Impl {
   bool stopped = false;
   std::function<void(const DeploymentEvent&)> hooks;  // the owner's emit()
 
-  Impl(asio::any_io_executor ex, DockerDeploymentConfig c)
-      : executor(std::move(ex)), config(std::move(c)) {
+  Impl(asio::any_io_executor ex, const DockerDeploymentConfig& c)
+      : executor(std::move(ex)), settings(detail::validate(c)) {
     name = config.container_name.empty() ? "rex-" + id : config.container_name;
-    if (config.startup_timeout <= 0)
-      throw DeploymentConfigError("docker.startup_timeout: must be above 0");
-    if (config.port && (*config.port <= 0 || *config.port > 65535))
-      throw DeploymentConfigError(fmt::format("docker.port: {} is not a TCP port", *config.port));
-    if (config.memory)
-      (void)parse_size(*config.memory, "docker.memory");
-    if (config.cpus && *config.cpus <= 0)
-      throw DeploymentConfigError("docker.cpus: must be above 0");
-    for (const auto& m : config.mounts) {
-      if (m.find(':') == std::string::npos)
-        throw DeploymentConfigError(
-            fmt::format("docker.mounts: '{}': expected HOST:CONTAINER[:ro]", m));
-    }
-    if (config.server_transfer != "auto" && config.server_transfer != "mount" &&
-        config.server_transfer != "upload")
-      throw DeploymentConfigError(
-          fmt::format("docker.server_transfer: expected auto, mount or upload, got '{}'",
-                      config.server_transfer));
-    if (config.connect != "auto" && config.connect != "port" && config.connect != "container_ip")
-      throw DeploymentConfigError(fmt::format(
-          "docker.connect: expected auto, port or container_ip, got '{}'", config.connect));
-    if (config.container_runtime != "docker" && config.container_runtime != "podman")
-      throw DeploymentConfigError(
-          fmt::format("docker.container_runtime: expected docker or podman, got '{}'",
-                      config.container_runtime));
-    if (config.security_profile != "default" && config.security_profile != "hardened")
-      throw DeploymentConfigError(
-          fmt::format("docker.security_profile: expected default or hardened, got '{}'",
-                      config.security_profile));
-    if (hardened()) {
-      if (config.network_mode.empty())
-        config.network_mode = "none";
-      if (config.working_dir.empty())
-        config.working_dir = kHardenedWorkDir;
-      if (!config.memory)
-        config.memory = kHardenedMemory;
-      if (!config.pids_limit)
-        config.pids_limit = kHardenedPids;
-      if (config.server_transfer == "upload")
-        throw DeploymentConfigError(
-            "docker.server_transfer: 'upload' cannot write into the hardened profile's read-only "
-            "root; use mount (a local engine)");
-    }
-    // Validates docker_args (an unknown flag fails here, before anything starts) and finds the
-    // network mode the container will get: create_options win over docker_args, which win over
-    // the network_mode field.
-    std::optional<std::string> platform;
-    json::object scratch;
-    if (!config.network_mode.empty())
-      host_config(scratch)["NetworkMode"] = config.network_mode;
-    apply_docker_args(config.docker_args, scratch, platform);
-    if (platform) {
-      if (config.platform && *config.platform != *platform)
-        throw DeploymentConfigError(
-            "docker.platform: given both as platform and as --platform in docker_args");
-      config.platform = platform;
-    }
-    merge_into(scratch, config.create_options);
-    network_mode = string_at(host_config(scratch), "NetworkMode");
-    unix_socket = wants_unix_socket(network_mode);
-    if (hardened() && network_mode != "none")
-      throw DeploymentConfigError(fmt::format(
-          "docker.security_profile: the hardened profile runs without network, but the network "
-          "mode is '{}' (from network_mode, docker_args or create_options)",
-          network_mode));
-    if (config.connect == "container_ip") {
-      if (unix_socket)
-        throw DeploymentConfigError(fmt::format(
-            "docker.connect: container_ip needs a container network, and network mode '{}' "
-            "has none of its own; use auto",
-            network_mode));
-      if (config.port)
-        throw DeploymentConfigError(
-            "docker.connect: container_ip publishes no port, but docker.port asks for one; "
-            "use port (or auto)");
-    }
-    publish_port = !unix_socket && config.connect != "container_ip";
+    // As a local engine would have it: auto decides in start().
+    publish_port = detail::publishes_port(detail::plan_start(settings, true, "").route);
   }
 
-  // Decides, before the container is made, whether its server's port is published.
-  asio::awaitable<void> choose_connection() {
-    if (unix_socket || config.connect != "auto") {
-      co_return;
-    }
-    const DockerDeploymentConfig defaults;
-    const bool asks_for_port =
-        config.port.has_value() || config.docker_internal_host != defaults.docker_internal_host;
-    if (asks_for_port || !engine->is_local())
-      co_return;
-    publish_port = !(co_await network_is_routable(*engine, network_name()));
-  }
-
-  // The network the container joins. Docker's default is "bridge"; Podman's compatible API
-  // answers to that name too.
-  std::string network_name() const {
-    return network_mode.empty() || network_mode == "default" ? std::string("bridge") : network_mode;
-  }
-
-  bool hardened() const { return config.security_profile == "hardened"; }
-
-  // The hardened profile's part of the create body, before docker_args and create_options (which
-  // may still loosen it: they are the caller's explicit word).
-  void harden(json::object& b) const {
-    json::object& hc = host_config(b);
-    hc["SecurityOpt"] = json::array{json::value("no-new-privileges")};
-    hc["CapDrop"] = json::array{json::value("ALL")};
-    json::array keep;
-    for (const auto cap : hardened_capabilities())
-      keep.emplace_back(cap);
-    hc["CapAdd"] = std::move(keep);
-    hc["ReadonlyRootfs"] = true;
-    // exec: agents run the scripts they write; nosuid/nodev: nothing there gains privileges.
-    json::object tmpfs;
-    tmpfs["/tmp"] = fmt::format("rw,exec,nosuid,nodev,size={}", kHardenedTmpSize);
-    tmpfs["/var/tmp"] = fmt::format("rw,exec,nosuid,nodev,size={}", kHardenedTmpSize);
-    hc["Tmpfs"] = std::move(tmpfs);
-    // The work dir is an anonymous volume, not a tmpfs: a new volume starts as a copy of what
-    // the image holds there (a repository under test), and it is removed with the container.
-    b["Volumes"] = json::object{{config.working_dir, json::object()}};
+  // Before start() the server's path and socket directory are placeholders.
+  json::object body(bool mount) const {
+    detail::BodyInputs inputs;
+    inputs.server_path = server_host_path.empty() ? std::string("<rex-server>") : server_host_path;
+    inputs.mount_server = mount;
+    inputs.socket_dir = socket_dir.empty() ? std::string("<socket dir>") : socket_dir;
+    inputs.publish_port = publish_port;
+    inputs.token = token;
+    inputs.labels = detail::container_labels(config, id, owner_labels(), unix_now());
+    return detail::container_body(settings, inputs);
   }
 
   void emit(DeploymentStage stage, std::string message) const;
   void emit(const DeploymentEvent& event) const;
 
-  std::map<std::string, std::string> container_labels() const {
-    std::map<std::string, std::string> l = config.labels;
-    for (auto& [k, v] : owner_labels())
-      l[k] = v;
-    l[std::string(labels::deployment)] = id;
-    if (config.max_lifetime > 0)
-      l[std::string(labels::expires)] = std::to_string(
-          unix_now() + static_cast<std::int64_t>(config.max_lifetime + config.startup_timeout) +
-          60);
-    return l;
-  }
-
-  json::object body(const std::string& server_path, bool mount, const std::string& sock_dir) const {
-    json::object b;
-    b["Image"] = config.image;
-    b["Entrypoint"] = json::array{json::value(kServerInContainer)};
-    json::array cmd;
-    if (unix_socket) {
-      cmd.emplace_back("--unix-socket");
-      cmd.emplace_back(fmt::format("{}/{}", kSocketDirInContainer, kSocketName));
-    } else {
-      cmd.emplace_back("--host");
-      cmd.emplace_back("0.0.0.0");
-      cmd.emplace_back("--port");
-      cmd.emplace_back(std::to_string(kServerPort));
-    }
-    if (config.max_lifetime > 0) {
-      cmd.emplace_back("--max-lifetime");
-      cmd.emplace_back(fmt::format("{}", config.max_lifetime));
-    }
-    b["Cmd"] = std::move(cmd);
-    json::array env;
-    for (const auto& [k, v] : config.env)
-      env.emplace_back(k + "=" + v);
-    b["Env"] = std::move(env);
-    if (!config.working_dir.empty())
-      b["WorkingDir"] = config.working_dir;
-    if (!config.user.empty())
-      b["User"] = config.user;
-    b["Tty"] = false;
-    b["OpenStdin"] = false;
-    json::object& hc = host_config(b);
-    hc["Init"] = config.init;
-    json::array binds;
-    if (mount)
-      binds.emplace_back(fmt::format("{}:{}:ro", server_path, kServerInContainer));
-    if (unix_socket)
-      binds.emplace_back(fmt::format("{}:{}", sock_dir, kSocketDirInContainer));
-    for (const auto& m : config.mounts)
-      binds.emplace_back(m);
-    hc["Binds"] = std::move(binds);
-    if (!config.network_mode.empty())
-      hc["NetworkMode"] = config.network_mode;
-    if (publish_port) {
-      const std::string port_key = fmt::format("{}/tcp", kServerPort);
-      b["ExposedPorts"] = json::object{{port_key, json::object()}};
-      json::object binding{{"HostIp", "127.0.0.1"},
-                           {"HostPort", config.port ? std::to_string(*config.port) : ""}};
-      hc["PortBindings"] = json::object{{port_key, json::array{binding}}};
-    }
-    if (config.memory)
-      hc["Memory"] = parse_size(*config.memory, "docker.memory");
-    if (config.cpus)
-      hc["NanoCpus"] = static_cast<std::int64_t>(*config.cpus * 1e9);
-    if (config.pids_limit)
-      hc["PidsLimit"] = *config.pids_limit;
-    if (config.container_runtime == "podman") {
-      // Podman's default nofile limit cannot be set in every environment (containers in
-      // containers); an explicit one always can.
-      json::object nofile{{"Name", "nofile"}, {"Soft", 20000}, {"Hard", 20000}};
-      json::object nproc{{"Name", "nproc"}, {"Soft", 4096}, {"Hard", 4096}};
-      hc["Ulimits"] = json::array{nofile, nproc};
-    }
-    if (hardened())
-      harden(b);
-    std::optional<std::string> platform;
-    apply_docker_args(config.docker_args, b, platform);
-    merge_into(b, config.create_options);
-    // The server's token and rex's labels always win: without them the container is unusable
-    // or invisible to `rex gc`.
-    json::array& env_list = array_at(b, "Env");
-    for (auto it = env_list.begin(); it != env_list.end();) {
-      if (it->is_string() && it->as_string().starts_with("REX_AUTH_TOKEN="))
-        it = env_list.erase(it);
-      else
-        ++it;
-    }
-    env_list.emplace_back("REX_AUTH_TOKEN=" + token);
-    json::value& lv = b["Labels"];
-    if (!lv.is_object())
-      lv = json::object();
-    for (const auto& [k, v] : container_labels())
-      lv.as_object()[k] = v;
-    return b;
-  }
-
-  // A container that already stopped has no address and no ports: say that it stopped.
-  void throw_if_exited(const json::object& info, const std::string& logs) const {
-    const json::value* state = info.if_contains("State");
-    if (state && state->is_object() && state->as_object().if_contains("Running") &&
-        state->as_object().at("Running") == false) {
-      const json::value* code = state->as_object().if_contains("ExitCode");
-      throw DeploymentStartupError(fmt::format(
-          "container {} ({}) exited with code {} before its server answered; last log lines:\n{}",
-          name, config.image, code ? json::serialize(*code) : std::string("?"), logs));
-    }
-  }
-
   asio::awaitable<void> ensure_image();
   asio::awaitable<void> start();
+  asio::awaitable<void> create_container();
+  asio::awaitable<void> upload_server();
+  asio::awaitable<void> start_container();
+  asio::awaitable<std::string> server_url();
+  asio::awaitable<void> fail_unreachable(const json::object& info, std::string problem);
   asio::awaitable<void> wait_ready(Clock::time_point deadline);
   asio::awaitable<void> poll_alive(http::Client& poll, std::string& last);
   asio::awaitable<std::string> log_tail();
@@ -618,7 +325,6 @@ asio::awaitable<void> DockerDeployment::Impl::poll_alive(http::Client& poll, std
 }
 
 asio::awaitable<void> DockerDeployment::Impl::wait_ready(Clock::time_point deadline) {
-  using namespace asio::experimental::awaitable_operators;
   // A client of its own without retries: while the server starts, every refused connection
   // should be noticed at once and the next poll follow quickly.
   http::ClientConfig poll_config;
@@ -626,18 +332,17 @@ asio::awaitable<void> DockerDeployment::Impl::wait_ready(Clock::time_point deadl
   poll_config.timeout = std::chrono::seconds(2);
   http::Client poll(executor, url, poll_config);
   std::string last = "no answer yet";
-  asio::steady_timer timeout(executor, deadline);
   auto alive = poll_alive(poll, last);
   auto exited = watch_exit(*engine, container);
-  auto expired = timeout.async_wait(asio::use_awaitable);
-  const auto winner = co_await (std::move(alive) || std::move(exited) || std::move(expired));
-  if (winner.index() == 0)
+  auto race = first_of(std::move(alive), std::move(exited));
+  auto bounded = with_timeout(std::move(race), deadline - Clock::now());
+  const auto winner = co_await std::move(bounded);
+  if (winner && winner->index() == 0)
     co_return;
   std::string logs = co_await log_tail();
-  if (winner.index() == 1)
-    throw DeploymentStartupError(fmt::format(
-        "container {} ({}) exited with code {} before its server answered; last log lines:\n{}",
-        name, config.image, std::get<1>(winner), logs));
+  if (winner)
+    throw DeploymentStartupError(
+        detail::exited_message(name, config.image, std::to_string(std::get<1>(*winner)), logs));
   throw DeploymentStartupError(fmt::format(
       "container {} ({}): its server did not answer within startup_timeout {} s (last check: "
       "{}); last log lines:\n{}",
@@ -655,18 +360,18 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
   engine = std::make_shared<docker::Engine>(executor, engine_config);
 
   server_host_path = find_rex_server(config.server_path);
-  mount_server =
-      config.server_transfer == "mount" || (config.server_transfer == "auto" && engine->is_local());
-  if (unix_socket && !engine->is_local())
-    throw DeploymentStartupError(fmt::format(
-        "network mode '{}' needs the server's unix socket in a host directory, which a remote "
-        "engine ({}) cannot mount; use the default network",
-        network_mode, engine->endpoint()));
+  const detail::StartPlan plan =
+      detail::plan_start(settings, engine->is_local(), engine->endpoint());
+  mount_server = plan.mount_server;
 
   co_await ensure_image();
-  co_await choose_connection();
+  publish_port = detail::publishes_port(plan.route);
+  if (plan.route == detail::ServerRoute::ask_engine) {
+    const std::string network = detail::network_name(settings.network_mode);
+    publish_port = !(co_await network_is_routable(*engine, network));
+  }
 
-  if (unix_socket) {
+  if (settings.unix_socket) {
     std::string pattern = (fs::temp_directory_path() / "rex-sock-XXXXXX").string();
     if (!::mkdtemp(pattern.data()))
       throw DeploymentStartupError(
@@ -677,8 +382,27 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
       ::chmod(socket_dir.c_str(), 0777);
   }
 
+  co_await create_container();
+  if (!mount_server)
+    co_await upload_server();
+  co_await start_container();
+  url = co_await server_url();
+
+  emit(DeploymentStage::waiting, fmt::format("waiting for the server at {}", url));
+  co_await wait_ready(deadline);
+
+  RemoteRuntimeConfig rc;
+  rc.url = url;
+  rc.auth_token = token;
+  runtime = std::make_unique<RemoteRuntime>(executor, std::move(rc));
+  started = true;
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+  emit(DeploymentStage::ready, fmt::format("container {} ready at {} in {:.0f} ms", name, url, ms));
+}
+
+asio::awaitable<void> DockerDeployment::Impl::create_container() {
   emit(DeploymentStage::creating, fmt::format("creating container {} from {}", name, config.image));
-  json::object create = body(server_host_path, mount_server, socket_dir);
+  json::object create = body(mount_server);
   try {
     container =
         co_await engine->create_container(std::move(create), name, config.platform.value_or(""));
@@ -686,29 +410,28 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
     throw DeploymentStartupError(
         fmt::format("cannot create container {} from {}: {}", name, config.image, e.what()));
   }
+}
 
-  if (!mount_server) {
-    asio::thread_pool files(1);
-    const std::string tar = (fs::temp_directory_path() / ("rex-server-" + id + ".tar")).string();
-    const std::string source = server_host_path;
-    auto build = [source, tar] {
-      write_single_file_tar(source, std::string(kServerInContainer.substr(1)), tar);
-    };
-    auto caller = executor;
-    co_await detail::offload(files, caller, std::move(build));
-    std::exception_ptr failure;
-    try {
-      co_await engine->put_archive(container, "/", tar);
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    std::error_code ec;
-    fs::remove(tar, ec);
-    files.join();
-    if (failure)
-      std::rethrow_exception(failure);
-  }
+// An engine on another machine cannot bind-mount the server: it goes into the created container
+// as a tar archive, built on a thread of its own.
+asio::awaitable<void> DockerDeployment::Impl::upload_server() {
+  asio::thread_pool files(1);
+  const std::string tar = (fs::temp_directory_path() / ("rex-server-" + id + ".tar")).string();
+  const std::string source = server_host_path;
+  auto build = [source, tar] {
+    write_single_file_tar(source, std::string(detail::kServerInContainer.substr(1)), tar);
+  };
+  auto caller = executor;
+  co_await detail::offload(files, caller, std::move(build));
+  auto put = capture(engine->put_archive(container, "/", tar));
+  const Outcome<void> put_done = co_await std::move(put);
+  std::error_code ec;
+  fs::remove(tar, ec);
+  files.join();
+  put_done.value();  // rethrows the engine's error, now that the tar is gone
+}
 
+asio::awaitable<void> DockerDeployment::Impl::start_container() {
   emit(DeploymentStage::starting, fmt::format("starting container {}", name));
   std::string start_error;
   try {
@@ -722,58 +445,42 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
                                              config.image, start_error,
                                              logs.empty() ? "" : "; last log lines:\n", logs));
   }
+}
 
-  if (unix_socket) {
-    url = fmt::format("http+unix://{}/{}", socket_dir, kSocketName);
-  } else if (!publish_port) {
-    auto info = co_await engine->inspect_container(container);
-    const std::string address = container_address(info, network_name());
-    if (address.empty()) {
-      std::string logs = co_await log_tail();
-      throw_if_exited(info, logs);
-      throw DeploymentStartupError(fmt::format(
-          "container {}: the engine gave it no address to reach its server at (network mode "
-          "'{}'); set connect to port; last log lines:\n{}",
-          name, network_mode.empty() ? "default" : network_mode, logs));
-    }
-    url = fmt::format("http://{}:{}", address, kServerPort);
-  } else {
-    auto info = co_await engine->inspect_container(container);
-    std::string host_port;
-    try {
-      const auto& ports = info.at("NetworkSettings").at("Ports").as_object();
-      const auto& bindings = ports.at(fmt::format("{}/tcp", kServerPort)).as_array();
-      for (const auto& b : bindings) {
-        host_port = std::string(b.at("HostPort").as_string());
-        if (!host_port.empty())
-          break;
-      }
-    } catch (const std::exception&) {
-    }
-    if (host_port.empty()) {
-      std::string logs = co_await log_tail();
-      throw_if_exited(info, logs);
-      throw DeploymentStartupError(fmt::format(
-          "container {}: the engine published no host port for the server (network mode '{}'); "
-          "last log lines:\n{}",
-          name, network_mode.empty() ? "default" : network_mode, logs));
-    }
-    std::string host = config.docker_internal_host;
-    while (host.ends_with('/'))
-      host.pop_back();
-    url = host + ":" + host_port;
+asio::awaitable<std::string> DockerDeployment::Impl::server_url() {
+  if (settings.unix_socket)
+    co_return detail::unix_socket_url(socket_dir);
+  const json::object info = co_await engine->inspect_container(container);
+  const std::string mode = settings.network_mode.empty() ? "default" : settings.network_mode;
+  if (!publish_port) {
+    const std::string address =
+        detail::container_address(info, detail::network_name(settings.network_mode));
+    if (!address.empty())
+      co_return detail::container_ip_url(address);
+    std::string problem = fmt::format(
+        "the engine gave it no address to reach its server at (network mode '{}'); set connect "
+        "to port",
+        mode);
+    co_await fail_unreachable(info, std::move(problem));
   }
+  const std::string host_port = detail::published_host_port(info);
+  if (host_port.empty()) {
+    std::string problem =
+        fmt::format("the engine published no host port for the server (network mode '{}')", mode);
+    co_await fail_unreachable(info, std::move(problem));
+  }
+  co_return detail::published_url(config.docker_internal_host, host_port);
+}
 
-  emit(DeploymentStage::waiting, fmt::format("waiting for the server at {}", url));
-  co_await wait_ready(deadline);
-
-  RemoteRuntimeConfig rc;
-  rc.url = url;
-  rc.auth_token = token;
-  runtime = std::make_unique<RemoteRuntime>(executor, std::move(rc));
-  started = true;
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  emit(DeploymentStage::ready, fmt::format("container {} ready at {} in {:.0f} ms", name, url, ms));
+// Throws: that the container exited when it did (it then has no address and no ports), else
+// `problem`; with its last log lines either way.
+asio::awaitable<void> DockerDeployment::Impl::fail_unreachable(const json::object& info,
+                                                               std::string problem) {
+  std::string logs = co_await log_tail();
+  if (const auto code = detail::stopped_exit_code(info))
+    throw DeploymentStartupError(detail::exited_message(name, config.image, *code, logs));
+  throw DeploymentStartupError(
+      fmt::format("container {}: {}; last log lines:\n{}", name, problem, logs));
 }
 
 // An engine that cannot be reached may be restarting (a daemon upgrade, a crash): the removal is
@@ -805,17 +512,18 @@ asio::awaitable<void> DockerDeployment::Impl::remove_container_patiently() {
 }
 
 asio::awaitable<void> DockerDeployment::Impl::release() {
-  if (runtime && !runtime_closed) {
+  detail::Resources held;
+  held.open_runtime = runtime && !runtime_closed;
+  held.engine = engine != nullptr;
+  held.container = !container.empty();
+  held.socket_dir = !socket_dir.empty();
+  const detail::Cleanup cleanup = detail::plan_cleanup(config, held);
+  if (cleanup.close_runtime) {
     runtime_closed = true;
     // Closing the sessions is a courtesy before the kill; a hung server must not hold it up.
-    using namespace asio::experimental::awaitable_operators;
-    asio::steady_timer limit(executor, std::chrono::seconds(3));
-    try {
-      auto closing = runtime->close();
-      auto expired = limit.async_wait(asio::use_awaitable);
-      co_await (std::move(closing) || std::move(expired));
-    } catch (const std::exception&) {
-    }
+    auto closing = with_timeout(runtime->close(), std::chrono::seconds(3));
+    auto closed = capture(std::move(closing));
+    (void)co_await std::move(closed);  // a failure to close changes nothing: the kill follows
     // The runtime object stays until the deployment is destroyed: calls still in flight fail
     // on the killed container instead of resuming on a freed object. Its idle connections
     // close now, while the server answers: closed after the kill, they would send packets to
@@ -823,22 +531,22 @@ asio::awaitable<void> DockerDeployment::Impl::release() {
     // container that gets it (a connect to it then stalls for about a second).
     runtime->close_idle_connections();
   }
-  if (engine && !container.empty()) {
+  if (cleanup.kill_container) {
     try {
       co_await engine->kill_container(container, "KILL");
     } catch (const std::exception&) {
     }
-    if (config.remove_container)
-      co_await remove_container_patiently();
   }
-  if (engine && config.remove_images) {
+  if (cleanup.remove_container)
+    co_await remove_container_patiently();
+  if (cleanup.remove_image) {
     try {
       co_await engine->remove_image(config.image, false);
     } catch (const std::exception&) {
       // Still used by another container.
     }
   }
-  if (!socket_dir.empty()) {
+  if (cleanup.remove_socket_dir) {
     std::error_code ec;
     fs::remove_all(socket_dir, ec);
     socket_dir.clear();
@@ -871,15 +579,10 @@ asio::awaitable<void> DockerDeployment::start() {
   std::exception_ptr failure;
   try {
     co_await impl_->start();
-  } catch (const DeploymentStartupError&) {
-    failure = std::current_exception();
-  } catch (const DeploymentConfigError&) {
-    failure = std::current_exception();
-  } catch (const docker::EngineError& e) {
-    failure = std::make_exception_ptr(DeploymentStartupError(e.what()));
-  } catch (const std::exception& e) {
-    failure = std::make_exception_ptr(
-        DeploymentStartupError(fmt::format("docker deployment {}: {}", impl_->name, e.what())));
+  } catch (...) {
+    failure = detail::startup_failure(std::current_exception(), impl_->name);
+    if (!failure)
+      throw;
   }
   if (failure) {
     co_await impl_->release();
@@ -927,10 +630,7 @@ docker::Engine* DockerDeployment::engine() noexcept {
 }
 
 json::object DockerDeployment::create_body() const {
-  std::string server =
-      impl_->server_host_path.empty() ? std::string("<rex-server>") : impl_->server_host_path;
-  std::string sock = impl_->socket_dir.empty() ? std::string("<socket dir>") : impl_->socket_dir;
-  return impl_->body(server, impl_->engine ? impl_->mount_server : true, sock);
+  return impl_->body(impl_->engine ? impl_->mount_server : true);
 }
 
 }  // namespace rex

@@ -1,5 +1,6 @@
 // The Engine: each call is one HTTP exchange through rex::http::Client; this file maps the
 // engine's answers to results, and failures to EngineError with a hint.
+#include <rex/core/text.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
@@ -46,10 +47,6 @@ std::string home_directory() {
 struct Operation {
   std::string what;
 };
-
-std::string seconds_text(std::chrono::milliseconds d) {
-  return fmt::format("{:g} s", std::chrono::duration<double>(d).count());
-}
 
 }  // namespace
 

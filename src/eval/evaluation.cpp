@@ -1,3 +1,4 @@
+#include <rex/core/outcome.hpp>
 #include <rex/eval/evaluation.hpp>
 #include <rex/eval/instance_runner.hpp>
 #include <rex/eval/results_log.hpp>
@@ -183,36 +184,32 @@ struct Evaluation::Impl {
     const auto t0 = Clock::now();
     const std::string artifacts_dir = self->output_dir + "/artifacts/" + instance.id;
 
-    std::exception_ptr failure;
-    try {
-      auto prepare = [artifacts_dir, work = plan.working_dir] {
-        fresh_directory(artifacts_dir);  // nothing left from an attempt that did not finish
-        if (!work.empty())
-          fresh_directory(work);
-        return true;
-      };
-      co_await detail::offload(self->disk, self->executor, std::move(prepare));
-    } catch (...) {
-      failure = std::current_exception();
-    }
+    auto prepare = [artifacts_dir, work = plan.working_dir] {
+      fresh_directory(artifacts_dir);  // nothing left from an attempt that did not finish
+      if (!work.empty())
+        fresh_directory(work);
+      return true;
+    };
+    auto preparing = detail::offload(self->disk, self->executor, std::move(prepare));
+    const auto prepared = co_await capture(std::move(preparing));
+    std::exception_ptr failure = prepared.error();
     SandboxLease lease;
     if (!failure) {
-      try {
-        lease = co_await plan.pool->acquire();
-      } catch (...) {
-        failure = std::current_exception();
-      }
+      auto acquiring = plan.pool->acquire();
+      auto acquired = co_await capture(std::move(acquiring));
+      if (acquired)
+        lease = std::move(*acquired);
+      failure = acquired.error();
     }
     const double start_seconds = seconds_since(t0);
 
     EvalRun run;
     Runtime* runtime = nullptr;
     if (!failure) {
-      try {
-        runtime = &lease.runtime();  // fails when stop() came first
-      } catch (...) {
-        failure = std::current_exception();
-      }
+      auto reached = capture([&lease] { return &lease.runtime(); });  // fails after stop()
+      if (reached)
+        runtime = *reached;
+      failure = reached.error();
     }
     if (runtime) {
       EvalRunnerSettings settings;
@@ -246,25 +243,25 @@ struct Evaluation::Impl {
 
     run.result.started = format_utc_timestamp(started);
     run.result.finished = format_utc_timestamp(std::chrono::system_clock::now());
-    try {
-      auto record = [log = self->log.get(), result = run.result, artifacts_dir,
-                     setup_log = std::move(run.setup_log), run_log = std::move(run.run_log),
-                     work = self->config.keep_work ? std::string() : plan.working_dir] {
-        if (!setup_log.empty())
-          write_text(artifacts_dir + "/" + std::string(eval_setup_log), setup_log);
-        if (result.times.run)
-          write_text(artifacts_dir + "/" + std::string(eval_run_log), run_log);
-        if (!work.empty()) {
-          std::error_code ignored;
-          fs::remove_all(work, ignored);
-        }
-        log->append(result);
-        return true;
-      };
-      co_await detail::offload(self->disk, self->executor, std::move(record));
-    } catch (...) {
+    auto record = [log = self->log.get(), result = run.result, artifacts_dir,
+                   setup_log = std::move(run.setup_log), run_log = std::move(run.run_log),
+                   work = self->config.keep_work ? std::string() : plan.working_dir] {
+      if (!setup_log.empty())
+        write_text(artifacts_dir + "/" + std::string(eval_setup_log), setup_log);
+      if (result.times.run)
+        write_text(artifacts_dir + "/" + std::string(eval_run_log), run_log);
+      if (!work.empty()) {
+        std::error_code ignored;
+        fs::remove_all(work, ignored);
+      }
+      log->append(result);
+      return true;
+    };
+    auto recording = detail::offload(self->disk, self->executor, std::move(record));
+    const auto recorded = co_await capture(std::move(recording));
+    if (!recorded) {
       if (!self->fatal)
-        self->fatal = std::current_exception();
+        self->fatal = recorded.error();
       self->stop();
       co_return;
     }

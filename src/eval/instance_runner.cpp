@@ -1,3 +1,5 @@
+#include <rex/core/outcome.hpp>
+#include <rex/core/text.hpp>
 #include <rex/eval/instance_runner.hpp>
 #include <rex/protocol/exceptions.hpp>
 
@@ -19,17 +21,6 @@ constexpr std::size_t max_error_message = 4096;
 
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string shell_quote(std::string_view text) {
-  std::string out = "'";
-  for (char c : text) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  return out + "'";
 }
 
 // A sandbox path: absolute as given, relative to the session's working directory otherwise.
@@ -169,14 +160,12 @@ asio::awaitable<EvalRun> run_eval_instance(Runtime& runtime, const EvalInstance&
   if (!failure) {
     t0 = Clock::now();
     for (const auto& upload : instance.upload) {
-      try {
-        UploadRequest request;
-        request.source_path = upload.source;
-        request.target_path = in_sandbox(cwd, upload.target);
-        co_await runtime.upload(request);
-      } catch (...) {
-        failure = std::current_exception();
-      }
+      UploadRequest request;
+      request.source_path = upload.source;
+      request.target_path = in_sandbox(cwd, upload.target);
+      auto uploading = runtime.upload(std::move(request));
+      const auto uploaded = co_await capture(std::move(uploading));
+      failure = uploaded.error();
       co_await rethrow_if_cancelled(failure);
       if (failure) {
         set_error(r, "upload", failure);
@@ -185,13 +174,10 @@ asio::awaitable<EvalRun> run_eval_instance(Runtime& runtime, const EvalInstance&
     }
     for (std::size_t i = 0; i < instance.setup.size() && !failure; ++i) {
       const std::string& command = instance.setup[i];
-      BashObservation obs;
-      try {
-        BashAction action = command_action(command, settings.setup_timeout, settings.log_limit);
-        obs = co_await runtime.run_in_session(action);
-      } catch (...) {
-        failure = std::current_exception();
-      }
+      BashAction action = command_action(command, settings.setup_timeout, settings.log_limit);
+      auto running = runtime.run_in_session(std::move(action));
+      auto ran = co_await capture(std::move(running));
+      failure = ran.error();
       co_await rethrow_if_cancelled(failure);
       if (failure) {
         append_log(out.setup_log, command, output_of(failure),
@@ -203,6 +189,7 @@ asio::awaitable<EvalRun> run_eval_instance(Runtime& runtime, const EvalInstance&
                         first_line(command), r.error->message);
         break;
       }
+      const BashObservation& obs = *ran;
       const int code = obs.exit_code.value_or(-1);
       append_log(out.setup_log, command, obs.output, fmt::format("[exit {}]", code));
       r.setup_exit_codes.push_back(code);
@@ -222,13 +209,10 @@ asio::awaitable<EvalRun> run_eval_instance(Runtime& runtime, const EvalInstance&
   if (!failure) {
     t0 = Clock::now();
     const double timeout = instance.timeout.value_or(settings.default_timeout);
-    BashObservation obs;
-    try {
-      BashAction action = command_action("(\n" + instance.run + "\n)", timeout, settings.log_limit);
-      obs = co_await runtime.run_in_session(action);
-    } catch (...) {
-      failure = std::current_exception();
-    }
+    BashAction action = command_action("(\n" + instance.run + "\n)", timeout, settings.log_limit);
+    auto running = runtime.run_in_session(std::move(action));
+    auto ran = co_await capture(std::move(running));
+    failure = ran.error();
     co_await rethrow_if_cancelled(failure);
     if (failure && is_timeout(failure)) {
       r.status = EvalStatus::timeout;
@@ -244,7 +228,7 @@ asio::awaitable<EvalRun> run_eval_instance(Runtime& runtime, const EvalInstance&
     } else if (failure) {
       set_error(r, "run", failure);
       out.run_log = output_of(failure);
-    } else if (!obs.exit_code) {
+    } else if (BashObservation& obs = *ran; !obs.exit_code) {
       r.status = EvalStatus::error;
       r.error = EvalError{"run", "NoExitCodeError", "the run command's exit status is unknown"};
       out.run_log = obs.output;
@@ -264,15 +248,12 @@ asio::awaitable<EvalRun> run_eval_instance(Runtime& runtime, const EvalInstance&
       const std::string name = eval_artifact_name(path);
       EvalArtifact artifact;
       artifact.path = path;
-      std::exception_ptr error;
-      try {
-        DownloadRequest request;
-        request.path = in_sandbox(cwd, path);
-        request.target_path = settings.artifacts_dir + "/" + name;
-        co_await runtime.download(request);
-      } catch (...) {
-        error = std::current_exception();
-      }
+      DownloadRequest request;
+      request.path = in_sandbox(cwd, path);
+      request.target_path = settings.artifacts_dir + "/" + name;
+      auto downloading = runtime.download(std::move(request));
+      const auto downloaded = co_await capture(std::move(downloading));
+      const std::exception_ptr error = downloaded.error();
       co_await rethrow_if_cancelled(error);
       if (error)
         artifact.error = what_of(error);

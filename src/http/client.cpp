@@ -1,6 +1,8 @@
 // The HTTP client: a pool of type-erased connections (TCP, TLS over TCP, unix socket), one
 // deadline per request enforced by a watchdog timer that closes the connection, and the retry
 // loop. Each exchange is a template over the stream type, instantiated here only.
+#include <rex/core/outcome.hpp>
+#include <rex/core/text.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/protocol/exceptions.hpp>
@@ -60,10 +62,6 @@ tcp::socket& lowest_layer(TlsStream& s) {
 }
 UnixSocket& lowest_layer(UnixSocket& s) {
   return s;
-}
-
-std::string seconds_text(Clock::duration d) {
-  return fmt::format("{:g} s", std::chrono::duration<double>(d).count());
 }
 
 // One connection to the server. The stream kind is fixed by the base URL's scheme.
@@ -171,10 +169,10 @@ struct CallbackBody {
       ec = {};
       std::size_t used = 0;
       for (const auto piece : beast::buffers_range_ref(buffers)) {
-        try {
-          (*body_.sink)(std::string_view(static_cast<const char*>(piece.data()), piece.size()));
-        } catch (...) {
-          body_.failure = std::current_exception();
+        const std::string_view bytes(static_cast<const char*>(piece.data()), piece.size());
+        const Outcome<void> passed = capture([&] { (*body_.sink)(bytes); });
+        if (!passed) {
+          body_.failure = passed.error();
           ec = boost::system::errc::make_error_code(boost::system::errc::operation_canceled);
           return used;
         }

@@ -2,20 +2,15 @@
 
 #include <boost/asio/error.hpp>
 
-#include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 
 namespace rex::http {
 
 std::chrono::milliseconds retry_delay(const RetryPolicy& policy, unsigned retry, double random01) {
-  const double initial = static_cast<double>(policy.initial_delay.count());
-  const double cap = static_cast<double>(policy.max_delay.count());
-  const double growth = std::pow(std::max(policy.multiplier, 1.0), retry > 0 ? retry - 1 : 0);
-  const double base = std::min(cap, initial * growth);
-  const double jitter = std::clamp(policy.jitter, 0.0, 1.0);
-  const double scaled = base * (1.0 - jitter * std::clamp(random01, 0.0, 1.0));
-  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(std::max(scaled, 0.0))));
+  const auto exact = backoff_delay(policy.backoff, retry, random01);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(exact.count())));
 }
 
 bool is_connection_failure(const boost::system::error_code& error) {

@@ -1,11 +1,15 @@
+#include <rex/core/event.hpp>
+#include <rex/core/outcome.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/pool/pool_errors.hpp>
 #include <rex/pool/sandbox_lease.hpp>
 #include <rex/pool/sandbox_pool.hpp>
 
+#include "pool/sandbox_pool_policy.hpp"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -36,25 +40,11 @@ namespace {
 
 using Sandbox = std::shared_ptr<PooledSandbox>;
 
-// A one-shot wake-up for a coroutine on the same executor: the waiter waits on a timer that
-// never expires; fire() cancels it.
-struct Signal {
-  explicit Signal(const asio::any_io_executor& executor)
-      : timer(executor, asio::steady_timer::time_point::max()) {}
-  void fire() {
-    fired = true;
-    timer.cancel();
-  }
-  asio::steady_timer timer;
-  bool fired = false;
-};
-
-// One acquire() waiting in line.
+// One acquire() waiting in line: woken once, with a sandbox or the error that ends its wait.
 struct Waiter {
   explicit Waiter(const asio::any_io_executor& executor) : wake(executor) {}
-  Signal wake;
-  Sandbox granted;
-  std::exception_ptr error;
+  Event wake;
+  Outcome<Sandbox> result;
 };
 
 // Logs what a background coroutine let escape; they catch everything they expect themselves.
@@ -79,17 +69,19 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
   SandboxPoolState(asio::any_io_executor ex, SandboxPoolConfig cfg)
       : executor(std::move(ex)),
         config(std::move(cfg)),
+        policy(config),
         drained(executor),
         trim_timer(executor),
         rng(std::random_device{}()) {}
 
   asio::any_io_executor executor;
   SandboxPoolConfig config;
+  SandboxPoolPolicy policy;  // every decision; this class carries them out
   std::deque<Sandbox> spares;
   std::set<Sandbox> leased;
   std::list<std::shared_ptr<Waiter>> waiters;
   std::set<asio::steady_timer*> backoff_timers;
-  Signal drained;  // fired whenever a start or a return finishes; shutdown() re-checks
+  Event drained;  // set whenever a start or a return finishes; shutdown() re-checks
   // Wakes trim_later() when the longest-idle surplus spare is due to be stopped.
   asio::steady_timer trim_timer;
   asio::steady_timer::time_point trim_due{};
@@ -103,8 +95,14 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
   bool closed = false;
   bool spares_paused = false;  // the last start failed every attempt
 
-  std::size_t in_use() const noexcept {
-    return starting + spares.size() + leased.size() + returning;
+  PoolCounts counts() const noexcept {
+    return {.starting = starting,
+            .spares = spares.size(),
+            .leased = leased.size(),
+            .returning = returning,
+            .waiters = waiters.size(),
+            .spares_paused = spares_paused,
+            .closed = closed};
   }
 
   std::unique_ptr<Deployment> make() {
@@ -113,10 +111,10 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
     return make_deployment(executor, config.deployment);
   }
 
-  void notify() { drained.timer.cancel(); }
+  void notify() { drained.set(); }
 
   void add_spare(Sandbox sandbox, bool front = false) {
-    sandbox->idle_since = std::chrono::steady_clock::now();
+    sandbox->idle_since = PoolClock::now();
     if (front)
       spares.push_front(std::move(sandbox));
     else
@@ -131,41 +129,34 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
     while (!waiters.empty() && !spares.empty()) {
       auto waiter = waiters.front();
       waiters.pop_front();
-      waiter->granted = spares.front();
+      leased.insert(spares.front());
+      waiter->result = Outcome<Sandbox>::success(spares.front());
       spares.pop_front();
-      leased.insert(waiter->granted);
-      waiter->wake.fire();
+      waiter->wake.set();
     }
-    // Recomputed each round: a start may complete (and serve a waiter) inside co_spawn.
-    auto wanted = [this] { return waiters.size() + (spares_paused ? 0 : config.warm_spares); };
-    while (spares.size() + starting < wanted() && in_use() < config.max_sandboxes) {
+    // Asked each round: a start may complete (and serve a waiter) inside co_spawn.
+    while (policy.wants_start(counts())) {
       ++starting;
       asio::co_spawn(executor, start_one(shared_from_this()), LogEscape{});
     }
     trim_surplus();
   }
 
-  // Stops spares, the longest idle first, while more than warm_spares of them have been idle
-  // for surplus_idle_timeout. Counting only those that have been idle that long (rather than
-  // all spares) means a sandbox just handed back never pushes an old warm spare out: a caller
-  // that hands back and acquires again causes no stop and no start.
+  // Stops spares, the longest idle first, while the policy finds more than warm_spares of them
+  // idle for surplus_idle_timeout; else arms the timer for when that will be so.
   void trim_surplus() {
-    const auto now = std::chrono::steady_clock::now();
-    std::vector<std::chrono::steady_clock::time_point> idle;
-    while (waiters.empty() && spares.size() > config.warm_spares) {
+    const auto now = PoolClock::now();
+    std::vector<PoolClock::time_point> idle;
+    while (policy.has_surplus(spares.size(), waiters.size())) {
       idle.clear();
       for (const auto& spare : spares)
         idle.push_back(spare->idle_since);
-      const auto nth = idle.begin() + static_cast<std::ptrdiff_t>(config.warm_spares);
-      std::nth_element(idle.begin(), nth, idle.end());
-      const auto due = *nth + config.surplus_idle_timeout;  // then warm_spares + 1 are idle
-      if (due > now) {
-        arm_trim(due);
+      const TrimStep step = policy.trim(idle, waiters.size(), now);
+      if (step.wake)
+        arm_trim(*step.wake);
+      if (!step.stop)
         return;
-      }
-      auto oldest = std::min_element(
-          spares.begin(), spares.end(),
-          [](const auto& a, const auto& b) { return a->idle_since < b->idle_since; });
+      const auto oldest = spares.begin() + static_cast<std::ptrdiff_t>(*step.stop);
       Sandbox sandbox = *oldest;
       spares.erase(oldest);
       ++counters.trimmed;
@@ -202,8 +193,8 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
       return;
     auto waiter = waiters.front();
     waiters.pop_front();
-    waiter->error = std::move(error);
-    waiter->wake.fire();
+    waiter->result = Outcome<Sandbox>::failure(std::move(error));
+    waiter->wake.set();
   }
 
   // Starts one sandbox with retries; it becomes a spare (and pump() hands it to a waiter).
@@ -211,9 +202,9 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
     const int attempts = self->config.start_attempts;
     int attempt = 0;
     std::string cause;
-    bool fatal = false;
-    while (attempt < attempts && !self->closed && !fatal) {
+    while (!self->closed) {
       ++attempt;
+      bool fatal = false;
       std::unique_ptr<Deployment> deployment;
       bool ok = false;
       try {
@@ -252,8 +243,12 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
           spdlog::warn("sandbox pool: stop after a failed start: {}", e.what());
         }
       }
-      if (attempt < attempts && !self->closed && !fatal)
-        co_await backoff(self, attempt);
+      std::uniform_real_distribution<double> unit(0.0, 1.0);
+      const StartRetry next =
+          self->policy.after_failed_start(attempt, fatal, self->closed, unit(self->rng));
+      if (!next.retry)
+        break;
+      co_await backoff(self, next.delay);
     }
     --self->starting;
     ++self->counters.failed_starts;
@@ -265,9 +260,9 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
     self->notify();
   }
 
-  static asio::awaitable<void> backoff(std::shared_ptr<SandboxPoolState> self, int failed) {
-    std::uniform_real_distribution<double> unit(0.0, 1.0);
-    asio::steady_timer timer(self->executor, retry_delay(self->config, failed, unit(self->rng)));
+  static asio::awaitable<void> backoff(std::shared_ptr<SandboxPoolState> self,
+                                       std::chrono::milliseconds delay) {
+    asio::steady_timer timer(self->executor, delay);
     self->backoff_timers.insert(&timer);
     boost::system::error_code ec;
     co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
@@ -291,46 +286,38 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
   // is_alive within the health-check timeout; an error or no answer counts as dead.
   static asio::awaitable<IsAliveResponse> health(std::shared_ptr<SandboxPoolState> self,
                                                  Sandbox sandbox) {
-    using namespace asio::experimental::awaitable_operators;
-    asio::steady_timer timer(self->executor, self->config.health_check_timeout);
+    auto asking = sandbox->deployment->is_alive();
+    auto limited = with_timeout(std::move(asking), self->config.health_check_timeout);
+    auto result = co_await capture(std::move(limited));
     IsAliveResponse answer;
-    std::exception_ptr error;
-    try {
-      auto result =
-          co_await (sandbox->deployment->is_alive() || timer.async_wait(asio::use_awaitable));
-      if (result.index() == 0) {
-        answer = std::get<0>(std::move(result));
-      } else {
-        answer.is_alive = false;
-        answer.message = fmt::format("sandbox {} did not answer is_alive within {} ms", sandbox->id,
-                                     self->config.health_check_timeout.count());
-      }
-    } catch (const std::exception& e) {
+    if (result && *result) {
+      answer = std::move(**result);
+    } else if (result) {
       answer.is_alive = false;
-      answer.message = fmt::format("sandbox {}: is_alive failed: {}", sandbox->id, e.what());
-      error = std::current_exception();
+      answer.message = fmt::format("sandbox {} did not answer is_alive within {} ms", sandbox->id,
+                                   self->config.health_check_timeout.count());
+    } else {
+      answer.is_alive = false;
+      answer.message =
+          fmt::format("sandbox {}: is_alive failed: {}", sandbox->id, result.error_message());
+      auto state = co_await asio::this_coro::cancellation_state;
+      if (state.cancelled() != asio::cancellation_type::none)
+        std::rethrow_exception(result.error());  // the caller gave up: not the sandbox's fault
     }
-    auto state = co_await asio::this_coro::cancellation_state;
-    if (error && state.cancelled() != asio::cancellation_type::none)
-      std::rethrow_exception(error);  // the caller gave up: not the sandbox's fault
     co_return answer;
   }
 
   // Recycles or stops a sandbox handed back (counted in `returning`).
   static asio::awaitable<void> take_back(std::shared_ptr<SandboxPoolState> self, Sandbox sandbox) {
-    bool reuse =
-        !self->closed && !sandbox->broken && self->config.return_policy == ReturnPolicy::recycle;
+    bool reuse = self->policy.try_reuse(sandbox->broken, self->closed);
     if (reuse) {
-      using namespace asio::experimental::awaitable_operators;
-      try {
-        asio::steady_timer timer(self->executor, self->config.health_check_timeout);
-        auto closed = co_await (sandbox->deployment->runtime().close() ||
-                                timer.async_wait(asio::use_awaitable));
-        reuse = closed.index() == 0;
-      } catch (const std::exception& e) {
-        spdlog::warn("sandbox pool: closing sandbox {} failed: {}", sandbox->id, e.what());
-        reuse = false;
-      }
+      auto closing = sandbox->deployment->runtime().close();
+      auto limited = with_timeout(std::move(closing), self->config.health_check_timeout);
+      auto closed = co_await capture(std::move(limited));
+      if (!closed)
+        spdlog::warn("sandbox pool: closing sandbox {} failed: {}", sandbox->id,
+                     closed.error_message());
+      reuse = closed && closed->has_value();
       if (reuse) {
         auto alive = co_await health(self, sandbox);
         reuse = alive.is_alive;
@@ -343,21 +330,17 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
       self->notify();
       co_return;
     }
-    if (!self->closed && (sandbox->broken || self->config.return_policy == ReturnPolicy::recycle))
+    if (self->policy.counts_as_replaced(sandbox->broken, self->closed))
       ++self->counters.replaced;  // not reusable although the policy wanted it back
     co_await stop_sandbox(self, std::move(sandbox));
   }
 
   static asio::awaitable<void> take_back_then_signal(std::shared_ptr<SandboxPoolState> self,
-                                                     Sandbox sandbox,
-                                                     std::shared_ptr<Signal> done) {
-    try {
-      co_await take_back(self, std::move(sandbox));
-    } catch (...) {
-      done->fire();
-      throw;
-    }
-    done->fire();
+                                                     Sandbox sandbox, std::shared_ptr<Event> done) {
+    auto taking = take_back(self, std::move(sandbox));
+    auto taken = co_await capture(std::move(taking));
+    done->set();
+    taken.value();  // rethrows for LogEscape
   }
 
   // The synchronous half of ending a lease. Returns false when nothing more is to be done.
@@ -394,7 +377,7 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
                                                    bool first_in_line) {
     if (self->closed)
       throw SandboxPoolClosedError("acquire: the sandbox pool is shut down");
-    if ((self->waiters.empty() || first_in_line) && !self->spares.empty()) {
+    if (SandboxPoolPolicy::serve_at_once(self->counts(), first_in_line)) {
       auto sandbox = self->spares.front();
       self->spares.pop_front();
       self->leased.insert(sandbox);
@@ -407,12 +390,10 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
     else
       self->waiters.push_back(waiter);
     self->pump();
-    boost::system::error_code ec;
-    if (!waiter->wake.fired)
-      co_await waiter->wake.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_await waiter->wake.wait();
     auto state = co_await asio::this_coro::cancellation_state;
     const bool cancelled = state.cancelled() != asio::cancellation_type::none;
-    if (!waiter->wake.fired) {
+    if (!waiter->wake.is_set()) {
       // Woken by the caller's cancellation: leave the line; a start made for this waiter ends
       // up as a spare.
       self->waiters.remove(waiter);
@@ -420,14 +401,13 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
       throw boost::system::system_error(asio::error::operation_aborted,
                                         "acquire: cancelled while waiting for a sandbox");
     }
-    if (waiter->error)
-      std::rethrow_exception(waiter->error);
+    Sandbox granted = std::move(waiter->result).value();  // rethrows the error that woke it
     if (cancelled) {
-      self->give_back_unused(waiter->granted);
+      self->give_back_unused(std::move(granted));
       throw boost::system::system_error(asio::error::operation_aborted,
                                         "acquire: cancelled while waiting for a sandbox");
     }
-    co_return waiter->granted;
+    co_return granted;
   }
 
   static asio::awaitable<SandboxLease> acquire(std::shared_ptr<SandboxPoolState> self) {
@@ -469,8 +449,8 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
       }
     }
     while (self->starting > 0 || self->returning > 0) {
-      boost::system::error_code ec;
-      co_await self->drained.timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+      self->drained.reset();
+      co_await self->drained.wait();
     }
   }
 
@@ -599,13 +579,11 @@ asio::awaitable<void> SandboxLease::release() {
   auto sandbox = std::move(sandbox_);
   if (!pool->detach_lease(sandbox))
     co_return;
-  auto done = std::make_shared<detail::Signal>(pool->executor);
+  auto done = std::make_shared<Event>(pool->executor);
   asio::co_spawn(pool->executor, SandboxPoolState::take_back_then_signal(pool, sandbox, done),
                  detail::LogEscape{});
-  boost::system::error_code ec;
-  if (!done->fired)
-    co_await done->timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-  if (!done->fired)
+  const bool returned = co_await done->wait();
+  if (!returned)
     throw boost::system::system_error(asio::error::operation_aborted,
                                       "release: cancelled (the sandbox is still handed back)");
 }

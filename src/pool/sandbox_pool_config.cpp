@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <stdexcept>
 
 namespace rex {
@@ -28,28 +30,25 @@ void validate(const SandboxPoolConfig& config) {
     refuse("surplus_idle_timeout", "must not be negative");
   if (config.start_attempts < 1)
     refuse("start_attempts", fmt::format("must be at least 1, got {}", config.start_attempts));
-  if (config.retry_backoff_initial.count() < 0)
-    refuse("retry_backoff_initial", "must not be negative");
-  if (config.retry_backoff_max < config.retry_backoff_initial)
-    refuse("retry_backoff_max", "must not be less than retry_backoff_initial");
-  if (!(config.retry_jitter >= 0 && config.retry_jitter <= 1))
-    refuse("retry_jitter", fmt::format("must be between 0 and 1, got {}", config.retry_jitter));
+  const Backoff& backoff = config.retry_backoff;
+  if (backoff.initial_delay.count() < 0)
+    refuse("retry_backoff.initial_delay", "must not be negative");
+  if (backoff.max_delay < backoff.initial_delay)
+    refuse("retry_backoff.max_delay", "must not be less than retry_backoff.initial_delay");
+  if (!(backoff.multiplier >= 1))
+    refuse("retry_backoff.multiplier",
+           fmt::format("must be at least 1, got {}", backoff.multiplier));
+  if (!(backoff.jitter >= 0 && backoff.jitter <= 1))
+    refuse("retry_backoff.jitter", fmt::format("must be between 0 and 1, got {}", backoff.jitter));
   if (config.health_check_timeout.count() <= 0)
     refuse("health_check_timeout", "must be positive");
 }
 
 std::chrono::milliseconds retry_delay(const SandboxPoolConfig& config, int failed_attempts,
                                       double random01) noexcept {
-  using std::chrono::milliseconds;
-  const auto cap = config.retry_backoff_max.count();
-  auto delay = config.retry_backoff_initial.count();
-  for (int i = 1; i < failed_attempts && delay < cap; ++i)
-    delay *= 2;
-  delay = std::min(delay, cap);
-  const double r = std::clamp(random01, 0.0, 1.0);
-  const auto jitter =
-      static_cast<milliseconds::rep>(static_cast<double>(delay) * config.retry_jitter * r);
-  return milliseconds(delay - jitter);
+  const auto retry = static_cast<unsigned>(std::max(failed_attempts, 1));
+  const auto exact = backoff_delay(config.retry_backoff, retry, random01);
+  return std::chrono::milliseconds(static_cast<std::int64_t>(std::ceil(exact.count())));
 }
 
 SandboxStartError::SandboxStartError(int attempts, std::string cause)

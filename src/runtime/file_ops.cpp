@@ -102,6 +102,10 @@ void copy_directory_contents(const std::string& source, const std::string& targe
       throw_os_error(errno, from);
     if (S_ISLNK(st.st_mode)) {
       replace_with_symlink(to, read_link(from));
+      // The link keeps its own times, as shutil.copytree(symlinks=True) keeps them.
+      const struct timespec times[2] = {st.st_atim, st.st_mtim};
+      if (::utimensat(AT_FDCWD, to.c_str(), times, AT_SYMLINK_NOFOLLOW) != 0)
+        throw_os_error(errno, to);
     } else if (S_ISDIR(st.st_mode)) {
       // Owner-only until filled, then the source's mode (which may forbid writing).
       if (::mkdir(to.c_str(), 0700) != 0) {

@@ -1,3 +1,5 @@
+#include <rex/core/outcome.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/runtime/file_ops.hpp>
 #include <rex/runtime/process_runner.hpp>
@@ -13,10 +15,8 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -184,11 +184,13 @@ asio::awaitable<void> wait_for_exit(stream_descriptor& pidfd) {
 // Completes when both pipes are at end of file and the child has exited.
 asio::awaitable<void> finish(stream_descriptor& out_pipe, stream_descriptor* err_pipe,
                              stream_descriptor& pidfd, std::string& out, std::string& err) {
-  using namespace asio::experimental::awaitable_operators;
+  auto out_done = drain(out_pipe, out);
+  auto exited = wait_for_exit(pidfd);
   if (err_pipe != nullptr) {
-    co_await (drain(out_pipe, out) && drain(*err_pipe, err) && wait_for_exit(pidfd));
+    auto err_done = drain(*err_pipe, err);
+    co_await all_of(std::move(out_done), std::move(err_done), std::move(exited));
   } else {
-    co_await (drain(out_pipe, out) && wait_for_exit(pidfd));
+    co_await all_of(std::move(out_done), std::move(exited));
   }
 }
 
@@ -247,22 +249,19 @@ asio::awaitable<CommandResponse> run_command(Command command) {
 
   std::string out_bytes;
   std::string err_bytes;
+  auto done = finish(out_stream, err_stream ? &*err_stream : nullptr, pidfd, out_bytes, err_bytes);
   bool timed_out = false;
-  std::exception_ptr failure;
-  try {
-    auto done =
-        finish(out_stream, err_stream ? &*err_stream : nullptr, pidfd, out_bytes, err_bytes);
-    if (command.timeout) {
-      using namespace asio::experimental::awaitable_operators;
-      asio::steady_timer timer(executor, to_duration(*command.timeout));
-      const auto winner = co_await (std::move(done) || timer.async_wait(asio::use_awaitable));
-      timed_out = winner.index() == 1;
-    } else {
-      co_await std::move(done);
-    }
-  } catch (...) {
-    failure = std::current_exception();
+  Outcome<void> finished;
+  if (command.timeout) {
+    auto limited = with_timeout(std::move(done), to_duration(*command.timeout));
+    auto in_time = co_await capture(std::move(limited));
+    timed_out = in_time.has_value() && !in_time.value();
+    finished =
+        in_time.has_value() ? Outcome<void>::success() : Outcome<void>::failure(in_time.error());
+  } else {
+    finished = co_await capture(std::move(done));
   }
+  const std::exception_ptr failure = finished.error();
 
   if (timed_out || failure) {
     reaper.kill_group();

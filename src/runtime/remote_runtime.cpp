@@ -1,7 +1,10 @@
 #include <rex/runtime/remote_runtime.hpp>
 
+#include <rex/core/temp_file.hpp>
+#include <rex/core/text.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/multipart.hpp>
+#include <rex/http/sse.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/json.hpp>
 #include <rex/runtime/archive.hpp>
@@ -28,7 +31,6 @@
 #include <cmath>
 #include <filesystem>
 #include <optional>
-#include <random>
 
 namespace rex {
 namespace {
@@ -46,10 +48,6 @@ Milliseconds from_seconds(double seconds) {
     return Milliseconds(0);
   constexpr double kMax = 10.0 * 365 * 24 * 3600;
   return Milliseconds(static_cast<std::int64_t>(std::ceil(std::min(seconds, kMax) * 1000.0)));
-}
-
-std::string seconds_text(Clock::duration d) {
-  return fmt::format("{:g} s", std::chrono::duration<double>(d).count());
 }
 
 std::string excerpt(std::string_view body) {
@@ -87,45 +85,18 @@ class ScratchDir {
   std::string path_;
 };
 
-// A file removed on destruction unless released.
-class TempFile {
- public:
-  TempFile() = default;
-  explicit TempFile(std::string path) : path_(std::move(path)) {}
-  TempFile(TempFile&& other) noexcept : path_(std::exchange(other.path_, {})) {}
-  TempFile& operator=(TempFile&& other) noexcept {
-    std::swap(path_, other.path_);
-    return *this;
-  }
-  ~TempFile() {
-    if (!path_.empty())
-      ::unlink(path_.c_str());
-  }
-  const std::string& path() const { return path_; }
-  void release() { path_.clear(); }
-
- private:
-  std::string path_;
-};
-
 // Creates an empty file beside `target` (its parent directories first), named so that it is
 // hidden and cannot collide: the download lands there before it is moved into place.
 TempFile create_temp_beside(const std::string& target) {
   detail::reject_nul(target);
-  const auto [dir, base] = detail::split_path(detail::normalize_path(target));
-  detail::make_dirs(dir);
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  for (int attempt = 0;; ++attempt) {
-    std::string name =
-        detail::join_path(dir, fmt::format(".{}.rex-download-{:012x}", base, rng() >> 16));
-    const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-    if (fd >= 0) {
-      ::close(fd);
-      return TempFile(std::move(name));
-    }
-    if (errno != EEXIST || attempt == 100)
-      throw_os_error(errno, name);
-  }
+  const std::string path = detail::normalize_path(target);
+  detail::make_dirs(detail::split_path(path).first);
+  std::error_code error;
+  TempFile file = TempFile::create_beside(path, "rex-download", error);
+  if (error)
+    throw_os_error(error.value(), path);
+  file.close();  // the HTTP client opens it by name
+  return file;
 }
 
 struct PreparedUpload {
@@ -378,48 +349,6 @@ asio::awaitable<BashObservation> RemoteRuntime::run_in_session(Action action) {
   co_return co_await impl_->call<BashObservation>("/run_in_session", action, timeout);
 }
 
-namespace {
-
-// Splits a Server-Sent Events stream into (event, data) pairs; pieces may end anywhere.
-class SseParser {
- public:
-  template <class F>
-  void feed(std::string_view piece, F&& on_event) {
-    buffer_.append(piece);
-    std::size_t end;
-    while ((end = buffer_.find("\n\n")) != std::string::npos) {
-      std::string_view block(buffer_.data(), end);
-      std::string event = "message";
-      std::string data;
-      while (!block.empty()) {
-        const auto nl = block.find('\n');
-        std::string_view line = block.substr(0, nl);
-        block = nl == std::string_view::npos ? std::string_view() : block.substr(nl + 1);
-        auto value = [&](std::string_view field) {
-          std::string_view v = line.substr(field.size());
-          if (v.starts_with(' '))
-            v.remove_prefix(1);
-          return v;
-        };
-        if (line.starts_with("event:")) {
-          event = value("event:");
-        } else if (line.starts_with("data:")) {
-          if (!data.empty())
-            data += '\n';
-          data += value("data:");
-        }
-      }
-      on_event(event, data);
-      buffer_.erase(0, end + 2);
-    }
-  }
-
- private:
-  std::string buffer_;
-};
-
-}  // namespace
-
 asio::awaitable<BashObservation> RemoteRuntime::run_in_session_streaming(Action action,
                                                                          OutputListener on_output) {
   if (!on_output || impl_->streaming_unsupported ||
@@ -431,7 +360,8 @@ asio::awaitable<BashObservation> RemoteRuntime::run_in_session_streaming(Action 
   std::optional<BashObservation> observation;
   std::optional<json::value> error;
   std::string bad_event;
-  SseParser parser;
+  http::SseParser parser;
+  std::vector<http::SseEvent> events;  // those one piece completed
   auto handle = [&](const std::string& event, const std::string& data) {
     json::error_code ec;
     json::value value = json::parse(data, ec);
@@ -454,7 +384,12 @@ asio::awaitable<BashObservation> RemoteRuntime::run_in_session_streaming(Action 
       error = std::move(value);
     }
   };
-  request.on_body = [&](std::string_view piece) { parser.feed(piece, handle); };
+  request.on_body = [&](std::string_view piece) {
+    events.clear();
+    parser.feed(piece, events);
+    for (const auto& e : events)
+      handle(e.event, e.data);
+  };
   const http::ClientResponse response = co_await impl_->client.request(request);
   if (response.status == 404 || response.status == 405) {
     impl_->streaming_unsupported = true;

@@ -27,9 +27,9 @@ std::shared_ptr<ReplayCache::Entry> ReplayCache::begin(const std::string& key,
   return entry;
 }
 
-void ReplayCache::complete(Entry& entry, StoredResponse response) {
+void ReplayCache::complete(Entry& entry, Answer response) {
   entry.response = std::move(response);
-  entry.ready.cancel();
+  entry.ready.set();
 }
 
 void ReplayCache::abandon(const std::string& key, const std::shared_ptr<Entry>& entry) {
@@ -37,7 +37,7 @@ void ReplayCache::abandon(const std::string& key, const std::shared_ptr<Entry>& 
     order_.erase(it->second);
     index_.erase(it);
   }
-  entry->ready.cancel();
+  entry->ready.set();
 }
 
 }  // namespace rex::server

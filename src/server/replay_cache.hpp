@@ -7,6 +7,9 @@
 // Threading: one thread (the server's io_context).
 #pragma once
 
+#include <rex/core/event.hpp>
+#include <rex/server/answer.hpp>
+
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/steady_timer.hpp>
 
@@ -21,22 +24,12 @@
 
 namespace rex::server {
 
-/// An answer as written: status, extra headers and body.
-struct StoredResponse {
-  unsigned status = 200;
-  std::string content_type;
-  std::vector<std::pair<std::string, std::string>> headers;
-  std::string body;
-};
-
 class ReplayCache {
  public:
   struct Entry {
-    explicit Entry(boost::asio::any_io_executor ex) : ready(std::move(ex)) {
-      ready.expires_at(boost::asio::steady_timer::time_point::max());
-    }
-    std::optional<StoredResponse> response;  // empty while the first request runs
-    boost::asio::steady_timer ready;         // cancelled when the entry settles
+    explicit Entry(boost::asio::any_io_executor ex) : ready(std::move(ex)) {}
+    std::optional<Answer> response;  // empty while the first request runs
+    Event ready;                     // set when the entry settles
   };
 
   explicit ReplayCache(std::size_t capacity) : capacity_(capacity) {}
@@ -48,7 +41,7 @@ class ReplayCache {
   std::shared_ptr<Entry> begin(const std::string& key, boost::asio::any_io_executor ex);
 
   /// Stores the answer and wakes the waiters.
-  static void complete(Entry& entry, StoredResponse response);
+  static void complete(Entry& entry, Answer response);
 
   /// The request ended without an answer to replay: forget the key and wake the waiters (they
   /// then run the request themselves).

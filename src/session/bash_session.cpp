@@ -1,9 +1,15 @@
 #include <rex/session/bash_session.hpp>
 
+#include <rex/core/async_mutex.hpp>
+#include <rex/core/event.hpp>
+#include <rex/core/text.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/python_text.hpp>
 #include <rex/session/output.hpp>
 #include <rex/session/shell_framing.hpp>
+
+#include "session/command_machine.hpp"
 
 #include "core/spawn.hpp"
 #include "core/unique_fd.hpp"
@@ -53,18 +59,6 @@ Clock::time_point deadline_after(std::optional<double> seconds) {
     return Clock::time_point::max();
   return Clock::now() + std::chrono::duration_cast<Clock::duration>(
                             std::chrono::duration<double>(std::min(*seconds, 1e9)));
-}
-
-std::string shell_quote(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'')
-      out += "'\\''";
-    else
-      out += c;
-  }
-  out += '\'';
-  return out;
 }
 
 // SWE-ReX strips the echo of an interactive command from its output.
@@ -169,43 +163,11 @@ std::string_view limit_hint(int err) {
 struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   enum class State { not_started, idle, running, dead, closed };
 
-  struct Waiter {
-    explicit Waiter(const asio::any_io_executor& ex) : timer(ex) {}
-    asio::steady_timer timer;
-    bool granted = false;
-  };
+  // The session's operation lock: one command (or start, or close) at a time.
+  using Lock = AsyncMutex::Guard;
 
-  // Releases the session's operation lock when it goes out of scope.
-  class Lock {
-   public:
-    Lock() = default;
-    explicit Lock(Impl* impl) : impl_(impl) {}
-    Lock(Lock&& o) noexcept : impl_(std::exchange(o.impl_, nullptr)) {}
-    Lock& operator=(Lock&& o) noexcept {
-      if (this != &o) {
-        if (impl_)
-          impl_->unlock();
-        impl_ = std::exchange(o.impl_, nullptr);
-      }
-      return *this;
-    }
-    ~Lock() {
-      if (impl_)
-        impl_->unlock();
-    }
-    explicit operator bool() const { return impl_ != nullptr; }
-
-   private:
-    Impl* impl_ = nullptr;  // the coroutine holding the Lock keeps the Impl alive
-  };
-
-  // Why waiting for the end of a command stopped.
-  struct Stop {
-    enum Kind { prompt, expect, timeout, idle, died } kind;
-    PromptMatch match{};
-    std::size_t expect_index = 0;
-    std::size_t expect_pos = 0;
-  };
+  using Stop = CommandMachine::Stop;
+  using Action = CommandMachine::Action;
 
   Impl(asio::any_io_executor executor, BashSessionConfig config)
       : ex(std::move(executor)),
@@ -213,21 +175,20 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         master(ex),
         pidfd(ex),
         read_timer(ex),
-        exit_signal(ex) {
-    exit_signal.expires_at(Clock::time_point::max());
-  }
+        exited(ex) {}
 
   ~Impl() { kill_everything(); }
 
   asio::any_io_executor ex;
   BashSessionConfig cfg;
   ShellFraming framing;
+  CommandMachine machine{framing};  // the output and the decisions of every operation
   std::string tag;  // "REX_SESSION=<marker>", in the environment of every process it starts
   const std::vector<std::string> no_expect{};
   asio::posix::stream_descriptor master;
   asio::posix::stream_descriptor pidfd;
   asio::steady_timer read_timer;
-  asio::steady_timer exit_signal;  // cancelled when bash has exited and was reaped
+  Event exited;  // set when bash has exited and was reaped
   pid_t pid = -1;
   bool reaped = false;
   int wait_status = 0;
@@ -251,27 +212,11 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   bool exported_functions = false;  // bash inherits functions from the environment
   termios baseline{};               // terminal modes commands start from
 
-  // Output of the current operation: raw bytes, or a frozen head + a sliding tail when capped.
-  std::string raw;
-  std::string head;
-  std::uint64_t dropped = 0;
-  std::optional<std::size_t> cap;
-  std::size_t prompt_scan = 0;
-  std::size_t expect_scan = 0;
-  // Streaming: complete lines of the running command's output, cleaned, as they arrive.
-  BashSession::OutputListener listener;
-  std::size_t streamed = 0;  // bytes at the front of `raw` already given to the listener
-
-  // The current wait (see wait_for_end): its limits and whether one of them has passed.
-  enum class Expiry { none, deadline, idle };
+  // The timer of the machine's current wait; a callback of an earlier wait does nothing.
   std::uint64_t wait_gen = 0;
-  Clock::time_point wait_deadline{};
-  std::optional<Clock::duration> wait_idle;
-  Clock::time_point last_output{};
-  Expiry expiry = Expiry::none;
+  bool timer_armed = false;
 
-  bool busy = false;
-  std::deque<std::shared_ptr<Waiter>> waiters;
+  AsyncMutex operation{ex};
 
   std::array<char, 65536> chunk{};  // last: the members above share a few cache lines
 
@@ -299,7 +244,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (r == pid || (r < 0 && errno == ECHILD)) {
       reaped = true;
       wait_status = status;
-      exit_signal.cancel();
+      exited.set();
     }
   }
 
@@ -359,97 +304,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // ---- operation lock -----------------------------------------------------------------------
 
   // The session's turn if nobody holds it (no suspension); an empty Lock otherwise.
-  Lock try_lock() {
-    if (busy)
-      return Lock();
-    busy = true;
-    return Lock(this);
-  }
+  Lock try_lock() { return operation.try_lock(); }
 
   // Waits for the session's turn until `deadline`; an empty Lock means the deadline passed.
-  asio::awaitable<Lock> lock(Clock::time_point deadline = Clock::time_point::max()) {
-    if (!busy) {
-      busy = true;
-      co_return Lock(this);
-    }
-    auto waiter = std::make_shared<Waiter>(ex);
-    waiters.push_back(waiter);
-    waiter->timer.expires_at(deadline);
-    auto [ec] = co_await waiter->timer.async_wait(use_tuple);
-    if (waiter->granted)
-      co_return Lock(this);
-    std::erase(waiters, waiter);
-    if (ec == asio::error::operation_aborted)
-      throw boost::system::system_error(ec, "waiting for the session");
-    co_return Lock();
-  }
-
-  void unlock() {
-    if (!waiters.empty()) {
-      auto next = waiters.front();
-      waiters.pop_front();
-      next->granted = true;
-      next->timer.cancel();
-      return;
-    }
-    busy = false;
+  asio::awaitable<Lock> lock(std::optional<Clock::time_point> deadline = std::nullopt) {
+    co_return co_await operation.lock(deadline);
   }
 
   // ---- reading ------------------------------------------------------------------------------
-
-  enum class ReadStatus { data, timeout, eof };
-
-  void append(const char* data, std::size_t n) {
-    raw.append(data, n);
-    if (listener)
-      stream_lines();
-    // Capped: keep the first half of the cap and a sliding tail; compact in large steps.
-    if (!cap || raw.size() <= *cap + (64 << 10))
-      return;
-    const std::size_t half = std::max<std::size_t>(*cap / 2, 1);
-    if (head.empty()) {
-      head.assign(raw, 0, half);
-      drop_front(half, false);
-    }
-    const std::size_t keep = half + 4096;  // room for a prompt split across reads
-    if (raw.size() > keep)
-      drop_front(raw.size() - keep, true);
-  }
-
-  // Only whole lines go out, so a split escape sequence or the prompt (which ends no line) never
-  // does; the observation at the end remains the complete, authoritative output.
-  void stream_lines() {
-    const auto nl = raw.rfind('\n');
-    if (nl == std::string::npos || nl + 1 <= streamed)
-      return;
-    const std::string piece =
-        clean_terminal_output(std::string_view(raw).substr(streamed, nl + 1 - streamed));
-    streamed = nl + 1;
-    if (!piece.empty())
-      listener(piece);
-  }
-
-  void drop_front(std::size_t n, bool count) {
-    raw.erase(0, n);
-    streamed = streamed > n ? streamed - n : 0;
-    if (count)
-      dropped += n;
-    prompt_scan = prompt_scan > n ? prompt_scan - n : 0;
-    expect_scan = expect_scan > n ? expect_scan - n : 0;
-  }
-
-  // Removes a prompt that does not end the command from the output; the scan goes on there.
-  void erase_prompt(const PromptMatch& m) {
-    const std::size_t len = m.end - m.begin;
-    raw.erase(m.begin, len);
-    prompt_scan = m.begin;
-    auto shift = [&](std::size_t& at) {
-      if (at > m.begin)
-        at = at >= m.end ? at - len : m.begin;
-    };
-    shift(expect_scan);
-    shift(streamed);
-  }
 
   // Non-blocking: reads whatever bash has already written.
   void read_available() {
@@ -460,17 +322,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       const std::size_t n = master.read_some(asio::buffer(chunk), ec);
       if (ec || n == 0)
         return;
-      append(chunk.data(), n);
+      machine.append(std::string_view(chunk.data(), n));
     }
-  }
-
-  void reset_output() {
-    raw.clear();
-    streamed = 0;
-    head.clear();
-    dropped = 0;
-    prompt_scan = 0;
-    expect_scan = 0;
   }
 
   // Discards output nobody asked for (background jobs that wrote while the shell was idle).
@@ -482,20 +335,19 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (!master.is_open() || ::ioctl(master.native_handle(), FIONREAD, &waiting) != 0 ||
         waiting > 0)
       read_available();
-    reset_output();
+    machine.reset();
   }
 
-  // One timer serves a whole wait (not one per read): when it fires it checks whether the
-  // deadline or the idle limit has really passed; if output came since, it re-arms.
-  Clock::time_point next_expiry() const {
-    Clock::time_point t = wait_deadline;
-    if (wait_idle)
-      t = std::min(t, last_output + *wait_idle);
-    return t;
+  // One timer serves a whole wait (not one per read): when it fires the machine checks whether
+  // the deadline or the idle limit has really passed; if output came since, it re-arms.
+  void arm_wait_timer(Clock::time_point until) {
+    disarm_wait_timer();
+    timer_armed = true;
+    read_timer.expires_at(until);
+    rearm_wait_timer(wait_gen);
   }
 
-  void arm_wait_timer(std::uint64_t gen) {
-    read_timer.expires_at(next_expiry());
+  void rearm_wait_timer(std::uint64_t gen) {
     read_timer.async_wait([w = weak_from_this(), gen](const error_code& ec) {
       if (ec)
         return;  // cancelled: the usual end of a wait
@@ -506,66 +358,20 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   void on_wait_timer(std::uint64_t gen) {
-    const auto now = Clock::now();
-    if (now >= wait_deadline) {
-      expiry = Expiry::deadline;
-    } else if (wait_idle && now >= last_output + *wait_idle) {
-      expiry = Expiry::idle;
-    } else {
-      arm_wait_timer(gen);
+    if (const auto again = machine.on_timer(Clock::now())) {
+      read_timer.expires_at(*again);
+      rearm_wait_timer(gen);
       return;
     }
     error_code ignored;
     master.cancel(ignored);
   }
 
-  // What a finished read means; its bytes are appended.
-  ReadStatus on_read(const error_code& ec, std::size_t n) {
-    if (!ec) {
-      append(chunk.data(), n);
-      if (wait_idle)
-        last_output = Clock::now();
-      return ReadStatus::data;
-    }
-    if (ec == asio::error::operation_aborted) {
-      if (expiry != Expiry::none)
-        return ReadStatus::timeout;
-      if (state == State::dead || state == State::closed) {
-        read_available();
-        return ReadStatus::eof;
-      }
-      throw boost::system::system_error(ec, "reading from bash");
-    }
-    // EIO: every holder of the terminal is gone.
-    return ReadStatus::eof;
-  }
-
   // Ends the current wait: its timer, if still queued, does nothing.
-  struct WaitGuard {
-    Impl& impl;
-    bool timed;
-    ~WaitGuard() {
-      ++impl.wait_gen;
-      if (timed)
-        impl.read_timer.cancel();
-    }
-  };
-
-  // The next prompt in the output, from prompt_scan. Continuation prompts are bash reading the
-  // continuation lines of an eval line (or input meant for a program that has exited): they are
-  // removed from the output, unless the caller stops at them.
-  std::optional<PromptMatch> next_prompt(bool stop_at_continuation) {
-    while (true) {
-      std::size_t resume = 0;
-      auto m = framing.find_prompt(raw, prompt_scan, resume);
-      if (!m) {
-        prompt_scan = resume;
-        return std::nullopt;
-      }
-      if (!m->continuation || stop_at_continuation)
-        return m;
-      erase_prompt(*m);
-    }
+  void disarm_wait_timer() {
+    ++wait_gen;
+    if (std::exchange(timer_armed, false))
+      read_timer.cancel();
   }
 
   void note_prompt(const PromptMatch& m) {
@@ -573,66 +379,79 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     jobs = m.jobs;
   }
 
-  // Reads until the prompt, one of `expect`, the deadline, `idle` without output, or bash's end.
-  // `stop_at_continuation`: a continuation prompt ends the wait too (a directly written line
-  // turned out to be incomplete).
-  asio::awaitable<Stop> wait_for_end(const std::vector<std::string>& expect,
-                                     Clock::time_point deadline,
-                                     std::optional<Clock::duration> idle,
-                                     bool stop_at_continuation = false) {
-    std::size_t longest = 0;
-    for (const auto& e : expect)
-      longest = std::max(longest, e.size());
-    const std::uint64_t gen = ++wait_gen;
-    expiry = Expiry::none;
-    wait_deadline = deadline;
-    wait_idle = idle;
-    last_output = Clock::now();
-    const bool timed = deadline != Clock::time_point::max() || idle;
-    if (timed)
-      arm_wait_timer(gen);
-    WaitGuard guard{*this, timed};
+  // Carries out the machine's actions until it finishes; `command` is what a syntax check
+  // examines. Cancelling the read (close, a limit) or bash's end is reported to the machine.
+  asio::awaitable<Stop> drive(Action a, const std::string* command = nullptr,
+                              bool flush_jobs = false) {
+    struct Disarm {
+      Impl& impl;
+      ~Disarm() { impl.disarm_wait_timer(); }
+    } disarm{*this};
+    std::string eval_text;
     while (true) {
-      Stop stop{Stop::timeout};
-      std::size_t best = std::string::npos;
-      if (auto m = next_prompt(stop_at_continuation)) {
-        best = m->begin;
-        stop = Stop{Stop::prompt, *m};
-      }
-      for (std::size_t i = 0; i < expect.size(); ++i) {
-        if (expect[i].empty())
-          continue;
-        const std::size_t pos = raw.find(expect[i], expect_scan);
-        if (pos != std::string::npos && (best == std::string::npos || pos < best)) {
-          best = pos;
-          stop = Stop{Stop::expect, {}, i, pos};
-        }
-      }
-      if (best != std::string::npos)
-        co_return stop;
-      if (longest > 0)
-        expect_scan = raw.size() >= longest ? raw.size() - longest + 1 : 0;
-
-      ReadStatus status = ReadStatus::timeout;
-      if (expiry != Expiry::none) {
-        // A limit passed while the last read completed.
-      } else if (state == State::dead || state == State::closed) {
-        read_available();
-        status = ReadStatus::eof;
-      } else {
-        auto [ec, n] = co_await master.async_read_some(asio::buffer(chunk), use_tuple);
-        status = on_read(ec, n);
-      }
-      switch (status) {
-        case ReadStatus::data:
+      switch (a.kind) {
+        case Action::Kind::finished:
+          co_return machine.outcome();
+        case Action::Kind::write: {
+          if (timer_armed)
+            disarm_wait_timer();
+          if (const std::string_view unsent = write_now(a.bytes); !unsent.empty())
+            co_await write(unsent);
+          a = machine.on_written(Clock::now());
           break;
-        case ReadStatus::timeout:
-          co_return Stop{expiry == Expiry::deadline ? Stop::timeout : Stop::idle};
-        case ReadStatus::eof:
-          // One last look: the prompt may have arrived with the final bytes.
-          if (auto m = next_prompt(stop_at_continuation))
-            co_return Stop{Stop::prompt, *m};
-          co_return Stop{Stop::died};
+        }
+        case Action::Kind::interrupt:
+          if (timer_armed)
+            disarm_wait_timer();
+          co_await send_interrupt();
+          a = machine.on_written(Clock::now());
+          break;
+        case Action::Kind::kill_job:
+          if (timer_armed)
+            disarm_wait_timer();
+          kill_foreground_job();
+          a = machine.on_written(Clock::now());
+          break;
+        case Action::Kind::check_syntax:
+          // The line was dropped (Ctrl-C) and the prompt is back: the session is idle while
+          // `bash -n` looks at the text; eval delivery follows.
+          if (timer_armed)
+            disarm_wait_timer();
+          state = State::idle;
+          last_status = a.prompt.status;
+          note_prompt(a.prompt);
+          co_await check_syntax(*command);
+          state = State::running;
+          eval_text = eval_line(*command, flush_jobs);
+          a = machine.on_syntax_ok(eval_text);
+          break;
+        case Action::Kind::read: {
+          if (a.arm)
+            arm_wait_timer(a.until);
+          if (machine.expired()) {
+            // A limit passed while the last read completed.
+            a = machine.on_expired();
+          } else if (state == State::dead || state == State::closed) {
+            read_available();
+            a = machine.on_eof();
+          } else {
+            auto [ec, n] = co_await master.async_read_some(asio::buffer(chunk), use_tuple);
+            if (!ec) {
+              const auto now = machine.needs_clock() ? Clock::now() : Clock::time_point{};
+              a = machine.on_bytes(std::string_view(chunk.data(), n), now);
+            } else if (ec != asio::error::operation_aborted) {
+              a = machine.on_eof();  // EIO: every holder of the terminal is gone
+            } else if (machine.expired()) {
+              a = machine.on_expired();
+            } else if (state == State::dead || state == State::closed) {
+              read_available();
+              a = machine.on_eof();
+            } else {
+              throw boost::system::system_error(ec, "reading from bash");
+            }
+          }
+          break;
+        }
       }
     }
   }
@@ -656,46 +475,32 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // everything up to `consumed` is removed from the buffer.
   asio::awaitable<std::string> take_output(std::size_t end, std::size_t consumed) {
     std::string text;
-    if (!head.empty() && cap) {
-      // Capped: keep only the last half of the cap from the tail as well.
-      const std::size_t half = std::max<std::size_t>(*cap / 2, 1);
-      if (end > half) {
-        const std::size_t cut = end - half;
-        drop_front(cut, true);
-        end -= cut;
-        consumed -= std::min(consumed, cut);
-      }
+    machine.trim_tail(end, consumed);
+    if (!machine.head().empty()) {
+      text = co_await clean(machine.head());
+      text += fmt::format("\n[... {} bytes of output omitted ...]\n", machine.dropped());
     }
-    if (!head.empty()) {
-      text = co_await clean(head);
-      text += fmt::format("\n[... {} bytes of output omitted ...]\n", dropped);
-    }
-    const std::string_view body = std::string_view(raw).substr(0, end);
+    const std::string_view body = std::string_view(machine.raw()).substr(0, end);
     text += co_await clean(body);
-    forget_output(consumed);
+    machine.forget(consumed);
     co_return text;
   }
 
   // Output up to `end` that is cleaned in one go (the common case) needs no suspension.
-  bool output_is_small(std::size_t end) const { return head.empty() && end <= kCleanSlice; }
+  bool output_is_small(std::size_t end) const {
+    return machine.head().empty() && end <= kCleanSlice;
+  }
 
   // take_output for small output.
   std::string take_small_output(std::size_t end, std::size_t consumed) {
-    std::string text = clean_terminal_output(std::string_view(raw).substr(0, end));
-    forget_output(consumed);
+    std::string text = clean_terminal_output(std::string_view(machine.raw()).substr(0, end));
+    machine.forget(consumed);
     return text;
   }
 
-  void forget_output(std::size_t consumed) {
-    raw.erase(0, std::min(consumed, raw.size()));
-    head.clear();
-    dropped = 0;
-    prompt_scan = 0;
-    expect_scan = 0;
-  }
-
   asio::awaitable<std::string> take_all_output() {
-    co_return co_await take_output(raw.size(), raw.size());
+    const std::size_t size = machine.raw().size();
+    co_return co_await take_output(size, size);
   }
 
   // ---- writing ------------------------------------------------------------------------------
@@ -816,7 +621,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // Startup failed: end the shell and report what it printed.
   [[noreturn]] void fail_start(const std::string& what, double timeout) {
     read_available();
-    std::string output = clean_terminal_output(raw);
+    std::string output = clean_terminal_output(machine.raw());
     kill_everything();
     boost::json::object info{{"output", output}};
     throw PexpectTimeout(fmt::format("{} (startup_timeout {} s); output so far: {}", what,
@@ -831,14 +636,16 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     Lock lock_ = try_lock();
     if (!lock_)
       lock_ = co_await lock();
-    cap = cfg.max_output_bytes ? std::optional<std::size_t>(*cfg.max_output_bytes) : std::nullopt;
+    machine.set_cap(cfg.max_output_bytes ? std::optional<std::size_t>(*cfg.max_output_bytes)
+                                         : std::nullopt);
     spawn_shell();
     const auto deadline = deadline_after(request.startup_timeout);
     // Startup files and inherited functions may define code that changes the prompt.
     tainted = guarded = cfg.load_rc_files || exported_functions;
     const std::string setup = framing.setup_code(guarded) + "\n";
     co_await write(setup);
-    Stop stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
+    Action wait = machine.begin_wait(no_expect, deadline, Clock::now());
+    Stop stop = co_await drive(wait);
     if (stop.kind != Stop::prompt) {
       fail_start(stop.kind == Stop::died ? death_description() + " while starting"
                                          : "bash did not show its prompt in time",
@@ -846,7 +653,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     }
     note_prompt(stop.match);
     prompt_command_arrays = stop.match.status == 0;
-    reset_output();  // what the rc files printed before rex's prompt was installed
+    machine.reset();  // what the rc files printed before rex's prompt was installed
     state = State::idle;
 
     CreateBashSessionResponse response;
@@ -860,7 +667,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       const std::string line = framing.command_line(text, 0, true);
       co_await write(line);
       state = State::running;
-      stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
+      wait = machine.begin_wait(no_expect, deadline, Clock::now());
+      stop = co_await drive(wait);
       if (stop.kind != Stop::prompt) {
         fail_start(stop.kind == Stop::died ? death_description() + " in a startup file"
                                            : "the startup files did not finish in time",
@@ -934,16 +742,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (state != State::running)
       return;
     read_available();
-    std::optional<PromptMatch> last;
-    for (std::size_t from = 0, resume = 0;;) {
-      const auto m = framing.find_prompt(raw, from, resume);
-      if (!m)
-        break;
-      if (!m->continuation)
-        last = m;
-      from = m->end;
-    }
-    if (last) {
+    if (const auto last = machine.last_prompt()) {
       note_prompt(*last);
       state = State::idle;
       interactive = false;
@@ -965,27 +764,6 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     return obs;
   }
 
-  // A prompt whose command number did not grow: a direct line bash rejected, or a prompt that
-  // bash decoded before the line ran and printed after it (it does so after an `eval` whose
-  // text ends inside a quote). An empty line, which runs nothing and keeps $?, brings a current
-  // prompt; the stale one is removed from the output. It may also be output that reproduces
-  // the prompt (`${PS1@P}`) or the late answer to an earlier empty line; as bash counts every
-  // eval line, for one the prompts that still did not grow are removed until one that did.
-  asio::awaitable<Stop> confirm_prompt(Stop stop, Clock::time_point deadline, bool direct) {
-    const bool rejected = stop.match.rejected;
-    erase_prompt(stop.match);
-    co_await write("\n");
-    stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
-    while (!direct && stop.kind == Stop::prompt && !stop.match.rejected &&
-           stop.match.command_number == command_number) {
-      erase_prompt(stop.match);
-      stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
-    }
-    if (stop.kind == Stop::prompt)
-      stop.match.rejected = stop.match.rejected || rejected;
-    co_return stop;
-  }
-
   std::string eval_line(const std::string& text, bool flush_jobs) const {
     try {
       return framing.command_line(text, last_status, tainted, flush_jobs);
@@ -1002,9 +780,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     ensure_usable();
     struct Listening {
       Impl& impl;
-      ~Listening() { impl.listener = nullptr; }
+      ~Listening() { impl.machine.set_line_sink(nullptr); }
     } listening{*this};
-    listener = std::move(on_output);
+    machine.set_line_sink(std::move(on_output));
     if (action.is_interactive_command || action.is_interactive_quit)
       co_return co_await run_interactive(std::move(action));
 
@@ -1028,39 +806,19 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     const bool flush_jobs = jobs > 0 || traits.may_start_jobs;
     bool direct = traits.direct && guarded == tainted && flushing == flush_jobs &&
                   (prompt_command_arrays || (!tainted && !flush_jobs));
-    std::string line = direct ? action.command + "\n" : eval_line(action.command, flush_jobs);
+    const std::string line = direct ? action.command + "\n" : eval_line(action.command, flush_jobs);
     restore_terminal_modes();
     set_cap(action);
     state = State::running;
     interactive = false;
-    if (const std::string_view unsent = write_now(line); !unsent.empty())
-      co_await write(unsent);
     const auto deadline = deadline_after(action.timeout);
     const auto idle = idle_limit(action);
-    Stop stop = co_await wait_for_end(action.expect, deadline, idle, direct);
-    if (stop.kind == Stop::prompt && stop.match.continuation) {
-      // Bash waits for the rest of an incomplete command; nothing has run. Ctrl-C drops the
-      // line ($? becomes 130, as at a terminal). `bash -n` reports a syntax error without
-      // touching the session (bash before 5.1 exits on `eval` of an unfinished `if`); text it
-      // accepts (a heredoc that ends with the text) runs through eval.
-      co_await write("\x03");
-      stop = co_await wait_for_end(no_expect, deadline, std::nullopt);
-      if (stop.kind != Stop::prompt)
-        co_return co_await fail_command(stop, action);
-      state = State::idle;
-      last_status = stop.match.status;
-      note_prompt(stop.match);
-      forget_output(stop.match.end);
-      co_await check_syntax(action.command);
-      state = State::running;
-      direct = false;
-      line = eval_line(action.command, flush_jobs);
-      if (const std::string_view unsent = write_now(line); !unsent.empty())
-        co_await write(unsent);
-      stop = co_await wait_for_end(action.expect, deadline, idle);
-    }
-    if (stop.kind == Stop::prompt && stop.match.command_number == command_number)
-      stop = co_await confirm_prompt(stop, deadline, direct);
+    // A line that turns out incomplete is dropped, checked and sent again through eval; a stale
+    // prompt is confirmed (CommandMachine).
+    Action deliver =
+        machine.begin_command(line, direct, action.expect, command_number, deadline, idle);
+    const Stop stop = co_await drive(deliver, &action.command, flush_jobs);
+    direct = machine.direct();
     BashObservation obs;
     switch (stop.kind) {
       case Stop::prompt: {
@@ -1113,11 +871,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     state = State::running;
     interactive = true;
     const std::string input = action.command + "\n";
-    if (const std::string_view unsent = write_now(input); !unsent.empty())
-      co_await write(unsent);
     const auto deadline = deadline_after(action.timeout);
     const auto idle = idle_limit(action);
-    const Stop stop = co_await wait_for_end(action.expect, deadline, idle);
+    Action send = machine.begin_input(input, action.expect, deadline, idle);
+    const Stop stop = co_await drive(send);
     BashObservation obs;
     obs.exit_code = 0;
     switch (stop.kind) {
@@ -1152,8 +909,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       // so the error can name the status or signal.
       reap();
       if (!reaped) {
-        exit_signal.expires_after(std::chrono::seconds(1));
-        co_await exit_signal.async_wait(use_tuple);
+        auto exit = exited.wait();
+        co_await with_timeout(std::move(exit), std::chrono::seconds(1));
         reap();
       }
       state = State::dead;
@@ -1178,8 +935,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   void set_cap(const BashAction& action) {
     const auto limit = action.max_output_bytes ? action.max_output_bytes : cfg.max_output_bytes;
-    cap = limit && *limit > 0 ? std::optional<std::size_t>(static_cast<std::size_t>(*limit))
-                              : std::nullopt;
+    machine.set_cap(limit && *limit > 0
+                        ? std::optional<std::size_t>(static_cast<std::size_t>(*limit))
+                        : std::nullopt);
   }
 
   static std::optional<Clock::duration> idle_limit(const BashAction& action) {
@@ -1218,10 +976,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
     Lock lock_;
     int attempt = 0;
-    if (busy) {
+    if (operation.locked()) {
       // A command is running right now: stop it, then take our turn.
       for (; attempt < attempts && !lock_; ++attempt) {
-        if (attempt == 0)
+        if (CommandMachine::escalation(attempt) == Action::Kind::interrupt)
           co_await send_interrupt();
         else
           kill_foreground_job();
@@ -1244,31 +1002,25 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       co_return BashObservation{"", 0, "", framing.marker()};
     }
     // At least one attempt here, even if waiting for the running command used them all.
-    for (const int last = std::max(attempts, attempt + 1); attempt < last; ++attempt) {
-      if (attempt == 0)
-        co_await send_interrupt();
-      else
-        kill_foreground_job();
-      const auto until = Clock::now() + attempt_time;
-      const Stop stop = co_await wait_for_end(action.expect, until, std::nullopt);
-      if (stop.kind == Stop::prompt) {
-        // A framed command cut short reports its own status ($? of the killed job).
-        last_status = interactive ? 0 : stop.match.status;
-        note_prompt(stop.match);
-        state = State::idle;
-        interactive = false;
-        std::string output = co_await take_output(stop.match.begin, stop.match.end);
-        co_return BashObservation{trim(std::move(output)), 0, "", framing.marker()};
-      }
-      if (stop.kind == Stop::expect) {
-        std::string output = co_await take_output(
-            stop.expect_pos, stop.expect_pos + action.expect[stop.expect_index].size());
-        co_return BashObservation{trim(std::move(output)), 0, "", action.expect[stop.expect_index]};
-      }
-      if (stop.kind == Stop::died) {
-        state = State::dead;
-        throw SessionDiedError(death_description() + " while being interrupted");
-      }
+    Action escalate = machine.begin_interrupt(action.expect, attempt, attempts, attempt_time);
+    const Stop stop = co_await drive(escalate);
+    if (stop.kind == Stop::prompt) {
+      // A framed command cut short reports its own status ($? of the killed job).
+      last_status = interactive ? 0 : stop.match.status;
+      note_prompt(stop.match);
+      state = State::idle;
+      interactive = false;
+      std::string output = co_await take_output(stop.match.begin, stop.match.end);
+      co_return BashObservation{trim(std::move(output)), 0, "", framing.marker()};
+    }
+    if (stop.kind == Stop::expect) {
+      std::string output = co_await take_output(
+          stop.expect_pos, stop.expect_pos + action.expect[stop.expect_index].size());
+      co_return BashObservation{trim(std::move(output)), 0, "", action.expect[stop.expect_index]};
+    }
+    if (stop.kind == Stop::died) {
+      state = State::dead;
+      throw SessionDiedError(death_description() + " while being interrupted");
     }
     throw PexpectTimeout("Failed to interrupt session");
   }
@@ -1288,8 +1040,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (!reaped) {
       // SIGKILL was sent: the pidfd becomes readable promptly; the bound only guards a kernel
       // that cannot deliver it.
-      exit_signal.expires_after(std::chrono::seconds(10));
-      co_await exit_signal.async_wait(use_tuple);
+      auto exit = exited.wait();
+      co_await with_timeout(std::move(exit), std::chrono::seconds(10));
       reap();
     }
     master.close(ignored);

@@ -172,8 +172,8 @@ asio::awaitable<void> restart_mid_run(RestartRun& run) {
   config.return_policy = ReturnPolicy::stop;
   // Starts during the engine's absence are retried until it is back (a restart takes seconds).
   config.start_attempts = 8;
-  config.retry_backoff_initial = 500ms;
-  config.retry_backoff_max = 4s;
+  config.retry_backoff.initial_delay = 500ms;
+  config.retry_backoff.max_delay = 4s;
   SandboxPool pool(executor, config);
 
   const auto results = co_await (run_jobs(pool, run) && watch(pool, run));

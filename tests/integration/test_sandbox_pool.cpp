@@ -109,8 +109,8 @@ SandboxPoolConfig scripted(const std::shared_ptr<Probe>& probe, std::size_t max 
   };
   c.max_sandboxes = max;
   c.warm_spares = spares;
-  c.retry_backoff_initial = 10ms;
-  c.retry_backoff_max = 40ms;
+  c.retry_backoff.initial_delay = 10ms;
+  c.retry_backoff.max_delay = 40ms;
   c.health_check_timeout = 1000ms;
   return c;
 }
@@ -161,9 +161,9 @@ TEST(SandboxPoolConfig, RefusesSettingsThatCannotWork) {
 
 TEST(SandboxPoolConfig, RetryDelayDoublesUpToTheMaximumMinusJitter) {
   SandboxPoolConfig c;
-  c.retry_backoff_initial = 100ms;
-  c.retry_backoff_max = 1000ms;
-  c.retry_jitter = 0.5;
+  c.retry_backoff.initial_delay = 100ms;
+  c.retry_backoff.max_delay = 1000ms;
+  c.retry_backoff.jitter = 0.5;
   EXPECT_EQ(retry_delay(c, 1, 0.0), 100ms);
   EXPECT_EQ(retry_delay(c, 2, 0.0), 200ms);
   EXPECT_EQ(retry_delay(c, 3, 0.0), 400ms);

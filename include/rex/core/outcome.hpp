@@ -1,11 +1,16 @@
 // Outcome<T>: what one job of a batch produced, a value or the exception it threw, so one
 // failure does not lose the others' results (see fan_out). Outcome<void> holds only the error.
+// capture() runs a function or awaits an operation and records what it produced, for code that
+// must finish something (kill a child, write a result) before the exception may propagate.
 #pragma once
+
+#include <boost/asio/awaitable.hpp>
 
 #include <exception>
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace rex {
@@ -55,6 +60,12 @@ class Outcome {
     check();
     return std::move(*value_);
   }
+  /// value(), as for std::optional and std::expected.
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T&& operator*() && { return std::move(*this).value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
   /// The job's exception; null when it succeeded.
   std::exception_ptr error() const noexcept { return error_; }
   /// The exception's what(); empty when it succeeded.
@@ -101,5 +112,37 @@ class Outcome<void> {
   bool done_ = false;
   std::exception_ptr error_;
 };
+
+/// Runs `fn()` and records its value or the exception it threw.
+template <class F, class T = std::invoke_result_t<F&>>
+Outcome<T> capture(F&& fn) noexcept {
+  try {
+    if constexpr (std::is_void_v<T>) {
+      fn();
+      return Outcome<void>::success();
+    } else {
+      return Outcome<T>::success(fn());
+    }
+  } catch (...) {
+    return Outcome<T>::failure(std::current_exception());
+  }
+}
+
+/// Awaits `operation` and records its value or the exception it threw (operation_aborted
+/// included, when cancelled).
+template <class T>
+boost::asio::awaitable<Outcome<T>> capture(boost::asio::awaitable<T> operation) {
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await std::move(operation);
+      co_return Outcome<void>::success();
+    } else {
+      auto value = co_await std::move(operation);
+      co_return Outcome<T>::success(std::move(value));
+    }
+  } catch (...) {
+    co_return Outcome<T>::failure(std::current_exception());
+  }
+}
 
 }  // namespace rex

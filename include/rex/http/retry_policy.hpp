@@ -7,6 +7,8 @@
 // many clients started together do not retry in lock-step.
 #pragma once
 
+#include <rex/core/backoff.hpp>
+
 #include <boost/system/error_code.hpp>
 
 #include <chrono>
@@ -14,15 +16,12 @@
 namespace rex::http {
 
 struct RetryPolicy {
-  unsigned max_retries = 3;                                      // attempts after the first
-  std::chrono::milliseconds initial_delay{100};                  // before the first retry
-  std::chrono::milliseconds max_delay{std::chrono::seconds(5)};  // cap of any one delay
-  double multiplier = 2.0;                                       // growth per retry
-  double jitter = 0.5;  // fraction in [0, 1]: a delay is scaled by a factor in [1 - jitter, 1]
+  unsigned max_retries = 3;  // attempts after the first
+  Backoff backoff{};         // the delays between them
 };
 
 /// The delay before retry number `retry` (1 for the first), given `random01` drawn uniformly
-/// from [0, 1): min(max_delay, initial_delay * multiplier^(retry-1)) * (1 - jitter * random01).
+/// from [0, 1): backoff_delay(policy.backoff, ...) rounded to whole milliseconds.
 std::chrono::milliseconds retry_delay(const RetryPolicy& policy, unsigned retry, double random01);
 
 /// True for errors that mean the connection could not be made or was lost before the server

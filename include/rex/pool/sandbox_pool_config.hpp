@@ -3,6 +3,7 @@
 // with validate() (the pool does so when made).
 #pragma once
 
+#include <rex/core/backoff.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
 
@@ -45,11 +46,13 @@ struct SandboxPoolConfig {
   std::chrono::milliseconds surplus_idle_timeout{1000};
 
   int start_attempts = 3;  // start() calls per sandbox before acquire() gives up
-  // Wait before attempt n+1: initial * 2^(n-1), at most max, then up to `jitter` of it
-  // taken off at random so many failing starts do not retry in step.
-  std::chrono::milliseconds retry_backoff_initial{200};
-  std::chrono::milliseconds retry_backoff_max{5000};
-  double retry_jitter = 0.2;  // 0..1
+  // Wait before attempt n+1 (rex::Backoff, as the HTTP client's retries): initial_delay *
+  // multiplier^(n-1), at most max_delay, then up to `jitter` of it taken off at random so many
+  // failing starts do not retry in step.
+  Backoff retry_backoff{.initial_delay = std::chrono::milliseconds(200),
+                        .max_delay = std::chrono::milliseconds(5000),
+                        .multiplier = 2.0,
+                        .jitter = 0.2};
 
   ReturnPolicy return_policy = ReturnPolicy::recycle;
 
@@ -63,7 +66,8 @@ struct SandboxPoolConfig {
 void validate(const SandboxPoolConfig& config);
 
 /// The wait before the attempt after `failed_attempts` failures (1 or more); `random01` in
-/// [0, 1) picks the jitter. Pure, so the schedule can be tested without waiting.
+/// [0, 1) picks the jitter: backoff_delay(config.retry_backoff, ...) rounded up to whole
+/// milliseconds. Pure, so the schedule can be tested without waiting.
 std::chrono::milliseconds retry_delay(const SandboxPoolConfig& config, int failed_attempts,
                                       double random01) noexcept;
 

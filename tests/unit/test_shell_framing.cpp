@@ -1,39 +1,11 @@
-// Pure logic of the session layer: output cleaning and the shell framing, with plain inputs.
-#include <rex/protocol/python_text.hpp>
-#include <rex/session/output.hpp>
+// The shell framing of the session layer, pure logic with plain inputs: command lines, prompt
+// detection, what a command text may do, syntax-error cleaning.
 #include <rex/session/shell_framing.hpp>
 
 #include <gtest/gtest.h>
 
 namespace rex {
 namespace {
-
-TEST(Utf8BackslashReplace, KeepsValidAndEscapesInvalidBytes) {
-  EXPECT_EQ(utf8_backslashreplace("plain"), "plain");
-  EXPECT_EQ(utf8_backslashreplace("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"),
-            "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
-  EXPECT_EQ(utf8_backslashreplace("a\xff"
-                                  "b"),
-            "a\\xffb");
-  EXPECT_EQ(utf8_backslashreplace("\xe2\x82"), "\\xe2\\x82");           // truncated sequence
-  EXPECT_EQ(utf8_backslashreplace("\xc0\xaf"), "\\xc0\\xaf");           // overlong
-  EXPECT_EQ(utf8_backslashreplace("\xed\xa0\x80"), "\\xed\\xa0\\x80");  // surrogate
-  EXPECT_EQ(utf8_backslashreplace("\xf4\x90\x80\x80"), "\\xf4\\x90\\x80\\x80");  // > U+10FFFF
-}
-
-TEST(CleanTerminalOutput, StripsEscapesAndNormalisesNewlines) {
-  EXPECT_EQ(clean_terminal_output("\x1b[31mred\x1b[0m\r\n"), "red\n");
-  EXPECT_EQ(clean_terminal_output("\x1b[?2004hx\x1b[?2004l"), "x");
-  EXPECT_EQ(clean_terminal_output("\x1b]0;title\x07text"), "text");
-  EXPECT_EQ(clean_terminal_output("\x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\"), "link");
-  EXPECT_EQ(clean_terminal_output("a\x1b(Bb\x1b=c"), "abc");
-  EXPECT_EQ(clean_terminal_output("line\r\x1b[K\n"), "line\n");
-  EXPECT_EQ(clean_terminal_output("crcrlf\r\r\n"), "crcrlf\n");
-  EXPECT_EQ(clean_terminal_output("progress\rdone\n"), "progress\rdone\n");
-  EXPECT_EQ(clean_terminal_output("bad\xfe"), "bad\\xfe");
-  EXPECT_EQ(clean_terminal_output("unterminated \x1b]0;title"), "unterminated ]0;title");
-  EXPECT_EQ(clean_terminal_output(""), "");
-}
 
 TEST(ShellFraming, CommandLineIsOnePrintableLogicalLine) {
   ShellFraming f("0123abcd");
@@ -191,14 +163,6 @@ TEST(ShellFraming, CleansSyntaxErrorsAndDetectsBlankText) {
   EXPECT_FALSE(ShellFraming::is_blank("# c\necho"));
   EXPECT_TRUE(ShellFraming::is_multiline("a\nb"));
   EXPECT_FALSE(ShellFraming::is_multiline("a; b"));
-}
-
-TEST(PythonRepr, QuotesLikePython) {
-  EXPECT_EQ(python_repr("abc"), "'abc'");
-  EXPECT_EQ(python_repr("it's"), "\"it's\"");
-  EXPECT_EQ(python_repr("'\""), "'\\'\"'");
-  EXPECT_EQ(python_repr("a\nb\t\\"), "'a\\nb\\t\\\\'");
-  EXPECT_EQ(python_repr("\x01"), "'\\x01'");
 }
 
 }  // namespace

@@ -1,0 +1,57 @@
+// EventStream: the Server-Sent Events of one streamed answer, from the coroutine that produces
+// them (a route's producer) to the connection that writes them.
+//
+// The producer may outlive the connection (a client that leaves does not stop a command): the
+// stream is shared, and events sent after the connection ended are dropped with it.
+// Threading: one thread (the service's io_context).
+#pragma once
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <rex/core/event.hpp>
+
+#include <deque>
+#include <string>
+#include <string_view>
+
+namespace rex::server {
+
+class EventStream {
+ public:
+  explicit EventStream(boost::asio::any_io_executor ex) : wake_(std::move(ex)) {}
+
+  // The producer's side.
+  /// Queues one event (encoded by rex/http/sse.hpp) for the connection.
+  void send(std::string_view name, std::string_view data);
+  /// No more events come; the connection ends the answer once the queue is written.
+  void finish() {
+    finished_ = true;
+    wake_.set();
+  }
+
+  // The connection's side.
+  bool empty() const noexcept { return events_.empty(); }
+  bool finished() const noexcept { return finished_; }
+  std::string pop() {
+    std::string event = std::move(events_.front());
+    events_.pop_front();
+    return event;
+  }
+  /// Returns after a send or finish since the last wait (at once when one came in between);
+  /// look at empty() and finished() before waiting.
+  boost::asio::awaitable<void> wait() {
+    co_await wake_.wait();
+    wake_.reset();
+  }
+
+ private:
+  std::deque<std::string> events_;
+  bool finished_ = false;
+  Event wake_;  // set on every send and at finish
+};
+
+}  // namespace rex::server

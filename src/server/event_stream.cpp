@@ -1,0 +1,12 @@
+#include <rex/server/event_stream.hpp>
+
+#include <rex/http/sse.hpp>
+
+namespace rex::server {
+
+void EventStream::send(std::string_view name, std::string_view data) {
+  events_.push_back(http::encode_sse_event(name, data));
+  wake_.set();
+}
+
+}  // namespace rex::server

@@ -1,0 +1,629 @@
+#include <rex/server/service.hpp>
+
+#include <rex/core/event.hpp>
+#include <rex/server/admission.hpp>
+#include <rex/version.hpp>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <malloc.h>
+
+#include <filesystem>
+#include <functional>
+#include <list>
+#include <system_error>
+#include <vector>
+
+#include "server/replay_cache.hpp"
+
+namespace rex::server {
+
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+using unix_socket = asio::local::stream_protocol;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+const std::string& server_name() {
+  static const std::string name = fmt::format("rex-server/{}", rex::version());
+  return name;
+}
+
+template <class Protocol>
+using Stream = beast::basic_stream<Protocol, asio::any_io_executor, beast::unlimited_rate_policy>;
+
+// Runs a streamed answer's producer to its end, then ends the stream whatever happened.
+asio::awaitable<void> produce(EventProducer producer, std::shared_ptr<EventStream> events) {
+  try {
+    co_await producer(events);
+  } catch (const std::exception& e) {
+    spdlog::error("rex-server: an event stream ended with an error: {}", e.what());
+  }
+  events->finish();
+}
+
+// How reading a whole body ended.
+enum class BodyRead {
+  done,
+  too_large,  // past max_json_body_bytes: 413, and the connection closes
+  cut_off,    // the peer left or went quiet: the connection just ends
+};
+
+}  // namespace
+
+struct Service::Impl : std::enable_shared_from_this<Service::Impl> {
+  Impl(asio::any_io_executor executor, RouteTable table, ServerConfig config)
+      : ex(std::move(executor)),
+        routes(std::move(table)),
+        cfg(std::move(config)),
+        replay(cfg.request_id_cache),
+        tcp_acceptor(ex),
+        unix_acceptor(ex),
+        drained(ex),
+        trim(ex) {}
+
+  // One open connection, as stop() sees it.
+  struct Connection {
+    std::function<void()> close;  // cancels its I/O
+    bool busy = false;            // a request is being answered
+  };
+
+  void listen();
+  void stop();
+
+  template <class Protocol>
+  static asio::awaitable<void> accept_loop(
+      std::shared_ptr<Impl> self,
+      asio::basic_socket_acceptor<Protocol, asio::any_io_executor>& acc);
+
+  template <class Protocol>
+  static asio::awaitable<void> serve(std::shared_ptr<Impl> self, typename Protocol::socket socket);
+
+  template <class Protocol>
+  static asio::awaitable<void> refuse(typename Protocol::socket socket);
+
+  template <class S>
+  asio::awaitable<bool> serve_one(S& stream, beast::flat_buffer& buffer, Connection& conn);
+
+  template <class S>
+  asio::awaitable<BodyRead> read_whole_body(S& stream, beast::flat_buffer& buffer,
+                                            bhttp::request_parser<bhttp::empty_body>& head,
+                                            std::string& body);
+  template <class S>
+  asio::awaitable<Answer> receive_body(S& stream, beast::flat_buffer& buffer,
+                                       bhttp::request_parser<bhttp::empty_body>& head,
+                                       const UploadRoute& route, bool& keep_alive);
+  asio::awaitable<Answer> answer_replayable(const JsonRoute& route, std::string body,
+                                            std::string request_key);
+  template <class S>
+  asio::awaitable<bool> write_answer(S& stream, Answer answer, unsigned version, bool keep_alive,
+                                     bool head_only);
+  template <class S>
+  asio::awaitable<bool> write_file(S& stream, FileAnswer file, unsigned version, bool keep_alive);
+  template <class S>
+  asio::awaitable<bool> write_events(S& stream, EventProducer producer, unsigned version,
+                                     bool keep_alive);
+
+  void connection_ended(std::list<Connection>::iterator it) {
+    connections.erase(it);
+    if (connections.empty()) {
+      drained.set();
+      schedule_trim();
+    }
+  }
+
+  // A burst of connections leaves freed memory cached in the allocator's arenas; once the
+  // service has been without connections for cfg.trim_memory_after it is handed back to the
+  // system, so a long-running server's RSS returns to its idle size. At most once per period.
+  void schedule_trim() {
+    if (trim_pending || stopping || cfg.trim_memory_after.count() <= 0)
+      return;
+    trim_pending = true;
+    trim.expires_after(cfg.trim_memory_after);
+    trim.async_wait([w = weak_from_this()](const boost::system::error_code& ec) {
+      auto self = w.lock();
+      if (!self)
+        return;
+      self->trim_pending = false;
+      if (!ec && !self->stopping && self->connections.empty())
+        ::malloc_trim(0);
+    });
+  }
+
+  asio::any_io_executor ex;
+  RouteTable routes;
+  ServerConfig cfg;
+  ReplayCache replay;
+  tcp::acceptor tcp_acceptor;
+  unix_socket::acceptor unix_acceptor;
+  bool listening = false;
+  bool stopping = false;
+  std::list<Connection> connections;
+  Event drained;            // set whenever the last connection ends
+  asio::steady_timer trim;  // see schedule_trim
+  bool trim_pending = false;
+};
+
+void Service::Impl::listen() {
+  if (listening)
+    return;
+  if (!cfg.unix_socket.empty()) {
+    std::error_code ignored;
+    // A socket file left by an earlier run would make bind fail.
+    if (std::filesystem::is_socket(cfg.unix_socket, ignored))
+      std::filesystem::remove(cfg.unix_socket, ignored);
+    unix_socket::endpoint endpoint(cfg.unix_socket);
+    unix_acceptor.open(endpoint.protocol());
+    boost::system::error_code ec;
+    unix_acceptor.bind(endpoint, ec);
+    if (ec)
+      throw std::system_error(ec, "cannot listen on unix socket " + cfg.unix_socket);
+    unix_acceptor.listen(asio::socket_base::max_listen_connections);
+  } else {
+    boost::system::error_code ec;
+    const auto address = asio::ip::make_address(cfg.host, ec);
+    if (ec)
+      throw std::system_error(ec, "invalid listen address " + cfg.host);
+    tcp::endpoint endpoint(address, cfg.port);
+    tcp_acceptor.open(endpoint.protocol());
+    tcp_acceptor.set_option(asio::socket_base::reuse_address(true));
+    tcp_acceptor.bind(endpoint, ec);
+    if (ec)
+      throw std::system_error(ec, fmt::format("cannot listen on {}:{}", cfg.host, cfg.port));
+    tcp_acceptor.listen(asio::socket_base::max_listen_connections);
+  }
+  listening = true;
+}
+
+void Service::Impl::stop() {
+  if (stopping)
+    return;
+  stopping = true;
+  trim.cancel();
+  boost::system::error_code ignored;
+  tcp_acceptor.close(ignored);
+  unix_acceptor.close(ignored);
+  for (auto& c : connections) {
+    if (!c.busy)
+      c.close();
+  }
+  if (connections.empty())
+    drained.set();
+}
+
+template <class Protocol>
+asio::awaitable<void> Service::Impl::accept_loop(
+    std::shared_ptr<Impl> self, asio::basic_socket_acceptor<Protocol, asio::any_io_executor>& acc) {
+  while (!self->stopping) {
+    auto [ec, socket] = co_await acc.async_accept(use_tuple);
+    if (self->stopping)
+      break;
+    if (ec) {
+      if (ec == asio::error::operation_aborted)
+        break;
+      // Out of descriptors, or the peer gave up before accept: pause briefly, carry on.
+      spdlog::warn("rex-server: accept failed: {}", ec.message());
+      asio::steady_timer pause(self->ex, 50ms);
+      co_await pause.async_wait(use_tuple);
+      continue;
+    }
+    auto handler = [](std::exception_ptr e) {
+      if (!e)
+        return;
+      try {
+        std::rethrow_exception(e);
+      } catch (const std::exception& x) {
+        spdlog::error("rex-server: connection ended with an error: {}", x.what());
+      }
+    };
+    if (self->connections.size() >= self->cfg.max_connections) {
+      asio::co_spawn(self->ex, refuse<Protocol>(std::move(socket)), handler);
+    } else {
+      asio::co_spawn(self->ex, serve<Protocol>(self, std::move(socket)), handler);
+    }
+  }
+}
+
+// Past the connection limit: a 503 with a JSON body, then close.
+template <class Protocol>
+asio::awaitable<void> Service::Impl::refuse(typename Protocol::socket socket) {
+  Stream<Protocol> stream(std::move(socket));
+  stream.expires_after(5s);
+  bhttp::response<bhttp::string_body> res(bhttp::status::service_unavailable, 11);
+  res.set(bhttp::field::content_type, "application/json");
+  res.set(bhttp::field::retry_after, "1");
+  res.body() = detail_answer(503, "Too many connections").body;
+  res.keep_alive(false);
+  res.prepare_payload();
+  auto [ec, n] = co_await bhttp::async_write(stream, res, use_tuple);
+  (void)n;
+  if (!ec)
+    stream.socket().shutdown(asio::socket_base::shutdown_both, ec);
+}
+
+template <class Protocol>
+asio::awaitable<void> Service::Impl::serve(std::shared_ptr<Impl> self,
+                                           typename Protocol::socket socket) {
+  Stream<Protocol> stream(std::move(socket));
+  if constexpr (std::is_same_v<Protocol, tcp>) {
+    boost::system::error_code ignored;
+    stream.socket().set_option(tcp::no_delay(true), ignored);
+  }
+  self->connections.emplace_back();
+  auto it = std::prev(self->connections.end());
+  it->close = [&stream] {
+    boost::system::error_code ignored;
+    stream.socket().cancel(ignored);
+    stream.socket().close(ignored);
+  };
+  struct Untrack {
+    Impl& impl;
+    std::list<Connection>::iterator it;
+    ~Untrack() { impl.connection_ended(it); }
+  } untrack{*self, it};
+
+  beast::flat_buffer buffer;
+  while (!self->stopping) {
+    const bool keep_alive = co_await self->serve_one(stream, buffer, *it);
+    if (!keep_alive)
+      break;
+  }
+  boost::system::error_code ignored;
+  stream.socket().shutdown(asio::socket_base::shutdown_send, ignored);
+  stream.socket().close(ignored);
+}
+
+// Reads one request and answers it. Returns whether the connection stays open. The decisions
+// are admit()'s; this moves the bytes.
+template <class S>
+asio::awaitable<bool> Service::Impl::serve_one(S& stream, beast::flat_buffer& buffer,
+                                               Connection& conn) {
+  bhttp::request_parser<bhttp::empty_body> head;
+  head.header_limit(static_cast<std::uint32_t>(cfg.max_header_bytes));
+  head.body_limit(cfg.max_body_bytes);
+
+  // Waiting for a request: the idle timeout until its first byte, then the read timeout for the
+  // whole header, so a client trickling bytes cannot hold the connection.
+  if (buffer.size() == 0) {
+    stream.expires_after(cfg.idle_timeout);
+    auto [first_ec, first_n] = co_await stream.async_read_some(buffer.prepare(4096), use_tuple);
+    if (first_ec)
+      co_return false;  // the peer left, went quiet, or the service is stopping
+    buffer.commit(first_n);
+  }
+  stream.expires_after(cfg.read_timeout);
+  auto [ec, n] = co_await bhttp::async_read_header(stream, buffer, head, use_tuple);
+  (void)n;
+  if (ec) {
+    auto error = header_error_answer(ec);
+    if (!error)
+      co_return false;
+    bhttp::response<bhttp::string_body> res(static_cast<bhttp::status>(error->status), 11);
+    res.set(bhttp::field::content_type, error->content_type);
+    res.body() = std::move(error->body);
+    res.keep_alive(false);
+    res.prepare_payload();
+    stream.expires_after(cfg.read_timeout);
+    co_await bhttp::async_write(stream, res, use_tuple);
+    co_return false;
+  }
+
+  conn.busy = true;
+  struct Idle {
+    Connection& c;
+    ~Idle() { c.busy = false; }
+  } idle{conn};
+
+  const unsigned version = head.get().version();
+  std::optional<std::uint64_t> length;
+  if (const auto parsed = head.content_length())
+    length = *parsed;
+  Admission admission = admit(head.get(), length, !head.is_done(), routes, cfg);
+  bool keep_alive = admission.keep_alive;
+  if (admission.send_continue) {
+    bhttp::response<bhttp::empty_body> go_on(bhttp::status::continue_, 11);
+    stream.expires_after(cfg.read_timeout);
+    co_await bhttp::async_write(stream, go_on, use_tuple);
+  }
+
+  std::optional<Answer> answer = std::move(admission.answer);
+  std::string body;
+  if (admission.body == BodyPlan::receive) {
+    const auto& upload = std::get<UploadRoute>(admission.route->handler);
+    answer = co_await receive_body(stream, buffer, head, upload, keep_alive);
+  } else if (admission.body == BodyPlan::read) {
+    const BodyRead read = co_await read_whole_body(stream, buffer, head, body);
+    if (read == BodyRead::cut_off)
+      co_return false;
+    if (read == BodyRead::too_large) {
+      answer = detail_answer(413, "Request Entity Too Large");
+      keep_alive = false;
+    }
+  }
+
+  stream.expires_never();  // a command may run for hours
+  if (!answer) {
+    const auto& handler = admission.route->handler;
+    if (const auto* json_route = std::get_if<JsonRoute>(&handler)) {
+      if (admission.replay_key.empty())
+        answer = co_await (*json_route)(std::move(body));
+      else
+        answer = co_await answer_replayable(*json_route, std::move(body),
+                                            std::move(admission.replay_key));
+    } else if (const auto* stream_route = std::get_if<StreamRoute>(&handler)) {
+      auto started = (*stream_route)(std::move(body));
+      if (auto* producer = std::get_if<EventProducer>(&started))
+        co_return co_await write_events(stream, std::move(*producer), version,
+                                        keep_alive && !stopping);
+      answer = std::move(std::get<Answer>(started));
+    } else if (const auto* file_route = std::get_if<FileRoute>(&handler)) {
+      auto prepared = co_await (*file_route)(std::move(body));
+      if (auto* file = std::get_if<FileAnswer>(&prepared))
+        co_return co_await write_file(stream, std::move(*file), version, keep_alive && !stopping);
+      answer = std::move(std::get<Answer>(prepared));
+    }
+  }
+  keep_alive = keep_alive && !stopping && !answer->close_connection;
+  co_return co_await write_answer(stream, std::move(*answer), version, keep_alive,
+                                  admission.head_only);
+}
+
+// Reads a body whole into `body`.
+template <class S>
+asio::awaitable<BodyRead> Service::Impl::read_whole_body(
+    S& stream, beast::flat_buffer& buffer, bhttp::request_parser<bhttp::empty_body>& head,
+    std::string& body) {
+  bhttp::request_parser<bhttp::string_body> full(std::move(head));
+  full.body_limit(cfg.max_json_body_bytes);
+  // The read timeout bounds each piece, not the whole body: a slow link that keeps sending is
+  // not cut off.
+  boost::system::error_code read_ec;
+  while (!read_ec && !full.is_done()) {
+    stream.expires_after(cfg.read_timeout);
+    auto [piece_ec, piece_n] = co_await bhttp::async_read_some(stream, buffer, full, use_tuple);
+    (void)piece_n;
+    read_ec = piece_ec;
+  }
+  if (read_ec == bhttp::error::body_limit)
+    co_return BodyRead::too_large;
+  if (read_ec)
+    co_return BodyRead::cut_off;
+  body = std::move(full.get().body());
+  co_return BodyRead::done;
+}
+
+// Feeds the body to an upload route's receiver as it arrives, in pieces of at most 64 KiB.
+template <class S>
+asio::awaitable<Answer> Service::Impl::receive_body(S& stream, beast::flat_buffer& buffer,
+                                                    bhttp::request_parser<bhttp::empty_body>& head,
+                                                    const UploadRoute& route, bool& keep_alive) {
+  auto started = route(head.get());
+  if (auto* refused = std::get_if<Answer>(&started)) {
+    keep_alive = keep_alive && head.is_done();  // the body was not read
+    co_return std::move(*refused);
+  }
+  auto receiver = std::move(std::get<std::unique_ptr<BodyReceiver>>(started));
+  bhttp::request_parser<bhttp::buffer_body> parser(std::move(head));
+  parser.body_limit(cfg.max_body_bytes);
+  std::vector<char> chunk(64 * 1024);
+  while (!parser.is_done()) {
+    parser.get().body().data = chunk.data();
+    parser.get().body().size = chunk.size();
+    stream.expires_after(cfg.read_timeout);
+    auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, parser, use_tuple);
+    (void)n;
+    if (ec == bhttp::error::need_buffer)
+      ec = {};
+    if (ec == bhttp::error::body_limit) {
+      keep_alive = false;
+      co_return detail_answer(413, "Request Entity Too Large");
+    }
+    if (ec) {
+      keep_alive = false;
+      co_return detail_answer(400, fmt::format("upload interrupted: {}", ec.message()));
+    }
+    const std::size_t got = chunk.size() - parser.get().body().size;
+    const std::string_view piece(chunk.data(), got);
+    auto early = co_await receiver->receive(piece, parser.is_done());
+    if (early) {
+      keep_alive = keep_alive && parser.is_done();
+      co_return std::move(*early);
+    }
+  }
+  co_return co_await receiver->finish();
+}
+
+asio::awaitable<Answer> Service::Impl::answer_replayable(const JsonRoute& route, std::string body,
+                                                         std::string request_key) {
+  auto entry = replay.find(request_key);
+  if (entry) {
+    // The same request is running: its answer (or its failure to produce one) wakes us.
+    if (!entry->response)
+      co_await entry->ready.wait();
+    if (entry->response)
+      co_return *entry->response;
+  }
+  entry = replay.begin(request_key, ex);
+  struct Abandon {
+    ReplayCache& cache;
+    const std::string& key;
+    std::shared_ptr<ReplayCache::Entry> entry;
+    ~Abandon() {
+      if (!entry->response)
+        cache.abandon(key, entry);
+    }
+  } abandon{replay, request_key, entry};
+  auto result = co_await route(std::move(body));
+  ReplayCache::complete(*entry, result);
+  co_return result;
+}
+
+template <class S>
+asio::awaitable<bool> Service::Impl::write_answer(S& stream, Answer answer, unsigned version,
+                                                  bool keep_alive, bool head_only) {
+  bhttp::response<bhttp::string_body> res(static_cast<bhttp::status>(answer.status), version);
+  res.set(bhttp::field::server, server_name());
+  res.set(bhttp::field::content_type, answer.content_type);
+  for (const auto& [name, value] : answer.headers)
+    res.set(name, value);
+  res.body() = std::move(answer.body);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  stream.expires_after(cfg.read_timeout);
+  if (head_only) {
+    // The headers a GET would get (Content-Length included) and no body: a body here would be
+    // read as the start of the next answer.
+    bhttp::response_serializer<bhttp::string_body> head_only_writer(res);
+    auto [head_ec, head_n] =
+        co_await bhttp::async_write_header(stream, head_only_writer, use_tuple);
+    (void)head_n;
+    co_return keep_alive && !head_ec;
+  }
+  auto [write_ec, written] = co_await bhttp::async_write(stream, res, use_tuple);
+  (void)written;
+  co_return keep_alive && !write_ec;
+}
+
+template <class S>
+asio::awaitable<bool> Service::Impl::write_file(S& stream, FileAnswer file, unsigned version,
+                                                bool keep_alive) {
+  bhttp::response<bhttp::file_body> res(bhttp::status::ok, version);
+  res.set(bhttp::field::server, server_name());
+  res.set(bhttp::field::content_type, file.content_type);
+  for (const auto& [name, value] : file.headers)
+    res.set(name, value);
+  res.body() = std::move(file.body);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  bhttp::response_serializer<bhttp::file_body> writer(res);
+  while (!writer.is_done()) {
+    stream.expires_after(cfg.read_timeout);  // per piece: a large file may take long in all
+    auto [ec, n] = co_await bhttp::async_write_some(stream, writer, use_tuple);
+    (void)n;
+    if (ec)
+      co_return false;
+  }
+  co_return keep_alive;
+}
+
+// A streamed answer: the header, then each event as a chunk while the producer runs.
+template <class S>
+asio::awaitable<bool> Service::Impl::write_events(S& stream, EventProducer producer,
+                                                  unsigned version, bool keep_alive) {
+  bhttp::response<bhttp::empty_body> res(bhttp::status::ok, version);
+  res.set(bhttp::field::server, server_name());
+  res.set(bhttp::field::content_type, "text/event-stream");
+  res.set(bhttp::field::cache_control, "no-cache");
+  res.chunked(true);
+  res.keep_alive(keep_alive);
+  bhttp::response_serializer<bhttp::empty_body> head(res);
+  stream.expires_after(cfg.read_timeout);
+  auto [ec, n] = co_await bhttp::async_write_header(stream, head, use_tuple);
+  (void)n;
+  if (ec)
+    co_return false;
+
+  auto events = std::make_shared<EventStream>(ex);
+  auto run = produce(std::move(producer), events);
+  asio::co_spawn(ex, std::move(run), asio::detached);  // produce() reports its own failures
+  while (true) {
+    while (!events->empty()) {
+      const std::string event = events->pop();
+      auto chunk = bhttp::make_chunk(asio::buffer(event));
+      stream.expires_after(cfg.read_timeout);
+      auto [write_ec, written] = co_await asio::async_write(stream, chunk, use_tuple);
+      (void)written;
+      if (write_ec)
+        co_return false;  // the client left; the producer runs on
+    }
+    if (events->finished())
+      break;
+    co_await events->wait();
+  }
+  auto last = bhttp::make_chunk_last();
+  stream.expires_after(cfg.read_timeout);
+  auto [last_ec, last_n] = co_await asio::async_write(stream, last, use_tuple);
+  (void)last_n;
+  co_return keep_alive && !last_ec && !stopping;
+}
+
+// --- Service -------------------------------------------------------------------------------
+
+Service::Service(asio::any_io_executor executor, RouteTable routes, ServerConfig config)
+    : impl_(std::make_shared<Impl>(std::move(executor), std::move(routes), std::move(config))) {}
+
+Service::~Service() {
+  impl_->stop();
+}
+
+void Service::listen() {
+  impl_->listen();
+}
+
+std::uint16_t Service::port() const {
+  if (!impl_->listening || !impl_->cfg.unix_socket.empty())
+    return 0;
+  return impl_->tcp_acceptor.local_endpoint().port();
+}
+
+std::string Service::url() const {
+  if (!impl_->cfg.unix_socket.empty()) {
+    std::string encoded;
+    for (const char c : impl_->cfg.unix_socket)
+      encoded += c == '/' ? std::string("%2F") : std::string(1, c);
+    return "http+unix://" + encoded;
+  }
+  std::string host = impl_->cfg.host;
+  if (host == "0.0.0.0")
+    host = "127.0.0.1";
+  else if (host == "::")
+    host = "[::1]";
+  else if (host.find(':') != std::string::npos)
+    host = "[" + host + "]";
+  return fmt::format("http://{}:{}", host, port());
+}
+
+asio::awaitable<void> Service::run() {
+  auto self = impl_;
+  self->listen();
+  if (!self->cfg.unix_socket.empty()) {
+    co_await Impl::accept_loop<unix_socket>(self, self->unix_acceptor);
+  } else {
+    co_await Impl::accept_loop<tcp>(self, self->tcp_acceptor);
+  }
+  self->stop();
+  while (!self->connections.empty()) {
+    self->drained.reset();
+    co_await self->drained.wait();
+  }
+  if (!self->cfg.unix_socket.empty()) {
+    std::error_code ignored;
+    std::filesystem::remove(self->cfg.unix_socket, ignored);
+  }
+}
+
+asio::awaitable<void> Service::serve_connection(unix_socket::socket socket) {
+  co_await Impl::serve<unix_socket>(impl_, std::move(socket));
+}
+
+void Service::stop() {
+  impl_->stop();
+}
+
+std::size_t Service::connection_count() const noexcept {
+  return impl_->connections.size();
+}
+
+}  // namespace rex::server

@@ -1,0 +1,165 @@
+// Deployment configs: JSON in and out, SWE-ReX compatibility, errors that name the field, loading
+// a file.
+#include <rex/deployment/config.hpp>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <boost/json.hpp>
+
+#include <fstream>
+#include <string>
+#include <string_view>
+
+#include "support/test_helpers.hpp"
+
+namespace rex {
+namespace {
+
+namespace json = boost::json;
+using ::testing::HasSubstr;
+using ::testing::ThrowsMessage;
+
+DeploymentConfig parse(std::string_view text) {
+  return deployment_config_from_json(json::parse(text));
+}
+
+std::string error_of(std::string_view text) {
+  try {
+    parse(text);
+  } catch (const DeploymentConfigError& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST(DeploymentConfig, TypeSelectsTheStruct) {
+  EXPECT_EQ(deployment_type(parse(R"({"type":"local"})")), "local");
+  EXPECT_EQ(deployment_type(parse(R"({"type":"remote","auth_token":"t"})")), "remote");
+  EXPECT_EQ(deployment_type(parse(R"({"type":"dummy"})")), "dummy");
+  EXPECT_EQ(deployment_type(parse(R"({"type":"docker","image":"x"})")), "docker");
+  // SWE-agent's default deployment is docker; a config without type means it.
+  EXPECT_EQ(deployment_type(parse(R"({"image":"python:3.12"})")), "docker");
+}
+
+TEST(DeploymentConfig, SweAgentDockerConfigLoadsUnchanged) {
+  const auto config = parse(R"({
+    "type": "docker", "image": "sweagent/swe-agent:latest", "port": null,
+    "docker_args": ["--memory=4g", "-e", "A=1"], "startup_timeout": 60.0, "pull": "never",
+    "remove_images": false, "python_standalone_dir": "/root", "platform": null,
+    "remove_container": true, "container_runtime": "docker",
+    "exec_shell": ["/bin/sh", "-c"], "docker_internal_host": "http://127.0.0.1"})");
+  const auto& d = std::get<DockerDeploymentConfig>(config);
+  EXPECT_EQ(d.image, "sweagent/swe-agent:latest");
+  EXPECT_FALSE(d.port);
+  EXPECT_EQ(d.docker_args.size(), 3u);
+  EXPECT_EQ(d.startup_timeout, 60.0);
+  EXPECT_EQ(d.pull, PullPolicy::never);
+  EXPECT_TRUE(d.remove_container);
+}
+
+TEST(DeploymentConfig, SweAgentRemoteConfigLoadsUnchanged) {
+  const auto config = parse(
+      R"({"type":"remote","auth_token":"abc","host":"http://10.0.0.5","port":8000,"timeout":0.5})");
+  const auto& r = std::get<RemoteDeploymentConfig>(config);
+  EXPECT_EQ(r.auth_token, "abc");
+  EXPECT_EQ(r.host, "http://10.0.0.5");
+  EXPECT_EQ(r.port, 8000);
+  EXPECT_EQ(r.timeout, 0.5);
+}
+
+TEST(DeploymentConfig, PlatformMovesOutOfDockerArgs) {
+  const auto a = std::get<DockerDeploymentConfig>(
+      parse(R"({"image":"x","docker_args":["--platform","linux/arm64"]})"));
+  EXPECT_EQ(a.platform, "linux/arm64");
+  const auto b = std::get<DockerDeploymentConfig>(
+      parse(R"({"image":"x","docker_args":["--platform=linux/amd64"]})"));
+  EXPECT_EQ(b.platform, "linux/amd64");
+  EXPECT_THAT(error_of(R"({"image":"x","platform":"linux/amd64",
+                           "docker_args":["--platform","linux/arm64"]})"),
+              HasSubstr("docker.platform"));
+}
+
+TEST(DeploymentConfig, ErrorsNameTheField) {
+  EXPECT_THAT(error_of(R"({"type":"kubernetes"})"), HasSubstr("unknown type \"kubernetes\""));
+  EXPECT_THAT(error_of(R"({"type":"docker","imgae":"x"})"),
+              HasSubstr("docker: unknown field \"imgae\""));
+  EXPECT_THAT(error_of(R"({"type":"docker","pull":"sometimes"})"),
+              HasSubstr("docker.pull: expected one of never, missing, always"));
+  EXPECT_THAT(error_of(R"({"type":"docker","port":"8000"})"),
+              HasSubstr("docker.port: expected an integer or null, got a string"));
+  EXPECT_THAT(error_of(R"({"type":"docker","port":70000})"), HasSubstr("docker.port"));
+  EXPECT_THAT(error_of(R"({"type":"docker","startup_timeout":-1})"),
+              HasSubstr("docker.startup_timeout"));
+  EXPECT_THAT(error_of(R"({"type":"docker","docker_args":"--rm"})"),
+              HasSubstr("docker.docker_args: expected an array of strings"));
+  EXPECT_THAT(error_of(R"({"type":"docker","docker_args":["--gpus","all"]})"),
+              HasSubstr("unsupported flag '--gpus'"));
+  EXPECT_THAT(error_of(R"({"type":"docker","memory":"lots"})"), HasSubstr("docker.memory"));
+  EXPECT_THAT(error_of(R"({"type":"docker","container_runtime":"lxc"})"),
+              HasSubstr("docker.container_runtime"));
+  EXPECT_THAT(error_of(R"({"type":"docker","connect":"carrier-pigeon"})"),
+              HasSubstr("docker.connect"));
+  EXPECT_THAT(error_of(R"({"type":"local","env":{"A":[1]}})"), HasSubstr("local.env"));
+  EXPECT_THAT(error_of(R"({"type":"dummy","run_in_session_outputs":[{"exit_code":"x"}]})"),
+              HasSubstr("dummy.run_in_session_outputs"));
+  EXPECT_THAT(error_of(R"([1,2])"), HasSubstr("expected an object"));
+  EXPECT_THAT(error_of(R"({"type":3})"), HasSubstr("type: expected a string"));
+}
+
+TEST(DeploymentConfig, RoundTripsThroughJson) {
+  const auto original = parse(R"({"type":"docker","image":"img","port":1234,
+      "docker_args":["-e","X=1"],"pull":"always","memory":"1g","cpus":1.5,"pids_limit":100,
+      "env":{"A":"b"},"mounts":["/a:/b:ro"],"labels":{"team":"x"},"network_mode":"none",
+      "create_options":{"HostConfig":{"ShmSize":1024}},"max_lifetime":60,"init":false,
+      "connect":"port"})");
+  EXPECT_EQ(std::get<DockerDeploymentConfig>(original).connect, "port");
+  const auto again = deployment_config_from_json(to_json(original));
+  EXPECT_EQ(json::serialize(to_json(original)), json::serialize(to_json(again)));
+  for (const char* text : {R"({"type":"local","working_dir":"/w","env":{"K":"v"}})",
+                           R"({"type":"remote","auth_token":"t","port":9})",
+                           R"({"type":"dummy","run_in_session_outputs":[{"output":"hi"}]})"}) {
+    const auto c = parse(text);
+    EXPECT_EQ(json::serialize(to_json(c)),
+              json::serialize(to_json(deployment_config_from_json(to_json(c)))))
+        << text;
+  }
+}
+
+TEST(DeploymentConfig, DummyTakesOneObservationOrAList) {
+  const auto one = std::get<DummyDeploymentConfig>(
+      parse(R"({"type":"dummy","run_in_session_outputs":{"output":"x","exit_code":0}})"));
+  ASSERT_EQ(one.run_in_session_outputs.size(), 1u);
+  EXPECT_EQ(one.run_in_session_outputs[0].output, "x");
+}
+
+TEST(DeploymentConfig, LoadsFromAFileAndNamesIt) {
+  test::TempDir dir;
+  const std::string good = dir.path() + "/good.json";
+  std::ofstream(good) << R"({"type":"local"})";
+  EXPECT_EQ(deployment_type(load_deployment_config(good)), "local");
+  const std::string bad = dir.path() + "/bad.json";
+  std::ofstream(bad) << R"({"type":"local",})";
+  try {
+    load_deployment_config(bad);
+    ADD_FAILURE() << "no error";
+  } catch (const DeploymentConfigError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("bad.json: not valid JSON"));
+  }
+  EXPECT_THROW(load_deployment_config(dir.path() + "/missing.json"), DeploymentConfigError);
+}
+
+TEST(DeploymentConfigJson, SecurityProfileRoundTripsAndIsChecked) {
+  const auto config = deployment_config_from_json(
+      json::parse(R"({"type":"docker","image":"i","security_profile":"hardened"})"));
+  EXPECT_EQ(std::get<DockerDeploymentConfig>(config).security_profile, "hardened");
+  EXPECT_EQ(to_json(config).at("security_profile"), "hardened");
+  EXPECT_THAT(
+      [] {
+        (void)deployment_config_from_json(
+            json::parse(R"({"type":"docker","security_profile":"lax"})"));
+      },
+      ThrowsMessage<DeploymentConfigError>(HasSubstr("docker.security_profile")));
+}
+
+}  // namespace
+}  // namespace rex
