@@ -5,11 +5,13 @@
 #include "core/file_system.hpp"
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
 
 #include <cerrno>
+#include <filesystem>
 #include <random>
 #include <utility>
 
@@ -80,6 +82,22 @@ int TempFile::close() noexcept {
 std::string TempFile::release() noexcept {
   close();
   return std::exchange(path_, {});
+}
+
+TempDir TempDir::create_in(const std::string& dir, std::string_view prefix) {
+  std::string pattern = detail::join_path(dir, fmt::format("{}XXXXXX", prefix));
+  if (::mkdtemp(pattern.data()) == nullptr)
+    throw_os_error(errno, dir);
+  TempDir made;
+  made.path_ = std::move(pattern);
+  return made;
+}
+
+void TempDir::remove() noexcept {
+  if (path_.empty())
+    return;
+  std::error_code ignored;
+  std::filesystem::remove_all(std::exchange(path_, {}), ignored);
 }
 
 }  // namespace rex

@@ -56,35 +56,6 @@ std::string excerpt(std::string_view body) {
   return fmt::format("{}... ({} bytes)", body.substr(0, kBodyExcerpt), body.size());
 }
 
-// A private directory for temporary files, removed with its contents.
-class ScratchDir {
- public:
-  ScratchDir() = default;
-  static ScratchDir create() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "rex-transfer-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      throw_os_error(errno, pattern);
-    ScratchDir dir;
-    dir.path_ = std::move(pattern);
-    return dir;
-  }
-  ScratchDir(ScratchDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
-  ScratchDir& operator=(ScratchDir&& other) noexcept {
-    std::swap(path_, other.path_);
-    return *this;
-  }
-  ~ScratchDir() {
-    if (!path_.empty()) {
-      std::error_code ignored;
-      std::filesystem::remove_all(path_, ignored);
-    }
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
 // Creates an empty file beside `target` (its parent directories first), named so that it is
 // hidden and cannot collide: the download lands there before it is moved into place.
 TempFile create_temp_beside(const std::string& target) {
@@ -100,7 +71,7 @@ TempFile create_temp_beside(const std::string& target) {
 }
 
 struct PreparedUpload {
-  ScratchDir scratch{};
+  TempDir scratch{};
   std::string body_path{};
   std::string content_type{};
 };
@@ -117,7 +88,8 @@ PreparedUpload prepare_upload(const UploadRequest& request) {
         fmt::format("Source path {} is not a file or directory", python_repr(request.source_path)));
   }
   PreparedUpload out;
-  out.scratch = ScratchDir::create();
+  out.scratch =
+      TempDir::create_in(std::filesystem::temp_directory_path().string(), "rex-transfer-");
   http::MultipartFile file;
   file.name = "file";
   if (directory) {

@@ -398,34 +398,6 @@ UploadRoute upload_route(const std::shared_ptr<State>& state) {
 
 // --- /download -----------------------------------------------------------------------------
 
-// A directory of the upload directory that holds a download in transit; removed with all it
-// holds when this goes away.
-class ScratchDirectory {
- public:
-  explicit ScratchDirectory(const std::filesystem::path& dir) {
-    std::string pattern = (dir / "rex-download-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr)
-      throw_os_error(errno, dir.string());
-    path_ = pattern;
-  }
-  ~ScratchDirectory() { remove(); }
-  ScratchDirectory(const ScratchDirectory&) = delete;
-  ScratchDirectory& operator=(const ScratchDirectory&) = delete;
-
-  const std::filesystem::path& path() const noexcept { return path_; }
-  /// The path, which the caller now removes.
-  std::filesystem::path release() noexcept { return std::exchange(path_, {}); }
-  void remove() noexcept {
-    std::error_code ignored;
-    if (!path_.empty())
-      std::filesystem::remove_all(path_, ignored);
-    path_.clear();
-  }
-
- private:
-  std::filesystem::path path_;
-};
-
 struct DownloadQuery {
   std::string path;
   std::string format = "tar";
@@ -499,11 +471,11 @@ asio::awaitable<std::variant<Answer, FileAnswer>> download(std::shared_ptr<State
   }
   if (failure)
     co_return error_answer(failure);
-  std::optional<ScratchDirectory> scratch;
+  TempDir scratch;
   std::optional<FileAnswer> file;
   try {
-    scratch.emplace(state->upload_dir());
-    const auto copy = scratch->path() / "content";
+    scratch = TempDir::create_in(state->upload_dir().string(), "rex-download-");
+    const auto copy = std::filesystem::path(scratch.path()) / "content";
     DownloadRequest request;
     request.path = std::move(query.path);
     request.target_path = copy.string();
@@ -515,12 +487,10 @@ asio::awaitable<std::variant<Answer, FileAnswer>> download(std::shared_ptr<State
   }
   if (scratch) {
     // A whole tree may be there: removed off the io_context.
-    auto remove = [dir = scratch->release()] {
-      std::error_code ignored;
-      std::filesystem::remove_all(dir, ignored);
+    auto remove = [dir = std::move(scratch)]() mutable {
+      dir.remove();
       return true;
     };
-    scratch.reset();
     co_await detail::offload(state->files, state->ex, std::move(remove));
   }
   if (file)

@@ -1,4 +1,5 @@
 #include <rex/core/temp_file.hpp>
+#include <rex/protocol/exceptions.hpp>
 
 #include <gtest/gtest.h>
 
@@ -15,17 +16,17 @@ bool exists(const std::string& path) {
   return ::lstat(path.c_str(), &st) == 0;
 }
 
-struct TempDir {
-  TempDir() {
+struct Scratch {
+  Scratch() {
     std::string pattern = (std::filesystem::temp_directory_path() / "rex-test-XXXXXX").string();
     path = ::mkdtemp(pattern.data());
   }
-  ~TempDir() { std::filesystem::remove_all(path); }
+  ~Scratch() { std::filesystem::remove_all(path); }
   std::string path;
 };
 
 TEST(TempFile, CreatedInADirectoryAndRemovedWithTheObject) {
-  TempDir dir;
+  Scratch dir;
   std::string path;
   {
     TempFile file = TempFile::create_in(dir.path, "upload-");
@@ -41,7 +42,7 @@ TEST(TempFile, CreatedInADirectoryAndRemovedWithTheObject) {
 }
 
 TEST(TempFile, ReleasedFileStaysAndMovedFileIsRemovedOnce) {
-  TempDir dir;
+  Scratch dir;
   TempFile file = TempFile::create_in(dir.path, "a-");
   TempFile other = std::move(file);
   EXPECT_FALSE(file);
@@ -52,7 +53,7 @@ TEST(TempFile, ReleasedFileStaysAndMovedFileIsRemovedOnce) {
 }
 
 TEST(TempFile, CreatedBesideAPathHiddenAndNamedAfterIt) {
-  TempDir dir;
+  Scratch dir;
   std::error_code error;
   TempFile file = TempFile::create_beside(dir.path + "/data.txt", "rex", error);
   ASSERT_FALSE(error);
@@ -64,6 +65,43 @@ TEST(TempFile, CreatedBesideAPathHiddenAndNamedAfterIt) {
 
 TEST(TempFile, AMissingDirectoryThrows) {
   EXPECT_ANY_THROW(TempFile::create_in("/nonexistent-rex-dir", "x-"));
+}
+
+TEST(TempDir, CreatedPrivateAndRemovedWithItsContents) {
+  Scratch dir;
+  std::string path;
+  {
+    TempDir made = TempDir::create_in(dir.path, "download-");
+    path = made.path();
+    EXPECT_TRUE(path.starts_with(dir.path + "/download-"));
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    std::filesystem::create_directories(path + "/a/b");
+    EXPECT_TRUE(exists(path + "/a/b"));
+  }
+  EXPECT_FALSE(exists(path));
+}
+
+TEST(TempDir, ReleasedStaysMovedIsRemovedOnce) {
+  Scratch dir;
+  TempDir first = TempDir::create_in(dir.path, "x-");
+  TempDir second = std::move(first);
+  EXPECT_FALSE(first);
+  ASSERT_TRUE(second);
+  const std::string kept = second.release();
+  EXPECT_FALSE(second);
+  EXPECT_TRUE(exists(kept));
+  TempDir third = TempDir::create_in(dir.path, "y-");
+  const std::string gone = third.path();
+  third.remove();
+  EXPECT_FALSE(exists(gone));
+  EXPECT_FALSE(third);
+}
+
+TEST(TempDir, AMissingDirectoryThrows) {
+  EXPECT_THROW(TempDir::create_in("/nonexistent-rex-dir", "x-"), FileNotFoundError);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // TempFile: a file made fresh under a name nobody else holds (O_EXCL), removed when the
-// TempFile goes away unless release() kept it. For uploads, downloads and atomic replacement
+// TempFile goes away unless release() kept it. TempDir: the same for a private directory,
+// removed with everything in it. For uploads, downloads and atomic replacement
 // (fill the file beside the target, then rename it over the target).
 //
 // Guarantees: the file did not exist before (never a file or link someone else put there); its
@@ -13,6 +14,7 @@
 #include <string>
 #include <string_view>
 #include <system_error>
+#include <utility>
 
 namespace rex {
 
@@ -48,6 +50,35 @@ class TempFile {
  private:
   TempFile(int fd, std::string path) noexcept : fd_(fd), path_(std::move(path)) {}
   int fd_ = -1;
+  std::string path_;
+};
+
+/// A new private directory (mode 0700, mkdtemp), removed with its contents when the TempDir goes
+/// away unless released. Move-only; the removal is a blocking file-system walk.
+class TempDir {
+ public:
+  TempDir() noexcept = default;
+  /// A new directory in `dir` named `prefix` plus six random characters. Throws the protocol's
+  /// OSError naming `dir` when it cannot be made.
+  static TempDir create_in(const std::string& dir, std::string_view prefix);
+
+  TempDir(TempDir&& other) noexcept : path_(std::exchange(other.path_, {})) {}
+  TempDir& operator=(TempDir&& other) noexcept {
+    std::swap(path_, other.path_);
+    return *this;
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() { remove(); }
+
+  explicit operator bool() const noexcept { return !path_.empty(); }
+  const std::string& path() const noexcept { return path_; }
+  /// Keeps the directory: forgets the name, which is returned (the caller removes it).
+  std::string release() noexcept { return std::exchange(path_, {}); }
+  /// Removes the directory and its contents now; the TempDir is empty afterwards.
+  void remove() noexcept;
+
+ private:
   std::string path_;
 };
 
