@@ -503,7 +503,10 @@ asio::awaitable<void> DockerDeployment::Impl::remove_container_patiently() {
       container.clear();
       co_return;
     }
-    if (status != 0 || Clock::now() + delay > give_up)
+    // Unreachable (0), or an engine still recovering from a restart (409 "removal in
+    // progress", 5xx): both pass, so the removal is tried again within the grace period.
+    const bool transient = status == 0 || status == 409 || status >= 500;
+    if (!transient || Clock::now() + delay > give_up)
       co_return;
     asio::steady_timer pause(executor, delay);
     co_await pause.async_wait(asio::use_awaitable);
