@@ -10,6 +10,7 @@
 
 #include <boost/json.hpp>
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -21,6 +22,42 @@ namespace {
 
 namespace json = boost::json;
 using rex::fuzz::check;
+
+// Equal, but for doubles one or two ulps apart. Boost.JSON 1.81's parser does not round every
+// 17-digit number correctly (exact parsing came in a later Boost), so a double can come back a
+// ulp off through text; through the value it must still be exact.
+bool same_through_text(const json::value& a, const json::value& b) {
+  if (a.is_double() && b.is_double()) {
+    double x = a.get_double();
+    for (int step = 0; step < 3 && x != b.get_double(); ++step)
+      x = std::nextafter(x, b.get_double());
+    return x == b.get_double();
+  }
+  if (a.is_object() && b.is_object()) {
+    const auto& l = a.get_object();
+    const auto& r = b.get_object();
+    if (l.size() != r.size())
+      return false;
+    for (const auto& [key, value] : l) {
+      const auto* other = r.if_contains(key);
+      if (other == nullptr || !same_through_text(value, *other))
+        return false;
+    }
+    return true;
+  }
+  if (a.is_array() && b.is_array()) {
+    const auto& l = a.get_array();
+    const auto& r = b.get_array();
+    if (l.size() != r.size())
+      return false;
+    for (std::size_t i = 0; i < l.size(); ++i) {
+      if (!same_through_text(l[i], r[i]))
+        return false;
+    }
+    return true;
+  }
+  return a == b;
+}
 
 template <class T>
 void round_trip(std::string_view text) {
@@ -38,7 +75,8 @@ void round_trip(std::string_view text) {
   // ... and through text, as it travels.
   const std::string wire = json::serialize(encoded);
   const T from_text = rex::parse_json<T>(wire);
-  check(rex::to_json(from_text) == encoded, "parse(serialize(encode(x))) encodes the same");
+  check(same_through_text(rex::to_json(from_text), encoded),
+        "parse(serialize(encode(x))) encodes the same");
 }
 
 void exception_round_trip(std::string_view text) {

@@ -45,8 +45,6 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
-
 // --- Answers -------------------------------------------------------------------------------
 
 Answer exception_answer(const SwerexException& e) {
