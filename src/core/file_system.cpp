@@ -20,11 +20,6 @@
 namespace rex::detail {
 namespace {
 
-std::string random_suffix() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{:012x}", rng() & 0xFFFFFFFFFFFFull);
-}
-
 // Fills the file at `path` itself, truncating it: for what cannot be replaced by a rename.
 void rewrite_in_place(const std::string& path, const FillFile& fill, const ReplaceOptions& opts) {
   UniqueFd fd(::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666));
@@ -46,6 +41,11 @@ void copy_in_place(const std::string& from, const std::string& path, const Repla
       path, [&](int out) { copy_fd(in.get(), out, path, path); }, opts);
 }
 }  // namespace
+
+std::string random_suffix() {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return fmt::format("{:012x}", rng() & 0xFFFFFFFFFFFFull);
+}
 
 // pathlib's normal form: no empty or "." components, no trailing slash; "" becomes ".".
 std::string normalize_path(std::string_view path) {

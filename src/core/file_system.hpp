@@ -14,6 +14,9 @@
 
 namespace rex::detail {
 
+/// Twelve random hex digits, for names made fresh beside others (temporary files and links).
+std::string random_suffix();
+
 /// pathlib's normal form: no empty or "." components, no trailing slash; "" becomes ".".
 std::string normalize_path(std::string_view path);
 

@@ -20,16 +20,11 @@ namespace {
 
 constexpr int kAttempts = 100;  // names found taken before giving up with EEXIST
 
-std::string random_suffix() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{:012x}", rng() & 0xFFFFFFFFFFFFull);
-}
-
 // Opens a new file named `stem` plus a random suffix, trying other suffixes while the name is
 // taken. Returns the descriptor, or -1 with errno set.
 int open_exclusive(const std::string& stem, std::string& name) {
   for (int attempt = 0;; ++attempt) {
-    name = stem + random_suffix();
+    name = stem + detail::random_suffix();
     const int fd = ::open(name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0 || errno != EEXIST || attempt == kAttempts)
       return fd;
