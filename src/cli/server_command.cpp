@@ -1,6 +1,7 @@
 #include "server_command.hpp"
 
 #include <rex/runtime/local_runtime.hpp>
+#include <rex/session/teardown.hpp>
 #include <rex/version.hpp>
 
 #include <spdlog/spdlog.h>
@@ -196,6 +197,7 @@ int run_server(const ServerOptions& options) {
   asio::signal_set signals(io, SIGINT, SIGTERM);
   asio::co_spawn(io, watch_signals(signals, shutdown, io), asio::detached);
   spdlog::info("rex-server {} listening on {}", rex::version(), server.url());
+  spdlog::info("rex-server: sessions end by {}", rex::describe_session_teardown());
   asio::steady_timer lifetime(io);
   if (options.max_lifetime > 0) {
     lifetime.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(

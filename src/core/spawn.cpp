@@ -1,14 +1,16 @@
 #include "core/spawn.hpp"
 
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
-#include <spawn.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 #include <system_error>
@@ -17,27 +19,6 @@ extern char** environ;
 
 namespace rex::detail {
 namespace {
-
-// RAII holders for the posix_spawn attribute objects.
-struct FileActions {
-  posix_spawn_file_actions_t a;
-  FileActions() { posix_spawn_file_actions_init(&a); }
-  ~FileActions() { posix_spawn_file_actions_destroy(&a); }
-  FileActions(const FileActions&) = delete;
-  FileActions& operator=(const FileActions&) = delete;
-};
-struct Attributes {
-  posix_spawnattr_t a;
-  Attributes() { posix_spawnattr_init(&a); }
-  ~Attributes() { posix_spawnattr_destroy(&a); }
-  Attributes(const Attributes&) = delete;
-  Attributes& operator=(const Attributes&) = delete;
-};
-
-void check(int rc, const char* what) {
-  if (rc != 0)
-    throw std::system_error(rc, std::generic_category(), what);
-}
 
 std::vector<char*> to_c_array(const std::vector<std::string>& v) {
   std::vector<char*> out;
@@ -51,6 +32,158 @@ std::vector<char*> to_c_array(const std::vector<std::string>& v) {
 bool is_executable_file(const std::string& path) {
   struct stat st {};
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && ::access(path.c_str(), X_OK) == 0;
+}
+
+// What the child does between clone and exec, in order; a failure names the step.
+enum class Step : int { none, cgroup, session, terminal, stdio, cwd, exec };
+
+// Everything the child needs, prepared by the parent. The child shares our memory (CLONE_VM)
+// and runs while the calling thread is suspended (CLONE_VFORK), as posix_spawn's child does;
+// it makes raw system calls only, so that no library code (and no sanitizer's interceptor)
+// runs in a task that has no thread of its own.
+struct ChildPlan {
+  const char* program = nullptr;
+  char* const* argv = nullptr;
+  char* const* envp = nullptr;
+  const char* tty = nullptr;
+  const char* cwd = nullptr;
+  int fds[3] = {-1, -1, -1};
+  bool new_process_group = false;
+  int cgroup_procs_fd = -1;
+  // Written by the child when a step fails; read by the parent once the child has gone.
+  volatile int failed = 0;
+  volatile int error = 0;
+};
+
+// The kernel's struct sigaction (not glibc's): handler, flags, restorer, mask.
+struct KernelSigaction {
+  void (*handler)(int);
+  unsigned long flags;
+  void (*restorer)();
+  std::uint64_t mask;
+};
+
+#define REX_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
+
+REX_NO_SANITIZE long sys(long number, long a = 0, long b = 0, long c = 0, long d = 0) {
+  return ::syscall(number, a, b, c, d);
+}
+
+[[noreturn]] REX_NO_SANITIZE void child_fail(ChildPlan& plan, Step step) {
+  plan.error = errno;
+  plan.failed = static_cast<int>(step);
+  ::syscall(SYS_exit, 127);
+  __builtin_unreachable();
+}
+
+// Makes `fd` the child's `target`, without close-on-exec.
+REX_NO_SANITIZE bool child_place(int fd, int target) {
+  if (fd == target)
+    return sys(SYS_fcntl, fd, F_SETFD, 0) == 0;
+  return sys(SYS_dup3, fd, target, 0) == target;
+}
+
+REX_NO_SANITIZE int child_main(void* arg) {
+  ChildPlan& plan = *static_cast<ChildPlan*>(arg);
+  // Default dispositions for every signal, then an empty mask (the parent blocked all signals
+  // around clone so that none of its handlers can run here).
+  KernelSigaction dfl{};
+  dfl.handler = SIG_DFL;
+  for (long sig = 1; sig < 65; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP)
+      sys(SYS_rt_sigaction, sig, reinterpret_cast<long>(&dfl), 0, 8);
+  }
+  std::uint64_t empty = 0;
+  sys(SYS_rt_sigprocmask, SIG_SETMASK, reinterpret_cast<long>(&empty), 0, 8);
+
+  // First, before anything can fork: every process this child starts is in the cgroup too.
+  if (plan.cgroup_procs_fd >= 0 &&
+      sys(SYS_write, plan.cgroup_procs_fd, reinterpret_cast<long>("0"), 1) != 1)
+    child_fail(plan, Step::cgroup);
+  if (plan.tty) {
+    if (sys(SYS_setsid) < 0)
+      child_fail(plan, Step::session);
+    // Opened without O_NOCTTY by a session leader: it becomes the controlling terminal.
+    const long fd = sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>(plan.tty), O_RDWR);
+    if (fd < 0)
+      child_fail(plan, Step::terminal);
+    for (int target = 0; target < 3; ++target) {
+      if (!child_place(static_cast<int>(fd), target))
+        child_fail(plan, Step::terminal);
+    }
+    if (fd > 2)
+      sys(SYS_close, fd);
+  } else {
+    if (plan.new_process_group && sys(SYS_setpgid, 0, 0) < 0)
+      child_fail(plan, Step::session);
+    for (int target = 0; target < 3; ++target) {
+      int fd = plan.fds[target];
+      if (fd < 0) {
+        fd = static_cast<int>(sys(SYS_openat, AT_FDCWD, reinterpret_cast<long>("/dev/null"),
+                                  target == 0 ? O_RDONLY : O_WRONLY));
+        if (fd < 0)
+          child_fail(plan, Step::stdio);
+        if (fd != target) {
+          const bool placed = child_place(fd, target);
+          sys(SYS_close, fd);
+          if (!placed)
+            child_fail(plan, Step::stdio);
+        }
+      } else if (!child_place(fd, target)) {
+        child_fail(plan, Step::stdio);
+      }
+    }
+  }
+  if (sys(SYS_close_range, 3, ~0U, 0) < 0) {
+    for (long fd = 3; fd < 65536; ++fd)
+      sys(SYS_close, fd);
+  }
+  if (plan.cwd && sys(SYS_chdir, reinterpret_cast<long>(plan.cwd)) < 0)
+    child_fail(plan, Step::cwd);
+  sys(SYS_execve, reinterpret_cast<long>(plan.program), reinterpret_cast<long>(plan.argv),
+      reinterpret_cast<long>(plan.envp));
+  child_fail(plan, Step::exec);
+}
+
+// The child's stack: it runs while our thread waits, so one small mapping per spawn will do.
+class ChildStack {
+ public:
+  static constexpr std::size_t kSize = 64 * 1024;
+  ChildStack()
+      : base_(::mmap(nullptr, kSize, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0)) {
+    if (base_ == MAP_FAILED)
+      throw std::system_error(errno, std::generic_category(), "cannot map a stack for a child");
+  }
+  ~ChildStack() { ::munmap(base_, kSize); }
+  ChildStack(const ChildStack&) = delete;
+  ChildStack& operator=(const ChildStack&) = delete;
+  void* top() const { return static_cast<char*>(base_) + kSize; }
+
+ private:
+  void* base_;
+};
+
+std::string failure_text(const SpawnOptions& options, Step step) {
+  switch (step) {
+    case Step::cgroup:
+      return "cannot move '" + options.argv.front() + "' into its cgroup";
+    case Step::session:
+      return "cannot give '" + options.argv.front() + "' a session or process group of its own";
+    case Step::terminal:
+      return "cannot open the terminal " + options.controlling_tty.value_or("") + " for '" +
+             options.argv.front() + "'";
+    case Step::stdio:
+      return "cannot set up the standard streams of '" + options.argv.front() + "'";
+    case Step::cwd:
+      return "cannot start '" + options.argv.front() + "' in '" + options.cwd.value_or("") + "'";
+    default: {
+      std::string what = "cannot start '" + options.argv.front() + "'";
+      if (options.cwd)
+        what += " in '" + *options.cwd + "'";
+      return what;
+    }
+  }
 }
 
 }  // namespace
@@ -83,64 +216,41 @@ std::string find_program(const std::string& name,
 SpawnedChild spawn_process(const SpawnOptions& options) {
   if (options.argv.empty())
     throw std::invalid_argument("spawn_process: empty argv");
-  FileActions fa;
-  Attributes attr;
-
-  short flags = POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK;
-  if (options.controlling_tty) {
-    flags |= POSIX_SPAWN_SETSID;
-  } else if (options.new_process_group) {
-    flags |= POSIX_SPAWN_SETPGROUP;
-    check(posix_spawnattr_setpgroup(&attr.a, 0), "posix_spawnattr_setpgroup");
-  }
-  check(posix_spawnattr_setflags(&attr.a, flags), "posix_spawnattr_setflags");
-  sigset_t all, none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  check(posix_spawnattr_setsigdefault(&attr.a, &all), "posix_spawnattr_setsigdefault");
-  check(posix_spawnattr_setsigmask(&attr.a, &none), "posix_spawnattr_setsigmask");
-
-  if (options.controlling_tty) {
-    // glibc runs setsid() before the file actions, so opening the terminal without O_NOCTTY
-    // in the new session leader makes it the controlling terminal.
-    check(posix_spawn_file_actions_addopen(&fa.a, 0, options.controlling_tty->c_str(), O_RDWR, 0),
-          "posix_spawn_file_actions_addopen");
-    check(posix_spawn_file_actions_adddup2(&fa.a, 0, 1), "posix_spawn_file_actions_adddup2");
-    check(posix_spawn_file_actions_adddup2(&fa.a, 0, 2), "posix_spawn_file_actions_adddup2");
-  } else {
-    const int fds[3] = {options.stdin_fd, options.stdout_fd, options.stderr_fd};
-    for (int target = 0; target < 3; ++target) {
-      if (fds[target] < 0) {
-        check(posix_spawn_file_actions_addopen(&fa.a, target, "/dev/null",
-                                               target == 0 ? O_RDONLY : O_WRONLY, 0),
-              "posix_spawn_file_actions_addopen");
-      } else {
-        check(posix_spawn_file_actions_adddup2(&fa.a, fds[target], target),
-              "posix_spawn_file_actions_adddup2");
-      }
-    }
-  }
-  check(posix_spawn_file_actions_addclosefrom_np(&fa.a, 3),
-        "posix_spawn_file_actions_addclosefrom_np");
-  if (options.cwd) {
-    check(posix_spawn_file_actions_addchdir_np(&fa.a, options.cwd->c_str()),
-          "posix_spawn_file_actions_addchdir_np");
-  }
-
   const std::string program = find_program(options.argv.front(), options.env);
   auto argv = to_c_array(options.argv);
   std::vector<char*> envp;
   if (options.env)
     envp = to_c_array(*options.env);
 
-  pid_t pid = -1;
-  int rc = ::posix_spawn(&pid, program.c_str(), &fa.a, &attr.a, argv.data(),
-                         options.env ? envp.data() : environ);
-  if (rc != 0) {
-    std::string what = "cannot start '" + options.argv.front() + "'";
-    if (options.cwd)
-      what += " in '" + *options.cwd + "'";
-    throw std::system_error(rc, std::generic_category(), what);
+  ChildPlan plan;
+  plan.program = program.c_str();
+  plan.argv = argv.data();
+  plan.envp = options.env ? envp.data() : environ;
+  plan.tty = options.controlling_tty ? options.controlling_tty->c_str() : nullptr;
+  plan.cwd = options.cwd ? options.cwd->c_str() : nullptr;
+  plan.fds[0] = options.stdin_fd;
+  plan.fds[1] = options.stdout_fd;
+  plan.fds[2] = options.stderr_fd;
+  plan.new_process_group = options.new_process_group;
+  plan.cgroup_procs_fd = options.cgroup_procs_fd;
+  ChildStack stack;
+
+  sigset_t all, old;
+  sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &old);
+  const pid_t pid = ::clone(child_main, stack.top(), CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  const int clone_error = errno;
+  ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  if (pid < 0)
+    throw std::system_error(clone_error, std::generic_category(),
+                            failure_text(options, Step::exec));
+  if (plan.failed != 0) {
+    // The child has exited (it got as far as the failed step): collect it.
+    ::waitpid(pid, nullptr, 0);
+    const auto step = static_cast<Step>(plan.failed);
+    if (step == Step::cgroup)
+      throw CgroupJoinError(plan.error, failure_text(options, step));
+    throw std::system_error(plan.error, std::generic_category(), failure_text(options, step));
   }
   int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
   if (pidfd < 0) {

@@ -1,11 +1,13 @@
-// Process creation for sessions and one-off commands: posix_spawn (vfork speed, reports exec
-// failures to the caller) plus a pidfd for asynchronous exit waits. Internal to the library.
+// Process creation for sessions and one-off commands: a vfork-style clone (posix_spawn's speed;
+// failures of every step up to exec reported to the caller), optionally straight into a cgroup,
+// plus a pidfd for asynchronous exit waits. Internal to the library.
 #pragma once
 
 #include <sys/types.h>
 
 #include <optional>
 #include <string>
+#include <system_error>
 #include <vector>
 
 namespace rex::detail {
@@ -22,6 +24,16 @@ struct SpawnOptions {
   // Start a new session and open this terminal (a pty slave path) as its controlling terminal
   // and as fds 0, 1 and 2 (the std*_fd fields are then ignored).
   std::optional<std::string> controlling_tty;
+  // An open cgroup.procs of a cgroup (v2) the child joins before it can start anything else;
+  // -1: it stays in ours.
+  int cgroup_procs_fd = -1;
+};
+
+/// The child could not join the cgroup it was given (no permission, a read-only hierarchy):
+/// the caller may start it again without one.
+struct CgroupJoinError : std::system_error {
+  CgroupJoinError(int error, const std::string& what)
+      : std::system_error(error, std::generic_category(), what) {}
 };
 
 struct SpawnedChild {

@@ -1,5 +1,6 @@
 #include <rex/runtime/local_runtime.hpp>
 
+#include <rex/core/bounded.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/python_text.hpp>
 #include <rex/runtime/file_ops.hpp>
@@ -12,6 +13,12 @@
 #include <type_traits>
 
 namespace rex {
+namespace {
+// Sessions closed at once by close(): each is a kill and a wait for processes to go, cheap for
+// the machine; the limit keeps a runtime with thousands of sessions from opening thousands of
+// descriptors for the waits at the same moment.
+constexpr std::size_t kConcurrentCloses = 256;
+}  // namespace
 
 struct LocalRuntime::Impl {
   Impl(asio::any_io_executor executor, LocalRuntimeConfig config)
@@ -128,13 +135,22 @@ asio::awaitable<DownloadResponse> LocalRuntime::download(DownloadRequest request
   co_return co_await impl_->offload(std::move(work));
 }
 
+namespace {
+asio::awaitable<void> close_one(std::shared_ptr<BashSession> session) {
+  co_await session->close();
+}
+}  // namespace
+
 asio::awaitable<CloseResponse> LocalRuntime::close() {
   auto sessions = std::move(impl_->sessions);
   impl_->sessions.clear();
+  std::vector<std::shared_ptr<BashSession>> started;
   for (auto& [name, session] : sessions) {
     if (session)
-      co_await session->close();
+      started.push_back(std::move(session));
   }
+  // Side by side: the whole takes about as long as the slowest close.
+  co_await for_each_bounded(std::move(started), kConcurrentCloses, close_one);
   co_return CloseResponse{};
 }
 

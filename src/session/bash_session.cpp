@@ -10,6 +10,7 @@
 #include <rex/session/shell_framing.hpp>
 
 #include "session/command_machine.hpp"
+#include "session/session_processes.hpp"
 
 #include "core/spawn.hpp"
 #include "core/unique_fd.hpp"
@@ -23,7 +24,6 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/write.hpp>
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -76,51 +76,6 @@ std::string strip_interactive_echo(std::string output, std::string_view command)
 
 std::string trim(std::string s) {
   return strip_interactive_echo(std::move(s), {});
-}
-
-// Whether `pid` was started with `entry` ("NAME=value") in its environment.
-bool has_environment_entry(long pid, std::string_view entry) {
-  const std::string path = fmt::format("/proc/{}/environ", pid);
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    return false;
-  std::string env;
-  char buffer[8192];
-  ssize_t n;
-  while ((n = ::read(fd, buffer, sizeof buffer)) > 0)
-    env.append(buffer, static_cast<std::size_t>(n));
-  ::close(fd);
-  // Entries are NUL-terminated; compare whole entries only.
-  for (std::size_t at = 0; at < env.size();) {
-    const std::size_t end = std::min(env.find('\0', at), env.size());
-    if (std::string_view(env).substr(at, end - at) == entry)
-      return true;
-    at = end + 1;
-  }
-  return false;
-}
-
-// Every process of the session: those whose session id is `sid` (bash's jobs and their
-// children), and those that left it with setsid (daemons) but still carry `tag`, the entry
-// bash was started with.
-std::vector<pid_t> session_members(pid_t sid, std::string_view tag) {
-  std::vector<pid_t> out;
-  DIR* dir = ::opendir("/proc");
-  if (!dir)
-    return out;
-  const long self = ::getpid();
-  while (dirent* e = ::readdir(dir)) {
-    char* end = nullptr;
-    const long pid = std::strtol(e->d_name, &end, 10);
-    if (pid <= 0 || *end != '\0' || pid == self)
-      continue;
-    // getsid is one system call per process, where reading /proc/N/stat takes three.
-    if (::getsid(static_cast<pid_t>(pid)) == sid ||
-        (!tag.empty() && has_environment_entry(pid, tag)))
-      out.push_back(static_cast<pid_t>(pid));
-  }
-  ::closedir(dir);
-  return out;
 }
 
 constexpr std::string_view kSessionTagName = "REX_SESSION";
@@ -184,6 +139,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   ShellFraming framing;
   CommandMachine machine{framing};  // the output and the decisions of every operation
   std::string tag;  // "REX_SESSION=<marker>", in the environment of every process it starts
+  detail::SessionProcesses processes;  // how the session's processes are found and ended
   const std::vector<std::string> no_expect{};
   asio::posix::stream_descriptor master;
   asio::posix::stream_descriptor pidfd;
@@ -256,24 +212,15 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                      });
   }
 
-  // SIGKILL to bash's process group and to every process of its session, daemons included.
-  void kill_session_processes() {
-    if (pid <= 0)
-      return;
-    if (!reaped)
-      ::kill(-pid, SIGKILL);
-    for (int pass = 0; pass < 2; ++pass) {
-      for (pid_t member : session_members(pid, tag))
-        ::kill(member, SIGKILL);
-    }
-  }
-
-  // Synchronous last resort (destructor): nothing may outlive the session.
+  // Synchronous last resort (destructor, a failed start): bash's process group is killed now,
+  // the rest of the session and collecting bash are left to the reaper's thread.
   void kill_everything() {
     if (pid > 0 && !reaped) {
-      kill_session_processes();
-      ::waitpid(pid, &wait_status, 0);
+      ::kill(-pid, SIGKILL);
+      processes.end_detached(pid);
       reaped = true;
+    } else {
+      processes.end_detached(-1);
     }
     error_code ignored;
     master.close(ignored);
@@ -604,12 +551,20 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     options.controlling_tty = name;
     if (!cfg.working_dir.empty())
       options.cwd = cfg.working_dir;
+    options.cgroup_procs_fd = processes.prepare();
     detail::SpawnedChild child;
     try {
-      child = detail::spawn_process(options);
+      try {
+        child = detail::spawn_process(options);
+      } catch (const detail::CgroupJoinError& e) {
+        processes.cgroup_refused(e);
+        options.cgroup_procs_fd = -1;
+        child = detail::spawn_process(options);
+      }
     } catch (const std::system_error& e) {
       throw_spawn_failure(e);
     }
+    processes.started(child.pid, tag);
     pid = child.pid;
     pidfd.assign(child.pidfd);
     master.assign(m.release());
@@ -1034,9 +989,12 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       co_return;
     }
     state = State::closed;  // a command still reading sees the end and reports it
-    kill_session_processes();
+    if (pid > 0 && !reaped)
+      ::kill(-pid, SIGKILL);
     error_code ignored;
     master.cancel(ignored);
+    // Everything else the session started, daemons included, off this thread.
+    co_await processes.end(ex);
     if (!reaped) {
       // SIGKILL was sent: the pidfd becomes readable promptly; the bound only guards a kernel
       // that cannot deliver it.

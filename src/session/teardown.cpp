@@ -1,0 +1,642 @@
+#include <rex/session/teardown.hpp>
+
+#include "session/session_processes.hpp"
+
+#include "core/unique_fd.hpp"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <fstream>
+#include <functional>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace rex {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// A session's processes die within microseconds of SIGKILL; this bounds a kernel that is stuck
+// (a process in uninterruptible sleep on a dead file system).
+constexpr auto kEndDeadline = std::chrono::seconds(10);
+constexpr std::string_view kTagName = "REX_SESSION=";
+
+std::string errno_text(int err) {
+  return fmt::format("[Errno {}] {}", err, std::strerror(err));
+}
+
+bool write_text(const std::string& path, std::string_view text) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0)
+    return false;
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+  ::close(fd);
+  return ok;
+}
+
+std::string read_text(int fd) {
+  std::string out;
+  char buffer[4096];
+  off_t at = 0;
+  ssize_t n;
+  while ((n = ::pread(fd, buffer, sizeof buffer, at)) > 0) {
+    out.append(buffer, static_cast<std::size_t>(n));
+    at += n;
+  }
+  return out;
+}
+
+// Whether a cgroup.events file (read through `fd`) says the cgroup has no process left.
+bool unpopulated(int fd) {
+  const std::string events = read_text(fd);
+  return events.find("populated 0") != std::string::npos;
+}
+
+// Removes a cgroup and the cgroups below it (a session may have made some), deepest first.
+bool remove_cgroup_tree(const std::string& dir) {
+  if (DIR* d = ::opendir(dir.c_str())) {
+    while (dirent* e = ::readdir(d)) {
+      if (e->d_type == DT_DIR && std::strcmp(e->d_name, ".") != 0 &&
+          std::strcmp(e->d_name, "..") != 0)
+        remove_cgroup_tree(dir + "/" + e->d_name);
+    }
+    ::closedir(d);
+  }
+  return ::rmdir(dir.c_str()) == 0 || errno == ENOENT;
+}
+
+// The cgroup2 directory of this process, or why there is none.
+struct OwnCgroup {
+  std::string dir;
+  std::string why_not;
+};
+
+OwnCgroup find_own_cgroup() {
+  std::string path;
+  {
+    std::ifstream in("/proc/self/cgroup");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.starts_with("0::")) {
+        path = line.substr(3);
+        break;
+      }
+    }
+  }
+  if (path.empty())
+    return {{}, "this process is in no cgroup2 hierarchy (a cgroup v1-only host)"};
+  // mountinfo: ID PARENT MAJ:MIN ROOT MOUNT OPTIONS... - FSTYPE SOURCE SUPER
+  std::ifstream in("/proc/self/mountinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    const auto dash = line.find(" - ");
+    if (dash == std::string::npos || line.compare(dash + 3, 8, "cgroup2 ") != 0)
+      continue;
+    std::vector<std::string> fields;
+    std::size_t at = 0;
+    while (at < dash && fields.size() < 5) {
+      const auto end = std::min(line.find(' ', at), dash);
+      fields.push_back(line.substr(at, end - at));
+      at = end + 1;
+    }
+    if (fields.size() < 5)
+      continue;
+    const std::string& root = fields[3];
+    const std::string& mount = fields[4];
+    if (root != "/" && !(path == root || path.starts_with(root + "/")))
+      continue;  // a mount of another part of the hierarchy
+    std::string rel = root == "/" ? path : path.substr(root.size());
+    return {mount + (rel == "/" ? "" : rel), {}};
+  }
+  return {{}, "no cgroup2 file system is mounted"};
+}
+
+// Ends sessions: one thread per process, shared by every session of every event loop.
+class Reaper {
+ public:
+  struct Job {
+    std::string cgroup;          // the session's cgroup; empty: scan
+    pid_t sid = -1;              // bash's pid, the id of its session (scan)
+    std::string tag;             // "REX_SESSION=..." (scan)
+    pid_t collect = -1;          // a child of ours nobody else will wait for
+    std::function<void()> done;  // called on this thread when the job is finished
+  };
+
+  static Reaper& get() {
+    static Reaper reaper;
+    return reaper;
+  }
+
+  bool uses_cgroups() const { return cgroups_.load(); }
+
+  std::string description() {
+    std::lock_guard lock(mutex_);
+    return description_;
+  }
+
+  // A new cgroup for a session, and its cgroup.procs open for writing; {"", -1} when this
+  // process does not use cgroups or cannot make one now.
+  std::pair<std::string, int> make_session_cgroup() {
+    if (!cgroups_)
+      return {"", -1};
+    const std::string dir = fmt::format("{}/s{}", root_, ++cgroup_count_);
+    if (::mkdir(dir.c_str(), 0755) != 0) {
+      spdlog::warn("session teardown: cannot make cgroup {}: {}; this session is found by scan",
+                   dir, errno_text(errno));
+      return {"", -1};
+    }
+    const std::string procs = dir + "/cgroup.procs";
+    const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+      spdlog::warn("session teardown: cannot open {}: {}; this session is found by scan", procs,
+                   errno_text(errno));
+      ::rmdir(dir.c_str());
+      return {"", -1};
+    }
+    return {dir, fd};
+  }
+
+  // bash could not join a cgroup here: later sessions use the scan.
+  void give_up_cgroups(const std::string& why) {
+    if (!cgroups_.exchange(false))
+      return;
+    std::lock_guard lock(mutex_);
+    description_ =
+        fmt::format("scan of /proc (processes cannot join cgroups below {}: {})", root_, why);
+    spdlog::warn("session teardown: {}", description_);
+  }
+
+  void opened(pid_t sid) {
+    std::lock_guard lock(mutex_);
+    open_sids_.insert(sid);
+  }
+
+  void submit(Job job) {
+    {
+      std::lock_guard lock(mutex_);
+      open_sids_.erase(job.sid);
+      queue_.push_back(std::move(job));
+    }
+    wake();
+  }
+
+  SessionTeardownStats stats() const { return {walks_.load(), kills_.load()}; }
+
+ private:
+  Reaper() {
+    choose();
+    wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    notify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~Reaper() {
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    wake();
+    thread_.join();
+    if (!root_.empty())
+      ::rmdir(root_.c_str());
+    ::close(wake_fd_);
+    ::close(notify_fd_);
+  }
+
+  void wake() {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto n = ::write(wake_fd_, &one, sizeof one);
+  }
+
+  void choose() {
+    const char* asked = std::getenv("REX_SESSION_TEARDOWN");
+    const std::string_view want = asked ? asked : "auto";
+    if (want == "scan") {
+      description_ = "scan of /proc (REX_SESSION_TEARDOWN=scan)";
+      return;
+    }
+    if (want != "auto" && want != "cgroup")
+      spdlog::warn("REX_SESSION_TEARDOWN={}: expected auto, cgroup or scan; using auto", want);
+    const OwnCgroup own = find_own_cgroup();
+    if (own.dir.empty()) {
+      description_ = "scan of /proc (" + own.why_not + ")";
+    } else {
+      base_ = own.dir;
+      const std::string dir = fmt::format("{}/rex-{}", own.dir, ::getpid());
+      if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+        description_ = fmt::format("scan of /proc (cannot make cgroups in {}: {})", own.dir,
+                                   errno_text(errno));
+      } else {
+        root_ = dir;
+        has_kill_ = ::access((dir + "/cgroup.kill").c_str(), W_OK) == 0;
+        cgroups_ = true;
+        description_ = fmt::format("cgroup per session in {} ({})", dir,
+                                   has_kill_ ? "cgroup.kill" : "SIGKILL to cgroup.procs");
+      }
+    }
+    if (want == "cgroup" && !cgroups_)
+      spdlog::warn("REX_SESSION_TEARDOWN=cgroup: {}", description_);
+  }
+
+  // ---- the thread -------------------------------------------------------------------------
+
+  struct Dying {
+    Job job;
+    int events_fd = -1;
+    int watch = -1;
+    Clock::time_point deadline;
+  };
+
+  void run() {
+    remove_stale_cgroups();
+    while (true) {
+      std::deque<Job> jobs;
+      bool stopping;
+      {
+        std::lock_guard lock(mutex_);
+        jobs.swap(queue_);
+        stopping = stopping_;
+      }
+      std::vector<Job> scans;
+      for (Job& job : jobs) {
+        if (job.collect > 0)
+          uncollected_.push_back(job.collect);
+        if (!job.cgroup.empty())
+          kill_cgroup(std::move(job));
+        else
+          scans.push_back(std::move(job));
+      }
+      if (!scans.empty())
+        scan_and_kill(scans);
+      collect_children();
+      expire(Clock::now());
+      if (stopping && jobs.empty() && dying_.empty() && uncollected_.empty())
+        return;
+      wait_for_news(stopping);
+    }
+  }
+
+  void wait_for_news(bool stopping) {
+    int timeout = -1;
+    if (!uncollected_.empty() || stopping)
+      timeout = 5;
+    if (!dying_.empty()) {
+      Clock::time_point first = Clock::time_point::max();
+      for (const auto& [watch, d] : dying_)
+        first = std::min(first, d.deadline);
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(first - Clock::now()).count();
+      const int until = static_cast<int>(std::clamp<long long>(ms + 1, 0, 60'000));
+      timeout = timeout < 0 ? until : std::min(timeout, until);
+    }
+    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {notify_fd_, POLLIN, 0}};
+    if (::poll(fds, 2, timeout) <= 0)
+      return;
+    if (fds[0].revents & POLLIN) {
+      std::uint64_t count;
+      [[maybe_unused]] const auto n = ::read(wake_fd_, &count, sizeof count);
+    }
+    if (fds[1].revents & POLLIN)
+      on_notifications();
+  }
+
+  // ---- cgroups ----------------------------------------------------------------------------
+
+  void kill_cgroup(Job job) {
+    ++kills_;
+    if (has_kill_) {
+      if (!write_text(job.cgroup + "/cgroup.kill", "1"))
+        spdlog::warn("session teardown: writing {}/cgroup.kill: {}", job.cgroup, errno_text(errno));
+    } else {
+      kill_members(job.cgroup);
+    }
+    Dying d;
+    d.deadline = Clock::now() + kEndDeadline;
+    const std::string events = job.cgroup + "/cgroup.events";
+    d.events_fd = ::open(events.c_str(), O_RDONLY | O_CLOEXEC);
+    d.watch = d.events_fd < 0 ? -1 : ::inotify_add_watch(notify_fd_, events.c_str(), IN_MODIFY);
+    d.job = std::move(job);
+    if (d.events_fd < 0 || d.watch < 0 || unpopulated(d.events_fd)) {
+      finish_cgroup(d);
+      return;
+    }
+    const int watch = d.watch;
+    dying_.emplace(watch, std::move(d));
+  }
+
+  // Without cgroup.kill (Linux before 5.14): SIGKILL to each member until none is left. A killed
+  // process cannot fork any more, so each round finds fewer.
+  static void kill_members(const std::string& cgroup) {
+    const std::string procs = cgroup + "/cgroup.procs";
+    for (int round = 0; round < 100; ++round) {
+      const int fd = ::open(procs.c_str(), O_RDONLY | O_CLOEXEC);
+      if (fd < 0)
+        return;
+      const std::string text = read_text(fd);
+      ::close(fd);
+      bool any = false;
+      for (std::size_t at = 0; at < text.size();) {
+        const std::size_t end = std::min(text.find('\n', at), text.size());
+        if (const long pid = std::strtol(text.c_str() + at, nullptr, 10); pid > 0) {
+          ::kill(static_cast<pid_t>(pid), SIGKILL);
+          any = true;
+        }
+        at = end + 1;
+      }
+      if (!any)
+        return;
+    }
+  }
+
+  void on_notifications() {
+    alignas(inotify_event) char buffer[8192];
+    std::unordered_set<int> changed;
+    ssize_t n;
+    while ((n = ::read(notify_fd_, buffer, sizeof buffer)) > 0) {
+      for (ssize_t at = 0; at < n;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
+        changed.insert(event->wd);
+        at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
+      }
+    }
+    for (const int watch : changed) {
+      auto it = dying_.find(watch);
+      if (it != dying_.end() && unpopulated(it->second.events_fd)) {
+        Dying d = std::move(it->second);
+        dying_.erase(it);
+        finish_cgroup(d);
+      }
+    }
+  }
+
+  void expire(Clock::time_point now) {
+    for (auto it = dying_.begin(); it != dying_.end();) {
+      if (it->second.deadline > now) {
+        ++it;
+        continue;
+      }
+      Dying d = std::move(it->second);
+      it = dying_.erase(it);
+      spdlog::warn("session teardown: cgroup {} still has processes {} s after SIGKILL",
+                   d.job.cgroup, kEndDeadline.count());
+      finish_cgroup(d);
+    }
+  }
+
+  void finish_cgroup(Dying& d) {
+    if (d.watch >= 0)
+      ::inotify_rm_watch(notify_fd_, d.watch);
+    if (d.events_fd >= 0)
+      ::close(d.events_fd);
+    if (!remove_cgroup_tree(d.job.cgroup))
+      spdlog::warn("session teardown: cannot remove cgroup {}: {}", d.job.cgroup,
+                   errno_text(errno));
+    if (d.job.done)
+      d.job.done();
+  }
+
+  // cgroups of rex processes that are gone (a crash, SIGKILL): their sessions end now.
+  void remove_stale_cgroups() {
+    if (base_.empty() || !cgroups_)
+      return;
+    DIR* d = ::opendir(base_.c_str());
+    if (!d)
+      return;
+    std::vector<std::string> stale;
+    while (dirent* e = ::readdir(d)) {
+      const std::string_view name = e->d_name;
+      if (e->d_type != DT_DIR || !name.starts_with("rex-"))
+        continue;
+      char* end = nullptr;
+      const long pid = std::strtol(e->d_name + 4, &end, 10);
+      if (pid <= 0 || *end != '\0' || pid == ::getpid())
+        continue;
+      if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)
+        stale.push_back(base_ + "/" + e->d_name);
+    }
+    ::closedir(d);
+    for (const std::string& dir : stale) {
+      if (DIR* sessions = ::opendir(dir.c_str())) {
+        while (dirent* e = ::readdir(sessions)) {
+          if (e->d_type == DT_DIR && e->d_name[0] != '.') {
+            Job job;
+            job.cgroup = dir + "/" + e->d_name;
+            kill_cgroup(std::move(job));
+          }
+        }
+        ::closedir(sessions);
+      }
+      stale_roots_.push_back(dir);
+    }
+  }
+
+  // ---- scan -------------------------------------------------------------------------------
+
+  // One walk (two passes: processes forked while the first one ran) for every session waiting.
+  void scan_and_kill(std::vector<Job>& jobs) {
+    std::unordered_set<pid_t> sids;
+    std::set<std::string, std::less<>> tags;
+    for (const Job& job : jobs) {
+      if (job.sid > 0)
+        sids.insert(job.sid);
+      if (!job.tag.empty())
+        tags.insert(job.tag);
+    }
+    std::unordered_set<pid_t> others;
+    {
+      std::lock_guard lock(mutex_);
+      others = open_sids_;
+    }
+    for (int pass = 0; pass < 2; ++pass)
+      walk(sids, tags, others);
+    for (Job& job : jobs) {
+      if (job.done)
+        job.done();
+    }
+  }
+
+  void walk(const std::unordered_set<pid_t>& sids, const std::set<std::string, std::less<>>& tags,
+            const std::unordered_set<pid_t>& others) {
+    ++walks_;
+    DIR* dir = ::opendir("/proc");
+    if (!dir)
+      return;
+    const long self = ::getpid();
+    while (dirent* e = ::readdir(dir)) {
+      char* end = nullptr;
+      const long pid = std::strtol(e->d_name, &end, 10);
+      if (pid <= 0 || *end != '\0' || pid == self)
+        continue;
+      // getsid is one system call, where /proc/N/stat takes three. Kernel threads are in
+      // session 0; processes of other open sessions cannot carry a closing session's tag
+      // unless they were given it on purpose.
+      const pid_t sid = ::getsid(static_cast<pid_t>(pid));
+      if (sid <= 0 || others.contains(sid))
+        continue;
+      if (sids.contains(sid) || (!tags.empty() && carries_tag(pid, tags)))
+        ::kill(static_cast<pid_t>(pid), SIGKILL);
+    }
+    ::closedir(dir);
+  }
+
+  // Whether `pid` was started with one of `tags` in its environment.
+  static bool carries_tag(long pid, const std::set<std::string, std::less<>>& tags) {
+    const std::string path = fmt::format("/proc/{}/environ", pid);
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return false;
+    const std::string env = read_text(fd);
+    ::close(fd);
+    // Entries are NUL-terminated; compare whole entries only.
+    for (std::size_t at = 0; at < env.size();) {
+      const std::size_t end = std::min(env.find('\0', at), env.size());
+      const std::string_view entry = std::string_view(env).substr(at, end - at);
+      if (entry.starts_with(kTagName) && tags.contains(entry))
+        return true;
+      at = end + 1;
+    }
+    return false;
+  }
+
+  void collect_children() {
+    std::erase_if(uncollected_, [](pid_t pid) {
+      const pid_t r = ::waitpid(pid, nullptr, WNOHANG);
+      return r == pid || (r < 0 && errno == ECHILD);
+    });
+    std::erase_if(stale_roots_, [this](const std::string& dir) {
+      for (const auto& [watch, d] : dying_) {
+        if (d.job.cgroup.starts_with(dir + "/"))
+          return false;
+      }
+      return ::rmdir(dir.c_str()) == 0 || errno != EBUSY;
+    });
+  }
+
+  std::mutex mutex_;
+  std::string description_;
+  std::deque<Job> queue_;
+  std::unordered_set<pid_t> open_sids_;
+  bool stopping_ = false;
+
+  std::atomic<bool> cgroups_{false};
+  bool has_kill_ = false;
+  std::string base_;  // this process's own cgroup
+  std::string root_;  // base_/rex-PID: the sessions' cgroups are below it
+  std::atomic<std::uint64_t> cgroup_count_{0};
+  std::atomic<std::uint64_t> walks_{0};
+  std::atomic<std::uint64_t> kills_{0};
+
+  int wake_fd_ = -1;
+  int notify_fd_ = -1;
+  std::thread thread_;
+  // The thread's own.
+  std::unordered_map<int, Dying> dying_;  // by inotify watch
+  std::vector<pid_t> uncollected_;
+  std::vector<std::string> stale_roots_;
+};
+
+}  // namespace
+
+SessionTeardown session_teardown() {
+  return Reaper::get().uses_cgroups() ? SessionTeardown::cgroup : SessionTeardown::scan;
+}
+
+std::string describe_session_teardown() {
+  return Reaper::get().description();
+}
+
+SessionTeardownStats session_teardown_stats() {
+  return Reaper::get().stats();
+}
+
+namespace detail {
+
+SessionProcesses::~SessionProcesses() {
+  if (procs_fd_ >= 0)
+    ::close(procs_fd_);
+  if (!ended_ && !cgroup_.empty())
+    remove_cgroup_tree(cgroup_);
+}
+
+int SessionProcesses::prepare() {
+  auto [dir, fd] = Reaper::get().make_session_cgroup();
+  cgroup_ = std::move(dir);
+  procs_fd_ = fd;
+  return fd;
+}
+
+void SessionProcesses::cgroup_refused(const std::system_error& why) {
+  Reaper::get().give_up_cgroups(why.code().message());
+  if (procs_fd_ >= 0)
+    ::close(std::exchange(procs_fd_, -1));
+  if (!cgroup_.empty())
+    remove_cgroup_tree(std::exchange(cgroup_, {}));
+}
+
+void SessionProcesses::started(pid_t pid, std::string tag) {
+  if (procs_fd_ >= 0)
+    ::close(std::exchange(procs_fd_, -1));
+  sid_ = pid;
+  tag_ = std::move(tag);
+  Reaper::get().opened(pid);
+}
+
+asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor) {
+  if (ended_ || sid_ <= 0)
+    co_return;
+  ended_ = true;
+  // The reaper's thread wakes this coroutine through an eventfd: a plain write, so that nothing
+  // of the event loop (which may be gone by then) is touched from that thread. The job keeps
+  // its own descriptor open, the loop waits on a duplicate.
+  auto signal = std::make_shared<UniqueFd>(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+  if (signal->get() < 0)
+    throw std::system_error(errno, std::generic_category(), "eventfd");
+  asio::posix::stream_descriptor woken(executor, ::fcntl(signal->get(), F_DUPFD_CLOEXEC, 0));
+  Reaper::Job job;
+  job.cgroup = cgroup_;
+  job.sid = sid_;
+  job.tag = tag_;
+  job.done = [signal] {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] const auto n = ::write(signal->get(), &one, sizeof one);
+  };
+  Reaper::get().submit(std::move(job));
+  co_await woken.async_wait(asio::posix::descriptor_base::wait_read, asio::use_awaitable);
+}
+
+void SessionProcesses::end_detached(pid_t child) {
+  if (ended_ || sid_ <= 0)
+    return;
+  ended_ = true;
+  Reaper::Job job;
+  job.cgroup = cgroup_;
+  job.sid = sid_;
+  job.tag = tag_;
+  job.collect = child;
+  Reaper::get().submit(std::move(job));
+}
+
+}  // namespace detail
+}  // namespace rex
