@@ -196,8 +196,8 @@ int run_server(const ServerOptions& options) {
   Shutdown shutdown{server, runtime};
   asio::signal_set signals(io, SIGINT, SIGTERM);
   asio::co_spawn(io, watch_signals(signals, shutdown, io), asio::detached);
-  spdlog::info("rex-server {} listening on {}", rex::version(), server.url());
   spdlog::info("rex-server: sessions end by {}", rex::describe_session_teardown());
+  spdlog::info("rex-server {} listening on {}", rex::version(), server.url());
   asio::steady_timer lifetime(io);
   if (options.max_lifetime > 0) {
     lifetime.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(

@@ -8,10 +8,12 @@ Usage: test_faults.py PATH/TO/rex-server PATH/TO/rex [unittest arguments]
 - the open-file limit reached while creating sessions, and recovery once sessions close;
 - a full disk under write_file and upload (a small tmpfs; needs root, skipped otherwise);
 - rex-server killed in the middle of a request, seen by a client (`rex run --deployment
-  remote`).
-Every wait is bounded.
+  remote`), and the daemons of a killed server's sessions ended by the next server (cgroups);
+- the session faults again with 1,000 other sessions open (REX_FAULTS_OTHER_SESSIONS).
+Every wait is bounded. REX_SESSION_TEARDOWN in the environment reaches the server.
 """
 
+import concurrent.futures
 import faulthandler
 import io
 import os
@@ -34,6 +36,7 @@ from rexserver import RexServer, children_of, is_gone, process_state, wait_until
 SERVER = ""
 CLI = ""
 TOKEN = "faults-token"
+OTHER_SESSIONS = int(os.environ.get("REX_FAULTS_OTHER_SESSIONS", "1000"))
 
 
 def processes_running(needle):
@@ -50,6 +53,17 @@ def processes_running(needle):
         if needle in cmdline and not is_gone(int(entry)):
             found.append(int(entry))
     return found
+
+
+def open_sessions(server, count, prefix):
+    """Opens `count` sessions, 16 requests at a time; fails on any error."""
+    def create(i):
+        return server.post("/create_session", {"session": f"{prefix}{i}"})
+    with concurrent.futures.ThreadPoolExecutor(16) as pool:
+        replies = list(pool.map(create, range(count)))
+    bad = [r for r in replies if r.status != 200]
+    if bad:
+        raise AssertionError(f"{len(bad)} of {count} sessions failed to open: {bad[0]}")
 
 
 def fd_count(pid):
@@ -76,17 +90,15 @@ class TestSessionFaults(FaultTestCase):
     def test_bash_killed_mid_command_is_reported_and_the_session_replaced(self):
         s = self.server
         s.create_session("victim")
+        bash = int(s.run("echo $$", session="victim").json()["output"])
+        self.assertIn(bash, children_of(s.pid))
         answer = {}
         runner = threading.Thread(target=lambda: answer.update(r=s.run(
             "sleep 60", session="victim", timeout=120)))
         started = time.monotonic()
         runner.start()
-        bash = wait_until(lambda: [p for p in children_of(s.pid)
-                                   if process_state(p) in ("S", "R")], 10,
-                          what="the session's bash")
-        time.sleep(0.3)  # the command is running
-        for pid in bash:
-            os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: processes_running("sleep 60"), 10, what="the command to start")
+        os.kill(bash, signal.SIGKILL)
         runner.join(timeout=20)
         self.assertFalse(runner.is_alive(), "the running command never answered")
         self.assertLess(time.monotonic() - started, 15)
@@ -112,6 +124,7 @@ class TestSessionFaults(FaultTestCase):
             f"setsid sleep 7{tag}1 & echo started",  # keeps the terminal open
             f"nohup setsid sleep 7{tag}2 >/dev/null 2>&1 & echo started",
             f"(setsid bash -c 'sleep 7{tag}3' &); echo started",  # double fork
+            f"sleep 7{tag}4 & echo started",  # a background job
         ]
         for command in commands:
             started = time.monotonic()
@@ -121,7 +134,7 @@ class TestSessionFaults(FaultTestCase):
             self.assertLess(time.monotonic() - started, 5, command)
         self.assertEqual(s.run("echo still usable", session="d").json()["output"],
                          "still usable\n")
-        needles = [f"sleep 7{tag}{i}" for i in (1, 2, 3)]
+        needles = [f"sleep 7{tag}{i}" for i in (1, 2, 3, 4)]
         for needle in needles:
             wait_until(lambda n=needle: processes_running(n), 5, what=needle)
         s.close_session("d")
@@ -251,6 +264,44 @@ class TestFullDisk(FaultTestCase):
         with open(self.path("small.txt")) as f:
             self.assertEqual(f.read(), "ok")
         os.unlink(self.path("small.txt"))
+
+
+class TestSessionFaultsAmongManySessions(TestSessionFaults):
+    """The session faults again, while many other sessions are open on the same server: a
+    close must find the closing session's processes among theirs and leave theirs alone."""
+
+    def setUp(self):
+        super().setUp()
+        open_sessions(self.server, OTHER_SESSIONS, "other")
+        self.crowded = self.server
+
+    def tearDown(self):
+        s = self.server
+        if s is self.crowded and OTHER_SESSIONS:
+            for name in ("other0", f"other{OTHER_SESSIONS - 1}"):
+                reply = s.run("echo still here", session=name)
+                self.assertEqual(reply.status, 200, reply)
+                self.assertEqual(reply.json()["output"], "still here\n")
+        super().tearDown()
+
+
+class TestServerCrash(FaultTestCase):
+
+    def test_daemons_of_a_killed_server_end_when_the_next_one_starts(self):
+        s = self.server
+        if "sessions end by cgroup per session" not in s.output():
+            self.skipTest("the server finds sessions by scanning /proc here: a server that is "
+                          "killed leaves no record of its sessions' daemons")
+        s.create_session("d")
+        needle = f"sleep 9{random.randint(1000, 9999)}"
+        s.run(f"setsid {needle} & echo started", session="d", timeout=10)
+        wait_until(lambda: processes_running(needle), 5, what=needle)
+        s.kill()  # SIGKILL: the server gets no chance to close anything
+        time.sleep(0.3)
+        self.assertTrue(processes_running(needle), "the daemon should outlive a SIGKILLed server")
+        self.server = RexServer(SERVER, token=TOKEN)
+        wait_until(lambda: not processes_running(needle), 5,
+                   what="the next server to end the killed server's daemon")
 
 
 class TestServerKilledMidRequest(FaultTestCase):

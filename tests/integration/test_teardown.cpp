@@ -1,0 +1,275 @@
+// Closing sessions ends every process they started (background jobs, daemons that left with
+// setsid, double forks) however many other sessions are open, through the method this process
+// uses (rex/session/teardown.hpp); the other sessions go on untouched. CTest runs this file
+// twice: as the machine allows (cgroups here when root) and with REX_SESSION_TEARDOWN=scan.
+#include <rex/runtime/local_runtime.hpp>
+#include <rex/session/teardown.hpp>
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/async_test.hpp"
+
+namespace rex {
+namespace {
+
+using test::run_async;
+using namespace std::chrono_literals;
+
+// Other sessions open while one closes (REX_TEARDOWN_OTHERS overrides, for a quick run).
+int other_sessions() {
+  const char* n = std::getenv("REX_TEARDOWN_OTHERS");
+  return n ? std::atoi(n) : 1000;
+}
+
+void raise_fd_limit() {
+  rlimit r{};
+  if (::getrlimit(RLIMIT_NOFILE, &r) == 0 && r.rlim_cur < r.rlim_max) {
+    r.rlim_cur = r.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &r);
+  }
+}
+
+BashAction in(std::string session, std::string command) {
+  BashAction a;
+  a.session = std::move(session);
+  a.command = std::move(command);
+  a.timeout = 20;
+  return a;
+}
+
+// A process is alive when it exists and is not a zombie (a zombie has ended; only its parent's
+// wait is missing, and its parent may be an init that is not ours).
+bool alive(pid_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text;
+  if (!std::getline(stat, text))
+    return false;
+  const auto paren = text.rfind(')');
+  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
+}
+
+// Live processes whose command line contains `needle`.
+std::vector<pid_t> running(const std::string& needle) {
+  std::vector<pid_t> out;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::ifstream in(entry.path() / "cmdline");
+    std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
+    const pid_t pid = std::stoi(name);
+    if (cmdline.find(needle) != std::string::npos && pid != ::getpid() && alive(pid))
+      out.push_back(pid);
+  }
+  return out;
+}
+
+// Waits (bounded) until nothing matches `needle`; returns what is left.
+std::vector<pid_t> wait_gone(const std::string& needle, std::chrono::milliseconds bound) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  auto left = running(needle);
+  while (!left.empty() && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+    left = running(needle);
+  }
+  return left;
+}
+
+// Waits (bounded) until `count` processes match `needle` (a command started with `&` may not
+// have reached exec when its prompt comes back); returns how many do.
+std::size_t wait_count(const std::string& needle, std::size_t count,
+                       std::chrono::milliseconds bound) {
+  const auto until = std::chrono::steady_clock::now() + bound;
+  auto found = running(needle).size();
+  while (found != count && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(10ms);
+    found = running(needle).size();
+  }
+  return found;
+}
+
+std::string unique_digits() {
+  std::random_device rd;
+  return std::to_string(100000 + rd() % 800000);
+}
+
+class SessionTeardownTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    raise_fd_limit();
+    method_ = session_teardown();
+    SCOPED_TRACE(describe_session_teardown());
+  }
+  SessionTeardown method_ = SessionTeardown::scan;
+};
+
+TEST_F(SessionTeardownTest, ClosingOneOfManyEndsAllItStartedAndNothingElse) {
+  asio::io_context io;
+  LocalRuntime runtime(io.get_executor());
+  const int others = other_sessions();
+  const std::string digits = unique_digits();
+  // `sleep` takes digits only: each process is found by its own number.
+  struct Start {
+    std::string what, needle, command;
+  };
+  std::vector<Start> starts;
+  auto add = [&](std::string what, int n, std::string_view form) {
+    std::string needle = fmt::format("sleep 7{}{}", n, digits);
+    std::string command = fmt::format(fmt::runtime(form), needle);
+    starts.push_back({std::move(what), std::move(needle), std::move(command)});
+  };
+  add("background job", 1, "{} &");
+  add("setsid", 2, "setsid {} &");
+  add("nohup setsid", 3, "nohup setsid {} >/dev/null 2>&1 &");
+  add("double fork", 4, "(setsid bash -c '{}' &)");
+  add("daemon without the environment", 5, "env -i setsid /bin/{} >/dev/null 2>&1 &");
+  const std::string other_needle = fmt::format("sleep 76{}", digits);
+  std::vector<pid_t> other_shells;
+  run_async(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < others; ++i) {
+          CreateBashSessionRequest req;
+          req.session = fmt::format("other{}", i);
+          co_await runtime.create_session(req);
+        }
+        // A few of the others run something of their own that must survive.
+        for (int i = 0; i < std::min(others, 3); ++i) {
+          const auto name = fmt::format("other{}", i);
+          co_await runtime.run_in_session(in(name, fmt::format("setsid sleep 76{} &", digits)));
+          auto pid = co_await runtime.run_in_session(in(name, "echo $$"));
+          other_shells.push_back(std::stoi(pid.output));
+        }
+        CreateBashSessionRequest req;
+        req.session = "closing";
+        co_await runtime.create_session(req);
+        for (const auto& start : starts)
+          co_await runtime.run_in_session(in("closing", start.command));
+        for (const auto& start : starts)
+          EXPECT_EQ(wait_count(start.needle, 1, 5s), 1u) << start.what << " did not start";
+        CloseBashSessionRequest close;
+        close.session = "closing";
+        const auto before = session_teardown_stats();
+        co_await runtime.close_session(close);
+        const auto after = session_teardown_stats();
+        if (method_ == SessionTeardown::cgroup) {
+          // The close waited for the cgroup to empty: nothing is left at this moment, and /proc
+          // was not walked.
+          EXPECT_EQ(after.proc_walks, before.proc_walks);
+          EXPECT_EQ(after.cgroup_kills, before.cgroup_kills + 1);
+          for (const auto& start : starts)
+            EXPECT_TRUE(running(start.needle).empty()) << start.what;
+        }
+        // The others and what they run are untouched.
+        for (int i = 0; i < std::min(others, 3); ++i) {
+          auto echo = co_await runtime.run_in_session(in(fmt::format("other{}", i), "echo ok"));
+          EXPECT_EQ(echo.output, "ok\n");
+        }
+        if (others > 0) {
+          auto echo = co_await runtime.run_in_session(
+              in(fmt::format("other{}", others - 1), "echo last"));
+          EXPECT_EQ(echo.output, "last\n");
+        }
+      }(),
+      100s);
+  for (const auto& start : starts) {
+    if (start.what == "daemon without the environment" && method_ == SessionTeardown::scan)
+      continue;  // the scan knows a daemon by the session's tag in its environment
+    EXPECT_EQ(wait_gone(start.needle, 5s), std::vector<pid_t>{})
+        << start.what << " outlived its session";
+  }
+  EXPECT_EQ(wait_count(other_needle, std::min<std::size_t>(others, 3), 5s),
+            std::min<std::size_t>(others, 3))
+      << "a daemon of another session was killed";
+  for (pid_t shell : other_shells)
+    EXPECT_TRUE(alive(shell));
+
+  // Closing the runtime ends all the others, side by side.
+  run_async(io, runtime.close(), 100s);
+  EXPECT_EQ(wait_gone(other_needle, 5s), std::vector<pid_t>{});
+  for (pid_t shell : other_shells)
+    EXPECT_FALSE(alive(shell));
+  // What the scan could not see (documented) is ended here.
+  for (pid_t pid : running(fmt::format("sleep 75{}", digits)))
+    ::kill(pid, SIGKILL);
+}
+
+TEST_F(SessionTeardownTest, ConcurrentClosesShareTheWork) {
+  asio::io_context io;
+  LocalRuntime runtime(io.get_executor());
+  constexpr int kSessions = 50;
+  const std::string needle = fmt::format("sleep 77{}", unique_digits());
+  run_async(
+      io,
+      [&]() -> asio::awaitable<void> {
+        for (int i = 0; i < kSessions; ++i) {
+          CreateBashSessionRequest req;
+          req.session = fmt::format("s{}", i);
+          co_await runtime.create_session(req);
+          co_await runtime.run_in_session(in(req.session, "setsid " + needle + " &"));
+        }
+      }(),
+      120s);
+  EXPECT_EQ(wait_count(needle, kSessions, 5s), static_cast<std::size_t>(kSessions));
+  const auto before = session_teardown_stats();
+  run_async(io, runtime.close(), 120s);
+  const auto after = session_teardown_stats();
+  if (method_ == SessionTeardown::cgroup) {
+    EXPECT_EQ(after.proc_walks, before.proc_walks);
+    EXPECT_EQ(after.cgroup_kills, before.cgroup_kills + kSessions);
+    EXPECT_TRUE(running(needle).empty());
+  } else {
+    // One walk serves every close waiting for it: far fewer than two per session.
+    EXPECT_GT(after.proc_walks, before.proc_walks);
+    EXPECT_LE(after.proc_walks - before.proc_walks, 20u);
+  }
+  EXPECT_EQ(wait_gone(needle, 5s), std::vector<pid_t>{});
+}
+
+TEST_F(SessionTeardownTest, DestroyingAnUnclosedSessionEndsItsDaemons) {
+  const std::string needle = fmt::format("sleep 78{}", unique_digits());
+  {
+    asio::io_context io;
+    LocalRuntime runtime(io.get_executor());
+    run_async(
+        io,
+        [&]() -> asio::awaitable<void> {
+          CreateBashSessionRequest req;
+          co_await runtime.create_session(req);
+          co_await runtime.run_in_session(in("default", "setsid " + needle + " &"));
+        }(),
+        30s);
+    EXPECT_EQ(wait_count(needle, 1, 5s), 1u);
+  }  // no close: the destructor's last resort
+  EXPECT_EQ(wait_gone(needle, 5s), std::vector<pid_t>{});
+}
+
+TEST(SessionTeardownMethod, IsDescribed) {
+  const std::string text = describe_session_teardown();
+  if (session_teardown() == SessionTeardown::cgroup)
+    EXPECT_NE(text.find("cgroup per session in "), std::string::npos) << text;
+  else
+    EXPECT_NE(text.find("scan of /proc ("), std::string::npos) << text;
+  const char* asked = std::getenv("REX_SESSION_TEARDOWN");
+  if (asked && std::string_view(asked) == "scan") {
+    EXPECT_EQ(session_teardown(), SessionTeardown::scan);
+  }
+}
+
+}  // namespace
+}  // namespace rex
