@@ -27,6 +27,19 @@
 //                     LocalRuntime here, is_alive() vs a bare GET /is_alive on a kept-alive
 //                     connection                              reported only
 //
+// Session teardown (--only teardown for the three; rex-server alone, no SWE-ReX side), on
+// sessions td-0.. opened through a RemoteRuntime, 32 at once, and shared by the three:
+//   close_session_scaling  close_session p50 of one more session (created, not timed, then
+//                     closed, 60 times) with 2,000 other sessions open, vs the same with 10
+//                     open                                    target: ratio <= 1.2
+//   echo_during_closes  with 2,000 sessions open, `echo` p99 in one session (one client, one
+//                     echo after the other) while another client closes 100 sessions, 10 at
+//                     once, vs the idle echo p99 just before  target: p99 ratio <= 2
+//   close_all         one POST /close (RemoteRuntime::close) of 2,000 sessions, vs this process
+//                     SIGKILLing and reaping 2,000 `bash -i` process groups, each in its own
+//                     pty and session (what a rex session is) target: <= 2x
+// The server stays up after /close with no session left (its runtime can open new ones).
+//
 // SWE-ReX, same run: SWE-ReX's own server (swerex.server:main, what swerex-remote runs, from the
 // environment REX_SWEREX_ENV; a child process on 127.0.0.1 like rex-server) gets the same work
 // where it applies, in blocks of its own in the rotation, and the table gives its p50 and
@@ -41,8 +54,9 @@
 // Without the environment (or with --no-swerex) the benchmark says so and measures the rest;
 // SWE-ReX's own failures are reported on the figure, not counted as rex's errors.
 //
-// --smoke: tiny counts (50 clients), a few seconds; exits 0 even when a target misses (errors
-// and a bad server exit still fail). --strict: exit 1 when a figure misses its target.
+// --smoke: tiny counts (50 clients, 20 teardown sessions), a few seconds; exits 0 even when a
+// target misses (errors and a bad server exit still fail). --strict: exit 1 when a figure misses
+// its target.
 // --json: one JSON object per figure on stdout (the table then goes to stderr).
 
 #include <rex/protocol/actions.hpp>
@@ -51,6 +65,7 @@
 #include <rex/runtime/remote_runtime.hpp>
 
 #include <fmt/core.h>
+#include <fmt/format.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -538,6 +553,16 @@ struct Options {
   int swerex_clients = 10;             // clients of the clients_N figure, each side
   int swerex_client_commands = 5;      // `echo`s per client there
   int python_client_iterations = 200;  // SWE-ReX's Python client against rex-server
+  // Session teardown figures
+  int teardown_sessions = 2000;  // sessions open (close_session_scaling's many, and the others)
+  int teardown_few = 10;         // close_session_scaling's few
+  int open_concurrency = 32;     // sessions opened at once
+  int close_cycles = 60;         // close_session_scaling's closes in each state
+  int close_victims = 100;       // echo_during_closes: sessions closed in each round
+  int close_concurrency = 10;    // closed at once
+  int idle_echos = 300;          // echo_during_closes: idle samples in each round
+  int min_busy_echos = 200;      // more rounds until the busy side has this many samples
+  int max_close_rounds = 4;
 };
 
 // SWE-ReX in this run: its own server (a child process) and its Python client (the driver, a
@@ -1126,6 +1151,490 @@ std::vector<Result> bench_python_client(asio::io_context& io, rex::LocalRuntime&
 }
 
 // ---------------------------------------------------------------------------------------------
+// Session teardown: what closing costs with many sessions open. Each figure keeps the same
+// sessions (td-0, td-1, ...) open on the server through one RemoteRuntime; they are opened with
+// bounded concurrency, and the figures that need the large set share it.
+
+// Runs make(i) for i in [*next, last), one after the other; several of these share `next` to
+// run at most that many at once.
+asio::awaitable<int> bounded_worker(int* next, int last,
+                                    const std::function<asio::awaitable<int>(int)>* make,
+                                    BatchResult* tally) {
+  while (*next < last) {
+    const int i = (*next)++;
+    std::exception_ptr failure;
+    try {
+      asio::awaitable<int> op = (*make)(i);
+      co_await std::move(op);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (failure) {
+      ++tally->failed;
+      if (tally->first_error.empty())
+        tally->first_error = describe(failure);
+    } else {
+      ++tally->ok;
+    }
+  }
+  co_return 0;
+}
+
+// make(i) for i in [first, last), at most `width` at once.
+BatchResult run_bounded(asio::io_context& io, int first, int last, int width,
+                        const std::function<asio::awaitable<int>(int)>& make) {
+  BatchResult tally;
+  int next = first;
+  const BatchResult workers = run_all(io, std::max(1, std::min(width, last - first)), [&](int) {
+    return bounded_worker(&next, last, &make, &tally);
+  });
+  if (workers.failed > 0)
+    throw std::runtime_error(workers.first_error);
+  return tally;
+}
+
+// `echo hi`s one after the other while `*busy` holds, timed one by one.
+asio::awaitable<int> echo_while(rex::Runtime& rt, std::string session, const bool* busy,
+                                std::vector<double>* samples) {
+  int n = 0;
+  while (*busy) {
+    rex::Action action = make_echo(session, "echo hi");
+    const auto t0 = Clock::now();
+    rex::BashObservation obs = co_await rt.run_in_session(std::move(action));
+    samples->push_back(ms_between(t0, Clock::now()));
+    if (!printed(obs.output, "hi", Answers::rex))
+      throw std::runtime_error(fmt::format("echo hi answered `{}`", obs.output));
+    ++n;
+  }
+  co_return n;
+}
+
+// The system's pseudo-terminals in use (every session holds one): they run out before any other
+// limit when thousands of sessions are open, here or in another process on the machine.
+long read_number(const char* path) {
+  std::ifstream in(path);
+  long v = -1;
+  in >> v;
+  return v;
+}
+
+std::string pty_usage() {
+  return fmt::format(
+      "pseudo-terminals in use: {} (kernel.pty.max {}, of which {} are reserved "
+      "for the first devpts instance)",
+      read_number("/proc/sys/kernel/pty/nr"), read_number("/proc/sys/kernel/pty/max"),
+      read_number("/proc/sys/kernel/pty/reserve"));
+}
+
+std::string teardown_name(int i) {
+  return "td-" + std::to_string(i);
+}
+
+class TeardownSessions {
+ public:
+  TeardownSessions(asio::io_context& io, const ChildServer& server, int width)
+      : io_(io), width_(width) {
+    rex::RemoteRuntimeConfig cfg;
+    cfg.url = server.url();
+    cfg.auth_token = std::string(kToken);
+    // Closing thousands of sessions can take minutes when each close walks every process of
+    // the machine; a timeout would retry nothing and only lose the figure.
+    cfg.request_timeout = std::chrono::minutes(30);
+    cfg.client.max_idle_connections = static_cast<std::size_t>(width) + 16;
+    rt_ = std::make_unique<rex::RemoteRuntime>(io.get_executor(), cfg);
+  }
+
+  rex::RemoteRuntime& runtime() { return *rt_; }
+  int open() const { return open_; }
+
+  // Opens td-open()..td-(n-1); returns the time it took in milliseconds.
+  double open_to(int n) {
+    if (n <= open_)
+      return 0;
+    // What stopped them once (pseudo-terminals, processes) stops them again: the later figures
+    // fail at once instead of opening and closing hundreds of sessions first.
+    if (!failure_.empty())
+      throw std::runtime_error("not tried again: " + failure_);
+    // Too few pseudo-terminals left (another process on the machine holds them): said at once,
+    // rather than after opening (and closing) all the others can have.
+    const long free_ptys =
+        read_number("/proc/sys/kernel/pty/max") - read_number("/proc/sys/kernel/pty/nr");
+    if (free_ptys >= 0 && free_ptys < n - open_) {
+      failure_ = fmt::format("{} more sessions need as many pseudo-terminals, {} are free; {}",
+                             n - open_, free_ptys, pty_usage());
+      throw std::runtime_error(failure_);
+    }
+    const auto t0 = Clock::now();
+    const std::function<asio::awaitable<int>(int)> make = [this](int i) {
+      return create_session(*rt_, teardown_name(i), 60.0);
+    };
+    const BatchResult r = run_bounded(io_, open_, n, width_, make);
+    const double ms = ms_since(t0);
+    if (r.failed > 0) {
+      // Which ones started is unknown: all are closed, so that the next figure starts clean.
+      const std::string what = fmt::format("opening sessions {}..{}: {} failed, first: {}; {}",
+                                           open_, n - 1, r.failed, r.first_error, pty_usage());
+      failure_ = what;
+      run_on(io_, rt_->close());
+      open_ = 0;
+      throw std::runtime_error(what);
+    }
+    open_ = n;
+    return ms;
+  }
+
+  // The server closed them all (POST /close).
+  void forget_all() { open_ = 0; }
+  // The last `n` were closed.
+  void forget_last(int n) { open_ -= n; }
+
+ private:
+  asio::io_context& io_;
+  int width_;
+  std::unique_ptr<rex::RemoteRuntime> rt_;
+  int open_ = 0;
+  std::string failure_;  // why opening failed, once it has
+};
+
+// close_session_scaling: one more session created and closed again, `cycles` times, with
+// `others` sessions open besides it; only the close is timed.
+std::vector<double> close_cycles(asio::io_context& io, rex::RemoteRuntime& rt, int cycles) {
+  std::vector<double> samples;
+  const std::string name = "td-cycle";
+  for (int i = 0; i < cycles; ++i) {
+    run_on(io, create_session(rt, name, 60.0));
+    const auto t0 = Clock::now();
+    run_on(io, close_session(rt, name));
+    samples.push_back(ms_since(t0));
+  }
+  return samples;
+}
+
+Result bench_close_session_scaling(asio::io_context& io, const ChildServer& server,
+                                   TeardownSessions& sessions, const Options& opt) {
+  rex::RemoteRuntimeConfig cfg;
+  cfg.url = server.url();
+  cfg.auth_token = std::string(kToken);
+  cfg.request_timeout = std::chrono::minutes(5);
+  rex::RemoteRuntime rt(io.get_executor(), cfg);
+  const int few = opt.teardown_few;
+  const int many = opt.teardown_sessions;
+  if (sessions.open() > few)
+    throw std::logic_error("close_session_scaling must run before more sessions are open");
+  const double open_few_ms = sessions.open_to(few);
+  close_cycles(io, rt, std::max(2, opt.close_cycles / 10));  // warm-up
+  const std::vector<double> few_ms = close_cycles(io, rt, opt.close_cycles);
+  const double open_many_ms = sessions.open_to(many);
+  const std::vector<double> many_ms = close_cycles(io, rt, opt.close_cycles);
+
+  const Stats few_stats = stats_of(few_ms);
+  Result r;
+  r.name = "close_session_scaling";
+  r.rex = stats_of(many_ms);
+  r.floor_p50 = few_stats.p50;
+  r.ratio = few_stats.p50 > 0 ? r.rex.p50 / few_stats.p50 : 0;
+  r.target = 1.2;
+  r.verdict = judge(r.ratio, 1.2, false);
+  r.note = fmt::format(
+      "close_session of one more session, with {} other sessions open: p50 {:.3f} ms, p99 "
+      "{:.3f} ms; with {} open (the floor): p50 {:.3f} ms, p99 {:.3f} ms; {} closes each "
+      "(create not timed); opening the {} took {:.1f} s, {} at once",
+      many, r.rex.p50, r.rex.p99, few, few_stats.p50, few_stats.p99, opt.close_cycles, many,
+      (open_few_ms + open_many_ms) / 1000, opt.open_concurrency);
+  r.extra["samples"] = many_ms.size();
+  r.extra["sessions_open"] = many;
+  r.extra["floor_sessions_open"] = few;
+  r.extra["floor_p99_ms"] = few_stats.p99;
+  r.extra["open_ms"] = open_few_ms + open_many_ms;
+  return r;
+}
+
+// echo_during_closes: echo p99 in one session while another client closes sessions, against
+// the idle p99 in the same state just before. Rounds repeat (reopening the closed sessions,
+// not timed) until the busy side has enough samples for a p99, within a bound on rounds.
+Result bench_echo_during_closes(asio::io_context& io, const ChildServer& server,
+                                TeardownSessions& sessions, const Options& opt) {
+  const int n = opt.teardown_sessions;
+  const int victims = std::min(opt.close_victims, n - 1);  // td-0 is the echo session
+  sessions.open_to(n);
+  rex::RemoteRuntimeConfig cfg;
+  cfg.url = server.url();
+  cfg.auth_token = std::string(kToken);
+  cfg.request_timeout = std::chrono::minutes(5);
+  rex::RemoteRuntime echo_client(io.get_executor(), cfg);
+  cfg.client.max_idle_connections = static_cast<std::size_t>(opt.close_concurrency) + 4;
+  rex::RemoteRuntime closer(io.get_executor(), cfg);
+  const std::string session = teardown_name(0);
+  run_on(io, echo_block(echo_client, session, 20));  // warm-up: connection and session
+
+  std::vector<double> idle_ms, busy_ms, close_wall_ms;
+  double reopen_ms = 0;
+  int rounds = 0;
+  BatchResult closed;
+  while (rounds < opt.max_close_rounds &&
+         (rounds == 0 || static_cast<int>(busy_ms.size()) < opt.min_busy_echos)) {
+    ++rounds;
+    reopen_ms += sessions.open_to(n);
+    const std::vector<double> idle = run_on(io, echo_block(echo_client, session, opt.idle_echos));
+    idle_ms.insert(idle_ms.end(), idle.begin(), idle.end());
+
+    // The closes run on their own client (their own connections), the echos on theirs; one
+    // io_context drives both.
+    bool closing = true;
+    bool closes_done = false;
+    int workers_left = std::min(opt.close_concurrency, victims);
+    int next = n - victims;
+    const std::function<asio::awaitable<int>(int)> make = [&closer](int i) {
+      return close_session(closer, teardown_name(i));
+    };
+    const auto t0 = Clock::now();
+    double wall = 0;
+    for (int w = 0, k = workers_left; w < k; ++w) {
+      asio::co_spawn(io, bounded_worker(&next, n, &make, &closed), [&](std::exception_ptr e, int) {
+        if (e && closed.first_error.empty())
+          closed.first_error = describe(e);
+        if (--workers_left == 0) {
+          wall = ms_since(t0);
+          closing = false;
+          closes_done = true;
+        }
+      });
+    }
+    // Ends once the last close has answered, unless an echo fails; the closes use this frame,
+    // so they finish before it can go.
+    std::exception_ptr echo_failure;
+    try {
+      run_on(io, echo_while(echo_client, session, &closing, &busy_ms));
+    } catch (...) {
+      echo_failure = std::current_exception();
+    }
+    turn_until(io, closes_done);
+    if (echo_failure)
+      std::rethrow_exception(echo_failure);
+    if (closed.failed > 0 || !closed.first_error.empty())
+      throw std::runtime_error(
+          fmt::format("closing sessions: {} failed, first: {}", closed.failed, closed.first_error));
+    close_wall_ms.push_back(wall);
+    sessions.forget_last(victims);
+  }
+  reopen_ms += sessions.open_to(n);
+
+  const Stats idle = stats_of(idle_ms);
+  Result r;
+  r.name = "echo_during_closes";
+  r.rex = stats_of(busy_ms);
+  r.floor_p50 = idle.p50;
+  r.ratio = idle.p99 > 0 ? r.rex.p99 / idle.p99 : 0;
+  r.target = 2;
+  r.target_text = "p99 <= 2x";
+  r.verdict = judge(r.ratio, 2, false);
+  r.note = fmt::format(
+      "ratio of the p99s, {} sessions open: `echo hi` p99 {:.3f} ms (p50 {:.3f}, max {:.3f}; {} "
+      "echos) while another client closed {} sessions, {} at once (in {:.2f} s, median of {} "
+      "rounds); idle just before: p99 {:.3f} ms (p50 {:.3f}; {} echos)",
+      n, r.rex.p99, r.rex.p50, r.rex.max, busy_ms.size(), victims, opt.close_concurrency,
+      median(close_wall_ms) / 1000, rounds, idle.p99, idle.p50, idle_ms.size());
+  r.extra["samples"] = busy_ms.size();
+  r.extra["idle_samples"] = idle_ms.size();
+  r.extra["idle_p99_ms"] = idle.p99;
+  r.extra["floor_p99_ms"] = idle.p99;
+  r.extra["sessions_open"] = n;
+  r.extra["sessions_closed_per_round"] = victims;
+  r.extra["close_concurrency"] = opt.close_concurrency;
+  r.extra["rounds"] = rounds;
+  r.extra["closes_wall_ms"] = median(close_wall_ms);
+  r.extra["reopen_ms"] = reopen_ms;
+  return r;
+}
+
+// The floor of close_all: `n` interactive bashes started by this process, each in a pty of its
+// own as its session leader with the pty as its controlling terminal: what a rex session is.
+// (A bare `sleep` in a process group would be cheaper to kill than the shells rex must end, so
+// it would not be the same work.) Each has shown its prompt before the clock starts; timed:
+// SIGKILL to every process group, then reaping every bash.
+struct FloorTeardown {
+  double kill_reap_ms = 0;
+  double start_ms = 0;
+};
+
+FloorTeardown floor_kill_reap(int n) {
+  struct Shell {
+    pid_t pid = -1;
+    int master = -1;
+    bool ready = false;
+  };
+  std::vector<Shell> shells;
+  shells.reserve(static_cast<std::size_t>(n));
+  auto cleanup = [&shells] {
+    for (Shell& s : shells) {
+      if (s.pid > 0) {
+        ::kill(-s.pid, SIGKILL);
+        ::waitpid(s.pid, nullptr, 0);
+      }
+      if (s.master >= 0)
+        ::close(s.master);
+    }
+  };
+  FloorTeardown f;
+  const auto t0 = Clock::now();
+  try {
+    posix_spawnattr_t attr;
+    ::posix_spawnattr_init(&attr);
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    ::posix_spawnattr_setsigdefault(&attr, &all);  // this process ignores SIGPIPE
+    ::posix_spawnattr_setsigmask(&attr, &none);
+    ::posix_spawnattr_setflags(&attr,
+                               POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    std::vector<std::string> args{"bash", "--noediting", "--norc", "-i"};
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (int i = 0; i < n; ++i) {
+      Shell s;
+      s.master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+      if (s.master < 0)
+        throw_errno("posix_openpt");
+      shells.push_back(s);
+      std::array<char, 64> slave{};
+      if (::grantpt(s.master) != 0 || ::unlockpt(s.master) != 0 ||
+          ::ptsname_r(s.master, slave.data(), slave.size()) != 0)
+        throw_errno("pty");
+      posix_spawn_file_actions_t fa;
+      ::posix_spawn_file_actions_init(&fa);
+      // setsid() runs before the file actions: opening the terminal without O_NOCTTY makes it
+      // the new session's controlling terminal.
+      ::posix_spawn_file_actions_addopen(&fa, 0, slave.data(), O_RDWR, 0);
+      ::posix_spawn_file_actions_adddup2(&fa, 0, 1);
+      ::posix_spawn_file_actions_adddup2(&fa, 0, 2);
+      pid_t pid = -1;
+      const int rc = ::posix_spawnp(&pid, "bash", &fa, &attr, argv.data(), environ);
+      ::posix_spawn_file_actions_destroy(&fa);
+      if (rc != 0)
+        throw std::system_error(rc, std::generic_category(), "cannot start bash");
+      shells.back().pid = pid;
+    }
+    ::posix_spawnattr_destroy(&attr);
+
+    // Every shell's first output (its prompt): it is up and waiting for input.
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    std::vector<pollfd> fds;
+    std::vector<std::size_t> which;
+    std::array<char, 4096> chunk{};
+    int waiting = n;
+    while (waiting > 0) {
+      if (Clock::now() > deadline)
+        throw std::runtime_error(fmt::format("{} of {} floor shells showed no prompt", waiting, n));
+      fds.clear();
+      which.clear();
+      for (std::size_t k = 0; k < shells.size(); ++k) {
+        if (!shells[k].ready) {
+          fds.push_back({shells[k].master, POLLIN, 0});
+          which.push_back(k);
+        }
+      }
+      if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR)
+        throw_errno("poll");
+      for (std::size_t k = 0; k < fds.size(); ++k) {
+        if (fds[k].revents == 0)
+          continue;
+        if (::read(fds[k].fd, chunk.data(), chunk.size()) <= 0)
+          throw std::runtime_error("a floor shell ended before its prompt");
+        shells[which[k]].ready = true;
+        --waiting;
+      }
+    }
+    f.start_ms = ms_since(t0);
+
+    const auto k0 = Clock::now();
+    for (const Shell& s : shells)
+      ::kill(-s.pid, SIGKILL);
+    for (Shell& s : shells) {
+      while (::waitpid(s.pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      s.pid = -1;
+    }
+    f.kill_reap_ms = ms_since(k0);
+  } catch (...) {
+    cleanup();
+    throw;
+  }
+  cleanup();  // closes the masters
+  return f;
+}
+
+// close_all: POST /close (RemoteRuntime::close) with every session of the set open, against
+// the floor above with as many shells. The floor runs after /close, so that rex's terminals
+// and the floor's are never open at once (the system has a few thousand).
+Result bench_close_all(asio::io_context& io, TeardownSessions& sessions, const Options& opt) {
+  const int n = opt.teardown_sessions;
+  const double open_ms = sessions.open_to(n);
+  const auto t0 = Clock::now();
+  run_on(io, sessions.runtime().close());
+  const double rex_ms = ms_since(t0);
+  sessions.forget_all();
+  const FloorTeardown floor = floor_kill_reap(n);
+
+  Result r;
+  r.name = "close_all";
+  r.rex = {rex_ms, rex_ms, rex_ms, rex_ms};
+  r.floor_p50 = floor.kill_reap_ms;
+  r.ratio = floor.kill_reap_ms > 0 ? rex_ms / floor.kill_reap_ms : 0;
+  r.target = 2;
+  r.verdict = judge(r.ratio, 2, false);
+  r.note = fmt::format(
+      "one POST /close of {} sessions: {:.1f} ms ({:.3f} ms per session); floor: SIGKILL to {} "
+      "bash -i process groups, each in its own pty and session, started by this process, and "
+      "reaping them: {:.1f} ms ({:.3f} ms per shell); one sample each",
+      n, rex_ms, rex_ms / n, n, floor.kill_reap_ms, floor.kill_reap_ms / n);
+  r.extra["samples"] = 1;
+  r.extra["sessions"] = n;
+  r.extra["close_ms"] = rex_ms;
+  r.extra["floor_kill_reap_ms"] = floor.kill_reap_ms;
+  r.extra["floor_start_ms"] = floor.start_ms;
+  r.extra["open_ms"] = open_ms;
+  return r;
+}
+
+// The teardown figures, those of `wanted` in order, on one set of sessions; whatever is still
+// open at the end is closed with POST /close.
+std::vector<Result> bench_teardown(asio::io_context& io, const ChildServer& server,
+                                   const Options& opt, bool scaling, bool during, bool all,
+                                   int& errors) {
+  std::vector<Result> results;
+  TeardownSessions sessions(io, server, opt.open_concurrency);
+  auto step = [&](const char* name, auto run) {
+    fmt::print(stderr, "  running {}...\n", name);
+    const auto t0 = Clock::now();
+    try {
+      results.push_back(run());
+    } catch (const std::exception& e) {
+      ++errors;
+      fmt::print(stderr, "  {} FAILED: {}\n", name, e.what());
+    }
+    fmt::print(stderr, "  {}: {:.1f} s\n", name, ms_since(t0) / 1000);
+  };
+  if (scaling)
+    step("close_session_scaling",
+         [&] { return bench_close_session_scaling(io, server, sessions, opt); });
+  if (during)
+    step("echo_during_closes", [&] { return bench_echo_during_closes(io, server, sessions, opt); });
+  if (all)
+    step("close_all", [&] { return bench_close_all(io, sessions, opt); });
+  if (sessions.open() > 0) {
+    try {
+      run_on(io, sessions.runtime().close());
+    } catch (const std::exception& e) {
+      ++errors;
+      fmt::print(stderr, "  closing the teardown sessions failed: {}\n", e.what());
+    }
+  }
+  return results;
+}
+
+// ---------------------------------------------------------------------------------------------
 // Command line
 
 int usage(const char* argv0, int code) {
@@ -1133,14 +1642,17 @@ int usage(const char* argv0, int code) {
              "usage: {} [--smoke] [--json] [--strict] [--only FIGURE] [--server PATH]\n"
              "          [--iterations N] [--clients N] [--no-pin] [--swerex-python PATH]\n"
              "          [--swerex-iterations N] [--swerex-clients N] [--no-swerex]\n"
+             "          [--sessions N]\n"
              "  --smoke         tiny counts (seconds); exit 0 even when a target misses\n"
              "  --json          one JSON object per figure on stdout (table on stderr)\n"
              "  --strict        exit 1 when a figure misses its target\n"
-             "  --only FIGURE   run one figure: remote_echo, is_alive_rps, connections, clients\n"
-             "                  or python_client\n"
+             "  --only FIGURE   run one figure: remote_echo, is_alive_rps, connections, clients,\n"
+             "                  python_client, close_session_scaling, echo_during_closes,\n"
+             "                  close_all, or teardown (the last three)\n"
              "  --server PATH   the rex-server to start (default: {})\n"
              "  --iterations N  remote_echo samples (default 1000)\n"
              "  --clients N     clients of the connections figure (default 1000)\n"
+             "  --sessions N    sessions open in the teardown figures (default 2000)\n"
              "  --no-pin        do not pin the servers and the load generator to cores\n"
              "  --swerex-python PATH  the Python whose swe-rex (server and client) is measured\n"
              "                  beside rex (default {})\n"
@@ -1167,6 +1679,7 @@ int main(int argc, char** argv) {
   std::optional<int> clients;
   std::optional<int> swerex_iterations;
   std::optional<int> swerex_clients;
+  std::optional<int> sessions;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--serve-floor") {
@@ -1188,7 +1701,7 @@ int main(int argc, char** argv) {
     } else if (a == "--no-swerex") {
       opt.swerex = false;
     } else if ((a == "--iterations" || a == "--clients" || a == "--swerex-iterations" ||
-                a == "--swerex-clients") &&
+                a == "--swerex-clients" || a == "--sessions") &&
                i + 1 < argc) {
       const auto v = positive(argv[++i]);
       if (!v) {
@@ -1198,6 +1711,7 @@ int main(int argc, char** argv) {
       (a == "--iterations"          ? iterations
        : a == "--clients"           ? clients
        : a == "--swerex-iterations" ? swerex_iterations
+       : a == "--sessions"          ? sessions
                                     : swerex_clients) = v;
     } else if (a == "--help" || a == "-h") {
       return usage(argv[0], 0);
@@ -1206,12 +1720,11 @@ int main(int argc, char** argv) {
       return usage(argv[0], 2);
     }
   }
-  if (!opt.only.empty() && opt.only != "remote_echo" && opt.only != "is_alive_rps" &&
-      opt.only != "connections" && opt.only != "clients" && opt.only != "python_client") {
-    fmt::print(stderr,
-               "--only: no figure `{}` (remote_echo, is_alive_rps, connections, clients, "
-               "python_client)\n",
-               opt.only);
+  const std::array<std::string_view, 9> figures{
+      "remote_echo", "is_alive_rps",          "connections",        "clients",  "python_client",
+      "teardown",    "close_session_scaling", "echo_during_closes", "close_all"};
+  if (!opt.only.empty() && std::find(figures.begin(), figures.end(), opt.only) == figures.end()) {
+    fmt::print(stderr, "--only: no figure `{}` ({})\n", opt.only, fmt::join(figures, ", "));
     return 2;
   }
   if (opt.smoke) {
@@ -1224,6 +1737,13 @@ int main(int argc, char** argv) {
     opt.swerex_clients = 3;
     opt.swerex_client_commands = 2;
     opt.python_client_iterations = 10;
+    opt.teardown_sessions = 20;
+    opt.teardown_few = 5;
+    opt.close_cycles = 10;
+    opt.close_victims = 10;
+    opt.idle_echos = 30;
+    opt.min_busy_echos = 0;
+    opt.max_close_rounds = 1;
   }
   if (iterations)
     opt.echo_iterations = *iterations;
@@ -1233,12 +1753,18 @@ int main(int argc, char** argv) {
     opt.swerex_iterations = *swerex_iterations;
   if (swerex_clients)
     opt.swerex_clients = *swerex_clients;
+  if (sessions)
+    opt.teardown_sessions = std::max(*sessions, 2);
+  opt.teardown_few = std::min(opt.teardown_few, opt.teardown_sessions - 1);
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
 
   std::FILE* table = opt.json ? stderr : stdout;
-  fmt::print(table, "rex_server_bench{}: {} echo samples; is_alive on {} connections; {} clients\n",
-             opt.smoke ? " --smoke" : "", opt.echo_iterations, opt.load_connections, opt.clients);
+  fmt::print(table,
+             "rex_server_bench{}: {} echo samples; is_alive on {} connections; {} clients; {} "
+             "teardown sessions\n",
+             opt.smoke ? " --smoke" : "", opt.echo_iterations, opt.load_connections, opt.clients,
+             opt.teardown_sessions);
   std::fflush(table);
 
   std::vector<Result> results;
@@ -1319,13 +1845,29 @@ int main(int argc, char** argv) {
       for (auto& r : bench_python_client(io, local, server, swerex, opt))
         results.push_back(std::move(r));
     });
-    for (auto& r : results) {
+    // SWE-ReX's Python client closes its sessions on both servers: before they stop, and
+    // before the teardown figures, which count rex-server's sessions.
+    if (swerex.client)
+      swerex.client->finish();
+    const std::size_t compared = results.size();  // the figures that have a SWE-ReX side
+    const bool teardown = opt.only.empty() || opt.only == "teardown";
+    const bool scaling = teardown || opt.only == "close_session_scaling";
+    const bool during = teardown || opt.only == "echo_during_closes";
+    const bool close_all = teardown || opt.only == "close_all";
+    if (scaling || during || close_all) {
+      try {
+        for (auto& r : bench_teardown(io, server, opt, scaling, during, close_all, errors))
+          results.push_back(std::move(r));
+      } catch (const std::exception& e) {
+        ++errors;
+        fmt::print(stderr, "  teardown FAILED: {}\n", e.what());
+      }
+    }
+    for (std::size_t k = 0; k < compared; ++k) {
+      Result& r = results[k];
       if (!r.swerex && !swerex.server && r.name != "connections_" + std::to_string(opt.clients))
         r.extra["swerex"] = "not measured: " + swerex.why_not_server;
     }
-    // SWE-ReX's Python client closes its sessions on both servers, so before they stop.
-    if (swerex.client)
-      swerex.client->finish();
     try {
       run_on(io, local.close());
     } catch (const std::exception& e) {

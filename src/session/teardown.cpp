@@ -13,9 +13,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -70,12 +72,18 @@ std::string read_text(int fd) {
 
 // Whether a cgroup.events file (read through `fd`) says the cgroup has no process left.
 bool unpopulated(int fd) {
-  const std::string events = read_text(fd);
-  return events.find("populated 0") != std::string::npos;
+  char buffer[256];
+  const ssize_t n = ::pread(fd, buffer, sizeof buffer, 0);
+  return n > 0 && std::string_view(buffer, static_cast<std::size_t>(n)).find("populated 0") !=
+                      std::string_view::npos;
 }
 
 // Removes a cgroup and the cgroups below it (a session may have made some), deepest first.
 bool remove_cgroup_tree(const std::string& dir) {
+  if (::rmdir(dir.c_str()) == 0 || errno == ENOENT)
+    return true;
+  if (errno != EBUSY && errno != ENOTEMPTY)
+    return false;
   if (DIR* d = ::opendir(dir.c_str())) {
     while (dirent* e = ::readdir(d)) {
       if (e->d_type == DT_DIR && std::strcmp(e->d_name, ".") != 0 &&
@@ -209,6 +217,9 @@ class Reaper {
     choose();
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     notify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    watch_fd(wake_fd_, kWake);
+    watch_fd(notify_fd_, kNotify);
     thread_ = std::thread([this] { run(); });
   }
 
@@ -221,6 +232,7 @@ class Reaper {
     thread_.join();
     if (!root_.empty())
       ::rmdir(root_.c_str());
+    ::close(epoll_fd_);
     ::close(wake_fd_);
     ::close(notify_fd_);
   }
@@ -266,6 +278,7 @@ class Reaper {
     Job job;
     int events_fd = -1;
     int watch = -1;
+    std::vector<int> pidfds;  // of the members still running
     Clock::time_point deadline;
   };
 
@@ -292,15 +305,36 @@ class Reaper {
         scan_and_kill(scans);
       collect_children();
       expire(Clock::now());
-      if (stopping && jobs.empty() && dying_.empty() && uncollected_.empty())
+      if (empty_.size() > 256 || (!empty_.empty() && !news_waiting()))
+        remove_empty_cgroups();
+      if (stopping && jobs.empty() && dying_.empty() && uncollected_.empty() && empty_.empty())
         return;
       wait_for_news(stopping);
     }
   }
 
+  // What the thread's epoll reports: a new job, a cgroup.events change, or (any other value, a
+  // pidfd + kMember) the end of a process of a dying session.
+  static constexpr std::uint64_t kWake = 0;
+  static constexpr std::uint64_t kNotify = 1;
+  static constexpr std::uint64_t kMember = 2;
+
+  void watch_fd(int fd, std::uint64_t key) {
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.u64 = key;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
+  }
+
+  // Whether a new job or an emptied cgroup is waiting to be handled.
+  bool news_waiting() {
+    pollfd fd{epoll_fd_, POLLIN, 0};
+    return ::poll(&fd, 1, 0) > 0;
+  }
+
   void wait_for_news(bool stopping) {
     int timeout = -1;
-    if (!uncollected_.empty() || stopping)
+    if (!uncollected_.empty() || stopping || !empty_.empty())
       timeout = 5;
     if (!dying_.empty()) {
       Clock::time_point first = Clock::time_point::max();
@@ -311,14 +345,21 @@ class Reaper {
       const int until = static_cast<int>(std::clamp<long long>(ms + 1, 0, 60'000));
       timeout = timeout < 0 ? until : std::min(timeout, until);
     }
-    pollfd fds[2] = {{wake_fd_, POLLIN, 0}, {notify_fd_, POLLIN, 0}};
-    if (::poll(fds, 2, timeout) <= 0)
-      return;
-    if (fds[0].revents & POLLIN) {
-      std::uint64_t count;
-      [[maybe_unused]] const auto n = ::read(wake_fd_, &count, sizeof count);
+    epoll_event events[64];
+    const int n = ::epoll_wait(epoll_fd_, events, 64, timeout);
+    bool notified = false;
+    for (int i = 0; i < n; ++i) {
+      const std::uint64_t key = events[i].data.u64;
+      if (key == kWake) {
+        std::uint64_t count;
+        [[maybe_unused]] const auto r = ::read(wake_fd_, &count, sizeof count);
+      } else if (key == kNotify) {
+        notified = true;
+      } else {
+        on_member_exit(static_cast<int>(key - kMember));
+      }
     }
-    if (fds[1].revents & POLLIN)
+    if (notified)
       on_notifications();
   }
 
@@ -342,31 +383,71 @@ class Reaper {
       finish_cgroup(d);
       return;
     }
+    // cgroup.events reports the cgroup's emptying at most every 10 ms (the kernel's rate limit
+    // for these notifications); a pidfd for each member says at once when it has exited.
+    for (const pid_t pid : members(d.job.cgroup)) {
+      const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+      if (fd < 0)
+        continue;  // gone already
+      d.pidfds.push_back(fd);
+      member_of_[fd] = d.watch;
+      watch_fd(fd, kMember + static_cast<std::uint64_t>(fd));
+    }
+    if (d.pidfds.empty() && unpopulated(d.events_fd)) {
+      finish_cgroup(d);
+      return;
+    }
     const int watch = d.watch;
     dying_.emplace(watch, std::move(d));
+  }
+
+  static std::vector<pid_t> members(const std::string& cgroup) {
+    std::vector<pid_t> out;
+    const int fd = ::open((cgroup + "/cgroup.procs").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return out;
+    const std::string text = read_text(fd);
+    ::close(fd);
+    for (std::size_t at = 0; at < text.size();) {
+      const std::size_t end = std::min(text.find('\n', at), text.size());
+      if (const long pid = std::strtol(text.c_str() + at, nullptr, 10); pid > 0)
+        out.push_back(static_cast<pid_t>(pid));
+      at = end + 1;
+    }
+    return out;
+  }
+
+  void forget_member(Dying& d, int fd) {
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    ::close(fd);
+    member_of_.erase(fd);
+    std::erase(d.pidfds, fd);
+  }
+
+  void on_member_exit(int fd) {
+    const auto owner = member_of_.find(fd);
+    if (owner == member_of_.end())
+      return;
+    auto it = dying_.find(owner->second);
+    if (it == dying_.end())
+      return;
+    forget_member(it->second, fd);
+    if (it->second.pidfds.empty() && unpopulated(it->second.events_fd)) {
+      Dying d = std::move(it->second);
+      dying_.erase(it);
+      finish_cgroup(d);
+    }
   }
 
   // Without cgroup.kill (Linux before 5.14): SIGKILL to each member until none is left. A killed
   // process cannot fork any more, so each round finds fewer.
   static void kill_members(const std::string& cgroup) {
-    const std::string procs = cgroup + "/cgroup.procs";
     for (int round = 0; round < 100; ++round) {
-      const int fd = ::open(procs.c_str(), O_RDONLY | O_CLOEXEC);
-      if (fd < 0)
+      const std::vector<pid_t> pids = members(cgroup);
+      if (pids.empty())
         return;
-      const std::string text = read_text(fd);
-      ::close(fd);
-      bool any = false;
-      for (std::size_t at = 0; at < text.size();) {
-        const std::size_t end = std::min(text.find('\n', at), text.size());
-        if (const long pid = std::strtol(text.c_str() + at, nullptr, 10); pid > 0) {
-          ::kill(static_cast<pid_t>(pid), SIGKILL);
-          any = true;
-        }
-        at = end + 1;
-      }
-      if (!any)
-        return;
+      for (const pid_t pid : pids)
+        ::kill(pid, SIGKILL);
     }
   }
 
@@ -405,16 +486,27 @@ class Reaper {
     }
   }
 
+  // The session is over once its cgroup is empty: the close is answered at once, and the
+  // empty cgroup is removed when nothing more urgent waits (removing one takes longer than
+  // anything else a close does here).
   void finish_cgroup(Dying& d) {
+    while (!d.pidfds.empty())
+      forget_member(d, d.pidfds.back());
     if (d.watch >= 0)
       ::inotify_rm_watch(notify_fd_, d.watch);
     if (d.events_fd >= 0)
       ::close(d.events_fd);
-    if (!remove_cgroup_tree(d.job.cgroup))
-      spdlog::warn("session teardown: cannot remove cgroup {}: {}", d.job.cgroup,
-                   errno_text(errno));
     if (d.job.done)
       d.job.done();
+    empty_.push_back(std::move(d.job.cgroup));
+  }
+
+  void remove_empty_cgroups() {
+    for (const std::string& dir : empty_) {
+      if (!remove_cgroup_tree(dir))
+        spdlog::warn("session teardown: cannot remove cgroup {}: {}", dir, errno_text(errno));
+    }
+    empty_.clear();
   }
 
   // cgroups of rex processes that are gone (a crash, SIGKILL): their sessions end now.
@@ -530,6 +622,7 @@ class Reaper {
         if (d.job.cgroup.starts_with(dir + "/"))
           return false;
       }
+      remove_empty_cgroups();
       return ::rmdir(dir.c_str()) == 0 || errno != EBUSY;
     });
   }
@@ -550,11 +643,14 @@ class Reaper {
 
   int wake_fd_ = -1;
   int notify_fd_ = -1;
+  int epoll_fd_ = -1;
   std::thread thread_;
   // The thread's own.
-  std::unordered_map<int, Dying> dying_;  // by inotify watch
+  std::unordered_map<int, Dying> dying_;    // by inotify watch
+  std::unordered_map<int, int> member_of_;  // pidfd -> watch of its session
   std::vector<pid_t> uncollected_;
   std::vector<std::string> stale_roots_;
+  std::vector<std::string> empty_;  // session cgroups to remove
 };
 
 }  // namespace

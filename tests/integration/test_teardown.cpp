@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <random>
 #include <string>
@@ -181,8 +181,8 @@ TEST_F(SessionTeardownTest, ClosingOneOfManyEndsAllItStartedAndNothingElse) {
           EXPECT_EQ(echo.output, "ok\n");
         }
         if (others > 0) {
-          auto echo = co_await runtime.run_in_session(
-              in(fmt::format("other{}", others - 1), "echo last"));
+          auto echo =
+              co_await runtime.run_in_session(in(fmt::format("other{}", others - 1), "echo last"));
           EXPECT_EQ(echo.output, "last\n");
         }
       }(),

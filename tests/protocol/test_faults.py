@@ -272,7 +272,11 @@ class TestSessionFaultsAmongManySessions(TestSessionFaults):
 
     def setUp(self):
         super().setUp()
-        open_sessions(self.server, OTHER_SESSIONS, "other")
+        try:
+            open_sessions(self.server, OTHER_SESSIONS, "other")
+        except BaseException:
+            self.server.terminate()  # tearDown does not run after a failed setUp
+            raise
         self.crowded = self.server
 
     def tearDown(self):
