@@ -338,8 +338,13 @@ class Reaper {
       timeout = 5;
     if (!dying_.empty()) {
       Clock::time_point first = Clock::time_point::max();
-      for (const auto& [watch, d] : dying_)
+      for (const auto& [watch, d] : dying_) {
         first = std::min(first, d.deadline);
+        // Its last members had left cgroup.procs, but had not yet finished leaving the cgroup:
+        // a moment's wait, rather than the next (rate-limited) cgroup.events notice.
+        if (d.pidfds.empty())
+          first = std::min(first, Clock::now() + std::chrono::milliseconds(1));
+      }
       const auto ms =
           std::chrono::duration_cast<std::chrono::milliseconds>(first - Clock::now()).count();
       const int until = static_cast<int>(std::clamp<long long>(ms + 1, 0, 60'000));
@@ -361,6 +366,19 @@ class Reaper {
     }
     if (notified)
       on_notifications();
+    recheck_unwatched();
+  }
+
+  void recheck_unwatched() {
+    for (auto it = dying_.begin(); it != dying_.end();) {
+      if (!it->second.pidfds.empty() || !unpopulated(it->second.events_fd)) {
+        ++it;
+        continue;
+      }
+      Dying d = std::move(it->second);
+      it = dying_.erase(it);
+      finish_cgroup(d);
+    }
   }
 
   // ---- cgroups ----------------------------------------------------------------------------
