@@ -274,6 +274,12 @@ class Reaper {
 
   // ---- the thread -------------------------------------------------------------------------
 
+  // Tells the job's owner, and lets go of what the notice holds (its eventfd) at once.
+  static void complete(Job& job) {
+    if (auto done = std::exchange(job.done, nullptr))
+      done();
+  }
+
   struct Dying {
     Job job;
     int events_fd = -1;
@@ -514,8 +520,7 @@ class Reaper {
       ::inotify_rm_watch(notify_fd_, d.watch);
     if (d.events_fd >= 0)
       ::close(d.events_fd);
-    if (d.job.done)
-      d.job.done();
+    complete(d.job);
     empty_.push_back(std::move(d.job.cgroup));
   }
 
@@ -582,8 +587,7 @@ class Reaper {
     for (int pass = 0; pass < 2; ++pass)
       walk(sids, tags, others);
     for (Job& job : jobs) {
-      if (job.done)
-        job.done();
+      complete(job);
     }
   }
 
