@@ -29,7 +29,6 @@
 #include <stdlib.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <unistd.h>
@@ -990,16 +989,11 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       co_return;
     }
     state = State::closed;  // a command still reading sees the end and reports it
-    if (pid > 0 && !reaped) {
-      // A dying bash still has work to do (its memory, its terminal): at the lowest priority,
-      // so that it does not take the processor from the sessions that go on.
-      ::setpriority(PRIO_PGRP, static_cast<id_t>(pid), 19);
-      ::kill(-pid, SIGKILL);
-    }
     error_code ignored;
     master.cancel(ignored);
-    // Everything else the session started, daemons included, off this thread.
-    co_await processes.end(ex);
+    // bash (not reaped yet: its pid is still its own) and everything else the session started,
+    // daemons included, off this thread.
+    co_await processes.end(ex, pid > 0 && !reaped);
     if (!reaped) {
       // SIGKILL was sent: the pidfd becomes readable promptly; the bound only guards a kernel
       // that cannot deliver it.

@@ -33,8 +33,9 @@ class SessionProcesses {
   void started(pid_t pid, std::string tag);
 
   /// Kills every process of the session; completes on `executor` once they are gone (cgroup)
-  /// or were all sent SIGKILL (scan). bash itself is left for its parent to collect.
-  asio::awaitable<void> end(asio::any_io_executor executor);
+  /// or were all sent SIGKILL (scan). `bash_alive`: bash has not been collected yet, so its
+  /// process group may be signalled. bash itself is left for its parent to collect.
+  asio::awaitable<void> end(asio::any_io_executor executor, bool bash_alive);
   /// The same without waiting; `child` (bash, when nobody else will collect it) is collected.
   void end_detached(pid_t child);
 

@@ -16,6 +16,7 @@
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/inotify.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -149,6 +150,7 @@ class Reaper {
     pid_t sid = -1;              // bash's pid, the id of its session (scan)
     std::string tag;             // "REX_SESSION=..." (scan)
     pid_t collect = -1;          // a child of ours nobody else will wait for
+    pid_t leader = -1;           // bash, not collected yet: its process group is killed first
     std::function<void()> done;  // called on this thread when the job is finished
   };
 
@@ -300,6 +302,12 @@ class Reaper {
       }
       std::vector<Job> scans;
       for (Job& job : jobs) {
+        if (job.leader > 0) {
+          // A dying bash still has work to do (its memory, its terminal): at the lowest
+          // priority, so that it does not take the processor from the sessions that go on.
+          ::setpriority(PRIO_PGRP, static_cast<id_t>(job.leader), 19);
+          ::kill(-job.leader, SIGKILL);
+        }
         if (job.collect > 0)
           uncollected_.push_back(job.collect);
         if (!job.cgroup.empty())
@@ -721,7 +729,7 @@ void SessionProcesses::started(pid_t pid, std::string tag) {
   Reaper::get().opened(pid);
 }
 
-asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor) {
+asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor, bool bash_alive) {
   if (ended_ || sid_ <= 0)
     co_return;
   ended_ = true;
@@ -736,6 +744,7 @@ asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor) {
   job.cgroup = cgroup_;
   job.sid = sid_;
   job.tag = tag_;
+  job.leader = bash_alive ? sid_ : -1;
   job.done = [signal] {
     const std::uint64_t one = 1;
     [[maybe_unused]] const auto n = ::write(signal->get(), &one, sizeof one);
