@@ -11,6 +11,7 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <type_traits>
+#include <unordered_map>
 
 namespace rex {
 namespace {
@@ -38,17 +39,24 @@ struct LocalRuntime::Impl {
   }
 
   std::shared_ptr<BashSession> find(const std::string& name) {
-    auto it = sessions.find(name);
-    if (it == sessions.end() || !it->second)
+    auto session = lookup(name);
+    if (!session)
       throw SessionDoesNotExistError("session " + python_repr(name) + " does not exist");
-    return it->second;
+    return session;
+  }
+
+  // The open session of that name; null when there is none (or it is still starting).
+  std::shared_ptr<BashSession> lookup(const std::string& name) const {
+    auto it = sessions.find(name);
+    return it == sessions.end() ? nullptr : it->second;
   }
 
   asio::any_io_executor ex;
   LocalRuntimeConfig cfg;
   asio::thread_pool files;
-  // A null entry reserves a name while its session starts.
-  std::map<std::string, std::shared_ptr<BashSession>> sessions;
+  // A null entry reserves a name while its session starts. Hashed: every command looks its
+  // session up, and a tree of many sessions costs a cache miss per level.
+  std::unordered_map<std::string, std::shared_ptr<BashSession>> sessions;
 };
 
 LocalRuntime::LocalRuntime(asio::any_io_executor executor, LocalRuntimeConfig config)
@@ -79,18 +87,42 @@ asio::awaitable<CreateBashSessionResponse> LocalRuntime::create_session(
   }
 }
 
+namespace {
+
+// Keeps the session object alive while its operation runs, as a caller's own reference would.
+// Its frame is small enough for asio to recycle, where a coroutine holding the whole action is
+// allocated and freed with every command.
+asio::awaitable<BashObservation> holding(std::shared_ptr<BashSession> session,
+                                         asio::awaitable<BashObservation> operation) {
+  BashObservation observation = co_await std::move(operation);
+  session.reset();
+  co_return observation;
+}
+
+asio::awaitable<BashObservation> no_such_session(std::string name) {
+  throw SessionDoesNotExistError("session " + python_repr(name) + " does not exist");
+  co_return BashObservation{};
+}
+
+}  // namespace
+
+// Neither is a coroutine of its own: a command costs a frame and a resumption fewer. The session
+// is looked up at the call; a missing one is reported when the operation is awaited, as before.
 asio::awaitable<BashObservation> LocalRuntime::run_in_session(Action action) {
-  OutputListener none;
-  co_return co_await run_in_session_streaming(std::move(action), std::move(none));
+  return run_in_session_streaming(std::move(action), OutputListener{});
 }
 
 asio::awaitable<BashObservation> LocalRuntime::run_in_session_streaming(Action action,
                                                                         OutputListener on_output) {
-  auto session = impl_->find(session_of(action));
-  if (auto* bash = std::get_if<BashAction>(&action))
-    co_return co_await session->run(std::move(*bash), std::move(on_output));
-  auto interrupt = std::get<BashInterruptAction>(std::move(action));
-  co_return co_await session->interrupt(std::move(interrupt));
+  std::shared_ptr<BashSession> session = impl_->lookup(session_of(action));
+  if (!session)
+    return no_such_session(session_of(action));
+  auto operation = [&] {
+    if (auto* bash = std::get_if<BashAction>(&action))
+      return session->run(std::move(*bash), std::move(on_output));
+    return session->interrupt(std::get<BashInterruptAction>(std::move(action)));
+  }();
+  return holding(std::move(session), std::move(operation));
 }
 
 asio::awaitable<CloseBashSessionResponse> LocalRuntime::close_session(

@@ -41,6 +41,7 @@
 #include <cstring>
 #include <deque>
 #include <fstream>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 
@@ -168,11 +169,16 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   bool exported_functions = false;  // bash inherits functions from the environment
   termios baseline{};               // terminal modes commands start from
 
-  // The timer of the machine's current wait; a callback of an earlier wait does nothing.
-  std::uint64_t wait_gen = 0;
-  bool timer_armed = false;
+  // The wait timer (arm_wait_timer): whether a wait is in progress, and the timer's queued
+  // wait, if any (its expiry; the callbacks of earlier ones see another generation).
+  bool waiting = false;
+  bool timer_queued = false;
+  Clock::time_point timer_expiry{};
+  std::uint64_t timer_gen = 0;
 
   AsyncMutex operation{ex};
+
+  std::string command_line;  // the line of the command that runs (CommandMachine refers to it)
 
   std::array<char, 65536> chunk{};  // last: the members above share a few cache lines
 
@@ -200,6 +206,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (r == pid || (r < 0 && errno == ECHILD)) {
       reaped = true;
       wait_status = status;
+      cancel_wait_timer();
       exited.set();
     }
   }
@@ -286,39 +293,53 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   // One timer serves a whole wait (not one per read): when it fires the machine checks whether
-  // the deadline or the idle limit has really passed; if output came since, it re-arms.
+  // the deadline or the idle limit has really passed; if output came since, it re-arms. It also
+  // outlives the wait: a command usually takes a fraction of its timeout, and the next one's
+  // deadline is later still, so the timer already queued fires early enough for it too and is
+  // left queued (it then re-arms for the wait of the moment, or does nothing between commands).
+  // This spares each command a cancellation and a new wait in the timer queue. Only a wait that
+  // ends sooner moves it; the shell's end cancels it.
   void arm_wait_timer(Clock::time_point until) {
-    disarm_wait_timer();
-    timer_armed = true;
-    read_timer.expires_at(until);
-    rearm_wait_timer(wait_gen);
+    waiting = true;
+    if (timer_queued && timer_expiry <= until)
+      return;
+    set_wait_timer(until);
   }
 
-  void rearm_wait_timer(std::uint64_t gen) {
-    read_timer.async_wait([w = weak_from_this(), gen](const error_code& ec) {
-      if (ec)
-        return;  // cancelled: the usual end of a wait
+  void set_wait_timer(Clock::time_point until) {
+    timer_expiry = until;
+    timer_queued = true;
+    read_timer.expires_at(until);  // a wait still queued completes as cancelled, and is ignored
+    read_timer.async_wait([w = weak_from_this(), gen = ++timer_gen](const error_code& ec) {
       auto self = w.lock();
-      if (self && self->wait_gen == gen)
-        self->on_wait_timer(gen);
+      if (!self || self->timer_gen != gen)
+        return;  // replaced by a later expiry, or the session is gone
+      self->timer_queued = false;
+      if (!ec)
+        self->on_wait_timer();
     });
   }
 
-  void on_wait_timer(std::uint64_t gen) {
+  void on_wait_timer() {
+    if (!waiting)
+      return;  // between waits: the next one arms again
     if (const auto again = machine.on_timer(Clock::now())) {
-      read_timer.expires_at(*again);
-      rearm_wait_timer(gen);
+      set_wait_timer(*again);
       return;
     }
     error_code ignored;
     master.cancel(ignored);
   }
 
-  // Ends the current wait: its timer, if still queued, does nothing.
-  void disarm_wait_timer() {
-    ++wait_gen;
-    if (std::exchange(timer_armed, false))
+  // Ends the current wait: the timer, if still queued, finds no wait when it fires.
+  void disarm_wait_timer() { waiting = false; }
+
+  // Nothing waits any more (bash is gone): a queued timer must not keep the executor busy.
+  void cancel_wait_timer() {
+    if (std::exchange(timer_queued, false)) {
+      ++timer_gen;
       read_timer.cancel();
+    }
   }
 
   void note_prompt(const PromptMatch& m) {
@@ -340,30 +361,26 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         case Action::Kind::finished:
           co_return machine.outcome();
         case Action::Kind::write: {
-          if (timer_armed)
-            disarm_wait_timer();
+          disarm_wait_timer();
           if (const std::string_view unsent = write_now(a.bytes); !unsent.empty())
             co_await write(unsent);
           a = machine.on_written(Clock::now());
           break;
         }
         case Action::Kind::interrupt:
-          if (timer_armed)
-            disarm_wait_timer();
+          disarm_wait_timer();
           co_await send_interrupt();
           a = machine.on_written(Clock::now());
           break;
         case Action::Kind::kill_job:
-          if (timer_armed)
-            disarm_wait_timer();
+          disarm_wait_timer();
           kill_foreground_job();
           a = machine.on_written(Clock::now());
           break;
         case Action::Kind::check_syntax:
           // The line was dropped (Ctrl-C) and the prompt is back: the session is idle while
           // `bash -n` looks at the text; eval delivery follows.
-          if (timer_armed)
-            disarm_wait_timer();
+          disarm_wait_timer();
           state = State::idle;
           last_status = a.prompt.status;
           note_prompt(a.prompt);
@@ -577,6 +594,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   [[noreturn]] void fail_start(const std::string& what, double timeout) {
     read_available();
     std::string output = clean_terminal_output(machine.raw());
+    cancel_wait_timer();
     kill_everything();
     boost::json::object info{{"output", output}};
     throw PexpectTimeout(fmt::format("{} (startup_timeout {} s); output so far: {}", what,
@@ -727,20 +745,52 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     }
   }
 
+  // The output listener for one operation; removed when the operation ends in any way.
+  struct Listening {
+    Impl& impl;
+    ~Listening() { impl.machine.set_line_sink(nullptr); }
+  };
+
+  // run() keeps to the awaits of a plain command; what needs none is done by the plain
+  // functions around it, so its coroutine frame stays small enough for the allocator's
+  // recycled blocks (a larger one costs a trip through malloc with every command).
   asio::awaitable<BashObservation> run(BashAction action, BashSession::OutputListener on_output) {
     auto self = shared_from_this();
     Lock lock_ = try_lock();
     if (!lock_)
       lock_ = co_await lock();
     ensure_usable();
-    struct Listening {
-      Impl& impl;
-      ~Listening() { impl.machine.set_line_sink(nullptr); }
-    } listening{*this};
+    Listening listening{*this};
     machine.set_line_sink(std::move(on_output));
-    if (action.is_interactive_command || action.is_interactive_quit)
-      co_return co_await run_interactive(std::move(action));
+    if (!ready_for_command(action))
+      co_return finish(BashObservation{"", 0}, action);
+    if (ShellFraming::is_multiline(action.command))
+      co_await check_syntax(action.command);
+    bool flush_jobs = false;
+    const Action deliver = begin_command(action, flush_jobs);
+    const Stop stop = co_await drive(deliver, &action.command, flush_jobs);
+    if (stop.kind == Stop::prompt) {
+      const CommandEnd end = at_command_prompt(stop, flush_jobs);
+      if (output_is_small(stop.match.begin))
+        co_return command_observation(stop, action, end,
+                                      take_small_output(stop.match.begin, stop.match.end));
+      std::string output = co_await take_output(stop.match.begin, stop.match.end);
+      co_return command_observation(stop, action, end, std::move(output));
+    }
+    if (stop.kind == Stop::expect) {
+      // The command is still running and waits for input: it now holds the terminal.
+      interactive = true;
+      std::string output = co_await take_output(
+          stop.expect_pos, stop.expect_pos + action.expect[stop.expect_index].size());
+      co_return expect_observation(stop, action, std::move(output));
+    }
+    co_await fail(stop, action);
+    throw std::logic_error("fail() returned");
+  }
 
+  // Before a plain command: refuses a busy session and drops stale output. False for a blank
+  // command, which runs nothing.
+  bool ready_for_command(const BashAction& action) {
     notice_finished_command();
     if (state == State::running) {
       throw SessionBusyError(
@@ -749,19 +799,24 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                       : "the previous command is still running (it timed out): interrupt it first");
     }
     discard_stale_output();
-    if (ShellFraming::is_blank(action.command))
-      co_return finish(BashObservation{"", 0}, action);
-    if (ShellFraming::is_multiline(action.command))
-      co_await check_syntax(action.command);
+    return !ShellFraming::is_blank(action.command);
+  }
 
-    // Direct delivery when the text allows it and PROMPT_COMMAND already holds what the session
-    // needs; eval delivery otherwise, which also brings PROMPT_COMMAND up to date.
+  // Direct delivery when the text allows it and PROMPT_COMMAND already holds what the session
+  // needs; eval delivery otherwise, which also brings PROMPT_COMMAND up to date. The line is
+  // kept in `command_line` while the command runs.
+  Action begin_command(const BashAction& action, bool& flush_jobs) {
     const ShellFraming::TextTraits traits = ShellFraming::inspect(action.command);
     tainted = tainted || traits.may_change_prompt_later;
-    const bool flush_jobs = jobs > 0 || traits.may_start_jobs;
-    bool direct = traits.direct && guarded == tainted && flushing == flush_jobs &&
-                  (prompt_command_arrays || (!tainted && !flush_jobs));
-    const std::string line = direct ? action.command + "\n" : eval_line(action.command, flush_jobs);
+    flush_jobs = jobs > 0 || traits.may_start_jobs;
+    const bool direct = traits.direct && guarded == tainted && flushing == flush_jobs &&
+                        (prompt_command_arrays || (!tainted && !flush_jobs));
+    if (direct) {
+      command_line.assign(action.command);
+      command_line += '\n';
+    } else {
+      command_line = eval_line(action.command, flush_jobs);
+    }
     restore_terminal_modes();
     set_cap(action);
     state = State::running;
@@ -770,55 +825,67 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     const auto idle = idle_limit(action);
     // A line that turns out incomplete is dropped, checked and sent again through eval; a stale
     // prompt is confirmed (CommandMachine).
-    Action deliver =
-        machine.begin_command(line, direct, action.expect, command_number, deadline, idle);
-    const Stop stop = co_await drive(deliver, &action.command, flush_jobs);
-    direct = machine.direct();
-    BashObservation obs;
-    switch (stop.kind) {
-      case Stop::prompt: {
-        // Direct: the command ran if bash counted it. A line that parses to nothing (an alias
-        // for nothing) runs nothing either, but bash then says nothing.
-        const bool counted = stop.match.command_number != command_number;
-        state = State::idle;
-        last_status = stop.match.status;
-        note_prompt(stop.match);
-        if (!direct) {
-          guarded = tainted;
-          flushing = flush_jobs;
-        }
-        if (output_is_small(stop.match.begin))
-          obs.output = take_small_output(stop.match.begin, stop.match.end);
-        else
-          obs.output = co_await take_output(stop.match.begin, stop.match.end);
-        const bool ran = direct ? counted || obs.output.empty() : !stop.match.rejected;
-        if (!ran) {
-          const std::string message = framing.clean_syntax_error(obs.output);
-          boost::json::object info{{"bash_stdout", ""}, {"bash_stderr", message}};
-          throw BashIncorrectSyntaxError(
-              fmt::format("Error (exit code {}) while checking bash command \n{}\n---- Stderr "
-                          "----\n{}\n---- Stdout ----\n",
-                          stop.match.status, python_repr(action.command), message),
-              std::move(info));
-        }
-        obs.exit_code = stop.match.status;
-        obs.expect_string = framing.marker();
-        co_return finish(std::move(obs), action);
-      }
-      case Stop::expect:
-        // The command is still running and waits for input: it now holds the terminal.
-        interactive = true;
-        obs.output = co_await take_output(
-            stop.expect_pos, stop.expect_pos + action.expect[stop.expect_index].size());
-        obs.exit_code = 0;
-        obs.expect_string = action.expect[stop.expect_index];
-        co_return obs;
-      default:
-        co_return co_await fail_command(stop, action);
-    }
+    return machine.begin_command(command_line, direct, action.expect, command_number, deadline,
+                                 idle);
   }
 
-  asio::awaitable<BashObservation> run_interactive(BashAction action) {
+  struct CommandEnd {
+    bool direct = false;   // the command went out as it is
+    bool counted = false;  // bash's command number grew
+  };
+
+  // The command's prompt came: the session is idle again.
+  CommandEnd at_command_prompt(const Stop& stop, bool flush_jobs) {
+    const CommandEnd end{machine.direct(), stop.match.command_number != command_number};
+    state = State::idle;
+    last_status = stop.match.status;
+    note_prompt(stop.match);
+    if (!end.direct) {
+      guarded = tainted;
+      flushing = flush_jobs;
+    }
+    return end;
+  }
+
+  BashObservation command_observation(const Stop& stop, const BashAction& action,
+                                      const CommandEnd& end, std::string output) {
+    // Direct: the command ran if bash counted it. A line that parses to nothing (an alias for
+    // nothing) runs nothing either, but bash then says nothing.
+    const bool ran = end.direct ? end.counted || output.empty() : !stop.match.rejected;
+    if (!ran) {
+      const std::string message = framing.clean_syntax_error(output);
+      boost::json::object info{{"bash_stdout", ""}, {"bash_stderr", message}};
+      throw BashIncorrectSyntaxError(
+          fmt::format("Error (exit code {}) while checking bash command \n{}\n---- Stderr "
+                      "----\n{}\n---- Stdout ----\n",
+                      stop.match.status, python_repr(action.command), message),
+          std::move(info));
+    }
+    BashObservation obs;
+    obs.output = std::move(output);
+    obs.exit_code = stop.match.status;
+    obs.expect_string = framing.marker();
+    return finish(std::move(obs), action);
+  }
+
+  static BashObservation expect_observation(const Stop& stop, const BashAction& action,
+                                            std::string output) {
+    BashObservation obs;
+    obs.output = std::move(output);
+    obs.exit_code = 0;
+    obs.expect_string = action.expect[stop.expect_index];
+    return obs;
+  }
+
+  asio::awaitable<BashObservation> run_interactive(BashAction action,
+                                                   BashSession::OutputListener on_output) {
+    auto self = shared_from_this();
+    Lock lock_ = try_lock();
+    if (!lock_)
+      lock_ = co_await lock();
+    ensure_usable();
+    Listening listening{*this};
+    machine.set_line_sink(std::move(on_output));
     notice_finished_command();
     if (state == State::idle)
       discard_stale_output();
@@ -855,6 +922,12 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   asio::awaitable<BashObservation> fail_command(const Stop& stop, const BashAction& action) {
+    co_await fail(stop, action);
+    throw std::logic_error("fail() returned");
+  }
+
+  // Reports a command that ended without its prompt; always throws.
+  asio::awaitable<void> fail(const Stop& stop, const BashAction& action) {
     std::string output = co_await take_all_output();
     boost::json::object info{{"output", output}};
     if (stop.kind == Stop::died) {
@@ -1019,6 +1092,8 @@ asio::awaitable<CreateBashSessionResponse> BashSession::start(CreateBashSessionR
 }
 
 asio::awaitable<BashObservation> BashSession::run(BashAction action, OutputListener on_output) {
+  if (action.is_interactive_command || action.is_interactive_quit)
+    return impl_->run_interactive(std::move(action), std::move(on_output));
   return impl_->run(std::move(action), std::move(on_output));
 }
 
