@@ -15,7 +15,6 @@
 #include <signal.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/inotify.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -204,12 +203,16 @@ class Reaper {
   }
 
   void submit(Job job) {
+    bool was_empty;
     {
       std::lock_guard lock(mutex_);
       open_sids_.erase(job.sid);
+      was_empty = queue_.empty();
       queue_.push_back(std::move(job));
     }
-    wake();
+    // The thread takes the whole queue when it wakes: one wake-up serves many closes.
+    if (was_empty)
+      wake();
   }
 
   SessionTeardownStats stats() const { return {walks_.load(), kills_.load()}; }
@@ -218,10 +221,8 @@ class Reaper {
   Reaper() {
     choose();
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    notify_fd_ = ::inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     watch_fd(wake_fd_, kWake);
-    watch_fd(notify_fd_, kNotify);
     thread_ = std::thread([this] { run(); });
   }
 
@@ -236,7 +237,6 @@ class Reaper {
       ::rmdir(root_.c_str());
     ::close(epoll_fd_);
     ::close(wake_fd_);
-    ::close(notify_fd_);
   }
 
   void wake() {
@@ -284,9 +284,10 @@ class Reaper {
 
   struct Dying {
     Job job;
+    int id = 0;
     int events_fd = -1;
-    int watch = -1;
     std::vector<int> pidfds;  // of the members still running
+    Clock::time_point killed;
     Clock::time_point deadline;
   };
 
@@ -305,8 +306,10 @@ class Reaper {
         if (job.leader > 0) {
           // A dying bash still has work to do (its memory, its terminal): at the lowest
           // priority, so that it does not take the processor from the sessions that go on.
+          // (Its cgroup's kill reaches it too.)
           ::setpriority(PRIO_PGRP, static_cast<id_t>(job.leader), 19);
-          ::kill(-job.leader, SIGKILL);
+          if (job.cgroup.empty())
+            ::kill(-job.leader, SIGKILL);
         }
         if (job.collect > 0)
           uncollected_.push_back(job.collect);
@@ -327,11 +330,10 @@ class Reaper {
     }
   }
 
-  // What the thread's epoll reports: a new job, a cgroup.events change, or (any other value, a
-  // pidfd + kMember) the end of a process of a dying session.
+  // What the thread's epoll reports: a new job, or (any other value, a pidfd + kMember) the end
+  // of a process of a dying session.
   static constexpr std::uint64_t kWake = 0;
-  static constexpr std::uint64_t kNotify = 1;
-  static constexpr std::uint64_t kMember = 2;
+  static constexpr std::uint64_t kMember = 1;
 
   void watch_fd(int fd, std::uint64_t key) {
     epoll_event event{};
@@ -340,10 +342,18 @@ class Reaper {
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
   }
 
-  // Whether a new job or an emptied cgroup is waiting to be handled.
+  // Whether a new job or the end of a member is waiting to be handled.
   bool news_waiting() {
     pollfd fd{epoll_fd_, POLLIN, 0};
     return ::poll(&fd, 1, 0) > 0;
+  }
+
+  // When to look again at a cgroup whose listed members have all exited but that is not empty
+  // yet: the last ones are still leaving it (a moment), or it holds cgroups of its own that a
+  // session made (their members are not in its cgroup.procs).
+  static Clock::time_point next_look(const Dying& d, Clock::time_point now) {
+    return now + (now - d.killed < std::chrono::milliseconds(20) ? std::chrono::milliseconds(1)
+                                                                 : std::chrono::milliseconds(20));
   }
 
   void wait_for_news(bool stopping) {
@@ -351,39 +361,32 @@ class Reaper {
     if (!uncollected_.empty() || stopping || !empty_.empty())
       timeout = 5;
     if (!dying_.empty()) {
+      const auto now = Clock::now();
       Clock::time_point first = Clock::time_point::max();
-      for (const auto& [watch, d] : dying_) {
+      for (const auto& [id, d] : dying_) {
         first = std::min(first, d.deadline);
-        // Its last members had left cgroup.procs, but had not yet finished leaving the cgroup:
-        // a moment's wait, rather than the next (rate-limited) cgroup.events notice.
         if (d.pidfds.empty())
-          first = std::min(first, Clock::now() + std::chrono::milliseconds(1));
+          first = std::min(first, next_look(d, now));
       }
-      const auto ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(first - Clock::now()).count();
+      const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(first - now).count();
       const int until = static_cast<int>(std::clamp<long long>(ms + 1, 0, 60'000));
       timeout = timeout < 0 ? until : std::min(timeout, until);
     }
     epoll_event events[64];
     const int n = ::epoll_wait(epoll_fd_, events, 64, timeout);
-    bool notified = false;
     for (int i = 0; i < n; ++i) {
       const std::uint64_t key = events[i].data.u64;
       if (key == kWake) {
         std::uint64_t count;
         [[maybe_unused]] const auto r = ::read(wake_fd_, &count, sizeof count);
-      } else if (key == kNotify) {
-        notified = true;
       } else {
         on_member_exit(static_cast<int>(key - kMember));
       }
     }
-    if (notified)
-      on_notifications();
-    recheck_unwatched();
+    look_again();
   }
 
-  void recheck_unwatched() {
+  void look_again() {
     for (auto it = dying_.begin(); it != dying_.end();) {
       if (!it->second.pidfds.empty() || !unpopulated(it->second.events_fd)) {
         ++it;
@@ -406,31 +409,32 @@ class Reaper {
       kill_members(job.cgroup);
     }
     Dying d;
-    d.deadline = Clock::now() + kEndDeadline;
+    d.id = ++dying_count_;
+    d.killed = Clock::now();
+    d.deadline = d.killed + kEndDeadline;
     const std::string events = job.cgroup + "/cgroup.events";
     d.events_fd = ::open(events.c_str(), O_RDONLY | O_CLOEXEC);
-    d.watch = d.events_fd < 0 ? -1 : ::inotify_add_watch(notify_fd_, events.c_str(), IN_MODIFY);
     d.job = std::move(job);
-    if (d.events_fd < 0 || d.watch < 0 || unpopulated(d.events_fd)) {
+    if (d.events_fd < 0) {
       finish_cgroup(d);
       return;
     }
-    // cgroup.events reports the cgroup's emptying at most every 10 ms (the kernel's rate limit
-    // for these notifications); a pidfd for each member says at once when it has exited.
+    // A pidfd for each member says when it has exited, at once (cgroup.events notices come at
+    // most every 10 ms, the kernel's rate limit for them).
     for (const pid_t pid : members(d.job.cgroup)) {
       const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
       if (fd < 0)
         continue;  // gone already
       d.pidfds.push_back(fd);
-      member_of_[fd] = d.watch;
+      member_of_[fd] = d.id;
       watch_fd(fd, kMember + static_cast<std::uint64_t>(fd));
     }
     if (d.pidfds.empty() && unpopulated(d.events_fd)) {
       finish_cgroup(d);
       return;
     }
-    const int watch = d.watch;
-    dying_.emplace(watch, std::move(d));
+    const int id = d.id;
+    dying_.emplace(id, std::move(d));
   }
 
   static std::vector<pid_t> members(const std::string& cgroup) {
@@ -483,27 +487,6 @@ class Reaper {
     }
   }
 
-  void on_notifications() {
-    alignas(inotify_event) char buffer[8192];
-    std::unordered_set<int> changed;
-    ssize_t n;
-    while ((n = ::read(notify_fd_, buffer, sizeof buffer)) > 0) {
-      for (ssize_t at = 0; at < n;) {
-        const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
-        changed.insert(event->wd);
-        at += static_cast<ssize_t>(sizeof(inotify_event) + event->len);
-      }
-    }
-    for (const int watch : changed) {
-      auto it = dying_.find(watch);
-      if (it != dying_.end() && unpopulated(it->second.events_fd)) {
-        Dying d = std::move(it->second);
-        dying_.erase(it);
-        finish_cgroup(d);
-      }
-    }
-  }
-
   void expire(Clock::time_point now) {
     for (auto it = dying_.begin(); it != dying_.end();) {
       if (it->second.deadline > now) {
@@ -524,8 +507,6 @@ class Reaper {
   void finish_cgroup(Dying& d) {
     while (!d.pidfds.empty())
       forget_member(d, d.pidfds.back());
-    if (d.watch >= 0)
-      ::inotify_rm_watch(notify_fd_, d.watch);
     if (d.events_fd >= 0)
       ::close(d.events_fd);
     complete(d.job);
@@ -648,7 +629,7 @@ class Reaper {
       return r == pid || (r < 0 && errno == ECHILD);
     });
     std::erase_if(stale_roots_, [this](const std::string& dir) {
-      for (const auto& [watch, d] : dying_) {
+      for (const auto& [id, d] : dying_) {
         if (d.job.cgroup.starts_with(dir + "/"))
           return false;
       }
@@ -672,12 +653,12 @@ class Reaper {
   std::atomic<std::uint64_t> kills_{0};
 
   int wake_fd_ = -1;
-  int notify_fd_ = -1;
   int epoll_fd_ = -1;
   std::thread thread_;
   // The thread's own.
-  std::unordered_map<int, Dying> dying_;    // by inotify watch
-  std::unordered_map<int, int> member_of_;  // pidfd -> watch of its session
+  std::unordered_map<int, Dying> dying_;    // by id
+  std::unordered_map<int, int> member_of_;  // pidfd -> id of its session's Dying
+  int dying_count_ = 0;
   std::vector<pid_t> uncollected_;
   std::vector<std::string> stale_roots_;
   std::vector<std::string> empty_;  // session cgroups to remove
