@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -257,6 +259,66 @@ TEST_F(SessionTeardownTest, DestroyingAnUnclosedSessionEndsItsDaemons) {
     EXPECT_EQ(wait_count(needle, 1, 5s), 1u);
   }  // no close: the destructor's last resort
   EXPECT_EQ(wait_gone(needle, 5s), std::vector<pid_t>{});
+}
+
+// The cgroup2 directory of process `pid` (empty when there is none to be found).
+std::string cgroup_dir_of(pid_t pid) {
+  std::ifstream cgroup(fmt::format("/proc/{}/cgroup", pid));
+  std::string line, path;
+  while (std::getline(cgroup, line)) {
+    if (line.starts_with("0::"))
+      path = line.substr(3);
+  }
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  while (std::getline(mountinfo, line)) {
+    const auto dash = line.find(" - cgroup2 ");
+    if (dash == std::string::npos)
+      continue;
+    std::istringstream fields(line.substr(0, dash));
+    std::string id, parent, dev, root, mount;
+    fields >> id >> parent >> dev >> root >> mount;
+    if (root == "/")
+      return mount + path;
+  }
+  return {};
+}
+
+TEST_F(SessionTeardownTest, ProcessesInCgroupsASessionMadeEndWithIt) {
+  if (method_ != SessionTeardown::cgroup)
+    GTEST_SKIP() << "sessions are not cgroups here: " << describe_session_teardown();
+  asio::io_context io;
+  LocalRuntime runtime(io.get_executor());
+  const std::string needle = fmt::format("sleep 79{}", unique_digits());
+  std::string inner;
+  run_async(
+      io,
+      [&]() -> asio::awaitable<void> {
+        CreateBashSessionRequest req;
+        co_await runtime.create_session(req);
+        auto shell = co_await runtime.run_in_session(in("default", "echo $$"));
+        const std::string dir = cgroup_dir_of(std::stoi(shell.output));
+        EXPECT_NE(dir.find("/rex-"), std::string::npos) << dir;
+        // What a nested container runtime or rex would do: a cgroup below the session's, and a
+        // process moved into it (then it is not in the session cgroup's own cgroup.procs).
+        inner = dir + "/inner";
+        EXPECT_EQ(::mkdir(inner.c_str(), 0755), 0) << inner;
+        auto job = co_await runtime.run_in_session(in("default", needle + " >/dev/null & echo $!"));
+        const auto last = job.output.find_last_of('\n', job.output.size() - 2);
+        const std::string pid = job.output.substr(last == std::string::npos ? 0 : last + 1);
+        std::ofstream(inner + "/cgroup.procs") << std::stoi(pid) << "\n";
+        EXPECT_EQ(cgroup_dir_of(std::stoi(pid)), inner);
+        CloseBashSessionRequest close;
+        co_await runtime.close_session(close);
+        // The close waited for the whole subtree to empty.
+        EXPECT_TRUE(running(needle).empty());
+      }(),
+      30s);
+  EXPECT_EQ(wait_gone(needle, 5s), std::vector<pid_t>{});
+  // The session's cgroups are removed, the inner one too, soon after the close.
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (std::filesystem::exists(inner) && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(10ms);
+  EXPECT_FALSE(std::filesystem::exists(inner));
 }
 
 TEST(SessionTeardownMethod, IsDescribed) {
