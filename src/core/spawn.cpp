@@ -16,6 +16,7 @@
 #include <system_error>
 
 extern char** environ;
+extern "C" int __clone(int (*fn)(void*), void* stack, int flags, void* arg, ...);
 
 namespace rex::detail {
 namespace {
@@ -238,7 +239,9 @@ SpawnedChild spawn_process(const SpawnOptions& options) {
   sigset_t all, old;
   sigfillset(&all);
   ::pthread_sigmask(SIG_BLOCK, &all, &old);
-  const pid_t pid = ::clone(child_main, stack.top(), CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  // glibc's own name for clone: the thread sanitizer intercepts `clone` and would run its fork
+  // bookkeeping in a child that shares our memory, resetting the state of our other threads.
+  const pid_t pid = ::__clone(child_main, stack.top(), CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
   const int clone_error = errno;
   ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   if (pid < 0)

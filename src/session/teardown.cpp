@@ -2,8 +2,6 @@
 
 #include "session/session_processes.hpp"
 
-#include "core/unique_fd.hpp"
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -68,14 +66,6 @@ std::string read_text(int fd) {
     at += n;
   }
   return out;
-}
-
-// Whether a cgroup.events file (read through `fd`) says the cgroup has no process left.
-bool unpopulated(int fd) {
-  char buffer[256];
-  const ssize_t n = ::pread(fd, buffer, sizeof buffer, 0);
-  return n > 0 && std::string_view(buffer, static_cast<std::size_t>(n)).find("populated 0") !=
-                      std::string_view::npos;
 }
 
 // Removes a cgroup and the cgroups below it (a session may have made some), deepest first.
@@ -285,9 +275,9 @@ class Reaper {
   struct Dying {
     Job job;
     int id = 0;
-    int events_fd = -1;
     std::vector<int> pidfds;  // of the members still running
     Clock::time_point killed;
+    Clock::time_point look_at;  // when to try removing the cgroup again
     Clock::time_point deadline;
   };
 
@@ -322,9 +312,7 @@ class Reaper {
         scan_and_kill(scans);
       collect_children();
       expire(Clock::now());
-      if (empty_.size() > 256 || (!empty_.empty() && !news_waiting()))
-        remove_empty_cgroups();
-      if (stopping && jobs.empty() && dying_.empty() && uncollected_.empty() && empty_.empty())
+      if (stopping && jobs.empty() && dying_.empty() && uncollected_.empty())
         return;
       wait_for_news(stopping);
     }
@@ -342,12 +330,6 @@ class Reaper {
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
   }
 
-  // Whether a new job or the end of a member is waiting to be handled.
-  bool news_waiting() {
-    pollfd fd{epoll_fd_, POLLIN, 0};
-    return ::poll(&fd, 1, 0) > 0;
-  }
-
   // When to look again at a cgroup whose listed members have all exited but that is not empty
   // yet: the last ones are still leaving it (a moment), or it holds cgroups of its own that a
   // session made (their members are not in its cgroup.procs).
@@ -358,7 +340,7 @@ class Reaper {
 
   void wait_for_news(bool stopping) {
     int timeout = -1;
-    if (!uncollected_.empty() || stopping || !empty_.empty())
+    if (!uncollected_.empty() || stopping)
       timeout = 5;
     if (!dying_.empty()) {
       const auto now = Clock::now();
@@ -366,7 +348,7 @@ class Reaper {
       for (const auto& [id, d] : dying_) {
         first = std::min(first, d.deadline);
         if (d.pidfds.empty())
-          first = std::min(first, next_look(d, now));
+          first = std::min(first, d.look_at);
       }
       const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(first - now).count();
       const int until = static_cast<int>(std::clamp<long long>(ms + 1, 0, 60'000));
@@ -387,8 +369,9 @@ class Reaper {
   }
 
   void look_again() {
+    const auto now = Clock::now();
     for (auto it = dying_.begin(); it != dying_.end();) {
-      if (!it->second.pidfds.empty() || !unpopulated(it->second.events_fd)) {
+      if (!it->second.pidfds.empty() || now < it->second.look_at || !removed(it->second, now)) {
         ++it;
         continue;
       }
@@ -412,13 +395,7 @@ class Reaper {
     d.id = ++dying_count_;
     d.killed = Clock::now();
     d.deadline = d.killed + kEndDeadline;
-    const std::string events = job.cgroup + "/cgroup.events";
-    d.events_fd = ::open(events.c_str(), O_RDONLY | O_CLOEXEC);
     d.job = std::move(job);
-    if (d.events_fd < 0) {
-      finish_cgroup(d);
-      return;
-    }
     // A pidfd for each member says when it has exited, at once (cgroup.events notices come at
     // most every 10 ms, the kernel's rate limit for them).
     for (const pid_t pid : members(d.job.cgroup)) {
@@ -429,12 +406,21 @@ class Reaper {
       member_of_[fd] = d.id;
       watch_fd(fd, kMember + static_cast<std::uint64_t>(fd));
     }
-    if (d.pidfds.empty() && unpopulated(d.events_fd)) {
+    if (d.pidfds.empty() && removed(d, d.killed)) {
       finish_cgroup(d);
       return;
     }
     const int id = d.id;
     dying_.emplace(id, std::move(d));
+  }
+
+  // Removing the cgroup succeeds only once it is empty: no process and no cgroup of its own
+  // with one. That is the end of the session; otherwise it is looked at again a little later.
+  bool removed(Dying& d, Clock::time_point now) {
+    if (remove_cgroup_tree(d.job.cgroup))
+      return true;
+    d.look_at = next_look(d, now);
+    return false;
   }
 
   static std::vector<pid_t> members(const std::string& cgroup) {
@@ -468,7 +454,7 @@ class Reaper {
     if (it == dying_.end())
       return;
     forget_member(it->second, fd);
-    if (it->second.pidfds.empty() && unpopulated(it->second.events_fd)) {
+    if (it->second.pidfds.empty() && removed(it->second, Clock::now())) {
       Dying d = std::move(it->second);
       dying_.erase(it);
       finish_cgroup(d);
@@ -495,30 +481,16 @@ class Reaper {
       }
       Dying d = std::move(it->second);
       it = dying_.erase(it);
-      spdlog::warn("session teardown: cgroup {} still has processes {} s after SIGKILL",
+      spdlog::warn("session teardown: cgroup {} still has processes {} s after SIGKILL; it stays",
                    d.job.cgroup, kEndDeadline.count());
       finish_cgroup(d);
     }
   }
 
-  // The session is over once its cgroup is empty: the close is answered at once, and the
-  // empty cgroup is removed when nothing more urgent waits (removing one takes longer than
-  // anything else a close does here).
   void finish_cgroup(Dying& d) {
     while (!d.pidfds.empty())
       forget_member(d, d.pidfds.back());
-    if (d.events_fd >= 0)
-      ::close(d.events_fd);
     complete(d.job);
-    empty_.push_back(std::move(d.job.cgroup));
-  }
-
-  void remove_empty_cgroups() {
-    for (const std::string& dir : empty_) {
-      if (!remove_cgroup_tree(dir))
-        spdlog::warn("session teardown: cannot remove cgroup {}: {}", dir, errno_text(errno));
-    }
-    empty_.clear();
   }
 
   // cgroups of rex processes that are gone (a crash, SIGKILL): their sessions end now.
@@ -633,7 +605,6 @@ class Reaper {
         if (d.job.cgroup.starts_with(dir + "/"))
           return false;
       }
-      remove_empty_cgroups();
       return ::rmdir(dir.c_str()) == 0 || errno != EBUSY;
     });
   }
@@ -661,7 +632,6 @@ class Reaper {
   int dying_count_ = 0;
   std::vector<pid_t> uncollected_;
   std::vector<std::string> stale_roots_;
-  std::vector<std::string> empty_;  // session cgroups to remove
 };
 
 }  // namespace
@@ -710,25 +680,49 @@ void SessionProcesses::started(pid_t pid, std::string tag) {
   Reaper::get().opened(pid);
 }
 
+namespace {
+// What a waiting close and the reaper's thread share: the close's eventfd, for as long as the
+// close waits. The close owns the descriptor; the thread writes to it only while `waiting`,
+// under the lock, so it never writes to a number that was closed (and perhaps reused). Nothing
+// of the event loop itself is touched from that thread: the loop may be gone by then.
+struct Handoff {
+  std::mutex mutex;
+  int fd = -1;
+  bool waiting = true;
+};
+
+// Ends the wait, whichever way the close ends (woken, or destroyed with its event loop), before
+// the descriptor is closed.
+struct StopWaiting {
+  std::shared_ptr<Handoff> handoff;
+  ~StopWaiting() {
+    std::lock_guard lock(handoff->mutex);
+    handoff->waiting = false;
+  }
+};
+}  // namespace
+
 asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor, bool bash_alive) {
   if (ended_ || sid_ <= 0)
     co_return;
   ended_ = true;
-  // The reaper's thread wakes this coroutine through an eventfd: a plain write, so that nothing
-  // of the event loop (which may be gone by then) is touched from that thread. The job keeps
-  // its own descriptor open, the loop waits on a duplicate.
-  auto signal = std::make_shared<UniqueFd>(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
-  if (signal->get() < 0)
+  auto handoff = std::make_shared<Handoff>();
+  handoff->fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (handoff->fd < 0)
     throw std::system_error(errno, std::generic_category(), "eventfd");
-  asio::posix::stream_descriptor woken(executor, ::fcntl(signal->get(), F_DUPFD_CLOEXEC, 0));
+  asio::posix::stream_descriptor woken(executor, handoff->fd);
+  StopWaiting stop{handoff};  // destroyed before `woken` closes the descriptor
   Reaper::Job job;
   job.cgroup = cgroup_;
   job.sid = sid_;
   job.tag = tag_;
   job.leader = bash_alive ? sid_ : -1;
-  job.done = [signal] {
+  job.done = [handoff] {
+    std::lock_guard lock(handoff->mutex);
+    if (!handoff->waiting)
+      return;
     const std::uint64_t one = 1;
-    [[maybe_unused]] const auto n = ::write(signal->get(), &one, sizeof one);
+    [[maybe_unused]] const auto n = ::write(handoff->fd, &one, sizeof one);
   };
   Reaper::get().submit(std::move(job));
   co_await woken.async_wait(asio::posix::descriptor_base::wait_read, asio::use_awaitable);
