@@ -212,7 +212,13 @@ class Reaper {
     wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     watch_fd(wake_fd_, kWake);
+    // The thread takes no signals: they stay with the threads that expect them (an event loop's
+    // signal_set); it inherits the mask it starts with.
+    sigset_t all, old;
+    sigfillset(&all);
+    ::pthread_sigmask(SIG_BLOCK, &all, &old);
     thread_ = std::thread([this] { run(); });
+    ::pthread_sigmask(SIG_SETMASK, &old, nullptr);
   }
 
   ~Reaper() {

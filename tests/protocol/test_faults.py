@@ -299,7 +299,10 @@ class TestServerCrash(FaultTestCase):
         s.create_session("d")
         needle = f"sleep 9{random.randint(1000, 9999)}"
         s.run(f"setsid {needle} & echo started", session="d", timeout=10)
-        wait_until(lambda: processes_running(needle), 5, what=needle)
+        # `sleep` itself, in its own session: the `setsid` before it (whose command line holds
+        # the needle too) would still die of the terminal's hangup.
+        wait_until(lambda: [p for p in processes_running(needle) if os.getsid(p) == p], 5,
+                   what=needle)
         s.kill()  # SIGKILL: the server gets no chance to close anything
         time.sleep(0.3)
         self.assertTrue(processes_running(needle), "the daemon should outlive a SIGKILLed server")
