@@ -41,7 +41,8 @@ enum class Step : int { none, cgroup, session, terminal, stdio, cwd, exec };
 // Everything the child needs, prepared by the parent. The child shares our memory (CLONE_VM)
 // and runs while the calling thread is suspended (CLONE_VFORK), as posix_spawn's child does;
 // it makes raw system calls only, so that no library code (and no sanitizer's interceptor)
-// runs in a task that has no thread of its own.
+// runs in a task that has no thread of its own. (This file is built without sanitizer
+// instrumentation for the same reason: see CMakeLists.txt.)
 struct ChildPlan {
   const char* program = nullptr;
   char* const* argv = nullptr;
@@ -64,13 +65,11 @@ struct KernelSigaction {
   std::uint64_t mask;
 };
 
-#define REX_NO_SANITIZE __attribute__((no_sanitize("address", "thread", "undefined")))
-
-REX_NO_SANITIZE long sys(long number, long a = 0, long b = 0, long c = 0, long d = 0) {
+long sys(long number, long a = 0, long b = 0, long c = 0, long d = 0) {
   return ::syscall(number, a, b, c, d);
 }
 
-[[noreturn]] REX_NO_SANITIZE void child_fail(ChildPlan& plan, Step step) {
+[[noreturn]] void child_fail(ChildPlan& plan, Step step) {
   plan.error = errno;
   plan.failed = static_cast<int>(step);
   ::syscall(SYS_exit, 127);
@@ -78,13 +77,13 @@ REX_NO_SANITIZE long sys(long number, long a = 0, long b = 0, long c = 0, long d
 }
 
 // Makes `fd` the child's `target`, without close-on-exec.
-REX_NO_SANITIZE bool child_place(int fd, int target) {
+bool child_place(int fd, int target) {
   if (fd == target)
     return sys(SYS_fcntl, fd, F_SETFD, 0) == 0;
   return sys(SYS_dup3, fd, target, 0) == target;
 }
 
-REX_NO_SANITIZE int child_main(void* arg) {
+int child_main(void* arg) {
   ChildPlan& plan = *static_cast<ChildPlan*>(arg);
   // Default dispositions for every signal, then an empty mask (the parent blocked all signals
   // around clone so that none of its handlers can run here).

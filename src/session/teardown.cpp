@@ -316,6 +316,7 @@ class Reaper {
       if (!scans.empty())
         scan_and_kill(scans);
       collect_children();
+      remove_stale_roots();
       expire(Clock::now());
       if (stopping && jobs.empty() && dying_.empty() && uncollected_.empty())
         return;
@@ -375,8 +376,14 @@ class Reaper {
 
   void look_again() {
     const auto now = Clock::now();
+    finish_where([&](Dying& d) { return d.pidfds.empty() && now >= d.look_at && removed(d, now); });
+  }
+
+  // Finishes (and forgets) every dying session for which `over` says so.
+  template <class Over>
+  void finish_where(Over over) {
     for (auto it = dying_.begin(); it != dying_.end();) {
-      if (!it->second.pidfds.empty() || now < it->second.look_at || !removed(it->second, now)) {
+      if (!over(it->second)) {
         ++it;
         continue;
       }
@@ -479,17 +486,13 @@ class Reaper {
   }
 
   void expire(Clock::time_point now) {
-    for (auto it = dying_.begin(); it != dying_.end();) {
-      if (it->second.deadline > now) {
-        ++it;
-        continue;
-      }
-      Dying d = std::move(it->second);
-      it = dying_.erase(it);
+    finish_where([&](const Dying& d) {
+      if (d.deadline > now)
+        return false;
       spdlog::warn("session teardown: cgroup {} still has processes {} s after SIGKILL; it stays",
                    d.job.cgroup, kEndDeadline.count());
-      finish_cgroup(d);
-    }
+      return true;
+    });
   }
 
   void finish_cgroup(Dying& d) {
@@ -605,6 +608,10 @@ class Reaper {
       const pid_t r = ::waitpid(pid, nullptr, WNOHANG);
       return r == pid || (r < 0 && errno == ECHILD);
     });
+  }
+
+  // The directories of dead rex processes, once none of their sessions' cgroups is left.
+  void remove_stale_roots() {
     std::erase_if(stale_roots_, [this](const std::string& dir) {
       for (const auto& [id, d] : dying_) {
         if (d.job.cgroup.starts_with(dir + "/"))
@@ -654,6 +661,16 @@ SessionTeardownStats session_teardown_stats() {
 }
 
 namespace detail {
+namespace {
+// The job that ends the session whose processes these are.
+Reaper::Job ending(const std::string& cgroup, pid_t sid, const std::string& tag) {
+  Reaper::Job job;
+  job.cgroup = cgroup;
+  job.sid = sid;
+  job.tag = tag;
+  return job;
+}
+}  // namespace
 
 SessionProcesses::~SessionProcesses() {
   if (procs_fd_ >= 0)
@@ -717,10 +734,7 @@ asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor, bool
     throw std::system_error(errno, std::generic_category(), "eventfd");
   asio::posix::stream_descriptor woken(executor, handoff->fd);
   StopWaiting stop{handoff};  // destroyed before `woken` closes the descriptor
-  Reaper::Job job;
-  job.cgroup = cgroup_;
-  job.sid = sid_;
-  job.tag = tag_;
+  Reaper::Job job = ending(cgroup_, sid_, tag_);
   job.leader = bash_alive ? sid_ : -1;
   job.done = [handoff] {
     std::lock_guard lock(handoff->mutex);
@@ -737,10 +751,7 @@ void SessionProcesses::end_detached(pid_t child) {
   if (ended_ || sid_ <= 0)
     return;
   ended_ = true;
-  Reaper::Job job;
-  job.cgroup = cgroup_;
-  job.sid = sid_;
-  job.tag = tag_;
+  Reaper::Job job = ending(cgroup_, sid_, tag_);
   job.collect = child;
   Reaper::get().submit(std::move(job));
 }

@@ -207,18 +207,6 @@ std::size_t child_process_count() {
   return n;
 }
 
-// True while `pid` runs. A killed process that is not our child may stay a zombie until init
-// reaps it; it has ended all the same.
-bool process_running(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  if (!std::getline(stat, line))
-    return false;
-  const auto close = line.rfind(')');
-  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
-         line[close + 2] != 'X';
-}
-
 asio::awaitable<void> remove_remote_dirs(Runtime& rt, std::vector<std::string> dirs) {
   std::vector<std::string> argv = {"rm", "-rf", "--"};
   argv.insert(argv.end(), dirs.begin(), dirs.end());

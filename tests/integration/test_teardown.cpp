@@ -24,10 +24,12 @@
 #include <vector>
 
 #include "support/async_test.hpp"
+#include "support/test_helpers.hpp"
 
 namespace rex {
 namespace {
 
+using test::process_running;
 using test::run_async;
 using namespace std::chrono_literals;
 
@@ -53,17 +55,6 @@ BashAction in(std::string session, std::string command) {
   return a;
 }
 
-// A process is alive when it exists and is not a zombie (a zombie has ended; only its parent's
-// wait is missing, and its parent may be an init that is not ours).
-bool alive(pid_t pid) {
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string text;
-  if (!std::getline(stat, text))
-    return false;
-  const auto paren = text.rfind(')');
-  return paren != std::string::npos && paren + 2 < text.size() && text[paren + 2] != 'Z';
-}
-
 // Live processes whose command line contains `needle`.
 std::vector<pid_t> running(const std::string& needle) {
   std::vector<pid_t> out;
@@ -75,34 +66,28 @@ std::vector<pid_t> running(const std::string& needle) {
     std::string cmdline((std::istreambuf_iterator<char>(in)), {});
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     const pid_t pid = std::stoi(name);
-    if (cmdline.find(needle) != std::string::npos && pid != ::getpid() && alive(pid))
+    if (cmdline.find(needle) != std::string::npos && pid != ::getpid() && process_running(pid))
       out.push_back(pid);
   }
   return out;
 }
 
-// Waits (bounded) until nothing matches `needle`; returns what is left.
-std::vector<pid_t> wait_gone(const std::string& needle, std::chrono::milliseconds bound) {
-  const auto until = std::chrono::steady_clock::now() + bound;
-  auto left = running(needle);
-  while (!left.empty() && std::chrono::steady_clock::now() < until) {
-    std::this_thread::sleep_for(10ms);
-    left = running(needle);
-  }
-  return left;
-}
-
 // Waits (bounded) until `count` processes match `needle` (a command started with `&` may not
-// have reached exec when its prompt comes back); returns how many do.
-std::size_t wait_count(const std::string& needle, std::size_t count,
-                       std::chrono::milliseconds bound) {
+// have reached exec when its prompt comes back); returns those that do at the end.
+std::vector<pid_t> wait_count(const std::string& needle, std::size_t count,
+                              std::chrono::milliseconds bound) {
   const auto until = std::chrono::steady_clock::now() + bound;
-  auto found = running(needle).size();
-  while (found != count && std::chrono::steady_clock::now() < until) {
+  auto found = running(needle);
+  while (found.size() != count && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(10ms);
-    found = running(needle).size();
+    found = running(needle);
   }
   return found;
+}
+
+// Waits (bounded) until nothing matches `needle`; returns what is left.
+std::vector<pid_t> wait_gone(const std::string& needle, std::chrono::milliseconds bound) {
+  return wait_count(needle, 0, bound);
 }
 
 std::string unique_digits() {
@@ -163,7 +148,7 @@ TEST_F(SessionTeardownTest, ClosingOneOfManyEndsAllItStartedAndNothingElse) {
         for (const auto& start : starts)
           co_await runtime.run_in_session(in("closing", start.command));
         for (const auto& start : starts)
-          EXPECT_EQ(wait_count(start.needle, 1, 5s), 1u) << start.what << " did not start";
+          EXPECT_EQ(wait_count(start.needle, 1, 5s).size(), 1u) << start.what << " did not start";
         CloseBashSessionRequest close;
         close.session = "closing";
         const auto before = session_teardown_stats();
@@ -195,17 +180,17 @@ TEST_F(SessionTeardownTest, ClosingOneOfManyEndsAllItStartedAndNothingElse) {
     EXPECT_EQ(wait_gone(start.needle, 5s), std::vector<pid_t>{})
         << start.what << " outlived its session";
   }
-  EXPECT_EQ(wait_count(other_needle, std::min<std::size_t>(others, 3), 5s),
+  EXPECT_EQ(wait_count(other_needle, std::min<std::size_t>(others, 3), 5s).size(),
             std::min<std::size_t>(others, 3))
       << "a daemon of another session was killed";
   for (pid_t shell : other_shells)
-    EXPECT_TRUE(alive(shell));
+    EXPECT_TRUE(process_running(shell));
 
   // Closing the runtime ends all the others, side by side.
   run_async(io, runtime.close(), 100s);
   EXPECT_EQ(wait_gone(other_needle, 5s), std::vector<pid_t>{});
   for (pid_t shell : other_shells)
-    EXPECT_FALSE(alive(shell));
+    EXPECT_FALSE(process_running(shell));
   // What the scan could not see (documented) is ended here.
   for (pid_t pid : running(fmt::format("sleep 75{}", digits)))
     ::kill(pid, SIGKILL);
@@ -227,7 +212,7 @@ TEST_F(SessionTeardownTest, ConcurrentClosesShareTheWork) {
         }
       }(),
       120s);
-  EXPECT_EQ(wait_count(needle, kSessions, 5s), static_cast<std::size_t>(kSessions));
+  EXPECT_EQ(wait_count(needle, kSessions, 5s).size(), static_cast<std::size_t>(kSessions));
   const auto before = session_teardown_stats();
   run_async(io, runtime.close(), 120s);
   const auto after = session_teardown_stats();
@@ -256,7 +241,7 @@ TEST_F(SessionTeardownTest, DestroyingAnUnclosedSessionEndsItsDaemons) {
           co_await runtime.run_in_session(in("default", "setsid " + needle + " &"));
         }(),
         30s);
-    EXPECT_EQ(wait_count(needle, 1, 5s), 1u);
+    EXPECT_EQ(wait_count(needle, 1, 5s).size(), 1u);
   }  // no close: the destructor's last resort
   EXPECT_EQ(wait_gone(needle, 5s), std::vector<pid_t>{});
 }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <sys/types.h>
 
 #include <filesystem>
 #include <fstream>
@@ -48,6 +49,18 @@ class TempDir {
  private:
   std::string path_;
 };
+
+/// True while `pid` runs. A killed process that is not our child may stay a zombie until its
+/// parent (perhaps an init that is not ours) reaps it; it has ended all the same.
+inline bool process_running(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  if (!std::getline(stat, line))
+    return false;
+  const auto close = line.rfind(')');
+  return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
+         line[close + 2] != 'X';
+}
 
 /// Descriptors this process has open.
 inline std::size_t open_fd_count() {
