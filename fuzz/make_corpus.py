@@ -153,6 +153,7 @@ def json_seeds():
     for name, (index, value) in extra.items():
         write("protocol_json", name, bytes([index]) + json.dumps(value).encode())
     write("protocol_json", "not_json", bytes([0]) + b"{\"session\": ")
+    write("protocol_json", "number_overflow", bytes([5]) + b"{\"timeout\": 1e400}")
 
 
 # --- multipart: a Content-Type line, then the body ------------------------------------------

@@ -1,5 +1,6 @@
 #include "server_command.hpp"
 
+#include <rex/core/timeout.hpp>
 #include <rex/runtime/local_runtime.hpp>
 #include <rex/session/teardown.hpp>
 #include <rex/version.hpp>
@@ -200,8 +201,7 @@ int run_server(const ServerOptions& options) {
   spdlog::info("rex-server {} listening on {}", rex::version(), server.url());
   asio::steady_timer lifetime(io);
   if (options.max_lifetime > 0) {
-    lifetime.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(options.max_lifetime)));
+    lifetime.expires_after(rex::duration_from_seconds(options.max_lifetime));
     asio::co_spawn(io, watch_lifetime(lifetime, shutdown, options.max_lifetime), asio::detached);
   }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <initializer_list>
@@ -156,6 +157,10 @@ void decode(const json::value& v, double& out, const Field& f) {
   if (!v.is_number())
     type_error(f, "a number", v);  // integers are numbers too: 5 is 5.0
   out = v.to_number<double>();
+  // A literal beyond a double's range (1e400) parses to infinity, which JSON cannot carry back
+  // and no timeout or count can mean.
+  if (!std::isfinite(out))
+    throw ProtocolError(fmt::format("{}: number out of range", f.path));
 }
 
 template <std::integral I>

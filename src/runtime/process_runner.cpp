@@ -152,14 +152,6 @@ detail::SpawnedChild spawn(const detail::SpawnOptions& options) {
   }
 }
 
-std::chrono::steady_clock::duration to_duration(double seconds) {
-  constexpr double kLongest = 1e9;  // ~30 years: "no limit" without overflowing the clock
-  if (!(seconds > 0))
-    return std::chrono::steady_clock::duration::zero();
-  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      std::chrono::duration<double>(seconds < kLongest ? seconds : kLongest));
-}
-
 // Appends everything readable from `pipe` to `out` until end of file.
 asio::awaitable<void> drain(stream_descriptor& pipe, std::string& out) {
   constexpr std::size_t kChunk = 1 << 16;
@@ -253,7 +245,7 @@ asio::awaitable<CommandResponse> run_command(Command command) {
   bool timed_out = false;
   Outcome<void> finished;
   if (command.timeout) {
-    auto limited = with_timeout(std::move(done), to_duration(*command.timeout));
+    auto limited = with_timeout(std::move(done), duration_from_seconds(*command.timeout));
     auto in_time = co_await capture(std::move(limited));
     timed_out = in_time.has_value() && !in_time.value();
     finished =

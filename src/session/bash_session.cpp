@@ -58,8 +58,7 @@ constexpr std::size_t kCleanSlice = 1 << 20;  // yield to other work between 1 M
 Clock::time_point deadline_after(std::optional<double> seconds) {
   if (!seconds || *seconds < 0)
     return Clock::time_point::max();
-  return Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                            std::chrono::duration<double>(std::min(*seconds, 1e9)));
+  return Clock::now() + duration_from_seconds(*seconds);
 }
 
 // SWE-ReX strips the echo of an interactive command from its output.
@@ -971,8 +970,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   static std::optional<Clock::duration> idle_limit(const BashAction& action) {
     if (!action.no_output_timeout || *action.no_output_timeout <= 0)
       return std::nullopt;
-    return std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(*action.no_output_timeout));
+    return duration_from_seconds(*action.no_output_timeout);
   }
 
   // ---- interrupt ----------------------------------------------------------------------------
@@ -997,8 +995,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   asio::awaitable<BashObservation> interrupt(BashInterruptAction action) {
     auto self = shared_from_this();
-    const auto attempt_time = std::chrono::duration_cast<Clock::duration>(
-        std::chrono::duration<double>(std::max(action.timeout, 0.001)));
+    const auto attempt_time = duration_from_seconds(std::max(action.timeout, 0.001));
     const int attempts = std::max(action.n_retry, 1);
     ensure_usable();
 

@@ -97,6 +97,10 @@ TEST(ProtocolJson, WrongTypesNameTheField) {
             "BashInterruptAction.n_retry: expected an integer, got float");
   EXPECT_EQ(error_of<rex::BashInterruptAction>(R"({"n_retry": 4294967296})"),
             "BashInterruptAction.n_retry: integer out of range");
+  EXPECT_EQ(error_of<rex::BashInterruptAction>(R"({"timeout": 1e400})"),
+            "BashInterruptAction.timeout: number out of range");
+  EXPECT_EQ(error_of<rex::BashAction>(R"({"command": "ls", "timeout": -1e999})"),
+            "BashAction.timeout: number out of range");
   EXPECT_EQ(error_of<rex::BashInterruptAction>(R"({"timeout": true})"),
             "BashInterruptAction.timeout: expected a number, got boolean");
   EXPECT_EQ(error_of<rex::CreateBashSessionRequest>(R"({"startup_source": {}})"),

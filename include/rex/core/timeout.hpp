@@ -62,6 +62,16 @@ asio::awaitable<std::variant<detail::RaceValue<A>, detail::RaceValue<B>>> first_
   co_return Result(std::in_place_index<1>, detail::race_value(std::get<1>(std::move(winner))));
 }
 
+/// A protocol's seconds as a clock duration: zero for zero, negative or NaN, at most 1e9 s
+/// (about 30 years, "no limit" without overflowing the clock).
+inline std::chrono::steady_clock::duration duration_from_seconds(double seconds) {
+  constexpr double kLongest = 1e9;
+  if (!(seconds > 0))
+    return std::chrono::steady_clock::duration::zero();
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(seconds < kLongest ? seconds : kLongest));
+}
+
 /// The operation's result, or nothing when `limit` passed first (the operation is cancelled).
 template <class T>
 asio::awaitable<std::optional<T>> with_timeout(asio::awaitable<T> operation,
