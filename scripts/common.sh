@@ -8,6 +8,7 @@ REX_PACKAGES=(
   libboost1.81-all-dev libboost-json1.81-dev
   libfmt-dev libspdlog-dev libcli11-dev libarchive-dev libacl1-dev libzstd-dev liblz4-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libedit-dev
+  libsqlite3-dev libyaml-cpp-dev  # the gateway: its state and its registry
   bash python3 gdb procps
   busybox-static bash-static
   clang-14 libclang-rt-14-dev llvm-14  # the fuzz preset: libFuzzer, sanitizers, llvm-symbolizer

@@ -2,9 +2,11 @@
 
 namespace rex::http {
 
-std::string encode_sse_event(std::string_view name, std::string_view data) {
+std::string encode_sse_event(std::string_view name, std::string_view data, std::string_view id) {
   std::string out;
-  out.reserve(name.size() + data.size() + 18);
+  out.reserve(name.size() + data.size() + id.size() + 24);
+  if (!id.empty())
+    out.append("id: ").append(id).append("\n");
   out.append("event: ").append(name).append("\n");
   while (true) {
     const auto end = data.find_first_of("\r\n");

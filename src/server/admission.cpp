@@ -27,7 +27,8 @@ Admission admit(const bhttp::request<bhttp::empty_body>& header,
   a.keep_alive = header.keep_alive();
   // HEAD is GET without the body, as FastAPI serves it.
   a.head_only = header.method() == bhttp::verb::head;
-  const Route* route = routes.find(header.target());
+  auto match = routes.find(header.method(), header.target());
+  const Route* route = match.route;
 
   // Authentication comes first, for every route (known or not).
   if (!config.auth_token.empty()) {
@@ -37,15 +38,22 @@ Admission admit(const bhttp::request<bhttp::empty_body>& header,
     else if (!same_token(key->value(), config.auth_token))
       a.answer = detail_answer(401, "Invalid API Key");
   }
-  if (!a.answer && route == nullptr) {
+  if (!a.answer && route == nullptr && match.other_methods.empty()) {
     a.answer = detail_answer(404, "Not Found");
-  } else if (!a.answer && route->method != header.method() &&
-             !(a.head_only && route->method == bhttp::verb::get)) {
+  } else if (!a.answer && route == nullptr) {
     a.answer = detail_answer(405, "Method Not Allowed");
-    a.answer->headers.emplace_back("allow", std::string(to_string(route->method)));
+    std::string allow;
+    for (const auto method : match.other_methods) {
+      if (!allow.empty())
+        allow += ", ";
+      allow += std::string(to_string(method));
+    }
+    a.answer->headers.emplace_back("allow", std::move(allow));
   }
-  if (!a.answer)
+  if (!a.answer) {
     a.route = route;
+    a.params = std::move(match.params);
+  }
 
   if (const auto id = header.find("X-Request-ID"); id != header.end() && !id->value().empty())
     a.replay_key = fmt::format("{} {} {}", id->value(), header.method_string(), header.target());

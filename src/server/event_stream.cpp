@@ -4,8 +4,10 @@
 
 namespace rex::server {
 
-void EventStream::send(std::string_view name, std::string_view data) {
-  events_.push_back(http::encode_sse_event(name, data));
+void EventStream::send(std::string_view name, std::string_view data, std::string_view id) {
+  if (closed_)
+    return;  // nobody will read it
+  events_.push_back(http::encode_sse_event(name, data, id));
   wake_.set();
 }
 

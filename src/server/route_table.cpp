@@ -1,32 +1,162 @@
 #include <rex/server/route_table.hpp>
 
+#include <algorithm>
+
 namespace rex::server {
 
-void RouteTable::add(boost::beast::http::verb method, std::string path, JsonRoute handler) {
-  routes_.push_back(Route{method, std::move(path), std::move(handler)});
+namespace bhttp = boost::beast::http;
+
+namespace {
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
 }
 
-void RouteTable::add(boost::beast::http::verb method, std::string path, FileRoute handler) {
-  routes_.push_back(Route{method, std::move(path), std::move(handler)});
-}
-
-void RouteTable::add(boost::beast::http::verb method, std::string path, StreamRoute handler) {
-  routes_.push_back(Route{method, std::move(path), std::move(handler)});
-}
-
-void RouteTable::add(boost::beast::http::verb method, std::string path, UploadRoute handler) {
-  routes_.push_back(Route{method, std::move(path), std::move(handler)});
-}
-
-const Route* RouteTable::find(std::string_view target) const {
-  const auto query = target.find('?');
-  if (query != std::string_view::npos)
-    target = target.substr(0, query);
-  for (const auto& r : routes_) {
-    if (r.path == target)
-      return &r;
+// Percent-decoding; a malformed escape stays as written. `plus_is_space` for query values.
+std::string percent_decode(std::string_view text, bool plus_is_space) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '%' && i + 2 < text.size()) {
+      const int hi = hex_value(text[i + 1]);
+      const int lo = hex_value(text[i + 2]);
+      if (hi >= 0 && lo >= 0) {
+        out.push_back(static_cast<char>(hi * 16 + lo));
+        i += 2;
+        continue;
+      }
+    }
+    out.push_back(plus_is_space && c == '+' ? ' ' : c);
   }
-  return nullptr;
+  return out;
+}
+
+std::string_view without_query(std::string_view target) {
+  const auto query = target.find('?');
+  return query == std::string_view::npos ? target : target.substr(0, query);
+}
+
+}  // namespace
+
+bool match_path(std::string_view pattern, std::string_view path,
+                std::vector<std::pair<std::string, std::string>>& params) {
+  const std::size_t kept = params.size();
+  auto fail = [&] {
+    params.resize(kept);
+    return false;
+  };
+  while (!pattern.empty()) {
+    const auto open = pattern.find('{');
+    if (open == std::string_view::npos)
+      return pattern == path || fail();
+    // The literal part before the parameter must match as it is.
+    if (path.substr(0, open) != pattern.substr(0, open))
+      return fail();
+    path.remove_prefix(open);
+    pattern.remove_prefix(open);
+    const auto close = pattern.find('}');
+    if (close == std::string_view::npos)
+      return fail();  // a malformed pattern matches nothing
+    std::string_view name = pattern.substr(1, close - 1);
+    pattern.remove_prefix(close + 1);
+    const bool rest = name.size() > 3 && name.substr(name.size() - 3) == "...";
+    std::string_view value;
+    if (rest) {
+      name.remove_suffix(3);
+      value = path;
+      path = {};
+    } else {
+      value = path.substr(0, path.find('/'));
+      path.remove_prefix(value.size());
+    }
+    if (value.empty())
+      return fail();
+    params.emplace_back(std::string(name), percent_decode(value, false));
+  }
+  return path.empty() || fail();
+}
+
+std::string_view Request::param(std::string_view name) const {
+  for (const auto& [key, value] : params) {
+    if (key == name)
+      return value;
+  }
+  return {};
+}
+
+std::string_view Request::path() const {
+  const auto target = header.target();
+  return without_query(std::string_view(target.data(), target.size()));
+}
+
+std::optional<std::string> Request::query(std::string_view name) const {
+  const auto target = header.target();
+  std::string_view rest(target.data(), target.size());
+  const auto mark = rest.find('?');
+  if (mark == std::string_view::npos)
+    return std::nullopt;
+  rest.remove_prefix(mark + 1);
+  while (!rest.empty()) {
+    const auto amp = rest.find('&');
+    const std::string_view pair = rest.substr(0, amp);
+    rest = amp == std::string_view::npos ? std::string_view{} : rest.substr(amp + 1);
+    const auto eq = pair.find('=');
+    const std::string key = percent_decode(pair.substr(0, eq), true);
+    if (key == name)
+      return eq == std::string_view::npos ? std::string{}
+                                          : percent_decode(pair.substr(eq + 1), true);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::string_view> Request::field(std::string_view name) const {
+  const auto it = header.find(boost::beast::string_view(name.data(), name.size()));
+  if (it == header.end())
+    return std::nullopt;
+  return std::string_view(it->value().data(), it->value().size());
+}
+
+void RouteTable::add(bhttp::verb method, std::string path, JsonRoute handler) {
+  routes_.push_back(Route{method, std::move(path), std::move(handler)});
+}
+
+void RouteTable::add(bhttp::verb method, std::string path, FileRoute handler) {
+  routes_.push_back(Route{method, std::move(path), std::move(handler)});
+}
+
+void RouteTable::add(bhttp::verb method, std::string path, StreamRoute handler) {
+  routes_.push_back(Route{method, std::move(path), std::move(handler)});
+}
+
+void RouteTable::add(bhttp::verb method, std::string path, UploadRoute handler) {
+  routes_.push_back(Route{method, std::move(path), std::move(handler)});
+}
+
+RouteTable::Match RouteTable::find(bhttp::verb method, std::string_view target) const {
+  const std::string_view path = without_query(target);
+  const bhttp::verb wanted = method == bhttp::verb::head ? bhttp::verb::get : method;
+  Match m;
+  for (const auto& r : routes_) {
+    if (!match_path(r.path, path, m.params))
+      continue;
+    if (r.method == wanted) {
+      m.route = &r;
+      m.other_methods.clear();
+      return m;
+    }
+    m.params.clear();
+    if (std::find(m.other_methods.begin(), m.other_methods.end(), r.method) ==
+        m.other_methods.end())
+      m.other_methods.push_back(r.method);
+  }
+  return m;
 }
 
 }  // namespace rex::server

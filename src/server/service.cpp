@@ -100,12 +100,13 @@ struct Service::Impl : std::enable_shared_from_this<Service::Impl> {
   template <class S>
   asio::awaitable<BodyRead> read_whole_body(S& stream, beast::flat_buffer& buffer,
                                             bhttp::request_parser<bhttp::empty_body>& head,
-                                            std::string& body);
+                                            Request& request);
   template <class S>
   asio::awaitable<Answer> receive_body(S& stream, beast::flat_buffer& buffer,
                                        bhttp::request_parser<bhttp::empty_body>& head,
-                                       const UploadRoute& route, bool& keep_alive);
-  asio::awaitable<Answer> answer_replayable(const JsonRoute& route, std::string body,
+                                       const UploadRoute& route, const Request& request,
+                                       bool& keep_alive);
+  asio::awaitable<Answer> answer_replayable(const JsonRoute& route, Request request,
                                             std::string request_key);
   template <class S>
   asio::awaitable<bool> write_answer(S& stream, Answer answer, unsigned version, bool keep_alive,
@@ -339,18 +340,23 @@ asio::awaitable<bool> Service::Impl::serve_one(S& stream, beast::flat_buffer& bu
   }
 
   std::optional<Answer> answer = std::move(admission.answer);
-  std::string body;
+  Request request;
+  request.params = std::move(admission.params);
   if (admission.body == BodyPlan::receive) {
+    // The parser goes on reading the body: the route gets a copy of the header.
+    request.header = static_cast<const bhttp::request_header<>&>(head.get());
     const auto& upload = std::get<UploadRoute>(admission.route->handler);
-    answer = co_await receive_body(stream, buffer, head, upload, keep_alive);
+    answer = co_await receive_body(stream, buffer, head, upload, request, keep_alive);
   } else if (admission.body == BodyPlan::read) {
-    const BodyRead read = co_await read_whole_body(stream, buffer, head, body);
+    const BodyRead read = co_await read_whole_body(stream, buffer, head, request);
     if (read == BodyRead::cut_off)
       co_return false;
     if (read == BodyRead::too_large) {
       answer = detail_answer(413, "Request Entity Too Large");
       keep_alive = false;
     }
+  } else if (!answer) {
+    request.header = std::move(static_cast<bhttp::request_header<>&>(head.get()));
   }
 
   stream.expires_never();  // a command may run for hours
@@ -358,18 +364,18 @@ asio::awaitable<bool> Service::Impl::serve_one(S& stream, beast::flat_buffer& bu
     const auto& handler = admission.route->handler;
     if (const auto* json_route = std::get_if<JsonRoute>(&handler)) {
       if (admission.replay_key.empty())
-        answer = co_await (*json_route)(std::move(body));
+        answer = co_await (*json_route)(std::move(request));
       else
-        answer = co_await answer_replayable(*json_route, std::move(body),
+        answer = co_await answer_replayable(*json_route, std::move(request),
                                             std::move(admission.replay_key));
     } else if (const auto* stream_route = std::get_if<StreamRoute>(&handler)) {
-      auto started = (*stream_route)(std::move(body));
+      auto started = (*stream_route)(std::move(request));
       if (auto* producer = std::get_if<EventProducer>(&started))
         co_return co_await write_events(stream, std::move(*producer), version,
                                         keep_alive && !stopping);
       answer = std::move(std::get<Answer>(started));
     } else if (const auto* file_route = std::get_if<FileRoute>(&handler)) {
-      auto prepared = co_await (*file_route)(std::move(body));
+      auto prepared = co_await (*file_route)(std::move(request));
       if (auto* file = std::get_if<FileAnswer>(&prepared))
         co_return co_await write_file(stream, std::move(*file), version, keep_alive && !stopping);
       answer = std::move(std::get<Answer>(prepared));
@@ -384,7 +390,7 @@ asio::awaitable<bool> Service::Impl::serve_one(S& stream, beast::flat_buffer& bu
 template <class S>
 asio::awaitable<BodyRead> Service::Impl::read_whole_body(
     S& stream, beast::flat_buffer& buffer, bhttp::request_parser<bhttp::empty_body>& head,
-    std::string& body) {
+    Request& request) {
   bhttp::request_parser<bhttp::string_body> full(std::move(head));
   full.body_limit(cfg.max_json_body_bytes);
   // The read timeout bounds each piece, not the whole body: a slow link that keeps sending is
@@ -400,7 +406,9 @@ asio::awaitable<BodyRead> Service::Impl::read_whole_body(
     co_return BodyRead::too_large;
   if (read_ec)
     co_return BodyRead::cut_off;
-  body = std::move(full.get().body());
+  auto message = full.release();
+  request.body = std::move(message.body());
+  request.header = std::move(static_cast<bhttp::request_header<>&>(message));
   co_return BodyRead::done;
 }
 
@@ -408,8 +416,9 @@ asio::awaitable<BodyRead> Service::Impl::read_whole_body(
 template <class S>
 asio::awaitable<Answer> Service::Impl::receive_body(S& stream, beast::flat_buffer& buffer,
                                                     bhttp::request_parser<bhttp::empty_body>& head,
-                                                    const UploadRoute& route, bool& keep_alive) {
-  auto started = route(head.get());
+                                                    const UploadRoute& route,
+                                                    const Request& request, bool& keep_alive) {
+  auto started = route(request);
   if (auto* refused = std::get_if<Answer>(&started)) {
     keep_alive = keep_alive && head.is_done();  // the body was not read
     co_return std::move(*refused);
@@ -445,7 +454,7 @@ asio::awaitable<Answer> Service::Impl::receive_body(S& stream, beast::flat_buffe
   co_return co_await receiver->finish();
 }
 
-asio::awaitable<Answer> Service::Impl::answer_replayable(const JsonRoute& route, std::string body,
+asio::awaitable<Answer> Service::Impl::answer_replayable(const JsonRoute& route, Request request,
                                                          std::string request_key) {
   auto entry = replay.find(request_key);
   if (entry) {
@@ -465,7 +474,7 @@ asio::awaitable<Answer> Service::Impl::answer_replayable(const JsonRoute& route,
         cache.abandon(key, entry);
     }
   } abandon{replay, request_key, entry};
-  auto result = co_await route(std::move(body));
+  auto result = co_await route(std::move(request));
   ReplayCache::complete(*entry, result);
   co_return result;
 }
@@ -538,6 +547,10 @@ asio::awaitable<bool> Service::Impl::write_events(S& stream, EventProducer produ
   auto events = std::make_shared<EventStream>(ex);
   auto run = produce(std::move(producer), events);
   asio::co_spawn(ex, std::move(run), asio::detached);  // produce() reports its own failures
+  struct Close {
+    EventStream& events;
+    ~Close() { events.close(); }
+  } close_events{*events};
   while (true) {
     while (!events->empty()) {
       const std::string event = events->pop();

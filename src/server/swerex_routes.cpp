@@ -228,7 +228,8 @@ asio::awaitable<Answer> answer_json(std::shared_ptr<State> state, JsonCall call,
 // The handler holds the state; the coroutine it starts holds it too, so a handler copy that
 // goes away mid-request takes nothing with it.
 JsonRoute json_route(const std::shared_ptr<State>& state, JsonCall call) {
-  return [state, call](std::string body) { return answer_json(state, call, std::move(body)); };
+  return
+      [state, call](Request request) { return answer_json(state, call, std::move(request.body)); };
 }
 
 // --- /run_in_session_stream ----------------------------------------------------------------
@@ -259,10 +260,10 @@ asio::awaitable<void> run_for_stream(std::shared_ptr<State> state, Action action
 }
 
 StreamRoute stream_route(const std::shared_ptr<State>& state) {
-  return [state](std::string body) -> std::variant<Answer, EventProducer> {
+  return [state](Request request) -> std::variant<Answer, EventProducer> {
     Action action;
     try {
-      action = parse_json<Action>(body);
+      action = parse_json<Action>(request.body);
     } catch (...) {
       return error_answer(std::current_exception());
     }
@@ -375,9 +376,8 @@ class UploadReceiver final : public BodyReceiver {
 };
 
 UploadRoute upload_route(const std::shared_ptr<State>& state) {
-  return [state](const bhttp::request_header<>& header)
-             -> std::variant<Answer, std::unique_ptr<BodyReceiver>> {
-    const auto boundary = multipart_boundary(header[bhttp::field::content_type]);
+  return [state](const Request& request) -> std::variant<Answer, std::unique_ptr<BodyReceiver>> {
+    const auto boundary = multipart_boundary(request.header[bhttp::field::content_type]);
     if (!boundary)
       return validation_answer("upload: expected a multipart/form-data body with a boundary");
     Answer refused;
@@ -497,7 +497,7 @@ asio::awaitable<std::variant<Answer, FileAnswer>> download(std::shared_ptr<State
 }
 
 FileRoute download_route(const std::shared_ptr<State>& state) {
-  return [state](std::string body) { return download(state, std::move(body)); };
+  return [state](Request request) { return download(state, std::move(request.body)); };
 }
 
 }  // namespace

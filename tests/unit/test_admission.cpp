@@ -29,11 +29,13 @@ using rex::server::UploadRoute;
 
 RouteTable table() {
   RouteTable routes;
-  rex::server::JsonRoute json = [](std::string) -> asio::awaitable<Answer> { co_return Answer{}; };
+  rex::server::JsonRoute json = [](rex::server::Request) -> asio::awaitable<Answer> {
+    co_return Answer{};
+  };
   routes.add(bhttp::verb::get, "/is_alive", json);
   routes.add(bhttp::verb::post, "/execute", json);
   UploadRoute upload =
-      [](const bhttp::request_header<>&) -> std::variant<Answer, std::unique_ptr<BodyReceiver>> {
+      [](const rex::server::Request&) -> std::variant<Answer, std::unique_ptr<BodyReceiver>> {
     return Answer{};
   };
   routes.add(bhttp::verb::post, "/upload", upload);

@@ -1,5 +1,5 @@
-// RouteTable: routes found by path whatever the method, the query ignored, each kind of
-// handler kept as added.
+// RouteTable: routes found by method and path pattern, the query ignored, path parameters
+// decoded, each kind of handler kept as added; Request's accessors.
 #include <rex/server/route_table.hpp>
 
 #include <gtest/gtest.h>
@@ -17,19 +17,19 @@ using rex::server::EventProducer;
 using rex::server::FileAnswer;
 using rex::server::FileRoute;
 using rex::server::JsonRoute;
+using rex::server::Request;
 using rex::server::RouteTable;
 using rex::server::StreamRoute;
 using rex::server::UploadRoute;
 
 RouteTable table() {
   RouteTable routes;
-  JsonRoute json = [](std::string) -> asio::awaitable<Answer> { co_return Answer{}; };
-  FileRoute file = [](std::string) -> asio::awaitable<std::variant<Answer, FileAnswer>> {
+  JsonRoute json = [](Request) -> asio::awaitable<Answer> { co_return Answer{}; };
+  FileRoute file = [](Request) -> asio::awaitable<std::variant<Answer, FileAnswer>> {
     co_return Answer{};
   };
-  StreamRoute stream = [](std::string) -> std::variant<Answer, EventProducer> { return Answer{}; };
-  UploadRoute upload =
-      [](const bhttp::request_header<>&) -> std::variant<Answer, std::unique_ptr<BodyReceiver>> {
+  StreamRoute stream = [](Request) -> std::variant<Answer, EventProducer> { return Answer{}; };
+  UploadRoute upload = [](const Request&) -> std::variant<Answer, std::unique_ptr<BodyReceiver>> {
     return Answer{};
   };
   routes.add(bhttp::verb::get, "/", json);
@@ -37,41 +37,101 @@ RouteTable table() {
   routes.add(bhttp::verb::post, "/file", file);
   routes.add(bhttp::verb::post, "/stream", stream);
   routes.add(bhttp::verb::post, "/upload", upload);
+  routes.add(bhttp::verb::get, "/api/sessions/{id}", json);
+  routes.add(bhttp::verb::delete_, "/api/sessions/{id}", json);
+  routes.add(bhttp::verb::post, "/api/sessions/{id}/swerex/{endpoint...}", json);
   return routes;
 }
 
-TEST(RouteTable, FindsRoutesByPath) {
+const rex::server::Route* find(const RouteTable& routes, std::string_view target,
+                               bhttp::verb method = bhttp::verb::post) {
+  return routes.find(method, target).route;
+}
+
+TEST(RouteTable, FindsRoutesByMethodAndPath) {
   const RouteTable routes = table();
-  const auto* root = routes.find("/");
+  const auto* root = find(routes, "/", bhttp::verb::get);
   ASSERT_NE(root, nullptr);
   EXPECT_EQ(root->method, bhttp::verb::get);
   EXPECT_TRUE(std::holds_alternative<JsonRoute>(root->handler));
-  ASSERT_NE(routes.find("/json"), nullptr);
-  EXPECT_EQ(routes.find("/json")->method, bhttp::verb::post);
-  EXPECT_TRUE(std::holds_alternative<FileRoute>(routes.find("/file")->handler));
-  EXPECT_TRUE(std::holds_alternative<StreamRoute>(routes.find("/stream")->handler));
-  EXPECT_TRUE(std::holds_alternative<UploadRoute>(routes.find("/upload")->handler));
+  EXPECT_NE(find(routes, "/", bhttp::verb::head), nullptr) << "HEAD finds GET routes";
+  ASSERT_NE(find(routes, "/json"), nullptr);
+  EXPECT_EQ(find(routes, "/json")->method, bhttp::verb::post);
+  EXPECT_TRUE(std::holds_alternative<FileRoute>(find(routes, "/file")->handler));
+  EXPECT_TRUE(std::holds_alternative<StreamRoute>(find(routes, "/stream")->handler));
+  EXPECT_TRUE(std::holds_alternative<UploadRoute>(find(routes, "/upload")->handler));
+}
+
+TEST(RouteTable, NamesTheOtherMethodsOfAPathForA405) {
+  const RouteTable routes = table();
+  const auto wrong = routes.find(bhttp::verb::get, "/json");
+  EXPECT_EQ(wrong.route, nullptr);
+  EXPECT_EQ(wrong.other_methods, std::vector<bhttp::verb>{bhttp::verb::post});
+  const auto put = routes.find(bhttp::verb::put, "/api/sessions/a");
+  EXPECT_EQ(put.route, nullptr);
+  EXPECT_EQ(put.other_methods, (std::vector<bhttp::verb>{bhttp::verb::get, bhttp::verb::delete_}));
+  EXPECT_TRUE(put.params.empty());
+  EXPECT_TRUE(routes.find(bhttp::verb::get, "/nowhere").other_methods.empty());
 }
 
 TEST(RouteTable, IgnoresTheQuery) {
   const RouteTable routes = table();
-  ASSERT_NE(routes.find("/json?a=b"), nullptr);
-  EXPECT_EQ(routes.find("/json?a=b")->path, "/json");
-  ASSERT_NE(routes.find("/?"), nullptr);
+  ASSERT_NE(find(routes, "/json?a=b"), nullptr);
+  EXPECT_EQ(find(routes, "/json?a=b")->path, "/json");
+  ASSERT_NE(find(routes, "/?", bhttp::verb::get), nullptr);
 }
 
 TEST(RouteTable, MatchesWholePathsOnly) {
   const RouteTable routes = table();
-  EXPECT_EQ(routes.find("/jso"), nullptr);
-  EXPECT_EQ(routes.find("/json/"), nullptr);
-  EXPECT_EQ(routes.find("/JSON"), nullptr);
-  EXPECT_EQ(routes.find(""), nullptr);
-  EXPECT_EQ(routes.find("json"), nullptr);
+  EXPECT_EQ(find(routes, "/jso"), nullptr);
+  EXPECT_EQ(find(routes, "/json/"), nullptr);
+  EXPECT_EQ(find(routes, "/JSON"), nullptr);
+  EXPECT_EQ(find(routes, ""), nullptr);
+  EXPECT_EQ(find(routes, "json"), nullptr);
+}
+
+TEST(RouteTable, ParametersTakeOneSegmentAndRestParametersTheRest) {
+  const RouteTable routes = table();
+  const auto one = routes.find(bhttp::verb::delete_, "/api/sessions/s%2D1?sandbox_id=x");
+  ASSERT_NE(one.route, nullptr);
+  EXPECT_EQ(one.params, (std::vector<std::pair<std::string, std::string>>{{"id", "s-1"}}));
+  EXPECT_EQ(routes.find(bhttp::verb::get, "/api/sessions/").route, nullptr) << "empty segment";
+  EXPECT_EQ(routes.find(bhttp::verb::get, "/api/sessions/a/b").route, nullptr);
+  const auto rest = routes.find(bhttp::verb::post, "/api/sessions/a/swerex/run/in/session");
+  ASSERT_NE(rest.route, nullptr);
+  EXPECT_EQ(rest.params, (std::vector<std::pair<std::string, std::string>>{
+                             {"id", "a"}, {"endpoint", "run/in/session"}}));
+  EXPECT_EQ(routes.find(bhttp::verb::post, "/api/sessions/a/swerex/").route, nullptr);
+}
+
+TEST(RouteTable, MatchPathLeavesNoParametersWhenItFails) {
+  std::vector<std::pair<std::string, std::string>> params;
+  EXPECT_FALSE(rex::server::match_path("/a/{x}/b/{y}", "/a/1/c/2", params));
+  EXPECT_TRUE(params.empty());
+  EXPECT_FALSE(rex::server::match_path("/a/{x", "/a/1", params)) << "a malformed pattern";
+  EXPECT_TRUE(rex::server::match_path("/a/{x}/b/{y}", "/a/1/b/2", params));
+  EXPECT_EQ(params.size(), 2u);
 }
 
 TEST(RouteTable, AnEmptyTableFindsNothing) {
   const RouteTable routes;
-  EXPECT_EQ(routes.find("/"), nullptr);
+  EXPECT_EQ(find(routes, "/"), nullptr);
+}
+
+TEST(Request, ReadsQueryParametersHeaderFieldsAndPath) {
+  Request request;
+  request.header.target("/files/x?path=%2Ftmp%2Fa+b&empty&n=1&path=second");
+  request.header.set("X-Api-Key", "k");
+  request.params = {{"id", "x"}};
+  EXPECT_EQ(request.path(), "/files/x");
+  EXPECT_EQ(request.query("path"), "/tmp/a b") << "the first of repeated parameters";
+  EXPECT_EQ(request.query("empty"), "");
+  EXPECT_EQ(request.query("n"), "1");
+  EXPECT_EQ(request.query("missing"), std::nullopt);
+  EXPECT_EQ(request.field("x-api-key"), "k") << "field names are case-insensitive";
+  EXPECT_EQ(request.field("Authorization"), std::nullopt);
+  EXPECT_EQ(request.param("id"), "x");
+  EXPECT_EQ(request.param("other"), "");
 }
 
 }  // namespace

@@ -43,13 +43,23 @@ class SwerexRoutes : public ::testing::Test {
     fs::remove_all(upload_dir_);
   }
 
+  const rex::server::Route* route(std::string_view path) const {
+    const auto method = path == "/" || path == "/is_alive" ? boost::beast::http::verb::get
+                                                           : boost::beast::http::verb::post;
+    return routes_->find(method, path).route;
+  }
+  static rex::server::Request request(std::string body) {
+    rex::server::Request r;
+    r.body = std::move(body);
+    return r;
+  }
   Answer call_json(std::string_view path, std::string body) {
-    const auto& handler = std::get<JsonRoute>(routes_->find(path)->handler);
-    return rex::test::run_async(io_, handler(std::move(body)));
+    const auto& handler = std::get<JsonRoute>(route(path)->handler);
+    return rex::test::run_async(io_, handler(request(std::move(body))));
   }
   std::variant<Answer, FileAnswer> download(std::string body) {
-    const auto& handler = std::get<FileRoute>(routes_->find("/download")->handler);
-    return rex::test::run_async(io_, handler(std::move(body)));
+    const auto& handler = std::get<FileRoute>(route("/download")->handler);
+    return rex::test::run_async(io_, handler(request(std::move(body))));
   }
   std::string header(const FileAnswer& file, std::string_view name) {
     for (const auto& [n, v] : file.headers) {
@@ -69,7 +79,7 @@ TEST_F(SwerexRoutes, ServesEveryPathOfTheProtocol) {
   for (const char* path : {"/", "/is_alive", "/create_session", "/run_in_session",
                            "/run_in_session_stream", "/close_session", "/execute", "/read_file",
                            "/write_file", "/upload", "/download", "/close"})
-    EXPECT_NE(routes_->find(path), nullptr) << path;
+    EXPECT_NE(route(path), nullptr) << path;
 }
 
 TEST_F(SwerexRoutes, AnswersJsonRoutes) {
@@ -140,11 +150,11 @@ TEST_F(SwerexRoutes, RefusesDownloadsThatCannotBeServed) {
 }
 
 TEST_F(SwerexRoutes, StartsAStreamedRunOnlyForAValidAction) {
-  const auto& handler = std::get<StreamRoute>(routes_->find("/run_in_session_stream")->handler);
-  auto refused = handler("{}");
+  const auto& handler = std::get<StreamRoute>(route("/run_in_session_stream")->handler);
+  auto refused = handler(request("{}"));
   ASSERT_TRUE(std::holds_alternative<Answer>(refused));
   EXPECT_EQ(std::get<Answer>(refused).status, 422u);
-  auto started = handler(R"({"command":"echo hi","session":"default"})");
+  auto started = handler(request(R"({"command":"echo hi","session":"default"})"));
   EXPECT_TRUE(std::holds_alternative<EventProducer>(started));
 }
 

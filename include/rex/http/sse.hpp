@@ -25,9 +25,11 @@ struct SseEvent {
   bool operator==(const SseEvent&) const = default;
 };
 
-/// The bytes of one event: "event: <name>\n", one "data: <line>\n" per line of `data` (split at
-/// LF, CRLF or CR), then the blank line that ends it. `name` must hold no line break.
-std::string encode_sse_event(std::string_view name, std::string_view data);
+/// The bytes of one event: "id: <id>\n" when an id is given, "event: <name>\n", one
+/// "data: <line>\n" per line of `data` (split at LF, CRLF or CR), then the blank line that ends
+/// it. `name` and `id` must hold no line break.
+std::string encode_sse_event(std::string_view name, std::string_view data,
+                             std::string_view id = {});
 
 /// Reads a Server-Sent Events stream piece by piece.
 class SseParser {

@@ -20,6 +20,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace rex::server {
 
@@ -34,6 +36,8 @@ enum class BodyPlan {
 struct Admission {
   /// The route that answers; null when `answer` is already decided.
   const Route* route = nullptr;
+  /// The route's path parameters.
+  std::vector<std::pair<std::string, std::string>> params;
   /// The answer decided here (a refusal); the body, when read, is then thrown away.
   std::optional<Answer> answer;
   BodyPlan body = BodyPlan::none;

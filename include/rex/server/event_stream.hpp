@@ -25,8 +25,18 @@ class EventStream {
   explicit EventStream(boost::asio::any_io_executor ex) : wake_(std::move(ex)) {}
 
   // The producer's side.
-  /// Queues one event (encoded by rex/http/sse.hpp) for the connection.
-  void send(std::string_view name, std::string_view data);
+  /// Queues one event (encoded by rex/http/sse.hpp) for the connection; `id` is the event's
+  /// id field (what a client resumes from with Last-Event-ID), none when empty.
+  void send(std::string_view name, std::string_view data, std::string_view id = {});
+  /// Queues a comment line, which clients ignore: a stream that is otherwise quiet finds out
+  /// this way that its client has left.
+  void ping() {
+    events_.emplace_back(":\n\n");
+    wake_.set();
+  }
+  /// The connection has ended (the client left or the answer was written): a producer that
+  /// waits for something to send stops when it sees this.
+  bool closed() const noexcept { return closed_; }
   /// No more events come; the connection ends the answer once the queue is written.
   void finish() {
     finished_ = true;
@@ -34,6 +44,10 @@ class EventStream {
   }
 
   // The connection's side.
+  void close() {
+    closed_ = true;
+    events_.clear();
+  }
   bool empty() const noexcept { return events_.empty(); }
   bool finished() const noexcept { return finished_; }
   std::string pop() {
@@ -51,6 +65,7 @@ class EventStream {
  private:
   std::deque<std::string> events_;
   bool finished_ = false;
+  bool closed_ = false;
   Event wake_;  // set on every send and at finish
 };
 

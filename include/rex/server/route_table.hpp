@@ -1,12 +1,18 @@
-// RouteTable: what a service serves, as method + path -> handler. The service core (Service)
-// reads requests, admits them (rex/server/admission.hpp) and hands each to its route's handler;
-// the handler decides what the request means. Four kinds of handler, by what they take and give:
-// - JsonRoute: the body, read whole (up to max_json_body_bytes) -> an Answer. The only kind a
-//   repeated X-Request-ID replays.
-// - FileRoute: the body -> a file sent as the answer's body (or an Answer when it fails).
-// - StreamRoute: the body -> a producer of Server-Sent Events (or an Answer when it fails).
-// - UploadRoute: the header -> a BodyReceiver fed the body piece by piece as it arrives, never
-//   held whole (up to max_body_bytes).
+// RouteTable: what a service serves, as method + path pattern -> handler. The service core
+// (Service) reads requests, admits them (rex/server/admission.hpp) and hands each to its route's
+// handler as a Request; the handler decides what the request means. Four kinds of handler, by
+// what they take and give:
+// - JsonRoute: the request with its body read whole (up to max_json_body_bytes) -> an Answer.
+//   The only kind a repeated X-Request-ID replays.
+// - FileRoute: the request -> a file sent as the answer's body (or an Answer when it fails).
+// - StreamRoute: the request -> a producer of Server-Sent Events (or an Answer when it fails).
+// - UploadRoute: the request without its body -> a BodyReceiver fed the body piece by piece as
+//   it arrives, never held whole (up to max_body_bytes).
+//
+// A pattern is a path whose segments may be parameters: `{name}` takes one non-empty segment,
+// a last `{name...}` takes the rest of the path (one or more segments, slashes included).
+// Parameters arrive percent-decoded. Routes are tried in the order they were added; a path that
+// matches routes of other methods only is 405.
 //
 // A handler never throws to the service: every failure it has is an Answer it chose.
 // Threading: built before the service starts, then only read, on the service's io_context.
@@ -51,15 +57,31 @@ class BodyReceiver {
   virtual asio::awaitable<Answer> finish() = 0;
 };
 
+/// A request as its handler sees it: the header as sent, the path parameters of its route, and
+/// the body when the route reads it whole.
+struct Request {
+  boost::beast::http::request_header<> header;
+  std::vector<std::pair<std::string, std::string>> params;
+  std::string body;
+
+  /// The value of path parameter `name` (empty when the route has none by that name).
+  std::string_view param(std::string_view name) const;
+  /// The path, without the query.
+  std::string_view path() const;
+  /// The value of query parameter `name`, percent-decoded (`+` is a space); none when absent.
+  std::optional<std::string> query(std::string_view name) const;
+  /// The value of a header field; none when absent.
+  std::optional<std::string_view> field(std::string_view name) const;
+};
+
 /// Produces a streamed answer's events, then returns (the service ends the answer).
 using EventProducer = std::function<asio::awaitable<void>(std::shared_ptr<EventStream>)>;
 
-using JsonRoute = std::function<asio::awaitable<Answer>(std::string body)>;
-using FileRoute =
-    std::function<asio::awaitable<std::variant<Answer, FileAnswer>>(std::string body)>;
-using StreamRoute = std::function<std::variant<Answer, EventProducer>(std::string body)>;
-using UploadRoute = std::function<std::variant<Answer, std::unique_ptr<BodyReceiver>>(
-    const boost::beast::http::request_header<>& header)>;
+using JsonRoute = std::function<asio::awaitable<Answer>(Request request)>;
+using FileRoute = std::function<asio::awaitable<std::variant<Answer, FileAnswer>>(Request request)>;
+using StreamRoute = std::function<std::variant<Answer, EventProducer>(Request request)>;
+using UploadRoute =
+    std::function<std::variant<Answer, std::unique_ptr<BodyReceiver>>(const Request& request)>;
 
 struct Route {
   boost::beast::http::verb method;
@@ -75,11 +97,22 @@ class RouteTable {
   void add(boost::beast::http::verb method, std::string path, StreamRoute handler);
   void add(boost::beast::http::verb method, std::string path, UploadRoute handler);
 
-  /// The route of a request target (its query ignored), whatever its method; null when none.
-  const Route* find(std::string_view target) const;
+  /// What a request's method and target (its query ignored) reach.
+  struct Match {
+    const Route* route = nullptr;  // null: no route of this method matches the path
+    std::vector<std::pair<std::string, std::string>> params;
+    /// When `route` is null: the methods of the routes whose pattern matches (405 with Allow).
+    std::vector<boost::beast::http::verb> other_methods;
+  };
+  /// HEAD finds GET routes.
+  Match find(boost::beast::http::verb method, std::string_view target) const;
 
  private:
-  std::vector<Route> routes_;  // a few: a linear search is the fastest
+  std::vector<Route> routes_;  // a few dozen at most: a linear search is the fastest
 };
+
+/// Whether `path` matches `pattern`; appends the parameters to `params` when it does.
+bool match_path(std::string_view pattern, std::string_view path,
+                std::vector<std::pair<std::string, std::string>>& params);
 
 }  // namespace rex::server
