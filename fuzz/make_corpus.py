@@ -305,9 +305,35 @@ def terminal_seeds():
     write("terminal_output", "long_line", bytes([31]) + ("x" * 1500 + "'\\" * 300).encode())
 
 
+# --- gateway_yaml: a kind byte (0 environment, 1 config, 2 data, 3 --api-key), then the text ----
+
+def gateway_yaml_seeds():
+    seeds = {
+        "environment": (0, "name: python-data\nprovider: docker\nimage: rex-python:3.11\n"
+                           "memory: 2g\ncpus: 1.5\nnetwork: none\nenv: {PYTHONUNBUFFERED: \"1\"}\n"
+                           "working_dir: /work\nmounts: [\"/data:/data:ro\"]\nidle_timeout: 300\n"
+                           "max_lifetime: 7200\ncollect: [\"out/*.csv\"]\n"),
+        "environment_bad": (0, " env:\n  A: 1\n  B: &x yes\nmounts: &m [a, b]\ncollect: *m\n"),
+        "config": (1, "listen: \"0.0.0.0:9000\"\nstorage: /var/lib/rex\nmax_storage_bytes: 10g\n"
+                      "sweep_interval: 0.5\ntenants:\n  - name: team-a\n    keys: [key-a1, key-a2]\n"
+                      "    max_sessions: 5\n    creates_per_minute: 2.5\n  - name: ci\n"
+                      "    keys:\n      - 12345\n    max_sessions: ~\n"),
+        "config_shared_key": (1, "listen: unix:/run/x.sock\ntenants: [{name: a, keys: [k]}, "
+                                 "{name: b, keys: [k]}]\n"),
+        "data": (2, "int: 42\nhex: 0x1F\nf: .5e3\ninf: .inf\nq: \"42\"\nlist: [1, two, {a: ~}]\n"
+                    "anchor: &a {x: [1,2]}\nref: *a\nmulti: |\n  text\n"),
+        "data_self_alias": (2, "a: &x [*x]\n"),
+        "api_key": (3, "team-a=k3y"),
+        "api_key_padding": (3, "c2VjcmV0=="),
+    }
+    for name, (kind, text) in seeds.items():
+        write("gateway_yaml", name, bytes([kind]) + text.encode())
+
+
 if __name__ == "__main__":
     http_seeds()
     json_seeds()
     multipart_seeds()
     archive_seeds()
     terminal_seeds()
+    gateway_yaml_seeds()

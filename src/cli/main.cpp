@@ -5,6 +5,8 @@
 //                                  per instance, many at once, results appended to DIR
 //   rex gc [--all] [--dry-run]     remove containers that rex processes left behind
 //   rex server --auth-token T [--port 8000]   serve sessions over HTTP (as rex-server)
+//   rex gateway [--listen ADDR] [--storage DIR] [--registry DIR] [--config FILE]
+//                                  serve sandboxes as a service (sessions, logs, artifacts)
 //   rex version
 // Exit status: 0 done, 1 a step or the deployment failed (eval: an instance's result is an
 // error), 2 bad usage (flags, config, instances file), 128 + N after signal N.
@@ -16,6 +18,7 @@
 
 #include "deployment_options.hpp"
 #include "eval_command.hpp"
+#include "gateway_command.hpp"
 #include "gc_command.hpp"
 #include "run_command.hpp"
 #include "server_command.hpp"
@@ -46,6 +49,11 @@ int main(int argc, char** argv) {
       "gc", "Remove the containers of rex processes that are gone, and expired ones");
   rex::cli::add_gc_options(*gc_cmd, gc);
 
+  rex::cli::GatewayOptions gateway;
+  auto* gateway_cmd = app.add_subcommand(
+      "gateway", "Serve sandboxes as a service: sessions, lifetimes, logs, artifacts, events");
+  rex::cli::add_gateway_options(*gateway_cmd, gateway);
+
   rex::cli::ServerOptions server;
   auto* server_cmd = app.add_subcommand(
       "server", "Serve bash sessions, processes and files over HTTP (same as rex-server)");
@@ -66,6 +74,8 @@ int main(int argc, char** argv) {
     return rex::cli::run_server(server);
   if (gc_cmd->parsed())
     return rex::cli::gc_command(gc);
+  if (gateway_cmd->parsed())
+    return rex::cli::gateway_command(gateway);
   try {
     if (run_cmd->parsed())
       return rex::cli::run_command(run);

@@ -1,5 +1,6 @@
 #include "core/file_system.hpp"
 
+#include <rex/core/random.hpp>
 #include <rex/core/temp_file.hpp>
 #include <rex/protocol/exceptions.hpp>
 
@@ -15,7 +16,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
-#include <random>
 
 namespace rex::detail {
 namespace {
@@ -43,8 +43,7 @@ void copy_in_place(const std::string& from, const std::string& path, const Repla
 }  // namespace
 
 std::string random_suffix() {
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  return fmt::format("{:012x}", rng() & 0xFFFFFFFFFFFFull);
+  return random_hex(6);
 }
 
 // pathlib's normal form: no empty or "." components, no trailing slash; "" becomes ".".

@@ -2,6 +2,7 @@
 // decisions are docker_plan.hpp's; what is here performs the engine calls in order.
 #include <rex/deployment/docker_deployment.hpp>
 
+#include <rex/core/random.hpp>
 #include <rex/core/outcome.hpp>
 #include <rex/core/timeout.hpp>
 #include <rex/deployment/docker_gc.hpp>
@@ -28,7 +29,6 @@
 #include <fstream>
 #include <map>
 #include <mutex>
-#include <random>
 #include <vector>
 
 #include "core/offload.hpp"
@@ -49,14 +49,6 @@ namespace {
 
 // How long stop() keeps trying to remove its container while the engine cannot be reached.
 constexpr std::chrono::seconds kUnreachableEngineGrace{30};
-
-std::string random_hex(std::size_t bytes) {
-  std::random_device rd;
-  std::string out;
-  for (std::size_t i = 0; i < bytes; ++i)
-    out += fmt::format("{:02x}", rd() & 0xff);
-  return out;
-}
 
 std::int64_t unix_now() {
   return std::chrono::duration_cast<std::chrono::seconds>(

@@ -2,21 +2,13 @@
 
 #include <algorithm>
 
+#include "core/hex.hpp"
+
 namespace rex::server {
 
 namespace bhttp = boost::beast::http;
 
 namespace {
-
-int hex_value(char c) {
-  if (c >= '0' && c <= '9')
-    return c - '0';
-  if (c >= 'a' && c <= 'f')
-    return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F')
-    return c - 'A' + 10;
-  return -1;
-}
 
 // Percent-decoding; a malformed escape stays as written. `plus_is_space` for query values.
 std::string percent_decode(std::string_view text, bool plus_is_space) {
@@ -25,8 +17,8 @@ std::string percent_decode(std::string_view text, bool plus_is_space) {
   for (std::size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '%' && i + 2 < text.size()) {
-      const int hi = hex_value(text[i + 1]);
-      const int lo = hex_value(text[i + 2]);
+      const int hi = detail::hex_value(text[i + 1]);
+      const int lo = detail::hex_value(text[i + 2]);
       if (hi >= 0 && lo >= 0) {
         out.push_back(static_cast<char>(hi * 16 + lo));
         i += 2;

@@ -120,12 +120,14 @@ std::optional<bool> form_bool(std::string_view v) {
 // --- The routes' shared state --------------------------------------------------------------
 
 struct State {
-  State(asio::any_io_executor executor, Runtime& rt, const ServerConfig& config)
+  State(asio::any_io_executor executor, Runtime& rt, const ServerConfig& config,
+        asio::thread_pool* shared_files)
       : ex(std::move(executor)),
         runtime(rt),
         upload_dir_setting(config.upload_dir),
-        files(std::max<std::size_t>(config.file_threads, 1)) {}
-  ~State() { files.join(); }
+        own_files(shared_files != nullptr ? 0 : std::max<std::size_t>(config.file_threads, 1)),
+        files(shared_files != nullptr ? *shared_files : own_files) {}
+  ~State() { own_files.join(); }
 
   std::filesystem::path upload_dir() const {
     return upload_dir_setting.empty() ? std::filesystem::temp_directory_path()
@@ -137,7 +139,8 @@ struct State {
   asio::any_io_executor ex;
   Runtime& runtime;
   std::string upload_dir_setting;
-  asio::thread_pool files;  // blocking file work
+  asio::thread_pool own_files;  // unused (no threads) when the pool is shared
+  asio::thread_pool& files;     // blocking file work
   // Requests to one session queue here; the map drops a lane nobody uses.
   std::map<std::string, std::shared_ptr<AsyncMutex>> lanes;
 };
@@ -503,8 +506,8 @@ FileRoute download_route(const std::shared_ptr<State>& state) {
 }  // namespace
 
 RouteTable swerex_routes(asio::any_io_executor executor, Runtime& runtime,
-                         const ServerConfig& config) {
-  auto state = std::make_shared<State>(std::move(executor), runtime, config);
+                         const ServerConfig& config, asio::thread_pool* file_threads) {
+  auto state = std::make_shared<State>(std::move(executor), runtime, config, file_threads);
   using bhttp::verb;
   RouteTable routes;
   routes.add(verb::get, "/", json_route(state, hello));

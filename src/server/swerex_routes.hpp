@@ -20,11 +20,14 @@
 #include <rex/server/server_config.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/thread_pool.hpp>
 
 namespace rex::server {
 
-/// The routes of rex-server over `runtime`, which must outlive them.
+/// The routes of rex-server over `runtime`, which must outlive them. Blocking file work runs
+/// on `file_threads` when given (shared by many tables, it must outlive them), else on a pool
+/// of the table's own with config.file_threads threads.
 RouteTable swerex_routes(asio::any_io_executor executor, Runtime& runtime,
-                         const ServerConfig& config);
+                         const ServerConfig& config, asio::thread_pool* file_threads = nullptr);
 
 }  // namespace rex::server

@@ -1,0 +1,40 @@
+// Environment: a named, declarative recipe for a gateway session's sandbox (shared/GATEWAY.md,
+// "Registry"): which provider starts it, the same fields as DockerDeploymentConfig for what it
+// runs (image, memory, cpus, network, env, working_dir, mounts), its default lifetimes and the
+// files collected from it before it is destroyed. Plain data: read from the registry's
+// environments/*.yaml (parse_environment, registry.hpp) or built in (Registry), and checked for
+// types and ranges there; whether a provider can honour it is the gateway's business.
+#pragma once
+
+#include <boost/json/object.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace rex::gateway {
+
+struct Environment {
+  std::string name;         // from the file's `name`, else the file's stem
+  std::string description;  // for people choosing one (GET /api/environments)
+  // The provider used when a create names none: local | docker | podman (other names are
+  // allowed here; the gateway refuses a provider it does not have when the environment is used).
+  std::string provider = "local";
+  std::string image;                  // docker, podman: the image the sandbox runs
+  std::optional<std::string> memory;  // "512m", "2g" or bytes, as DockerDeploymentConfig::memory
+  std::optional<double> cpus;         // 1.5 = one and a half cores
+  std::string network;  // "" (the engine's default), "none", "bridge"...: network_mode
+  std::map<std::string, std::string> env;  // added to the sandbox's environment
+  std::string working_dir;  // where execute and relative file paths run; "": provider default
+  std::vector<std::string> mounts;   // "HOST:CONTAINER[:ro]", as docker run -v
+  double idle_timeout = 600;         // seconds idle before the session expires (0: never)
+  double max_lifetime = 3600;        // seconds from creation (0: the gateway's maximum)
+  std::vector<std::string> collect;  // paths (glob patterns allowed) copied out before destroy
+
+  /// Every field under its own name (memory and cpus null when unset), for
+  /// GET /api/environments.
+  boost::json::object to_json() const;
+};
+
+}  // namespace rex::gateway

@@ -1,0 +1,76 @@
+// Provider: where the gateway's sandboxes run (local processes, Docker, Podman...). A provider
+// is a Deployment's start and stop split apart by a database: create() starts a sandbox and says
+// how to reach its rex-server, destroy() removes it by name alone (the gateway that created it
+// may have crashed since), and list() says what is running, so a restarted gateway can adopt
+// what it finds, mark what vanished and remove what it has no record of.
+//
+// Guarantees every provider gives:
+// - Everything create() makes carries the gateway's id and the session's id (labels, a file),
+//   so list() finds it after a crash, and nothing of another gateway or of `rex run` is listed.
+// - The sandbox enforces its own hard deadline (rex-server's --max-lifetime), so a gateway that
+//   never comes back leaves nothing running for ever.
+// - create() that fails leaves nothing behind; destroy() of a sandbox already gone succeeds.
+//
+// Threading: call every member from the gateway's io_context.
+#pragma once
+
+#include <rex/gateway/environment.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rex::gateway {
+
+namespace asio = boost::asio;
+
+/// A provider could not do what was asked; the message says what and why.
+class ProviderError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+/// What a sandbox is made from.
+struct SandboxSpec {
+  std::string session_id;
+  Environment environment;
+  std::map<std::string, std::string> env;  // the environment's, with the request's over it
+  double max_lifetime = 0;                 // seconds from now until the sandbox ends itself
+};
+
+/// How the gateway reaches a sandbox's rex-server; kept in the session's record.
+struct SandboxAddress {
+  std::string sandbox_id;   // the provider's own name for it
+  std::string url;          // rex/http/url.hpp forms
+  std::string token;        // the server's X-API-Key
+  std::string working_dir;  // where execute runs and relative file paths point
+};
+
+/// One sandbox a provider runs for this gateway.
+struct SandboxListing {
+  std::string sandbox_id;
+  std::string session_id;
+  bool running = false;   // false: it exists but its server has ended
+  double created_at = 0;  // unix seconds
+};
+
+class Provider {
+ public:
+  virtual ~Provider() = default;
+  virtual std::string_view name() const noexcept = 0;
+  /// Starts the sandbox and waits until its server answers. ProviderError on failure.
+  virtual asio::awaitable<SandboxAddress> create(SandboxSpec spec) = 0;
+  /// Stops and removes the sandbox. ProviderError when it exists and cannot be removed.
+  virtual asio::awaitable<void> destroy(std::string sandbox_id) = 0;
+  /// Every sandbox of this gateway that still exists.
+  virtual asio::awaitable<std::vector<SandboxListing>> list() = 0;
+  /// True when the sandbox has no boundary of its own but its working directory (local): the
+  /// file calls then refuse paths that leave it.
+  virtual bool confines_files() const noexcept { return false; }
+};
+
+}  // namespace rex::gateway

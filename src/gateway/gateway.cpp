@@ -1,0 +1,646 @@
+// Gateway: storage, reconcile, the sweeper, sessions' ends, artifacts and transcripts. The HTTP
+// routes are in gateway_routes.cpp.
+#include <rex/gateway/gateway.hpp>
+
+#include <rex/core/random.hpp>
+#include <rex/core/timeout.hpp>
+#include <rex/gateway/local_provider.hpp>
+#include <rex/runtime/archive.hpp>
+
+#include <fmt/format.h>
+#include <openssl/evp.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+
+#include "gateway/gateway_impl.hpp"
+
+namespace rex::gateway {
+
+namespace json = boost::json;
+using namespace std::chrono_literals;
+
+namespace {
+
+// A coroutine spawned on its own logs what it threw instead of losing it.
+auto log_failure(std::string what) {
+  return [what = std::move(what)](std::exception_ptr e) {
+    if (!e)
+      return;
+    try {
+      std::rethrow_exception(e);
+    } catch (const std::exception& x) {
+      spdlog::error("gateway: {}: {}", what, x.what());
+    }
+  };
+}
+
+std::string file_sha256(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in)
+    throw std::runtime_error(fmt::format("cannot read {}", file.string()));
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
+  std::vector<char> buf(1 << 16);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    EVP_DigestUpdate(ctx, buf.data(), static_cast<std::size_t>(in.gcount()));
+  }
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_DigestFinal_ex(ctx, digest, &n);
+  EVP_MD_CTX_free(ctx);
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i)
+    out += fmt::format("{:02x}", digest[i]);
+  return out;
+}
+
+}  // namespace
+
+std::string sha256_hex(std::string_view data) {
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int n = 0;
+  EVP_Digest(data.data(), data.size(), digest, &n, EVP_sha256(), nullptr);
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i)
+    out += fmt::format("{:02x}", digest[i]);
+  return out;
+}
+
+// --- construction ----------------------------------------------------------------------------
+
+Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Registry reg,
+                    std::string server_executable)
+    : ex(std::move(executor)),
+      cfg(std::move(config)),
+      registry(std::move(reg)),
+      storage(fs::absolute(cfg.storage).lexically_normal()),
+      stop_requested(ex) {
+  validate(cfg);
+  for (const char* sub : {"logs", "artifacts", "tmp"})
+    fs::create_directories(storage / sub);
+  store = std::make_unique<Store>(storage / "sessions.db");
+  gateway_id = store->gateway_id();
+  LocalProviderConfig local;
+  local.root = storage / "sandboxes";
+  local.gateway_id = gateway_id;
+  local.server_executable = std::move(server_executable);
+  providers["local"] = std::make_unique<LocalProvider>(ex, std::move(local));
+}
+
+Provider* Gateway::Impl::provider(std::string_view name) {
+  const auto it = providers.find(std::string(name));
+  return it == providers.end() ? nullptr : it->second.get();
+}
+
+Quota Gateway::Impl::quota_of(const std::string& tenant) const {
+  Quota q{cfg.max_sessions, cfg.creates_per_minute, cfg.max_storage_bytes};
+  for (const auto& t : cfg.tenants) {
+    if (t.name != tenant)
+      continue;
+    if (t.max_sessions)
+      q.max_sessions = *t.max_sessions;
+    if (t.creates_per_minute)
+      q.creates_per_minute = *t.creates_per_minute;
+    if (t.max_storage_bytes)
+      q.max_storage_bytes = *t.max_storage_bytes;
+  }
+  return q;
+}
+
+// --- records and events ----------------------------------------------------------------------
+
+StoredEvent Gateway::Impl::event(std::string_view type, const SessionRecord& rec, const Caller& who,
+                                 json::object data) const {
+  StoredEvent e;
+  e.time = unix_now();
+  e.tenant = rec.tenant;
+  e.session_id = rec.id;
+  e.type = std::string(type);
+  e.actor = who.actor;
+  e.request_id = who.request_id;
+  data["state"] = rec.state;
+  if (!rec.reason.empty())
+    data["reason"] = rec.reason;
+  if (!rec.error.empty())
+    data["error"] = rec.error;
+  e.data = std::move(data);
+  return e;
+}
+
+asio::awaitable<void> Gateway::Impl::record(const SessionRecord& rec, std::string_view type,
+                                            const Caller& who, json::object data) {
+  std::vector<StoredEvent> events;
+  events.push_back(event(type, rec, who, std::move(data)));
+  co_await save(rec, std::move(events));
+}
+
+asio::awaitable<void> Gateway::Impl::save(const SessionRecord& rec, std::vector<StoredEvent> events,
+                                          std::optional<IdempotencyKey> key,
+                                          std::vector<StoredArtifact> artifacts) {
+  Change change;
+  change.session = StoredSession{rec.id, rec.tenant, rec.state, rec.to_json()};
+  change.events = std::move(events);
+  change.idempotency = std::move(key);
+  change.artifacts = std::move(artifacts);
+  auto work = [change = std::move(change)](Store& s) mutable {
+    s.commit(change);
+    return std::move(change.events);
+  };
+  auto committed = co_await on_db(std::move(work));
+  sessions.at(rec.id).persisted_activity = rec.last_active;
+  publish(committed);
+}
+
+void Gateway::Impl::publish(const std::vector<StoredEvent>& events) {
+  for (const auto& e : events) {
+    for (const auto& sub : subscribers) {
+      if (sub->tenant && *sub->tenant != e.tenant)
+        continue;
+      sub->queue.push_back(e);
+      sub->wake.set();
+    }
+  }
+}
+
+std::shared_ptr<Live> Gateway::Impl::live_of(Entry& e) {
+  if (!e.live) {
+    auto live = std::make_shared<Live>();
+    RemoteRuntimeConfig rc;
+    rc.url = e.rec.url;
+    rc.auth_token = e.rec.token;
+    live->runtime = std::make_unique<RemoteRuntime>(ex, rc);
+    live->notebook = std::make_unique<Notebook>(ex, *live->runtime, e.rec.id, e.rec.working_dir);
+    e.live = std::move(live);
+  }
+  return e.live;
+}
+
+void Gateway::Impl::touch(Entry& e) {
+  e.rec.last_active = unix_now();
+  ++e.rec.calls;
+  // Activity is committed lazily (a commit per call would cost every call a disk flush): at
+  // most a tenth of the idle timeout, and a second, behind. A restart may expire a session
+  // that much early, never late.
+  const double slack = std::max(1.0, e.rec.idle_timeout / 10);
+  if (e.rec.last_active - e.persisted_activity >= slack) {
+    e.persisted_activity = e.rec.last_active;
+    asio::co_spawn(ex, persist_activity(e.rec.id), log_failure("recording activity"));
+  }
+}
+
+asio::awaitable<void> Gateway::Impl::persist_activity(std::string id) {
+  auto& e = sessions.at(id);
+  if (e.rec.state == state::ready)
+    co_await save(e.rec);
+}
+
+void Gateway::Impl::append_log(const SessionRecord& rec, const Caller& who, json::object line) {
+  line.emplace("time", iso_time(unix_now()));
+  line.emplace("request_id", who.request_id);
+  line.emplace("actor", who.actor);
+  std::string text = json::serialize(line);
+  text.push_back('\n');
+  const auto path = log_path(rec.id);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    spdlog::error("gateway: cannot open {}: {}", path.string(), std::strerror(errno));
+    return;
+  }
+  // One write per line: with O_APPEND, lines of concurrent calls never interleave.
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    done += static_cast<std::size_t>(n);
+  }
+  ::close(fd);
+}
+
+// --- artifacts -------------------------------------------------------------------------------
+
+asio::awaitable<std::vector<StoredArtifact>> Gateway::Impl::save_artifacts(
+    Entry& e, std::vector<std::string> paths, const Caller& who) {
+  auto live = live_of(e);
+  const std::string id = e.rec.id;
+  std::vector<StoredArtifact> saved;
+  for (const auto& path : paths) {
+    const fs::path scratch = storage / "tmp" / fmt::format("artifact-{}", random_hex(8));
+    const fs::path copy = scratch / "content";
+    fs::create_directories(scratch);
+    std::exception_ptr failure;
+    try {
+      DownloadRequest request;
+      request.path = path;
+      request.target_path = copy.string();
+      co_await live->runtime->download(std::move(request));
+      auto store_it = [copy, scratch, path, id, this]() {
+        StoredArtifact a;
+        a.session_id = id;
+        a.path = path;
+        std::string base = fs::path(path).filename().string();
+        if (base.empty() || base == "." || base == "..")
+          base = "root";
+        fs::path blob = copy;
+        if (fs::is_directory(copy)) {
+          blob = scratch / "content.tar";
+          create_archive(copy, blob, ArchiveFormat::tar);
+          base += ".tar";
+        }
+        a.name = base;
+        a.size = fs::file_size(blob);
+        a.sha256 = file_sha256(blob);
+        a.created_at = unix_now();
+        const fs::path target = artifact_path(a.sha256);
+        if (!fs::exists(target))
+          fs::rename(blob, target);
+        fs::remove_all(scratch);
+        return a;
+      };
+      saved.push_back(co_await detail::offload(file_threads, ex, std::move(store_it)));
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (failure) {
+      std::error_code ignored;
+      fs::remove_all(scratch, ignored);
+      std::rethrow_exception(failure);
+    }
+  }
+  // Two paths with one name: the later wins, as a later save of the same name does.
+  std::vector<StoredEvent> events;
+  for (const auto& a : saved)
+    events.push_back(event(
+        "artifact_saved", e.rec, who,
+        json::object{{"name", a.name}, {"path", a.path}, {"size", a.size}, {"sha256", a.sha256}}));
+  co_await save(e.rec, std::move(events), std::nullopt, saved);
+  co_return saved;
+}
+
+asio::awaitable<std::vector<std::string>> Gateway::Impl::expand_collect(Entry& e) {
+  std::vector<std::string> found;
+  const Environment* env = registry.find(e.rec.environment);
+  if (env == nullptr || env->collect.empty())
+    co_return found;
+  auto live = live_of(e);
+  std::string patterns;
+  for (const auto& p : env->collect)
+    patterns += " " + p;  // unquoted: the sandbox's shell expands them
+  Command list;
+  list.command =
+      fmt::format("for p in{}; do [ -e \"$p\" ] && printf '%s\\n' \"$p\"; done; true", patterns);
+  list.shell = true;
+  list.timeout = 60;
+  list.cwd = e.rec.working_dir;
+  const CommandResponse r = co_await live->runtime->execute(std::move(list));
+  std::string_view out = r.stdout_;
+  while (!out.empty()) {
+    const auto nl = out.find('\n');
+    const auto line = out.substr(0, nl);
+    if (!line.empty())
+      found.emplace_back(line);
+    out = nl == std::string_view::npos ? std::string_view{} : out.substr(nl + 1);
+  }
+  co_return found;
+}
+
+// --- ending sessions -------------------------------------------------------------------------
+
+asio::awaitable<void> Gateway::Impl::destroy(std::string id, std::string reason, Caller who) {
+  Entry& e = sessions.at(id);
+  while (e.rec.state == state::creating || e.rec.state == state::stopping) {
+    // Another call is making or ending it: its end decides.
+    const bool was_stopping = e.rec.state == state::stopping;
+    co_await e.settled.wait();
+    if (was_stopping || e.rec.state != state::ready)
+      co_return;
+  }
+  if (e.rec.state != state::ready)
+    co_return;
+  e.rec.state = std::string(state::stopping);
+  e.rec.reason = reason;
+  e.settled.reset();
+  const std::string expired_type =
+      reason == "ttl_idle" || reason == "ttl_max" ? "expired" : "stopping";
+  co_await record(e.rec, expired_type, who);
+  co_await finish_stop(id, who);
+}
+
+asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
+  Entry& e = sessions.at(id);
+  if (e.stopping_now)
+    co_return;  // another coroutine is at it
+  e.stopping_now = true;
+  struct Done {
+    Entry& e;
+    ~Done() {
+      e.stopping_now = false;
+      e.settled.set();
+    }
+  } done{e};
+  // What the environment says to keep is copied out first; a failure to copy does not keep
+  // the sandbox alive.
+  if (!e.rec.url.empty()) {
+    std::string collect_error;
+    try {
+      auto paths = co_await expand_collect(e);
+      if (!paths.empty())
+        co_await save_artifacts(e, std::move(paths), who);
+    } catch (const std::exception& x) {
+      collect_error = x.what();
+    }
+    if (!collect_error.empty()) {
+      spdlog::warn("gateway: collecting artifacts of {}: {}", id, collect_error);
+      json::object data{{"message", collect_error}};
+      co_await record(e.rec, "collect_failed", who, std::move(data));
+    }
+  }
+  e.live.reset();
+  Provider* p = provider(e.rec.provider);
+  std::string failure;
+  try {
+    if (p != nullptr && !e.rec.sandbox_id.empty())
+      co_await p->destroy(e.rec.sandbox_id);
+  } catch (const std::exception& x) {
+    failure = x.what();
+  }
+  if (!failure.empty()) {
+    // It stays `stopping`: the drift check tries again.
+    spdlog::error("gateway: destroying the sandbox of {}: {}", id, failure);
+    json::object data{{"message", failure}};
+    co_await record(e.rec, "destroy_failed", who, std::move(data));
+    co_return;
+  }
+  e.rec.state = std::string(state::destroyed);
+  e.rec.ended_at = unix_now();
+  co_await record(e.rec, "destroyed", who);
+}
+
+// --- the sweeper and the drift check ---------------------------------------------------------
+
+asio::awaitable<void> Gateway::Impl::sweep_loop() {
+  const Caller sweeper{"", "sweeper", ""};
+  auto last_drift = std::chrono::steady_clock::now();
+  const auto interval = duration_from_seconds(cfg.sweep_interval);
+  while (!stopping) {
+    co_await with_timeout(stop_requested.wait(), interval);
+    if (stopping)
+      break;
+    const double now = unix_now();
+    for (auto& [id, e] : sessions) {
+      if (e.rec.state != state::ready)
+        continue;
+      std::string reason;
+      if (now >= e.rec.deadline())
+        reason = "ttl_max";
+      else if (const double idle = e.rec.idle_deadline(); idle > 0 && now >= idle)
+        reason = "ttl_idle";
+      if (reason.empty())
+        continue;
+      Caller who = sweeper;
+      who.tenant = e.rec.tenant;
+      asio::co_spawn(ex, destroy(id, reason, who), log_failure("expiring " + id));
+    }
+    if (std::chrono::steady_clock::now() - last_drift >=
+        duration_from_seconds(cfg.drift_interval)) {
+      last_drift = std::chrono::steady_clock::now();
+      try {
+        co_await check_drift();
+      } catch (const std::exception& x) {
+        spdlog::warn("gateway: checking the providers: {}", x.what());
+      }
+    }
+  }
+}
+
+// What the providers run against the records: a ready session whose sandbox is gone is lost; a
+// sandbox of this gateway without a live record, older than the grace period, is removed; a
+// session stuck `stopping` is destroyed again.
+asio::awaitable<void> Gateway::Impl::check_drift() {
+  const Caller drift{"", "reconciler", ""};
+  const double now = unix_now();
+  for (auto& [name, p] : providers) {
+    const auto listing = co_await p->list();
+    std::map<std::string, const SandboxListing*> by_sandbox;
+    for (const auto& s : listing)
+      by_sandbox[s.sandbox_id] = &s;
+    for (auto& [id, e] : sessions) {
+      if (e.rec.provider != name)
+        continue;
+      if (e.rec.state == state::ready) {
+        const auto it = by_sandbox.find(e.rec.sandbox_id);
+        if (it != by_sandbox.end() && it->second->running)
+          continue;
+        e.rec.state = std::string(state::lost);
+        e.rec.reason = "lost";
+        e.rec.error =
+            it == by_sandbox.end() ? "the sandbox is gone" : "the sandbox's server has ended";
+        e.rec.ended_at = now;
+        e.live.reset();
+        spdlog::warn("gateway: session {} is lost: {}", id, e.rec.error);
+        co_await record(e.rec, "lost", drift);
+        if (it != by_sandbox.end())
+          co_await p->destroy(e.rec.sandbox_id);
+      } else if (e.rec.state == state::stopping && !e.stopping_now) {
+        asio::co_spawn(ex, finish_stop(id, drift), log_failure("destroying " + id));
+      }
+    }
+    for (const auto& s : listing) {
+      const auto it = sessions.find(s.session_id);
+      const bool owned = it != sessions.end() && it->second.rec.active();
+      if (owned || now - s.created_at < cfg.orphan_grace)
+        continue;
+      spdlog::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
+      co_await p->destroy(s.sandbox_id);
+    }
+  }
+}
+
+// --- reconcile -------------------------------------------------------------------------------
+
+// Records against what the providers run, before anything else is served: ready sessions whose
+// sandbox runs are adopted, the others marked lost; creates cut off by the restart end as failed
+// (their sandbox removed); ends cut off are finished; sandboxes without a record are orphans.
+asio::awaitable<void> Gateway::Impl::reconcile() {
+  const Caller who{"", "reconciler", ""};
+  auto query = [](Store& s) { return s.load_sessions(); };
+  auto loaded = co_await on_db(std::move(query));
+  for (auto& stored : loaded) {
+    SessionRecord rec;
+    try {
+      rec = SessionRecord::from_json(stored.record);
+    } catch (const std::exception& x) {
+      spdlog::error("gateway: skipping the damaged record of {}: {}", stored.id, x.what());
+      continue;
+    }
+    auto [it, fresh] = sessions.try_emplace(rec.id, ex);
+    Entry& e = it->second;
+    e.rec = std::move(rec);
+    e.persisted_activity = e.rec.last_active;
+    if (!e.rec.idempotency_key.empty())
+      idempotency[e.rec.tenant + "\n" + e.rec.idempotency_key] = e.rec.id;
+    if (e.rec.state != state::creating && e.rec.state != state::stopping)
+      e.settled.set();
+  }
+  const double now = unix_now();
+  for (auto& [name, p] : providers) {
+    std::vector<SandboxListing> listing;
+    std::string unreachable;
+    try {
+      listing = co_await p->list();
+    } catch (const std::exception& x) {
+      unreachable = x.what();
+    }
+    if (!unreachable.empty()) {
+      // Nothing is marked lost on a provider that cannot be asked: the drift check asks again.
+      spdlog::error("gateway: provider {} cannot list its sandboxes: {}", name, unreachable);
+      continue;
+    }
+    std::map<std::string, const SandboxListing*> by_session;
+    for (const auto& s : listing)
+      by_session[s.session_id] = &s;
+    for (auto& [id, e] : sessions) {
+      if (e.rec.provider != name || e.rec.ended())
+        continue;
+      const auto found = by_session.find(id);
+      const SandboxListing* sandbox = found == by_session.end() ? nullptr : found->second;
+      if (e.rec.state == state::creating) {
+        e.rec.state = std::string(state::failed);
+        e.rec.reason = "interrupted";
+        e.rec.error = "the gateway stopped while the sandbox was being created";
+        e.rec.ended_at = now;
+        e.create_error = e.rec.error;
+        if (sandbox != nullptr)
+          co_await p->destroy(sandbox->sandbox_id);
+        co_await record(e.rec, "failed", who);
+        e.settled.set();
+      } else if (e.rec.state == state::ready) {
+        if (sandbox != nullptr && sandbox->running) {
+          spdlog::info("gateway: adopted session {}", id);
+          continue;
+        }
+        e.rec.state = std::string(state::lost);
+        e.rec.reason = "lost";
+        e.rec.error = sandbox == nullptr
+                          ? "the sandbox was gone when the gateway started"
+                          : "the sandbox's server had ended when the gateway started";
+        e.rec.ended_at = now;
+        if (sandbox != nullptr)
+          co_await p->destroy(sandbox->sandbox_id);
+        co_await record(e.rec, "lost", who);
+      } else if (e.rec.state == state::stopping) {
+        co_await finish_stop(id, who);
+      }
+    }
+    for (const auto& s : listing) {
+      const auto it = sessions.find(s.session_id);
+      if (it != sessions.end() && it->second.rec.active())
+        continue;
+      if (now - s.created_at < cfg.orphan_grace)
+        continue;  // the drift check comes back to it
+      spdlog::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
+      co_await p->destroy(s.sandbox_id);
+    }
+  }
+  reconciled = true;
+  std::size_t ready = 0;
+  for (const auto& [id, e] : sessions)
+    ready += e.rec.state == state::ready ? 1 : 0;
+  spdlog::info("gateway: reconciled {} records, {} sessions ready", sessions.size(), ready);
+}
+
+// --- Gateway ---------------------------------------------------------------------------------
+
+Gateway::Gateway(asio::any_io_executor executor, GatewayConfig config, Registry registry,
+                 std::string server_executable)
+    : impl_(std::make_shared<Impl>(std::move(executor), std::move(config), std::move(registry),
+                                   std::move(server_executable))) {
+  server::ServerConfig sc;
+  const std::string& listen = impl_->cfg.listen;
+  if (listen.starts_with("unix:")) {
+    sc.unix_socket = listen.substr(5);
+  } else {
+    const auto colon = listen.rfind(':');
+    sc.host = listen.substr(0, colon);
+    if (sc.host.size() >= 2 && sc.host.front() == '[' && sc.host.back() == ']')
+      sc.host = sc.host.substr(1, sc.host.size() - 2);
+    sc.port = static_cast<std::uint16_t>(std::stoul(listen.substr(colon + 1)));
+  }
+  sc.upload_dir = (impl_->storage / "tmp").string();
+  sc.idle_timeout = std::chrono::seconds(300);
+  impl_->service = std::make_unique<server::Service>(impl_->ex, impl_->routes(), sc);
+}
+
+Gateway::~Gateway() {
+  impl_->stop_requested.set();
+  impl_->db_thread.join();
+  impl_->file_threads.join();
+}
+
+void Gateway::listen() {
+  impl_->service->listen();
+}
+
+std::string Gateway::url() const {
+  return impl_->service->url();
+}
+
+const std::string& Gateway::id() const {
+  return impl_->gateway_id;
+}
+
+asio::awaitable<void> Gateway::run() {
+  auto self = impl_;
+  self->service->listen();
+  // The listener serves from the start (health, and 503 while reconciling).
+  auto served = std::make_shared<Event>(self->ex);
+  auto serve_failure = std::make_shared<std::exception_ptr>();
+  asio::co_spawn(self->ex, self->service->run(), [served, serve_failure](std::exception_ptr e) {
+    *serve_failure = e;
+    served->set();
+  });
+  std::exception_ptr failure;
+  try {
+    co_await self->reconcile();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (failure) {
+    self->service->stop();
+    co_await served->wait();
+    std::rethrow_exception(failure);
+  }
+  if (!self->stopping)
+    asio::co_spawn(self->ex, self->sweep_loop(), log_failure("the sweeper"));
+  co_await served->wait();
+  if (*serve_failure)
+    std::rethrow_exception(*serve_failure);
+}
+
+void Gateway::stop() {
+  auto& s = *impl_;
+  if (s.stopping)
+    return;
+  s.stopping = true;
+  s.stop_requested.set();
+  for (const auto& sub : s.subscribers)
+    sub->wake.set();
+  s.service->stop();
+}
+
+}  // namespace rex::gateway

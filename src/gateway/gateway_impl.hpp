@@ -1,0 +1,157 @@
+// The gateway's insides, shared by its lifecycle (gateway.cpp) and its routes
+// (gateway_routes.cpp). Everything here runs on the gateway's io_context, except what is handed
+// to the database thread (the Store) or the file threads.
+#pragma once
+
+#include <rex/core/event.hpp>
+#include <rex/gateway/gateway.hpp>
+#include <rex/gateway/provider.hpp>
+#include <rex/gateway/store.hpp>
+#include <rex/runtime/remote_runtime.hpp>
+#include <rex/server/route_table.hpp>
+#include <rex/server/service.hpp>
+
+#include <boost/asio/thread_pool.hpp>
+
+#include <deque>
+#include <filesystem>
+#include <list>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/offload.hpp"
+#include "gateway/api_error.hpp"
+#include "gateway/notebook.hpp"
+#include "gateway/session_record.hpp"
+
+namespace rex::gateway {
+
+namespace fs = std::filesystem;
+
+/// Who is calling: the tenant of the key, a name for the audit log, the request's id.
+struct Caller {
+  std::string tenant;
+  std::string actor;
+  std::string request_id;
+};
+
+/// The connection to a ready session's sandbox (made when first needed, not stored).
+struct Live {
+  std::unique_ptr<RemoteRuntime> runtime;
+  std::unique_ptr<Notebook> notebook;
+  std::optional<server::RouteTable> swerex;  // SWE-ReX's routes over `runtime`
+};
+
+struct Entry {
+  explicit Entry(asio::any_io_executor ex) : settled(std::move(ex)) {}
+  SessionRecord rec;
+  std::shared_ptr<Live> live;
+  Event settled;                  // set while the session is neither creating nor stopping
+  double persisted_activity = 0;  // last_active as last committed
+  std::string body_hash;          // of the create request (idempotency)
+  std::string create_error;       // a failed create's message, for repeats of it
+  bool stopping_now = false;      // finish_stop() is running for it
+};
+
+/// A client of /api/events: the events committed since it subscribed.
+struct Subscriber {
+  explicit Subscriber(asio::any_io_executor ex) : wake(std::move(ex)) {}
+  std::optional<std::string> tenant;  // none: every tenant's (no keys configured)
+  std::deque<StoredEvent> queue;
+  Event wake;
+};
+
+struct Quota {
+  std::size_t max_sessions = 0;  // 0: unlimited
+  double creates_per_minute = 0;
+  std::uint64_t max_storage_bytes = 0;
+};
+
+struct Metrics {
+  std::map<std::string, std::uint64_t> requests;  // by route pattern
+  std::map<std::string, std::uint64_t> errors;    // by code
+  std::uint64_t creates = 0;
+  double create_seconds_sum = 0;
+  std::vector<double> create_buckets{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+  std::vector<std::uint64_t> create_bucket_counts = std::vector<std::uint64_t>(9, 0);
+};
+
+struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
+  Impl(asio::any_io_executor executor, GatewayConfig config, Registry registry,
+       std::string server_executable);
+
+  // --- state ---
+  asio::any_io_executor ex;
+  GatewayConfig cfg;
+  Registry registry;
+  fs::path storage;
+  asio::thread_pool db_thread{1};
+  asio::thread_pool file_threads{2};
+  std::unique_ptr<Store> store;  // used on db_thread only
+  std::string gateway_id;
+  std::map<std::string, std::unique_ptr<Provider>> providers;
+  std::map<std::string, Entry> sessions;                     // every record, ended ones too
+  std::map<std::string, std::string> idempotency;            // tenant + '\n' + key -> session id
+  std::map<std::string, std::deque<double>> recent_creates;  // per tenant, unix seconds
+  std::list<std::shared_ptr<Subscriber>> subscribers;
+  std::unique_ptr<server::Service> service;
+  bool reconciled = false;
+  bool stopping = false;
+  Event stop_requested;
+  Metrics metrics;
+
+  // --- database (gateway.cpp) ---
+  template <class F>
+  auto on_db(F work) {
+    return detail::offload(db_thread, ex,
+                           [this, work = std::move(work)]() mutable { return work(*store); });
+  }
+  /// Commits the record (and events, an idempotency key, artifacts), then publishes the events.
+  asio::awaitable<void> save(const SessionRecord& rec, std::vector<StoredEvent> events = {},
+                             std::optional<IdempotencyKey> key = std::nullopt,
+                             std::vector<StoredArtifact> artifacts = {});
+  /// save() with one event of `type`.
+  asio::awaitable<void> record(const SessionRecord& rec, std::string_view type, const Caller& who,
+                               boost::json::object data = {});
+  StoredEvent event(std::string_view type, const SessionRecord& rec, const Caller& who,
+                    boost::json::object data = {}) const;
+  void publish(const std::vector<StoredEvent>& events);
+
+  // --- lifecycle (gateway.cpp) ---
+  asio::awaitable<void> reconcile();
+  asio::awaitable<void> sweep_loop();
+  asio::awaitable<void> check_drift();
+  /// Ends a session: collects its artifacts, destroys its sandbox, records why.
+  asio::awaitable<void> destroy(std::string id, std::string reason, Caller who);
+  /// The rest of a `stopping` session's end (also after a restart or a failed destroy).
+  asio::awaitable<void> finish_stop(std::string id, Caller who);
+  Provider* provider(std::string_view name);
+  Quota quota_of(const std::string& tenant) const;
+  std::shared_ptr<Live> live_of(Entry& e);
+  void touch(Entry& e);
+  asio::awaitable<void> persist_activity(std::string id);
+  fs::path log_path(const std::string& id) const { return storage / "logs" / (id + ".jsonl"); }
+  fs::path artifact_path(const std::string& sha256) const { return storage / "artifacts" / sha256; }
+  void append_log(const SessionRecord& rec, const Caller& who, boost::json::object line);
+  /// Copies files or directories out of a session's sandbox into the artifact store.
+  asio::awaitable<std::vector<StoredArtifact>> save_artifacts(Entry& e,
+                                                              std::vector<std::string> paths,
+                                                              const Caller& who);
+  asio::awaitable<std::vector<std::string>> expand_collect(Entry& e);
+
+  // --- API (gateway_routes.cpp) ---
+  server::RouteTable routes();
+  Caller authenticate(const server::Request& r, bool needs_key = true) const;
+  Entry& session_for(const Caller& who, std::string_view id);
+  Entry& ready_session(const Caller& who, std::string_view id);
+  std::string resolve_path(const Entry& e, std::string_view path) const;
+  asio::awaitable<server::Answer> create(Caller who, server::Request r);
+};
+
+/// sha256 of a string, lowercase hex.
+std::string sha256_hex(std::string_view data);
+
+}  // namespace rex::gateway

@@ -1,0 +1,1194 @@
+// The gateway's HTTP API (shared/GATEWAY.md, "The API"): the seed's paths, rex's additions and
+// the proxied SWE-ReX protocol, each behind authentication, with one error shape.
+#include <rex/core/random.hpp>
+#include <rex/core/text.hpp>
+#include <rex/core/timeout.hpp>
+#include <rex/http/client_errors.hpp>
+#include <rex/http/multipart.hpp>
+#include <rex/protocol/exceptions.hpp>
+#include <rex/protocol/python_text.hpp>
+#include <rex/server/admission.hpp>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/beast/http/field.hpp>
+#include <boost/json.hpp>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <fstream>
+
+#include "gateway/gateway_impl.hpp"
+#include "server/swerex_routes.hpp"
+
+namespace rex::gateway {
+
+namespace json = boost::json;
+namespace bhttp = boost::beast::http;
+using server::Answer;
+using server::FileAnswer;
+using server::Request;
+using namespace std::chrono_literals;
+
+namespace {
+
+using Handler = std::function<asio::awaitable<Answer>(Caller, Request)>;
+using FileHandler =
+    std::function<asio::awaitable<std::variant<Answer, FileAnswer>>(Caller, Request)>;
+
+constexpr std::size_t kLogBodyLimit = 64 * 1024;  // of each request and answer in a transcript
+
+// A runtime's failure as the API's error.
+ApiError api_error_of(const std::exception& e) {
+  if (const auto* api = dynamic_cast<const ApiError*>(&e))
+    return *api;
+  if (dynamic_cast<const FileNotFoundError*>(&e) != nullptr)
+    return ApiError(404, "files.not_found", e.what());
+  if (dynamic_cast<const IsADirectoryError*>(&e) != nullptr ||
+      dynamic_cast<const NotADirectoryError*>(&e) != nullptr)
+    return ApiError(422, "files.wrong_type", e.what());
+  if (dynamic_cast<const PermissionError*>(&e) != nullptr)
+    return ApiError(403, "files.permission_denied", e.what());
+  if (dynamic_cast<const http::ConnectionError*>(&e) != nullptr ||
+      dynamic_cast<const http::RequestTimeoutError*>(&e) != nullptr)
+    return ApiError(502, "sandbox.unreachable", e.what(), true, 1.0);
+  if (dynamic_cast<const SwerexException*>(&e) != nullptr)
+    return ApiError(502, "sandbox.error", e.what());
+  if (dynamic_cast<const StoreError*>(&e) != nullptr)
+    return ApiError(503, "gateway.storage", e.what(), true, 5.0);
+  return ApiError(500, "gateway.internal", e.what());
+}
+
+std::string request_id_of(const Request& r) {
+  if (const auto id = r.field("X-Request-ID"); id && !id->empty() && id->size() <= 200)
+    return std::string(*id);
+  return "req-" + random_hex(8);
+}
+
+std::string clip(std::string_view text) {
+  if (text.size() <= kLogBodyLimit)
+    return std::string(text);
+  return fmt::format("{}... [{} bytes]", text.substr(0, kLogBodyLimit), text.size());
+}
+
+json::value body_for_log(std::string_view body) {
+  boost::system::error_code ec;
+  if (body.size() <= kLogBodyLimit) {
+    json::value v = json::parse(body, ec);
+    if (!ec)
+      return v;
+  }
+  return json::value(utf8_backslashreplace(clip(body)));
+}
+
+std::string quota_text(double x) {
+  return fmt::format("{:g}", x);
+}
+
+}  // namespace
+
+// --- authentication and lookup ---------------------------------------------------------------
+
+Caller Gateway::Impl::authenticate(const Request& r, bool needs_key) const {
+  Caller who;
+  who.request_id = request_id_of(r);
+  bool any_key = false;
+  for (const auto& t : cfg.tenants)
+    any_key = any_key || !t.keys.empty();
+  if (!any_key) {
+    // No keys: loopback only (checked at start), one tenant.
+    who.tenant = "default";
+    who.actor = "default";
+    return who;
+  }
+  std::optional<std::string_view> key;
+  if (const auto auth = r.field("Authorization"); auth && auth->starts_with("Bearer "))
+    key = auth->substr(7);
+  else if (const auto api_key = r.field("X-API-Key"))
+    key = *api_key;
+  if (!key) {
+    if (!needs_key)
+      return who;
+    throw ApiError(401, "auth.missing_key",
+                   "an API key is required: Authorization: Bearer KEY or X-API-Key: KEY");
+  }
+  for (const auto& t : cfg.tenants) {
+    for (const auto& k : t.keys) {
+      if (server::same_token(*key, k)) {
+        who.tenant = t.name;
+        who.actor = fmt::format("{}/{}", t.name, k.substr(0, std::min<std::size_t>(4, k.size())));
+        return who;
+      }
+    }
+  }
+  throw ApiError(401, "auth.invalid_key", "the API key is not valid");
+}
+
+Entry& Gateway::Impl::session_for(const Caller& who, std::string_view id) {
+  const auto it = sessions.find(std::string(id));
+  if (it == sessions.end() || it->second.rec.tenant != who.tenant)
+    throw ApiError(404, "session.not_found", fmt::format("no session {:?}", id));
+  return it->second;
+}
+
+Entry& Gateway::Impl::ready_session(const Caller& who, std::string_view id) {
+  Entry& e = session_for(who, id);
+  const auto& s = e.rec.state;
+  if (s == state::creating)
+    throw ApiError(409, "session.not_ready", fmt::format("session {} is still being created", id),
+                   true, 1.0);
+  if (s == state::stopping)
+    throw ApiError(410, "session.stopping", fmt::format("session {} is being destroyed", id));
+  if (s != state::ready)
+    throw ApiError(410, "session.destroyed",
+                   fmt::format("session {} is {}{}", id, s,
+                               e.rec.reason.empty() ? "" : " (" + e.rec.reason + ")"));
+  return e;
+}
+
+std::string Gateway::Impl::resolve_path(const Entry& e, std::string_view path) const {
+  if (path.empty())
+    throw ApiError(422, "files.path_required", "a path is required");
+  if (path.find('\0') != std::string_view::npos)
+    throw ApiError(422, "files.invalid_path", "the path holds a NUL byte");
+  fs::path p(path);
+  const fs::path base(e.rec.working_dir);
+  if (p.is_relative())
+    p = base / p;
+  p = p.lexically_normal();
+  std::string text = p.string();
+  if (text.size() > 1 && text.back() == '/')
+    text.pop_back();
+  const Provider* prov = const_cast<Impl*>(this)->provider(e.rec.provider);
+  if (prov != nullptr && prov->confines_files()) {
+    const std::string root = base.lexically_normal().string();
+    const bool inside = text == root || (text.starts_with(root) && text[root.size()] == '/');
+    if (!inside)
+      throw ApiError(403, "files.outside_workdir",
+                     fmt::format("{:?} is outside the session's working directory {}", path, root));
+  }
+  return text;
+}
+
+// --- the wrappers every route goes through ---------------------------------------------------
+
+namespace {
+
+struct Api {
+  std::shared_ptr<Gateway::Impl> self;
+
+  static asio::awaitable<Answer> call(std::shared_ptr<Gateway::Impl> self, std::string pattern,
+                                      Handler h, bool needs_ready, Request r) {
+    self->metrics.requests[pattern]++;
+    std::string rid = request_id_of(r);
+    std::optional<ApiError> failure;
+    try {
+      Caller who = self->authenticate(r);
+      who.request_id = rid;
+      if (needs_ready && !self->reconciled)
+        throw ApiError(503, "gateway.reconciling",
+                       "the gateway is reconciling its sessions; try again shortly", true, 1.0);
+      Answer answer = co_await h(std::move(who), std::move(r));
+      answer.headers.emplace_back("X-Request-ID", rid);
+      co_return answer;
+    } catch (const std::exception& e) {
+      failure = api_error_of(e);
+    }
+    self->metrics.errors[failure->code()]++;
+    if (failure->status() >= 500)
+      spdlog::warn("gateway: {} {}: {}", pattern, failure->code(), failure->what());
+    co_return error_answer(*failure, rid);
+  }
+
+  static asio::awaitable<std::variant<Answer, FileAnswer>> call_file(
+      std::shared_ptr<Gateway::Impl> self, std::string pattern, FileHandler h, Request r) {
+    self->metrics.requests[pattern]++;
+    std::string rid = request_id_of(r);
+    std::optional<ApiError> failure;
+    try {
+      Caller who = self->authenticate(r);
+      who.request_id = rid;
+      if (!self->reconciled)
+        throw ApiError(503, "gateway.reconciling",
+                       "the gateway is reconciling its sessions; try again shortly", true, 1.0);
+      co_return co_await h(std::move(who), std::move(r));
+    } catch (const std::exception& e) {
+      failure = api_error_of(e);
+    }
+    self->metrics.errors[failure->code()]++;
+    co_return error_answer(*failure, rid);
+  }
+
+  server::JsonRoute json(std::string pattern, Handler h, bool needs_ready = true) const {
+    return [s = self, pattern = std::move(pattern), h = std::move(h), needs_ready](Request r) {
+      return call(s, pattern, h, needs_ready, std::move(r));
+    };
+  }
+  server::FileRoute file(std::string pattern, FileHandler h) const {
+    return [s = self, pattern = std::move(pattern), h = std::move(h)](Request r) {
+      return call_file(s, pattern, h, std::move(r));
+    };
+  }
+};
+
+Answer json_ok(unsigned status, json::value body) {
+  return server::json_answer(status, body);
+}
+
+}  // namespace
+
+// --- create ----------------------------------------------------------------------------------
+
+asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
+  json::object body = parse_body(r.body);
+  only_fields(body, {"provider", "environment", "metadata", "env", "timeout", "max_lifetime"});
+  auto provider_name = string_field(body, "provider");
+  auto env_name = string_field(body, "environment");
+  if (!env_name)
+    env_name = provider_name && (*provider_name == "docker" || *provider_name == "podman")
+                   ? "Python3"
+                   : "local";
+  const Environment* env = registry.find(*env_name);
+  if (env == nullptr) {
+    std::vector<std::string> names;
+    for (const auto* e : registry.environments())
+      names.push_back(e->name);
+    throw ApiError(
+        422, "environment.unknown",
+        fmt::format("unknown environment {:?}; known: {}", *env_name, fmt::join(names, ", ")));
+  }
+  if (!provider_name)
+    provider_name = env->provider;
+  Provider* prov = provider(*provider_name);
+  if (prov == nullptr) {
+    std::vector<std::string> names;
+    for (const auto& [n, p] : providers)
+      names.push_back(n);
+    throw ApiError(422, "provider.unknown",
+                   fmt::format("unknown or unconfigured provider {:?}; this gateway has: {}",
+                               *provider_name, fmt::join(names, ", ")));
+  }
+  json::object metadata = object_field(body, "metadata").value_or(json::object{});
+  std::map<std::string, std::string> env_vars;
+  if (auto e = object_field(body, "env")) {
+    for (const auto& [k, v] : *e) {
+      if (!v.is_string())
+        throw ApiError(422, "request.invalid",
+                       fmt::format("env.{}: expected a string", std::string_view(k)));
+      env_vars[std::string(k)] = std::string(v.get_string());
+    }
+  }
+  const double idle = seconds_field(body, "timeout")
+                          .value_or(env->idle_timeout > 0 ? env->idle_timeout : cfg.idle_timeout);
+  double lifetime = seconds_field(body, "max_lifetime").value_or(env->max_lifetime);
+  if (lifetime <= 0 || (cfg.max_lifetime > 0 && lifetime > cfg.max_lifetime))
+    lifetime = cfg.max_lifetime > 0 ? cfg.max_lifetime : 86400;
+
+  // Idempotency: the same key and body give the same session, the first request's.
+  std::string key;
+  if (const auto k = r.field("Idempotency-Key")) {
+    key = std::string(*k);
+    if (key.empty() || key.size() > 255)
+      throw ApiError(422, "idempotency.invalid_key", "Idempotency-Key must be 1 to 255 bytes");
+  }
+  const std::string body_hash = sha256_hex(json::serialize(body) + "\n" + *provider_name);
+  if (!key.empty()) {
+    const auto it = idempotency.find(who.tenant + "\n" + key);
+    if (it != idempotency.end()) {
+      Entry& e = sessions.at(it->second);
+      if (e.body_hash != body_hash && !e.body_hash.empty())
+        throw ApiError(422, "idempotency.mismatch",
+                       "this Idempotency-Key was used with another request body");
+      while (e.rec.state == state::creating)
+        co_await e.settled.wait();
+      if (e.rec.state == state::failed)
+        throw ApiError(502, "sandbox.create_failed", e.rec.error);
+      co_return json_ok(201, e.rec.public_json());
+    }
+  }
+
+  // Quotas, counted and claimed before anything is awaited, so concurrent creates cannot pass
+  // them together.
+  const Quota q = quota_of(who.tenant);
+  if (q.max_sessions > 0) {
+    std::size_t active = 0;
+    for (const auto& [id, e] : sessions)
+      active += e.rec.tenant == who.tenant && e.rec.active() ? 1 : 0;
+    if (active >= q.max_sessions)
+      throw ApiError(
+          429, "quota.max_sessions",
+          fmt::format("tenant {:?} has {} active sessions, its limit", who.tenant, q.max_sessions),
+          true, 5.0);
+  }
+  const double now = unix_now();
+  if (q.creates_per_minute > 0) {
+    auto& recent = recent_creates[who.tenant];
+    while (!recent.empty() && recent.front() <= now - 60)
+      recent.pop_front();
+    if (static_cast<double>(recent.size()) >= q.creates_per_minute)
+      throw ApiError(429, "quota.creates_per_minute",
+                     fmt::format("tenant {:?} may create {} sessions a minute", who.tenant,
+                                 quota_text(q.creates_per_minute)),
+                     true, std::max(1.0, recent.front() + 60 - now));
+    recent.push_back(now);
+  }
+
+  const std::string id = "s" + random_hex(8);
+  auto [it, fresh] = sessions.try_emplace(id, ex);
+  Entry& e = it->second;
+  e.body_hash = body_hash;
+  SessionRecord& rec = e.rec;
+  rec.id = id;
+  rec.tenant = who.tenant;
+  rec.provider = *provider_name;
+  rec.environment = env->name;
+  rec.metadata = std::move(metadata);
+  rec.env = env_vars;
+  rec.created_at = now;
+  rec.last_active = now;
+  rec.idle_timeout = idle;
+  rec.max_lifetime = lifetime;
+  rec.idempotency_key = key;
+  std::optional<IdempotencyKey> key_row;
+  if (!key.empty()) {
+    idempotency[who.tenant + "\n" + key] = id;
+    key_row = IdempotencyKey{who.tenant, key, body_hash, id};
+  }
+
+  // Intent first: the record exists before the sandbox does.
+  std::string refused;
+  try {
+    std::vector<StoredEvent> created;
+    created.push_back(event("created", rec, who));
+    co_await save(rec, std::move(created), key_row);
+  } catch (const std::exception& x) {
+    refused = x.what();
+  }
+  if (!refused.empty()) {
+    if (!key.empty())
+      idempotency.erase(who.tenant + "\n" + key);
+    sessions.erase(id);
+    throw ApiError(503, "gateway.storage", "cannot record the session: " + refused, true, 5.0);
+  }
+
+  const auto started = std::chrono::steady_clock::now();
+  SandboxSpec spec;
+  spec.session_id = id;
+  spec.environment = *env;
+  spec.env = env_vars;
+  // The sandbox's own deadline comes a little after the gateway's, which collects artifacts.
+  spec.max_lifetime = lifetime + 60;
+  std::string failure;
+  try {
+    const SandboxAddress address = co_await prov->create(std::move(spec));
+    rec.sandbox_id = address.sandbox_id;
+    rec.url = address.url;
+    rec.token = address.token;
+    rec.working_dir = address.working_dir;
+  } catch (const std::exception& x) {
+    failure = x.what();
+  }
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (failure.empty()) {
+    rec.state = std::string(state::ready);
+    rec.ready_at = unix_now();
+    rec.last_active = rec.ready_at;
+    json::object data{{"seconds", took}};
+    co_await record(rec, "ready", who, std::move(data));
+    metrics.creates++;
+    metrics.create_seconds_sum += took;
+    for (std::size_t i = 0; i < metrics.create_buckets.size(); ++i)
+      metrics.create_bucket_counts[i] += took <= metrics.create_buckets[i] ? 1 : 0;
+    e.settled.set();
+    append_log(rec, who, json::object{{"call", "create"}, {"request", body_for_log(r.body)}});
+    co_return json_ok(201, rec.public_json());
+  }
+  rec.state = std::string(state::failed);
+  rec.reason = "error";
+  rec.error = failure;
+  rec.ended_at = unix_now();
+  co_await record(rec, "failed", who);
+  e.settled.set();
+  throw ApiError(502, "sandbox.create_failed", failure);
+}
+
+// --- the route table -------------------------------------------------------------------------
+
+namespace {
+
+asio::awaitable<Answer> get_session(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
+  co_return json_ok(200, s->session_for(who, r.param("id")).rec.public_json());
+}
+
+asio::awaitable<Answer> list_sessions(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
+  const auto state_filter = r.query("state");
+  const auto provider_filter = r.query("provider");
+  const auto label = r.query("label");  // key=value of metadata
+  std::size_t limit = 100;
+  if (const auto l = r.query("limit")) {
+    try {
+      limit = std::clamp<std::size_t>(std::stoul(*l), 1, 1000);
+    } catch (const std::exception&) {
+      throw ApiError(422, "request.invalid", "limit: expected a number from 1 to 1000");
+    }
+  }
+  const std::string after = r.query("cursor").value_or("");
+  json::array out;
+  std::string next;
+  for (const auto& [id, e] : s->sessions) {
+    if (e.rec.tenant != who.tenant || (!after.empty() && id <= after))
+      continue;
+    if (state_filter && e.rec.state != *state_filter)
+      continue;
+    if (provider_filter && e.rec.provider != *provider_filter)
+      continue;
+    if (label) {
+      const auto eq = label->find('=');
+      const std::string k = label->substr(0, eq);
+      const auto* v = e.rec.metadata.if_contains(k);
+      if (v == nullptr)
+        continue;
+      if (eq != std::string::npos && !(v->is_string() && v->get_string() == label->substr(eq + 1)))
+        continue;
+    }
+    if (out.size() == limit) {
+      next = out.back().as_object().at("session_id").as_string().c_str();
+      break;
+    }
+    out.push_back(e.rec.public_json());
+  }
+  json::object body{{"sessions", std::move(out)}};
+  body["next_cursor"] = next.empty() ? json::value(nullptr) : json::value(next);
+  co_return json_ok(200, body);
+}
+
+asio::awaitable<Answer> delete_session(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
+  Entry& e = s->session_for(who, r.param("id"));
+  if (const auto sandbox = r.query("sandbox_id");
+      sandbox && !sandbox->empty() && !e.rec.sandbox_id.empty() && *sandbox != e.rec.sandbox_id)
+    throw ApiError(
+        409, "session.sandbox_mismatch",
+        fmt::format("session {} runs in sandbox {}, not {}", e.rec.id, e.rec.sandbox_id, *sandbox));
+  const std::string id = e.rec.id;
+  co_await s->destroy(id, "deleted", who);
+  Entry& after = s->sessions.at(id);
+  if (after.rec.state == state::stopping)
+    throw ApiError(502, "sandbox.destroy_failed",
+                   fmt::format("session {}'s sandbox could not be removed yet; the gateway tries "
+                               "again",
+                               id),
+                   true, 10.0);
+  co_return json_ok(200, after.rec.public_json());
+}
+
+asio::awaitable<Answer> patch_session(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
+  Entry& e = s->session_for(who, r.param("id"));
+  json::object body = parse_body(r.body);
+  only_fields(body, {"metadata"});
+  const auto changes = object_field(body, "metadata");
+  if (!changes)
+    throw ApiError(422, "request.invalid", "metadata: expected an object");
+  for (const auto& [k, v] : *changes) {
+    if (v.is_null())
+      e.rec.metadata.erase(k);
+    else
+      e.rec.metadata[k] = v;
+  }
+  json::object data{{"metadata", e.rec.metadata}};
+  co_await s->record(e.rec, "metadata_changed", who, std::move(data));
+  co_return json_ok(200, e.rec.public_json());
+}
+
+asio::awaitable<Answer> keepalive(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
+  Entry& e = s->ready_session(who, r.param("id"));
+  json::object body = parse_body(r.body);
+  only_fields(body, {"timeout"});
+  if (const auto t = seconds_field(body, "timeout"))
+    e.rec.idle_timeout = *t;
+  e.rec.last_active = unix_now();
+  json::object data{{"timeout", e.rec.idle_timeout},
+                    {"expires_at", iso_time(e.rec.idle_deadline())}};
+  co_await s->record(e.rec, "keepalive", who, std::move(data));
+  co_return json_ok(200, e.rec.public_json());
+}
+
+asio::awaitable<Answer> execute(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
+  json::object body = parse_body(r.body);
+  std::string id(r.param("id"));
+  if (id.empty()) {
+    only_fields(body, {"session_id", "code", "language", "timeout"});
+    id = string_field(body, "session_id").value_or("");
+    if (id.empty())
+      throw ApiError(422, "request.invalid", "session_id: required");
+  } else {
+    only_fields(body, {"code", "language", "timeout"});
+  }
+  const auto code = string_field(body, "code");
+  if (!code)
+    throw ApiError(422, "request.invalid", "code: required");
+  const std::string language = string_field(body, "language").value_or("python");
+  const auto timeout = seconds_field(body, "timeout");
+  Entry& e = s->ready_session(who, id);
+  s->touch(e);
+  auto live = s->live_of(e);
+  const SessionRecord rec = e.rec;
+  json::object result = co_await live->notebook->execute(*code, language, timeout);
+  s->append_log(
+      rec, who,
+      json::object{
+          {"call", "execute"}, {"language", language}, {"code", clip(*code)}, {"result", result}});
+  co_return json_ok(200, result);
+}
+
+// The sandbox's answer to a listing probe: "dir" then one "type|size|mtime|path" per entry,
+// "file", or "missing".
+json::object parse_listing(std::string_view out, const std::string& path) {
+  json::array entries;
+  bool first = true;
+  while (!out.empty()) {
+    const auto nl = out.find('\n');
+    const std::string_view line = out.substr(0, nl);
+    out = nl == std::string_view::npos ? std::string_view{} : out.substr(nl + 1);
+    if (first) {
+      first = false;
+      continue;
+    }
+    const auto a = line.find('|');
+    const auto b = line.find('|', a + 1);
+    const auto c = line.find('|', b + 1);
+    if (a == std::string_view::npos || b == std::string_view::npos || c == std::string_view::npos)
+      continue;
+    const std::string_view kind = line.substr(0, a);
+    std::string type = "other";
+    if (kind == "directory")
+      type = "dir";
+    else if (kind.find("regular") != std::string_view::npos)
+      type = "file";
+    else if (kind == "symbolic link")
+      type = "symlink";
+    const std::string full(line.substr(c + 1));
+    const auto slash = full.rfind('/');
+    std::uint64_t size = 0;
+    double mtime = 0;
+    try {
+      size = std::stoull(std::string(line.substr(a + 1, b - a - 1)));
+      mtime = std::stod(std::string(line.substr(b + 1, c - b - 1)));
+    } catch (const std::exception&) {
+    }
+    entries.push_back(
+        json::object{{"name", slash == std::string::npos ? full : full.substr(slash + 1)},
+                     {"path", full},
+                     {"type", type},
+                     {"size", size},
+                     {"modified_at", iso_time(mtime)}});
+  }
+  return json::object{{"path", path}, {"type", "dir"}, {"entries", std::move(entries)}};
+}
+
+asio::awaitable<std::variant<Answer, FileAnswer>> get_files(std::shared_ptr<Gateway::Impl> s,
+                                                            Caller who, Request r) {
+  std::string id(r.param("id"));
+  if (id.empty())
+    id = std::string(r.param("session_id"));
+  Entry& e = s->ready_session(who, id);
+  const std::string path = s->resolve_path(e, r.query("path").value_or("."));
+  s->touch(e);
+  auto live = s->live_of(e);
+  const SessionRecord rec = e.rec;
+  Command probe;
+  probe.command = fmt::format(
+      "p={}; if [ -d \"$p\" ]; then echo dir; for f in \"$p\"/* \"$p\"/.[!.]* \"$p\"/..?*; do "
+      "[ -e \"$f\" ] || [ -L \"$f\" ] || continue; stat -c '%F|%s|%Y|%n' -- \"$f\"; done; "
+      "elif [ -e \"$p\" ]; then echo file; else echo missing; fi",
+      shell_quote(path));
+  probe.shell = true;
+  probe.timeout = 60;
+  const CommandResponse seen = co_await live->runtime->execute(std::move(probe));
+  s->append_log(rec, who, json::object{{"call", "files.read"}, {"path", path}});
+  if (seen.stdout_.starts_with("missing"))
+    throw ApiError(404, "files.not_found", fmt::format("no file or directory {:?}", path));
+  if (seen.stdout_.starts_with("dir"))
+    co_return json_ok(200, parse_listing(seen.stdout_, path));
+  if (!seen.stdout_.starts_with("file"))
+    throw ApiError(502, "sandbox.error",
+                   fmt::format("cannot look at {:?}: {}{}", path, seen.stdout_, seen.stderr_));
+  const fs::path scratch = s->storage / "tmp" / fmt::format("read-{}", random_hex(8));
+  DownloadRequest download;
+  download.path = path;
+  download.target_path = scratch.string();
+  co_await live->runtime->download(std::move(download));
+  FileAnswer answer;
+  boost::beast::error_code ec;
+  answer.body.open(scratch.c_str(), boost::beast::file_mode::scan, ec);
+  std::error_code ignored;
+  fs::remove(scratch, ignored);  // the open file stays readable
+  if (ec)
+    throw ApiError(500, "gateway.internal", "cannot read the copied file: " + ec.message());
+  answer.content_type = "application/octet-stream";
+  co_return answer;
+}
+
+asio::awaitable<Answer> write_files(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
+  std::string id(r.param("id"));
+  std::optional<std::string> path;
+  std::string content;
+  bool binary = false;
+  const auto type = r.field("Content-Type").value_or("");
+  const auto boundary = http::multipart_boundary(type);
+  if (boundary && !r.body.starts_with("{")) {
+    std::string current;
+    std::map<std::string, std::string> fields;
+    std::optional<std::string> file_data;
+    http::MultipartParser::Handlers handlers;
+    handlers.on_part_begin = [&](const http::MultipartPartHeaders& h) {
+      current = h.name;
+      if (h.filename && current == "file")
+        file_data.emplace();
+      else
+        fields[current];
+    };
+    handlers.on_part_data = [&](std::string_view data) {
+      if (current == "file" && file_data)
+        file_data->append(data);
+      else
+        fields[current].append(data);
+    };
+    handlers.on_part_end = [] {};
+    try {
+      http::MultipartParser parser(*boundary, handlers);
+      parser.feed(r.body);
+      parser.finish();
+    } catch (const http::MultipartError& x) {
+      throw ApiError(400, "request.invalid_multipart", x.what());
+    }
+    if (id.empty())
+      id = fields["session_id"];
+    if (fields.contains("path"))
+      path = fields["path"];
+    if (file_data) {
+      content = std::move(*file_data);
+      binary = true;
+    } else if (fields.contains("content")) {
+      content = fields["content"];
+    } else {
+      throw ApiError(422, "request.invalid",
+                     "a file part named \"file\" (or a content field) is required");
+    }
+  } else {
+    json::object body = parse_body(r.body);
+    if (id.empty()) {
+      only_fields(body, {"session_id", "path", "content", "encoding"});
+      id = string_field(body, "session_id").value_or("");
+    } else {
+      only_fields(body, {"path", "content", "encoding"});
+    }
+    path = string_field(body, "path");
+    const auto text = string_field(body, "content");
+    if (!text)
+      throw ApiError(422, "request.invalid", "content: required");
+    content = *text;
+    const std::string encoding = string_field(body, "encoding").value_or("utf-8");
+    if (encoding == "base64") {
+      content = decode_base64(*text);
+      binary = true;
+    } else if (encoding != "utf-8" && encoding != "utf8") {
+      throw ApiError(422, "request.invalid", "encoding: expected utf-8 or base64");
+    }
+  }
+  if (id.empty())
+    throw ApiError(422, "request.invalid", "session_id: required");
+  Entry& e = s->ready_session(who, id);
+  const std::string target = s->resolve_path(e, path.value_or(""));
+  s->touch(e);
+  auto live = s->live_of(e);
+  const SessionRecord rec = e.rec;
+  const std::size_t size = content.size();
+  if (!binary) {
+    WriteFileRequest write;
+    write.path = target;
+    write.content = std::move(content);
+    co_await live->runtime->write_file(std::move(write));
+  } else {
+    const fs::path scratch = s->storage / "tmp" / fmt::format("write-{}", random_hex(8));
+    {
+      std::ofstream out(scratch, std::ios::binary);
+      out.write(content.data(), static_cast<std::streamsize>(content.size()));
+      if (!out)
+        throw ApiError(503, "gateway.storage", "cannot stage the upload");
+    }
+    std::exception_ptr failure;
+    try {
+      UploadRequest upload;
+      upload.source_path = scratch.string();
+      upload.target_path = target;
+      co_await live->runtime->upload(std::move(upload));
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    std::error_code ignored;
+    fs::remove(scratch, ignored);
+    if (failure)
+      std::rethrow_exception(failure);
+  }
+  s->append_log(rec, who, json::object{{"call", "files.write"}, {"path", target}, {"size", size}});
+  co_return json_ok(200, json::object{{"path", target}, {"size", size}});
+}
+
+asio::awaitable<std::variant<Answer, FileAnswer>> get_log(std::shared_ptr<Gateway::Impl> s,
+                                                          Caller who, Request r) {
+  const Entry& e = s->session_for(who, r.param("id"));
+  FileAnswer answer;
+  answer.content_type = "application/x-ndjson";
+  const auto path = s->log_path(e.rec.id);
+  if (!fs::exists(path))
+    co_return Answer{200, "application/x-ndjson", {}, "", false};
+  boost::beast::error_code ec;
+  answer.body.open(path.c_str(), boost::beast::file_mode::scan, ec);
+  if (ec)
+    throw ApiError(500, "gateway.internal", "cannot read the transcript: " + ec.message());
+  co_return answer;
+}
+
+json::object artifact_json(const StoredArtifact& a) {
+  return json::object{{"name", a.name},
+                      {"path", a.path},
+                      {"size", a.size},
+                      {"sha256", a.sha256},
+                      {"created_at", iso_time(a.created_at)}};
+}
+
+asio::awaitable<Answer> save_artifacts_route(std::shared_ptr<Gateway::Impl> s, Caller who,
+                                             Request r) {
+  json::object body = parse_body(r.body);
+  only_fields(body, {"paths"});
+  const auto* paths_v = body.if_contains("paths");
+  if (paths_v == nullptr || !paths_v->is_array() || paths_v->get_array().empty())
+    throw ApiError(422, "request.invalid", "paths: expected a non-empty array of paths");
+  Entry& e = s->ready_session(who, r.param("id"));
+  std::vector<std::string> paths;
+  for (const auto& p : paths_v->get_array()) {
+    if (!p.is_string())
+      throw ApiError(422, "request.invalid", "paths: expected strings");
+    paths.push_back(s->resolve_path(e, p.get_string()));
+  }
+  const Quota q = s->quota_of(who.tenant);
+  if (q.max_storage_bytes > 0) {
+    const std::string tenant = who.tenant;
+    auto query = [tenant](Store& st) { return st.artifact_bytes(tenant); };
+    const auto used = co_await s->on_db(std::move(query));
+    if (used >= q.max_storage_bytes)
+      throw ApiError(429, "quota.storage",
+                     fmt::format("tenant {:?} stores {} bytes of artifacts, its limit", tenant,
+                                 q.max_storage_bytes));
+  }
+  s->touch(e);
+  const std::string id = e.rec.id;
+  auto saved = co_await s->save_artifacts(e, paths, who);
+  json::array out;
+  for (const auto& a : saved)
+    out.push_back(artifact_json(a));
+  s->append_log(s->sessions.at(id).rec, who,
+                json::object{{"call", "artifacts.save"}, {"artifacts", out}});
+  co_return json_ok(201, json::object{{"artifacts", std::move(out)}});
+}
+
+asio::awaitable<Answer> list_artifacts(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
+  const std::string id = s->session_for(who, r.param("id")).rec.id;
+  auto query = [id](Store& st) { return st.artifacts(id); };
+  auto rows = co_await s->on_db(std::move(query));
+  json::array out;
+  for (const auto& a : rows)
+    out.push_back(artifact_json(a));
+  co_return json_ok(200, json::object{{"artifacts", std::move(out)}});
+}
+
+asio::awaitable<std::variant<Answer, FileAnswer>> get_artifact(std::shared_ptr<Gateway::Impl> s,
+                                                               Caller who, Request r) {
+  const std::string id = s->session_for(who, r.param("id")).rec.id;
+  const std::string name(r.param("name"));
+  auto query = [id, name](Store& st) { return st.artifact(id, name); };
+  auto row = co_await s->on_db(std::move(query));
+  if (!row)
+    throw ApiError(404, "artifact.not_found",
+                   fmt::format("session {} has no artifact {:?}", id, name));
+  FileAnswer answer;
+  boost::beast::error_code ec;
+  answer.body.open(s->artifact_path(row->sha256).c_str(), boost::beast::file_mode::scan, ec);
+  if (ec)
+    throw ApiError(500, "gateway.storage", "the artifact's content is missing: " + ec.message());
+  answer.content_type = "application/octet-stream";
+  answer.headers.emplace_back("X-Rex-Sha256", row->sha256);
+  answer.headers.emplace_back("Content-Disposition",
+                              fmt::format("attachment; filename=\"{}\"", row->name));
+  co_return answer;
+}
+
+asio::awaitable<Answer> environments(std::shared_ptr<Gateway::Impl> s, Caller, Request) {
+  json::array out;
+  for (const auto* e : s->registry.environments())
+    out.push_back(e->to_json());
+  co_return json_ok(200, json::object{{"environments", std::move(out)}});
+}
+
+asio::awaitable<Answer> registry_data(std::shared_ptr<Gateway::Impl> s, std::string kind, Caller,
+                                      Request r) {
+  const auto& data = s->registry.data(kind);
+  const auto name = r.param("name");
+  if (name.empty()) {
+    json::object out;
+    for (const auto& [k, v] : data)
+      out[k] = v;
+    co_return json_ok(200, json::object{{kind, std::move(out)}});
+  }
+  const auto it = data.find(std::string(name));
+  if (it == data.end())
+    throw ApiError(404, "registry.not_found", fmt::format("no {} named {:?}", kind, name));
+  co_return json_ok(200, it->second);
+}
+
+Answer metrics_answer(const Gateway::Impl& s) {
+  std::map<std::pair<std::string, std::string>, std::size_t> by;
+  for (const auto& [id, e] : s.sessions)
+    by[{e.rec.state, e.rec.provider}]++;
+  std::string out;
+  out += "# HELP rex_gateway_sessions Sessions by state and provider.\n";
+  out += "# TYPE rex_gateway_sessions gauge\n";
+  for (const auto& [key, n] : by)
+    out += fmt::format("rex_gateway_sessions{{state=\"{}\",provider=\"{}\"}} {}\n", key.first,
+                       key.second, n);
+  out += "# HELP rex_gateway_create_seconds Time from create to a ready sandbox.\n";
+  out += "# TYPE rex_gateway_create_seconds histogram\n";
+  for (std::size_t i = 0; i < s.metrics.create_buckets.size(); ++i)
+    out += fmt::format("rex_gateway_create_seconds_bucket{{le=\"{}\"}} {}\n",
+                       s.metrics.create_buckets[i], s.metrics.create_bucket_counts[i]);
+  out += fmt::format("rex_gateway_create_seconds_bucket{{le=\"+Inf\"}} {}\n", s.metrics.creates);
+  out += fmt::format("rex_gateway_create_seconds_sum {}\n", s.metrics.create_seconds_sum);
+  out += fmt::format("rex_gateway_create_seconds_count {}\n", s.metrics.creates);
+  out += "# HELP rex_gateway_requests_total Requests by route.\n";
+  out += "# TYPE rex_gateway_requests_total counter\n";
+  for (const auto& [route, n] : s.metrics.requests)
+    out += fmt::format("rex_gateway_requests_total{{route=\"{}\"}} {}\n", route, n);
+  out += "# HELP rex_gateway_errors_total Error answers by code.\n";
+  out += "# TYPE rex_gateway_errors_total counter\n";
+  for (const auto& [code, n] : s.metrics.errors)
+    out += fmt::format("rex_gateway_errors_total{{code=\"{}\"}} {}\n", code, n);
+  return Answer{200, "text/plain; version=0.0.4", {}, std::move(out), false};
+}
+
+// --- events ------------------------------------------------------------------------------------
+
+json::object event_json(const StoredEvent& e) {
+  return json::object{{"id", e.id},
+                      {"time", iso_time(e.time)},
+                      {"type", e.type},
+                      {"session_id", e.session_id},
+                      {"tenant", e.tenant},
+                      {"actor", e.actor},
+                      {"request_id", e.request_id},
+                      {"data", e.data}};
+}
+
+asio::awaitable<void> stream_events(std::shared_ptr<Gateway::Impl> s,
+                                    std::shared_ptr<Subscriber> sub, std::int64_t cursor,
+                                    std::shared_ptr<server::EventStream> out) {
+  struct Leave {
+    Gateway::Impl& s;
+    std::shared_ptr<Subscriber> sub;
+    ~Leave() { s.subscribers.remove(sub); }
+  } leave{*s, sub};
+  if (cursor < 0) {
+    // No Last-Event-ID: what comes from now on.
+    auto query = [](Store& st) { return st.last_event_id(); };
+    cursor = co_await s->on_db(std::move(query));
+  }
+  // What was committed before (or while) subscribing, from the database...
+  while (!out->closed() && !s->stopping) {
+    const auto tenant = sub->tenant;
+    auto query = [cursor, tenant](Store& st) { return st.events_after(cursor, tenant, 500); };
+    auto rows = co_await s->on_db(std::move(query));
+    for (const auto& e : rows) {
+      out->send(e.type, json::serialize(event_json(e)), std::to_string(e.id));
+      cursor = e.id;
+    }
+    if (rows.size() < 500)
+      break;
+  }
+  // ... then as it comes.
+  while (!out->closed() && !s->stopping) {
+    sub->wake.reset();
+    while (!sub->queue.empty()) {
+      const StoredEvent e = std::move(sub->queue.front());
+      sub->queue.pop_front();
+      if (e.id <= cursor)
+        continue;
+      out->send(e.type, json::serialize(event_json(e)), std::to_string(e.id));
+      cursor = e.id;
+    }
+    const auto woken = co_await with_timeout(sub->wake.wait(), std::chrono::seconds(15));
+    if (!woken)
+      out->ping();
+  }
+}
+
+// --- the SWE-ReX protocol, proxied -------------------------------------------------------------
+
+struct SwerexEndpoint {
+  bhttp::verb method;
+  std::string path;
+};
+
+const std::vector<SwerexEndpoint>& swerex_endpoints() {
+  static const std::vector<SwerexEndpoint> endpoints = [] {
+    std::vector<SwerexEndpoint> out;
+    for (const char* p : {"/", "/is_alive"})
+      out.push_back({bhttp::verb::get, p});
+    for (const char* p :
+         {"/create_session", "/run_in_session", "/run_in_session_stream", "/close_session",
+          "/execute", "/read_file", "/write_file", "/upload", "/download", "/close"})
+      out.push_back({bhttp::verb::post, p});
+    return out;
+  }();
+  return endpoints;
+}
+
+// The session's SWE-ReX routes (over its RemoteRuntime), made when first used.
+const server::Route& swerex_route(Gateway::Impl& s, Entry& e, const SwerexEndpoint& endpoint,
+                                  std::shared_ptr<Live>& live) {
+  live = s.live_of(e);
+  if (!live->swerex) {
+    server::ServerConfig sc;
+    sc.upload_dir = (s.storage / "tmp").string();
+    live->swerex.emplace(server::swerex_routes(s.ex, *live->runtime, sc, &s.file_threads));
+  }
+  const auto match = live->swerex->find(endpoint.method, endpoint.path);
+  return *match.route;
+}
+
+asio::awaitable<Answer> proxy_json(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint,
+                                   Caller who, Request r) {
+  Entry& e = s->ready_session(who, r.param("id"));
+  s->touch(e);
+  std::shared_ptr<Live> live;
+  const auto& route = swerex_route(*s, e, endpoint, live);
+  const SessionRecord rec = e.rec;
+  json::value request_log = body_for_log(r.body);
+  const auto& handler = std::get<server::JsonRoute>(route.handler);
+  Answer answer = co_await handler(std::move(r));
+  s->append_log(rec, who,
+                json::object{{"call", "swerex" + endpoint.path},
+                             {"request", std::move(request_log)},
+                             {"status", answer.status},
+                             {"response", body_for_log(answer.body)}});
+  co_return answer;
+}
+
+asio::awaitable<std::variant<Answer, FileAnswer>> proxy_file(std::shared_ptr<Gateway::Impl> s,
+                                                             SwerexEndpoint endpoint, Caller who,
+                                                             Request r) {
+  Entry& e = s->ready_session(who, r.param("id"));
+  s->touch(e);
+  std::shared_ptr<Live> live;
+  const auto& route = swerex_route(*s, e, endpoint, live);
+  const SessionRecord rec = e.rec;
+  json::value request_log = body_for_log(r.body);
+  const auto& handler = std::get<server::FileRoute>(route.handler);
+  auto answer = co_await handler(std::move(r));
+  s->append_log(rec, who,
+                json::object{{"call", "swerex" + endpoint.path},
+                             {"request", std::move(request_log)},
+                             {"status", std::holds_alternative<FileAnswer>(answer)
+                                            ? 200u
+                                            : std::get<Answer>(answer).status}});
+  co_return answer;
+}
+
+// Keeps the session's connection alive while an upload's body arrives.
+class HoldingReceiver final : public server::BodyReceiver {
+ public:
+  HoldingReceiver(std::shared_ptr<Live> live, std::unique_ptr<server::BodyReceiver> inner)
+      : live_(std::move(live)), inner_(std::move(inner)) {}
+  asio::awaitable<std::optional<Answer>> receive(std::string_view piece, bool last) override {
+    return inner_->receive(piece, last);
+  }
+  asio::awaitable<Answer> finish() override { return inner_->finish(); }
+
+ private:
+  std::shared_ptr<Live> live_;
+  std::unique_ptr<server::BodyReceiver> inner_;
+};
+
+server::UploadRoute proxy_upload(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint) {
+  return [s, endpoint](
+             const Request& r) -> std::variant<Answer, std::unique_ptr<server::BodyReceiver>> {
+    const std::string rid = request_id_of(r);
+    try {
+      Caller who = s->authenticate(r);
+      who.request_id = rid;
+      if (!s->reconciled)
+        throw ApiError(503, "gateway.reconciling", "the gateway is reconciling its sessions", true,
+                       1.0);
+      Entry& e = s->ready_session(who, r.param("id"));
+      s->touch(e);
+      std::shared_ptr<Live> live;
+      const auto& route = swerex_route(*s, e, endpoint, live);
+      s->append_log(e.rec, who, json::object{{"call", "swerex" + endpoint.path}});
+      auto started = std::get<server::UploadRoute>(route.handler)(r);
+      if (auto* receiver = std::get_if<std::unique_ptr<server::BodyReceiver>>(&started))
+        return std::make_unique<HoldingReceiver>(live, std::move(*receiver));
+      return std::move(std::get<Answer>(started));
+    } catch (const std::exception& e) {
+      return error_answer(api_error_of(e), rid);
+    }
+  };
+}
+
+server::StreamRoute proxy_stream(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint) {
+  return [s, endpoint](Request r) -> std::variant<Answer, server::EventProducer> {
+    const std::string rid = request_id_of(r);
+    try {
+      Caller who = s->authenticate(r);
+      who.request_id = rid;
+      if (!s->reconciled)
+        throw ApiError(503, "gateway.reconciling", "the gateway is reconciling its sessions", true,
+                       1.0);
+      Entry& e = s->ready_session(who, r.param("id"));
+      s->touch(e);
+      std::shared_ptr<Live> live;
+      const auto& route = swerex_route(*s, e, endpoint, live);
+      s->append_log(e.rec, who,
+                    json::object{{"call", "swerex" + endpoint.path},
+                                 {"request", body_for_log(r.body)},
+                                 {"streamed", true}});
+      auto started = std::get<server::StreamRoute>(route.handler)(std::move(r));
+      if (auto* producer = std::get_if<server::EventProducer>(&started))
+        return server::EventProducer(
+            [live, inner = std::move(*producer)](std::shared_ptr<server::EventStream> out) {
+              return inner(std::move(out));
+            });
+      return std::move(std::get<Answer>(started));
+    } catch (const std::exception& e) {
+      return error_answer(api_error_of(e), rid);
+    }
+  };
+}
+
+}  // namespace
+
+server::RouteTable Gateway::Impl::routes() {
+  auto self = shared_from_this();
+  const Api api{self};
+  using bhttp::verb;
+  server::RouteTable t;
+  auto bind = [self](auto fn) {
+    return [self, fn](Caller who, Request r) { return fn(self, std::move(who), std::move(r)); };
+  };
+
+  // Probes need no key.
+  t.add(verb::get, "/healthz", server::JsonRoute([](Request) -> asio::awaitable<Answer> {
+          co_return json_ok(200, json::object{{"status", "ok"}});
+        }));
+  t.add(
+      verb::get, "/readyz", server::JsonRoute([self](Request) -> asio::awaitable<Answer> {
+        if (!self->reconciled)
+          co_return error_answer(ApiError(503, "gateway.reconciling",
+                                          "reconciling sessions with the providers", true, 1.0),
+                                 "");
+        co_return json_ok(200, json::object{{"status", "ready"}, {"gateway_id", self->gateway_id}});
+      }));
+  t.add(verb::get, "/metrics", server::JsonRoute([self](Request) -> asio::awaitable<Answer> {
+          co_return metrics_answer(*self);
+        }));
+
+  t.add(verb::post, "/api/sessions", api.json("/api/sessions", [self](Caller who, Request r) {
+    return self->create(std::move(who), std::move(r));
+  }));
+  t.add(verb::get, "/api/sessions", api.json("/api/sessions", bind(list_sessions)));
+  t.add(verb::get, "/api/sessions/{id}", api.json("/api/sessions/{id}", bind(get_session)));
+  t.add(verb::delete_, "/api/sessions/{id}", api.json("/api/sessions/{id}", bind(delete_session)));
+  t.add(verb::patch, "/api/sessions/{id}", api.json("/api/sessions/{id}", bind(patch_session)));
+  t.add(verb::post, "/api/sessions/{id}/keepalive",
+        api.json("/api/sessions/{id}/keepalive", bind(keepalive)));
+  t.add(verb::post, "/api/sessions/{id}/execute",
+        api.json("/api/sessions/{id}/execute", bind(execute)));
+  t.add(verb::post, "/api/e2b/execute", api.json("/api/e2b/execute", bind(execute)));
+  t.add(verb::get, "/api/sessions/{id}/files",
+        api.file("/api/sessions/{id}/files", bind(get_files)));
+  t.add(verb::get, "/api/e2b/files/{session_id}",
+        api.file("/api/e2b/files/{session_id}", bind(get_files)));
+  t.add(verb::post, "/api/sessions/{id}/files",
+        api.json("/api/sessions/{id}/files", bind(write_files)));
+  t.add(verb::post, "/api/e2b/files", api.json("/api/e2b/files", bind(write_files)));
+  t.add(verb::get, "/api/sessions/{id}/log", api.file("/api/sessions/{id}/log", bind(get_log)));
+  t.add(verb::post, "/api/sessions/{id}/artifacts",
+        api.json("/api/sessions/{id}/artifacts", bind(save_artifacts_route)));
+  t.add(verb::get, "/api/sessions/{id}/artifacts",
+        api.json("/api/sessions/{id}/artifacts", bind(list_artifacts)));
+  t.add(verb::get, "/api/sessions/{id}/artifacts/{name}",
+        api.file("/api/sessions/{id}/artifacts/{name}", bind(get_artifact)));
+  t.add(verb::get, "/api/environments", api.json("/api/environments", bind(environments)));
+  for (const std::string kind : {"agents", "tools", "prompts"}) {
+    auto handler = [self, kind](Caller who, Request r) {
+      return registry_data(self, kind, std::move(who), std::move(r));
+    };
+    t.add(verb::get, "/api/" + kind, api.json("/api/" + kind, handler));
+    t.add(verb::get, "/api/" + kind + "/{name}", api.json("/api/" + kind + "/{name}", handler));
+  }
+
+  t.add(verb::get, "/api/events",
+        server::StreamRoute([self](Request r) -> std::variant<Answer, server::EventProducer> {
+          const std::string rid = request_id_of(r);
+          try {
+            const Caller who = self->authenticate(r);
+            std::int64_t cursor = -1;
+            auto from = r.field("Last-Event-ID");
+            std::optional<std::string> after =
+                from ? std::optional<std::string>(std::string(*from)) : r.query("after");
+            if (after) {
+              try {
+                cursor = std::stoll(*after);
+              } catch (const std::exception&) {
+                throw ApiError(422, "request.invalid", "Last-Event-ID: expected an event id");
+              }
+            }
+            auto sub = std::make_shared<Subscriber>(self->ex);
+            bool any_key = false;
+            for (const auto& t : self->cfg.tenants)
+              any_key = any_key || !t.keys.empty();
+            if (any_key)
+              sub->tenant = who.tenant;
+            self->subscribers.push_back(sub);
+            return server::EventProducer(
+                [self, sub, cursor](std::shared_ptr<server::EventStream> out) {
+                  return stream_events(self, sub, cursor, std::move(out));
+                });
+          } catch (const std::exception& e) {
+            return error_answer(api_error_of(e), rid);
+          }
+        }));
+
+  // The whole SWE-ReX protocol of a session's sandbox, under /api/sessions/{id}/swerex.
+  for (const auto& endpoint : swerex_endpoints()) {
+    const std::string pattern =
+        "/api/sessions/{id}/swerex" + (endpoint.path == "/" ? std::string() : endpoint.path);
+    if (endpoint.path == "/run_in_session_stream") {
+      t.add(endpoint.method, pattern, proxy_stream(self, endpoint));
+    } else if (endpoint.path == "/upload") {
+      t.add(endpoint.method, pattern, proxy_upload(self, endpoint));
+    } else if (endpoint.path == "/download") {
+      t.add(endpoint.method, pattern, api.file(pattern, [self, endpoint](Caller who, Request r) {
+        return proxy_file(self, endpoint, std::move(who), std::move(r));
+      }));
+    } else {
+      t.add(endpoint.method, pattern, api.json(pattern, [self, endpoint](Caller who, Request r) {
+        return proxy_json(self, endpoint, std::move(who), std::move(r));
+      }));
+    }
+  }
+  return t;
+}
+
+}  // namespace rex::gateway

@@ -1,0 +1,153 @@
+#include "gateway/session_record.hpp"
+
+#include <fmt/format.h>
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <stdexcept>
+
+namespace rex::gateway {
+
+namespace json = boost::json;
+
+double SessionRecord::idle_deadline() const {
+  if (idle_timeout <= 0)
+    return 0;
+  return std::min(last_active + idle_timeout, deadline());
+}
+
+bool SessionRecord::active() const {
+  return state == state::creating || state == state::ready || state == state::stopping;
+}
+
+json::object SessionRecord::to_json() const {
+  json::object env_json;
+  for (const auto& [k, v] : env)
+    env_json[k] = v;
+  return json::object{{"id", id},
+                      {"tenant", tenant},
+                      {"provider", provider},
+                      {"environment", environment},
+                      {"state", state},
+                      {"reason", reason},
+                      {"error", error},
+                      {"sandbox_id", sandbox_id},
+                      {"url", url},
+                      {"token", token},
+                      {"working_dir", working_dir},
+                      {"metadata", metadata},
+                      {"env", std::move(env_json)},
+                      {"created_at", created_at},
+                      {"ready_at", ready_at},
+                      {"ended_at", ended_at},
+                      {"last_active", last_active},
+                      {"idle_timeout", idle_timeout},
+                      {"max_lifetime", max_lifetime},
+                      {"idempotency_key", idempotency_key},
+                      {"calls", calls}};
+}
+
+json::object SessionRecord::public_json() const {
+  json::object o{{"session_id", id},
+                 {"sandbox_id", sandbox_id},
+                 {"provider", provider},
+                 {"environment", environment},
+                 {"state", state},
+                 {"url", url},
+                 {"working_dir", working_dir},
+                 {"metadata", metadata},
+                 {"created_at", iso_time(created_at)},
+                 {"ready_at", iso_time(ready_at)},
+                 {"last_active_at", iso_time(last_active)},
+                 {"timeout", idle_timeout},
+                 {"max_lifetime", max_lifetime},
+                 {"expires_at", iso_time(active() ? idle_deadline() : 0)},
+                 {"deadline", iso_time(deadline())},
+                 {"calls", calls}};
+  if (!reason.empty())
+    o["reason"] = reason;
+  if (!error.empty())
+    o["error"] = error;
+  if (ended_at > 0)
+    o["ended_at"] = iso_time(ended_at);
+  return o;
+}
+
+namespace {
+
+const json::value& field(const json::object& o, std::string_view name) {
+  const auto* v = o.if_contains(name);
+  if (v == nullptr)
+    throw std::invalid_argument(fmt::format("session record: {} is missing", name));
+  return *v;
+}
+
+std::string text(const json::object& o, std::string_view name) {
+  const auto& v = field(o, name);
+  if (!v.is_string())
+    throw std::invalid_argument(fmt::format("session record: {} is not a string", name));
+  return std::string(v.get_string());
+}
+
+double number(const json::object& o, std::string_view name) {
+  const auto& v = field(o, name);
+  if (!v.is_number())
+    throw std::invalid_argument(fmt::format("session record: {} is not a number", name));
+  return v.to_number<double>();
+}
+
+}  // namespace
+
+SessionRecord SessionRecord::from_json(const json::object& o) {
+  SessionRecord r;
+  r.id = text(o, "id");
+  r.tenant = text(o, "tenant");
+  r.provider = text(o, "provider");
+  r.environment = text(o, "environment");
+  r.state = text(o, "state");
+  r.reason = text(o, "reason");
+  r.error = text(o, "error");
+  r.sandbox_id = text(o, "sandbox_id");
+  r.url = text(o, "url");
+  r.token = text(o, "token");
+  r.working_dir = text(o, "working_dir");
+  const auto& metadata = field(o, "metadata");
+  if (!metadata.is_object())
+    throw std::invalid_argument("session record: metadata is not an object");
+  r.metadata = metadata.get_object();
+  const auto& env = field(o, "env");
+  if (!env.is_object())
+    throw std::invalid_argument("session record: env is not an object");
+  for (const auto& [k, v] : env.get_object()) {
+    if (v.is_string())
+      r.env[std::string(k)] = std::string(v.get_string());
+  }
+  r.created_at = number(o, "created_at");
+  r.ready_at = number(o, "ready_at");
+  r.ended_at = number(o, "ended_at");
+  r.last_active = number(o, "last_active");
+  r.idle_timeout = number(o, "idle_timeout");
+  r.max_lifetime = number(o, "max_lifetime");
+  r.idempotency_key = text(o, "idempotency_key");
+  r.calls = static_cast<std::uint64_t>(number(o, "calls"));
+  return r;
+}
+
+std::string iso_time(double unix_seconds) {
+  if (unix_seconds <= 0)
+    return "";
+  const auto whole = static_cast<std::time_t>(unix_seconds);
+  const int millis = static_cast<int>((unix_seconds - static_cast<double>(whole)) * 1000.0);
+  std::tm tm{};
+  ::gmtime_r(&whole, &tm);
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, std::clamp(millis, 0, 999));
+}
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace rex::gateway

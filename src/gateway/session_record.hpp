@@ -1,0 +1,75 @@
+// SessionRecord: what the gateway knows of one session, as stored (Store keeps its JSON form)
+// and, without its secrets, as the API shows it. Pure data with its JSON mapping and the
+// lifecycle's rules (states, deadlines), no I/O.
+#pragma once
+
+#include <boost/json/object.hpp>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace rex::gateway {
+
+/// creating -> ready -> stopping -> destroyed; or failed, or lost.
+namespace state {
+inline constexpr std::string_view creating = "creating";
+inline constexpr std::string_view ready = "ready";
+inline constexpr std::string_view stopping = "stopping";
+inline constexpr std::string_view destroyed = "destroyed";
+inline constexpr std::string_view failed = "failed";
+inline constexpr std::string_view lost = "lost";
+}  // namespace state
+
+struct SessionRecord {
+  std::string id;
+  std::string tenant;
+  std::string provider;
+  std::string environment;
+  std::string state{state::creating};
+  std::string reason;  // why it ended: deleted, ttl_idle, ttl_max, lost, interrupted, error
+  std::string error;   // what went wrong, for failed and lost
+  // How the sandbox is reached (empty until ready).
+  std::string sandbox_id;
+  std::string url;
+  std::string token;
+  std::string working_dir;
+  boost::json::object metadata;
+  std::map<std::string, std::string> env;
+  // Unix seconds; 0 when not yet.
+  double created_at = 0;
+  double ready_at = 0;
+  double ended_at = 0;
+  double last_active = 0;
+  // Seconds; idle_timeout 0: never idle-expires. max_lifetime is always set (> 0).
+  double idle_timeout = 0;
+  double max_lifetime = 0;
+  std::string idempotency_key;
+  std::uint64_t calls = 0;
+
+  /// When the session ends whatever happens: created_at + max_lifetime.
+  double deadline() const { return created_at + max_lifetime; }
+  /// When it expires if nothing touches it (never past the deadline); 0 for none.
+  double idle_deadline() const;
+  /// creating, ready or stopping: it holds a sandbox (and its tenant's quota).
+  bool active() const;
+  /// destroyed, failed or lost: nothing more will happen to it.
+  bool ended() const { return !active(); }
+
+  /// Everything, secrets included: what the store keeps.
+  boost::json::object to_json() const;
+  /// The API's view: no token, and the expiry times spelled out.
+  boost::json::object public_json() const;
+  /// Throws std::invalid_argument naming the field when the stored form is damaged.
+  static SessionRecord from_json(const boost::json::object& o);
+};
+
+/// "2026-11-24T12:00:00.000Z" for unix seconds (empty for 0).
+std::string iso_time(double unix_seconds);
+
+/// The current time, unix seconds.
+double unix_now();
+
+}  // namespace rex::gateway

@@ -1,0 +1,1437 @@
+#!/usr/bin/env python3
+"""`rex gateway` from the outside: raw HTTP (and curl, and SWE-ReX's own client) against the real
+executable, as GATEWAY.md specifies it.
+
+Usage: test_gateway.py PATH/TO/rex [unittest arguments]
+       (or REX_BINARY=PATH test_gateway.py ...)
+
+Each test starts its own gateway on a free port with its own storage folder (a fresh temporary
+directory) and, when it ends, destroys its sessions, stops the gateway and, as a last resort,
+kills by pid every sandbox server still named in <storage>/sandboxes/*/sandbox.json, so that
+nothing outlives it. Every socket and process wait has a timeout.
+"""
+
+import base64
+import concurrent.futures
+import datetime
+import faulthandler
+import hashlib
+import http.client
+import io
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import tempfile
+import threading
+import time
+import unittest
+import urllib.parse
+import uuid
+
+sys.dont_write_bytecode = True  # keep the source tree clean
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gateway_process import (HTTP_TIMEOUT, EventStream, Gateway, cmdline,  # noqa: E402
+                             is_gone, multipart, wait_until)
+
+BINARY = os.environ.get("REX_BINARY", "")
+SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SWEREX_PYTHON = os.environ.get("REX_SWEREX_PYTHON") or os.path.join(
+    SOURCE_ROOT, "build", "swerex-env", "bin", "python")
+
+LOCAL = {"provider": "local", "environment": "local"}
+RECORD_KEYS = {"session_id", "sandbox_id", "provider", "environment", "state", "url",
+               "working_dir", "metadata", "created_at", "ready_at", "last_active_at", "timeout",
+               "max_lifetime", "expires_at", "deadline", "calls"}
+EXECUTE_KEYS = {"stdout", "stderr", "results", "artifacts", "exit_code", "error"}
+ACTIVE_STATES = ("creating", "ready", "stopping")
+NET_ERRORS = (OSError, http.client.HTTPException)
+
+
+def ts(text):
+    """An ISO-8601 time of the API as a unix time."""
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    t = datetime.datetime.fromisoformat(text)
+    if t.tzinfo is None:
+        raise AssertionError(f"time {text!r} has no zone (the API's times are UTC)")
+    return t.timestamp()
+
+
+def processes_naming(text):
+    """{pid: command line} of every live process whose command line contains `text`."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            line = cmdline(int(entry))
+            if text in line and not is_gone(int(entry)):
+                found[int(entry)] = line
+    return found
+
+
+def tmp_paths_naming(text):
+    """Entries of the system's /tmp whose name contains `text`."""
+    try:
+        return sorted(os.path.join("/tmp", n) for n in os.listdir("/tmp") if text in n)
+    except FileNotFoundError:
+        return []
+
+
+def rid():
+    return "rid-" + uuid.uuid4().hex[:12]
+
+
+class GatewayTestCase(unittest.TestCase):
+    """Starts one gateway per test on a fresh storage folder; cleans up everything after it."""
+
+    gateway_args = ()   # extra command-line arguments
+    config = None       # dict written to a YAML file passed with --config
+    tenant_keys = {}    # tenant -> key: passed as --api-key T=K; requests use `default_key`
+    default_key = None
+
+    def setUp(self):
+        # Short: the local sandboxes' unix sockets live under the storage folder, and a socket's
+        # path has at most 107 bytes.
+        self.tmp = tempfile.mkdtemp(prefix="gw-", dir="/tmp" if os.path.isdir("/tmp") else None)
+        self.storage = os.path.join(self.tmp, "s")
+        self.gateways = []
+        self.known_sids = set()  # every session id this test saw, for the last-resort cleanup
+        self.addCleanup(self._clean_up)
+        self.gw = self.start_gateway()
+        self.gateway_id = self.ready["gateway_id"]
+
+    # --- gateway processes ------------------------------------------------------------------
+
+    def base_args(self):
+        args = list(self.gateway_args)
+        if self.config is not None:
+            path = os.path.join(self.tmp, "config.yaml")
+            with open(path, "w") as f:
+                for key, value in self.config.items():
+                    f.write(f"{key}: {json.dumps(value)}\n")  # JSON values are YAML flow values
+            args += ["--config", path]
+        for tenant, key in self.tenant_keys.items():
+            args += ["--api-key", f"{tenant}={key}"]
+        return args
+
+    def start_gateway(self, ready_timeout=20.0, extra_args=()):
+        headers = self.auth(self.default_key) if self.default_key else {}
+        gw = Gateway(BINARY, self.storage, [*self.base_args(), *extra_args], headers=headers)
+        self.gateways.append(gw)
+        started = time.monotonic()
+        self.ready = gw.wait_ready(ready_timeout)
+        self.ready_after = time.monotonic() - started
+        self.assertEqual(self.ready.get("status"), "ready", self.ready)
+        self.assertIsInstance(self.ready.get("gateway_id"), str)
+        return gw
+
+    @staticmethod
+    def auth(key):
+        return {"Authorization": f"Bearer {key}"}
+
+    def _clean_up(self):
+        problems = []
+        for gw in self.gateways:
+            if not gw.running():
+                continue
+            try:
+                gw.wait_ready(30)  # a restarted gateway may still be reconciling
+            except AssertionError as e:
+                problems.append(str(e))
+            header_sets = ([self.auth(k) for k in self.tenant_keys.values()]
+                           if self.tenant_keys else [{}])
+            try:
+                ids = []
+                for h in header_sets:
+                    listed = self.list_sessions(gw, headers=h)
+                    self.known_sids.update(s["session_id"] for s in listed)
+                    ids += [(s["session_id"], h) for s in listed if s["state"] in ACTIVE_STATES]
+
+                def destroy(item):
+                    try:
+                        gw.request("DELETE", f"/api/sessions/{item[0]}", headers=item[1])
+                    except NET_ERRORS:
+                        pass
+
+                with concurrent.futures.ThreadPoolExecutor(8) as pool:
+                    list(pool.map(destroy, ids))
+            except Exception as e:  # the test failed already; clean up what can be
+                problems.append(f"could not destroy the sessions: {e!r}")
+            try:
+                rc = gw.terminate()
+                if rc != 0:
+                    problems.append(f"rex gateway exited with status {rc} after SIGTERM; "
+                                    f"output: {gw.output_tail()}")
+            except AssertionError as e:
+                problems.append(str(e))
+        self.known_sids.update(self.sandbox_dirs())
+        self.kill_sandbox_servers()
+        self.kill_sandbox_leftovers()
+        if os.environ.get("REX_GATEWAY_TEST_LOGS"):  # for debugging: what each gateway printed
+            for gw in self.gateways:
+                sys.stderr.write(f"\n--- {self.id()}: {' '.join(gw.command)}\n"
+                                 f"{gw.output_tail(20000)}\n")
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        if problems:
+            raise AssertionError("; ".join(problems))
+
+    def kill_sandbox_servers(self):
+        """Last resort: SIGTERM (then SIGKILL) every sandbox server named in a sandbox.json,
+        and every server whose command line names a socket under this test's sandboxes/ (one
+        whose sandbox.json is gone already)."""
+        victims = set()
+        for name in self.sandbox_dirs():
+            info = self.sandbox_json(name)
+            pid = info.get("pid") if info else None
+            if isinstance(pid, int) and pid > 0 and not is_gone(pid):
+                # Only the server of that very sandbox: its command line names its socket.
+                if os.path.join(self.sandboxes, name) in cmdline(pid):
+                    victims.add(pid)
+        marker = " " + self.sandboxes + "/"
+        for entry in os.listdir("/proc"):
+            if entry.isdigit() and int(entry) != os.getpid():
+                line = cmdline(int(entry))
+                if marker in line and " server " in line and not is_gone(int(entry)):
+                    victims.add(int(entry))
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 5
+        for pid in victims:
+            while not is_gone(pid) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            if not is_gone(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+
+    def kill_sandbox_leftovers(self):
+        """Last resort: SIGKILL processes a sandbox of this test started that outlived it (their
+        environment names the sandbox: REX_SANDBOX=<session id>, or they run in this test's
+        storage folder), and remove the sandboxes' notebook folders in /tmp."""
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            pid = int(entry)
+            try:
+                with open(f"/proc/{pid}/environ", "rb") as f:
+                    env = f.read().split(b"\0")
+                cwd = os.readlink(f"/proc/{pid}/cwd")
+            except OSError:
+                continue
+            sandbox = next((v[len(b"REX_SANDBOX="):].decode("utf-8", "replace") for v in env
+                            if v.startswith(b"REX_SANDBOX=")), None)
+            ours = (sandbox is not None and sandbox in self.known_sids) or \
+                cwd == self.storage or cwd.startswith(self.storage + "/")
+            if ours and not is_gone(pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for sid in self.known_sids:
+            for path in tmp_paths_naming(sid):
+                shutil.rmtree(path, ignore_errors=True)
+
+    def kill_later(self, pid):
+        """Kills `pid` (a process the sandbox started) at cleanup if it is still the same one."""
+        line = cmdline(pid)
+
+        def kill():
+            if not is_gone(pid) and cmdline(pid) == line:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        self.addCleanup(kill)
+
+    # --- storage ----------------------------------------------------------------------------
+
+    @property
+    def sandboxes(self):
+        return os.path.join(self.storage, "sandboxes")
+
+    def sandbox_dirs(self):
+        try:
+            return sorted(d for d in os.listdir(self.sandboxes)
+                          if os.path.isdir(os.path.join(self.sandboxes, d)))
+        except FileNotFoundError:
+            return []
+
+    def sandbox_json(self, name):
+        try:
+            with open(os.path.join(self.sandboxes, name, "sandbox.json")) as f:
+                return json.load(f)
+        except (FileNotFoundError, ValueError):
+            return None
+
+    # --- API helpers ------------------------------------------------------------------------
+
+    def create(self, body=None, gw=None, headers=None, expect=201):
+        gw = gw or self.gw
+        status, data = gw.json("POST", "/api/sessions", {**LOCAL, **(body or {})}, headers)
+        if expect is not None:
+            self.assertEqual(status, expect, f"POST /api/sessions {body!r}: {data!r}")
+        if status == 201:
+            self.known_sids.add(data["session_id"])
+            self.assertRecord(data)
+            self.assertEqual(data["state"], "ready", data)
+        return data
+
+    def get(self, sid, gw=None, headers=None):
+        status, data = (gw or self.gw).json("GET", f"/api/sessions/{sid}", headers=headers)
+        self.assertEqual(status, 200, f"GET /api/sessions/{sid}: {data!r}")
+        return data
+
+    def execute(self, sid, code, language=None, gw=None, headers=None, expect=200):
+        body = {"code": code}
+        if language:
+            body["language"] = language
+        status, data = (gw or self.gw).json("POST", f"/api/sessions/{sid}/execute", body,
+                                            headers)
+        if expect is not None:
+            self.assertEqual(status, expect, f"execute {code!r} in {sid}: {data!r}")
+        if status == 200:
+            self.assertEqual(set(data), EXECUTE_KEYS, data)
+        return data
+
+    def list_sessions(self, gw=None, query="", headers=None):
+        gw = gw or self.gw
+        out, cursor = [], None
+        for _ in range(1000):
+            q = (query + "&" if query else "") + "limit=50"
+            if cursor:
+                q += "&cursor=" + urllib.parse.quote(str(cursor))
+            status, data = gw.json("GET", "/api/sessions?" + q, headers=headers)
+            if status != 200:
+                raise AssertionError(f"GET /api/sessions?{q} answered {status}: {data!r}")
+            out += data["sessions"]
+            cursor = data.get("next_cursor")
+            if not cursor:
+                return out
+        raise AssertionError("GET /api/sessions: more than 1000 pages")
+
+    def log_lines(self, sid, gw=None, headers=None):
+        status, _, body = (gw or self.gw).request("GET", f"/api/sessions/{sid}/log",
+                                                  headers=headers)
+        self.assertEqual(status, 200, f"GET /api/sessions/{sid}/log: {body[:500]!r}")
+        lines = []
+        for n, line in enumerate(body.decode("utf-8").splitlines()):
+            if not line.strip():
+                continue
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                raise AssertionError(f"transcript of {sid}, line {n + 1} is not JSON: "
+                                     f"{line[:300]!r}") from None
+            self.assertIsInstance(entry, dict, line)
+            self.assertIn("call", entry, line)
+            self.assertIn("time", entry, line)
+            lines.append(entry)
+        return lines
+
+    def replay_events(self, after=0, until=None, timeout=10, headers=None, gw=None):
+        """Events with an id above `after`: until one matches `until`, or until quiet."""
+        stream = EventStream(gw or self.gw, headers={"Last-Event-ID": str(after),
+                                                     **(headers or {})})
+        try:
+            self.assertEqual(stream.status, 200, getattr(stream, "body", b""))
+            if until is None:
+                return stream.drain(1.0)
+            return stream.collect_until(until, timeout)
+        finally:
+            stream.close()
+
+    # --- assertions -------------------------------------------------------------------------
+
+    def assertRecord(self, data):
+        self.assertIsInstance(data, dict, data)
+        missing = RECORD_KEYS - set(data)
+        self.assertFalse(missing, f"record lacks {sorted(missing)}: {data!r}")
+        for key in ("created_at", "deadline"):
+            ts(data[key])
+        self.assertIsInstance(data["metadata"], dict, data)
+
+    def assertError(self, status, data, expect_status, code, request_id=None):
+        """The one error shape: {"error": {"code", "message", "retryable", "request_id"}}."""
+        self.assertEqual(status, expect_status, data)
+        if isinstance(data, (bytes, bytearray)):
+            try:
+                data = json.loads(data)
+            except ValueError:
+                raise AssertionError(f"error answer {status} is not JSON: {data[:300]!r}") \
+                    from None
+        self.assertIsInstance(data, dict, data)
+        self.assertEqual(set(data), {"error"}, data)
+        err = data["error"]
+        self.assertLessEqual({"code", "message", "retryable", "request_id"}, set(err), err)
+        self.assertEqual(err["code"], code, err)
+        self.assertIsInstance(err["message"], str, err)
+        self.assertTrue(err["message"], err)
+        self.assertIsInstance(err["retryable"], bool, err)
+        self.assertIsInstance(err["request_id"], str, err)
+        if request_id is not None:
+            self.assertEqual(err["request_id"], request_id, err)
+        return err
+
+
+# --- 0. probes, metrics and the request errors --------------------------------------------------
+
+class TestBasics(GatewayTestCase):
+
+    def test_probes_and_environments(self):
+        status, data = self.gw.json("GET", "/healthz")
+        self.assertEqual((status, data), (200, {"status": "ok"}))
+        status, data = self.gw.json("GET", "/readyz")
+        self.assertEqual(status, 200, data)
+        self.assertEqual(data["status"], "ready")
+        self.assertEqual(data["gateway_id"], self.gateway_id)
+        status, _, body = self.gw.request("GET", "/api/environments")
+        self.assertEqual(status, 200, body)
+        json.loads(body)
+        self.assertIn(b'"local"', body)
+        self.assertIn(b'"Python3"', body)
+
+    def test_request_errors(self):
+        r = rid()
+        status, data = self.gw.json("POST", "/api/sessions", {**LOCAL, "colour": "blue"},
+                                    {"X-Request-ID": r})
+        self.assertError(status, data, 422, "request.unknown_field", request_id=r)
+        status, _, body = self.gw.request("POST", "/api/sessions", b'{"provider": "local",',
+                                          {"Content-Type": "application/json"})
+        self.assertError(status, body, 400, "request.invalid_json")
+        status, data = self.gw.json("POST", "/api/sessions", {"environment": "no-such-env"})
+        self.assertError(status, data, 422, "environment.unknown")
+        status, data = self.gw.json("POST", "/api/sessions",
+                                    {"provider": "no-such-provider", "environment": "local"})
+        self.assertError(status, data, 422, "provider.unknown")
+        status, data = self.gw.json("GET", "/api/sessions/no-such-session")
+        self.assertError(status, data, 404, "session.not_found")
+        status, data = self.gw.json("POST", "/api/sessions/no-such-session/execute",
+                                    {"code": "1"})
+        self.assertError(status, data, 404, "session.not_found")
+        self.assertEqual(self.list_sessions(), [], "a refused create left a session")
+        self.assertEqual(self.sandbox_dirs(), [], "a refused create left a sandbox")
+
+    def test_records_list_patch_files_and_metrics(self):
+        a = self.create({"metadata": {"team": "red", "run": "1"}})
+        b = self.create({"metadata": {"team": "blue"}})
+        self.assertEqual(a["provider"], "local")
+        self.assertEqual(a["environment"], "local")
+        self.assertEqual(a["metadata"], {"team": "red", "run": "1"})
+        self.assertTrue(os.path.isdir(a["working_dir"]), a)
+        got = self.get(a["session_id"])
+        self.assertEqual(got["session_id"], a["session_id"])
+        self.assertEqual(got["deadline"], a["deadline"])
+
+        ids = lambda q: sorted(s["session_id"] for s in self.list_sessions(query=q))  # noqa
+        self.assertEqual(ids(""), sorted([a["session_id"], b["session_id"]]))
+        self.assertEqual(ids("label=" + urllib.parse.quote("team=red")), [a["session_id"]])
+        self.assertEqual(ids("state=ready&provider=local"),
+                         sorted([a["session_id"], b["session_id"]]))
+        self.assertEqual(ids("state=destroyed"), [])
+        # Paging: one per page still finds both, each once.
+        status, page = self.gw.json("GET", "/api/sessions?limit=1")
+        self.assertEqual(status, 200, page)
+        self.assertEqual(len(page["sessions"]), 1, page)
+        self.assertTrue(page["next_cursor"], page)
+        status, page2 = self.gw.json(
+            "GET", "/api/sessions?limit=1&cursor=" + urllib.parse.quote(str(page["next_cursor"])))
+        self.assertEqual(status, 200, page2)
+        self.assertEqual(len(page2["sessions"]), 1, page2)
+        self.assertNotEqual(page["sessions"][0]["session_id"], page2["sessions"][0]["session_id"])
+
+        status, data = self.gw.json("PATCH", f"/api/sessions/{a['session_id']}",
+                                    {"metadata": {"run": None, "stage": "two"}})
+        self.assertEqual(status, 200, data)
+        self.assertEqual(data["metadata"], {"team": "red", "stage": "two"})
+        self.assertEqual(self.get(a["session_id"])["metadata"], {"team": "red", "stage": "two"})
+
+        sid = a["session_id"]
+        # Files: missing, outside the working directory, written and read on both paths.
+        status, data = self.gw.json("GET", f"/api/sessions/{sid}/files?path=nope.txt")
+        self.assertError(status, data, 404, "files.not_found")
+        status, data = self.gw.json("GET", f"/api/sessions/{sid}/files?path=/etc/passwd")
+        self.assertError(status, data, 403, "files.outside_workdir")
+        status, data = self.gw.json("GET", f"/api/sessions/{sid}/files?path=../../x")
+        self.assertError(status, data, 403, "files.outside_workdir")
+        status, data = self.gw.json("POST", f"/api/sessions/{sid}/files",
+                                    {"path": "../escape.txt", "content": "x"})
+        self.assertError(status, data, 403, "files.outside_workdir")
+        self.assertFalse(os.path.exists(os.path.join(os.path.dirname(a["working_dir"]),
+                                                     "escape.txt")))
+        payload = bytes(range(256)) * 3
+        status, data = self.gw.json("POST", f"/api/sessions/{sid}/files",
+                                    {"path": "bin.dat", "encoding": "base64",
+                                     "content": base64.b64encode(payload).decode()})
+        self.assertIn(status, (200, 201), data)
+        self.assertEqual(data["size"], len(payload), data)
+        status, headers, body = self.gw.request("GET", f"/api/sessions/{sid}/files?path=bin.dat")
+        self.assertEqual(status, 200, body[:200])
+        self.assertEqual(body, payload)
+        self.assertTrue(headers.get("content-type", "").startswith("application/octet-stream"),
+                        headers)
+        with open(os.path.join(a["working_dir"], "bin.dat"), "rb") as f:
+            self.assertEqual(f.read(), payload)
+
+        # Python errors and the Python3 environment on the local provider.
+        out = self.execute(sid, "1/0")
+        self.assertIsNotNone(out["error"], out)
+        self.assertEqual(out["error"]["name"], "ZeroDivisionError", out)
+        self.assertLessEqual({"name", "value", "traceback"}, set(out["error"]))
+        py = self.create({"provider": "local", "environment": "Python3"})
+        self.assertEqual((py["provider"], py["environment"]), ("local", "Python3"))
+        out = self.execute(py["session_id"], "import sys\nsys.version_info[0]")
+        self.assertEqual(out["results"], [{"type": "text", "text": "3"}], out)
+
+        # DELETE checks a given sandbox_id.
+        status, data = self.gw.json("DELETE", f"/api/sessions/{b['session_id']}?sandbox_id=other")
+        self.assertError(status, data, 409, "session.sandbox_mismatch")
+        self.assertEqual(self.get(b["session_id"])["state"], "ready")
+        status, data = self.gw.json(
+            "DELETE", f"/api/sessions/{b['session_id']}?sandbox_id="
+            + urllib.parse.quote(b["sandbox_id"]))
+        self.assertEqual((status, data.get("state"), data.get("reason")),
+                         (200, "destroyed", "deleted"), data)
+        c = self.create()
+
+        status, headers, body = self.gw.request("GET", "/metrics")
+        self.assertEqual(status, 200, body)
+        self.assertTrue(headers.get("content-type", "").startswith("text/plain"), headers)
+        text = body.decode()
+        sessions = {}
+        for m in re.finditer(r"^rex_gateway_sessions\{([^}]*)\}\s+(\S+)$", text, re.M):
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            sessions[(labels.get("state"), labels.get("provider"))] = float(m.group(2))
+        self.assertEqual(sessions.get(("ready", "local")), 3.0, text)  # a, py and c
+        self.assertEqual(sessions.get(("destroyed", "local")), 1.0, text)  # b
+        self.assertNotIn(c["session_id"], (a["session_id"], b["session_id"]))
+        for name in ("rex_gateway_create_seconds_", "rex_gateway_requests_total",
+                     "rex_gateway_errors_total"):
+            self.assertRegex(text, rf"(?m)^{name}\w*(\{{[^}}]*\}})?\s+\S+$")
+
+
+# --- 1. the seed's flow with curl ---------------------------------------------------------------
+
+@unittest.skipUnless(shutil.which("curl"), "curl is not installed")
+class TestSeedFlowWithCurl(GatewayTestCase):
+
+    def curl(self, *args):
+        """curl as a user types it, plus the status on the last line: (status, body)."""
+        done = subprocess.run(["curl", "-s", "-S", "--max-time", "30", "-w", "\n%{http_code}",
+                               *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=45)
+        self.assertEqual(done.returncode, 0, f"curl {args!r}: {done.stderr!r}")
+        body, _, code = done.stdout.rpartition(b"\n")
+        return int(code), body
+
+    def curl_json(self, *args):
+        status, body = self.curl(*args)
+        try:
+            return status, json.loads(body)
+        except ValueError:
+            raise AssertionError(f"curl {args!r} answered {status}: {body[:300]!r}") from None
+
+    def test_seed_flow(self):
+        url = self.gw.url
+        status, rec = self.curl_json("-X", "POST", f"{url}/api/sessions",
+                                     "-d", '{"provider": "local", "environment": "local"}')
+        self.assertEqual(status, 201, rec)
+        self.known_sids.add(rec["session_id"])
+        self.assertRecord(rec)
+        self.assertEqual(rec["state"], "ready")
+        self.assertEqual(rec["provider"], "local")
+        sid = rec["session_id"]
+        work = rec["working_dir"]
+        self.assertTrue(os.path.isdir(work), rec)
+
+        status, got = self.curl_json(f"{url}/api/sessions/{sid}")
+        self.assertEqual(status, 200, got)
+        self.assertEqual((got["session_id"], got["state"]), (sid, "ready"))
+
+        def run(code, language=None):
+            body = {"session_id": sid, "code": code}
+            if language:
+                body["language"] = language
+            status, out = self.curl_json("-X", "POST", f"{url}/api/e2b/execute",
+                                         "-d", json.dumps(body))
+            self.assertEqual(status, 200, out)
+            self.assertEqual(set(out), EXECUTE_KEYS, out)
+            self.assertIsNone(out["error"], out)
+            self.assertEqual(out["artifacts"], [], out)
+            return out
+
+        out = run("print('hello')\nx = 41")
+        self.assertEqual(out["stdout"], "hello\n", out)
+        self.assertEqual(out["results"], [], out)
+        out = run("x + 1")
+        self.assertEqual(out["results"], [{"type": "text", "text": "42"}], out)
+        out = run("import os\nos.getcwd()")
+        self.assertEqual(out["results"], [{"type": "text", "text": repr(work)}], out)
+        out = run("cd /tmp && export A=1", "bash")
+        self.assertEqual(out["exit_code"], 0, out)
+        out = run("pwd; echo $A", "bash")
+        self.assertEqual(out["stdout"], "/tmp\n1\n", out)
+        self.assertEqual(out["exit_code"], 0, out)
+
+        # A file written with JSON, read back, on disk in the working directory.
+        text = "hello world\nsecond line\n"
+        status, wrote = self.curl_json("-X", "POST", f"{url}/api/e2b/files", "-d",
+                                       json.dumps({"session_id": sid, "path": "hello.txt",
+                                                   "content": text}))
+        self.assertIn(status, (200, 201), wrote)
+        self.assertEqual(wrote["size"], len(text.encode()), wrote)
+        self.assertTrue(wrote["path"].endswith("hello.txt"), wrote)
+        status, body = self.curl(f"{url}/api/e2b/files/{sid}?path=hello.txt")
+        self.assertEqual((status, body), (200, text.encode()))
+        with open(os.path.join(work, "hello.txt"), "rb") as f:
+            self.assertEqual(f.read(), text.encode())
+
+        # Multipart upload of binary data and its download, byte for byte.
+        data = os.urandom(200_000) + b"\r\n--boundary\r\n\0\0"
+        src = os.path.join(self.tmp, "data.bin")
+        with open(src, "wb") as f:
+            f.write(data)
+        status, wrote = self.curl_json("-F", f"session_id={sid}", "-F", "path=data.bin",
+                                       "-F", f"file=@{src}", f"{url}/api/e2b/files")
+        self.assertIn(status, (200, 201), wrote)
+        self.assertEqual(wrote["size"], len(data), wrote)
+        dst = os.path.join(self.tmp, "downloaded.bin")
+        status, _ = self.curl("-o", dst, f"{url}/api/e2b/files/{sid}?path=data.bin")
+        self.assertEqual(status, 200)
+        with open(dst, "rb") as f:
+            self.assertTrue(f.read() == data, "the downloaded file differs from the upload")
+
+        # The working directory's listing, on both paths.
+        for path in (f"{url}/api/e2b/files/{sid}?path=.",
+                     f"{url}/api/sessions/{sid}/files?path=" + urllib.parse.quote(work)):
+            status, listing = self.curl_json(path)
+            self.assertEqual(status, 200, listing)
+            self.assertEqual(listing["type"], "dir", listing)
+            entries = {e["name"]: e for e in listing["entries"]}
+            self.assertLessEqual({"hello.txt", "data.bin"}, set(entries), listing)
+            self.assertEqual(entries["hello.txt"]["type"], "file")
+            self.assertEqual(entries["hello.txt"]["size"], len(text.encode()))
+            self.assertEqual(entries["data.bin"]["size"], len(data))
+            for e in listing["entries"]:
+                self.assertLessEqual({"name", "path", "type", "size", "modified_at"}, set(e), e)
+
+        before = self.log_lines(sid)
+        calls = [e["call"] for e in before]
+        self.assertEqual(calls[0], "create", calls)
+        self.assertEqual(calls.count("execute"), 5, calls)
+        self.assertEqual(calls.count("files.write"), 2, calls)
+        self.assertGreaterEqual(calls.count("files.read"), 2, calls)
+
+        pid = self.sandbox_json(sid)["pid"]
+        status, gone = self.curl_json("-X", "DELETE", f"{url}/api/sessions/{sid}")
+        self.assertEqual(status, 200, gone)
+        self.assertEqual((gone["state"], gone.get("reason")), ("destroyed", "deleted"), gone)
+        wait_until(lambda: is_gone(pid), 10, what="the sandbox's server to end")
+        self.assertNotIn(sid, self.sandbox_dirs())
+        # Nothing of the sandbox is left: no process (the shell, the python kernel) and no file
+        # outside the storage folder names the session.
+        self.assertEqual(processes_naming(sid), {}, "processes left after DELETE")
+        self.assertEqual(tmp_paths_naming(sid), [], "files left in /tmp after DELETE")
+
+        status, err = self.curl_json("-X", "POST", f"{url}/api/e2b/execute",
+                                     "-d", json.dumps({"session_id": sid, "code": "1"}))
+        self.assertError(status, err, 410, "session.destroyed")
+        status, err = self.curl_json(f"{url}/api/e2b/files/{sid}?path=hello.txt")
+        self.assertError(status, err, 410, "session.destroyed")
+        status, got = self.curl_json(f"{url}/api/sessions/{sid}")
+        self.assertEqual((status, got["state"]), (200, "destroyed"), got)
+        after = self.log_lines(sid)  # kept after destroy
+        self.assertEqual(after[:len(before)], before)
+
+
+# --- 2. kill -9 under load ----------------------------------------------------------------------
+
+class TestCrashRecovery(GatewayTestCase):
+    config = {"orphan_grace": 1, "drift_interval": 1, "sweep_interval": 0.1}
+
+    def test_kill9_under_load_loses_no_acknowledged_session(self):
+        gw = self.gw
+        body = {**LOCAL, "timeout": 900, "max_lifetime": 3600}
+
+        def create_one(i):
+            return gw.json("POST", "/api/sessions", {**body, "metadata": {"n": str(i)}})
+
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            answers = list(pool.map(create_one, range(50)))
+        acked = {}
+        for status, data in answers:
+            self.assertEqual(status, 201, data)
+            acked[data["session_id"]] = data
+            self.known_sids.add(data["session_id"])
+        self.assertEqual(len(acked), 50)
+        pids = {sid: self.sandbox_json(sid)["pid"] for sid in acked}
+
+        sids = sorted(acked)
+        to_delete, to_execute = sids[:15], sids[15:]
+        lock = threading.Lock()
+        stop = threading.Event()
+        delete_tried, delete_acked = set(), set()
+        delete_sent = threading.Event()  # set while a DELETE is on its way
+        extra_acked = {}
+        unexpected = []  # answers that are neither right nor the connection failing
+        executed = [0]
+
+        def executor(k):
+            i = k
+            while not stop.is_set():
+                sid = to_execute[i % len(to_execute)]
+                i += 3
+                try:
+                    status, data = gw.json("POST", f"/api/sessions/{sid}/execute",
+                                           {"code": "1+1"}, timeout=20)
+                except NET_ERRORS:
+                    continue
+                with lock:
+                    if status == 200 and data.get("results") == [{"type": "text",
+                                                                  "text": "2"}]:
+                        executed[0] += 1
+                    else:
+                        unexpected.append(("execute", sid, status, data))
+
+        def deleter():
+            for sid in to_delete:
+                if stop.is_set():
+                    return
+                with lock:
+                    delete_tried.add(sid)
+                delete_sent.set()
+                try:
+                    status, data = gw.json("DELETE", f"/api/sessions/{sid}", timeout=20)
+                except NET_ERRORS:
+                    continue
+                finally:
+                    delete_sent.clear()
+                with lock:
+                    if status == 200 and data.get("state") == "destroyed":
+                        delete_acked.add(sid)
+                    else:
+                        unexpected.append(("delete", sid, status, data))
+                time.sleep(0.1)
+
+        def creator():
+            while not stop.is_set():
+                try:
+                    status, data = gw.json("POST", "/api/sessions", body, timeout=20)
+                except NET_ERRORS:
+                    continue
+                with lock:
+                    if status == 201:
+                        extra_acked[data["session_id"]] = data
+                        self.known_sids.add(data["session_id"])
+                    else:
+                        unexpected.append(("create", None, status, data))
+                time.sleep(0.05)
+
+        threads = [threading.Thread(target=executor, args=(k,), daemon=True) for k in range(3)]
+        threads += [threading.Thread(target=deleter, daemon=True),
+                    threading.Thread(target=creator, daemon=True),
+                    threading.Thread(target=creator, daemon=True)]
+        for t in threads:
+            t.start()
+        time.sleep(1.5)
+        # Kill while a delete is under way (and creates and executes are).
+        wait_until(delete_sent.is_set, 5, interval=0.001, what="a DELETE on its way")
+        time.sleep(0.015)
+        gw.kill9()
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+            self.assertFalse(t.is_alive(), "a load thread hangs after the gateway was killed")
+        self.assertEqual(unexpected, [], "answers under load before the crash")
+        self.assertGreater(executed[0], 0, "no execute finished before the crash")
+
+        survivors = {sid: rec for sid, rec in {**acked, **extra_acked}.items()
+                     if sid not in delete_tried}
+        if os.environ.get("REX_GATEWAY_TEST_LOGS"):
+            sys.stderr.write(f"\ncrash: {executed[0]} executes, {len(extra_acked)} more creates "
+                             f"acknowledged, deletes acknowledged {len(delete_acked)}, in flight "
+                             f"or not sent {len(delete_tried - delete_acked)}\n")
+        for sid in survivors:
+            if sid in pids:
+                self.assertFalse(is_gone(pids[sid]),
+                                 f"the sandbox of {sid} ended with the gateway's crash")
+
+        # Restart on the same storage: ready within 5 s.
+        gw2 = self.start_gateway(ready_timeout=5.0)
+        self.assertEqual(self.ready["gateway_id"], self.gateway_id,
+                         "the gateway's id changed across a restart")
+
+        records = {s["session_id"]: s for s in self.list_sessions(gw2)}
+        states = {sid: r["state"] for sid, r in records.items()}
+        for sid, state in states.items():
+            self.assertNotIn(state, ("creating", "stopping"),
+                             f"{sid} still {state} after the restart's reconcile: "
+                             f"{records[sid]!r}")
+        for sid in survivors:
+            self.assertIn(sid, records, f"acknowledged session {sid} lost by the crash")
+            self.assertEqual(states[sid], "ready", records[sid])
+            self.assertAlmostEqual(ts(records[sid]["deadline"]), ts(survivors[sid]["deadline"]),
+                                   delta=0.001, msg=f"deadline of {sid} changed")
+            if sid in pids:
+                self.assertEqual(self.sandbox_json(sid)["pid"], pids[sid],
+                                 f"{sid} was not adopted (its sandbox server changed)")
+        for sid in delete_acked:
+            self.assertEqual(states.get(sid), "destroyed", records.get(sid))
+        for sid in delete_tried - delete_acked:
+            self.assertIn(states.get(sid), ("ready", "destroyed"), records.get(sid))
+        if os.environ.get("REX_GATEWAY_TEST_LOGS"):
+            unacked = {sid: r["state"] + "/" + r.get("reason", "") for sid, r in records.items()
+                       if sid not in acked and sid not in extra_acked}
+            sys.stderr.write(f"crash: sessions whose create was cut off: {unacked}; states of "
+                             f"deletes in flight: "
+                             f"{[states.get(s) for s in delete_tried - delete_acked]}\n")
+        for sid, rec in records.items():
+            if sid in acked or sid in extra_acked:
+                continue
+            # A create whose answer the crash cut off: adopted, or failed as interrupted.
+            self.assertIn(rec["state"], ("ready", "failed"), rec)
+            if rec["state"] == "failed":
+                self.assertEqual(rec.get("reason"), "interrupted", rec)
+
+        def works(sid):
+            return sid, gw2.json("POST", f"/api/sessions/{sid}/execute", {"code": "1+1"})
+
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            for sid, (status, data) in pool.map(works, sorted(survivors)):
+                self.assertEqual(status, 200, f"execute in {sid} after the restart: {data!r}")
+                self.assertEqual(data["results"], [{"type": "text", "text": "2"}], data)
+
+        ready = {sid for sid, s in states.items() if s == "ready"}
+
+        def sandboxes_match():
+            dirs = set(self.sandbox_dirs())
+            return dirs == ready
+
+        try:
+            wait_until(sandboxes_match, 10, interval=0.2,
+                       what="one sandbox per ready session and no other")
+        except AssertionError:
+            dirs = set(self.sandbox_dirs())
+            raise AssertionError(f"sandbox dirs without a ready session: "
+                                 f"{sorted(dirs - ready)} "
+                                 f"({[records.get(d, {}).get('state') for d in dirs - ready]}); "
+                                 f"ready sessions without a sandbox: {sorted(ready - dirs)}")
+        owners = [self.sandbox_json(d)["session_id"] for d in self.sandbox_dirs()]
+        self.assertEqual(len(owners), len(set(owners)), "two sandboxes for one session")
+        for sid in ready:
+            pid = self.sandbox_json(sid)["pid"]
+            self.assertFalse(is_gone(pid), f"the server of ready session {sid} is not running")
+
+        for sid in records:
+            lines = self.log_lines(sid, gw2)
+            if sid in acked or sid in extra_acked:
+                self.assertTrue(lines, f"empty transcript for {sid}")
+
+
+# --- 3. idempotent create -----------------------------------------------------------------------
+
+class TestIdempotentCreate(GatewayTestCase):
+
+    def test_32_concurrent_creates_with_one_key(self):
+        key = "idem-" + uuid.uuid4().hex
+        body = {**LOCAL, "metadata": {"job": "42"}}
+        barrier = threading.Barrier(32, timeout=30)
+
+        def send(_):
+            barrier.wait()
+            return self.gw.json("POST", "/api/sessions", body, {"Idempotency-Key": key})
+
+        with concurrent.futures.ThreadPoolExecutor(32) as pool:
+            answers = list(pool.map(send, range(32)))
+        statuses = [s for s, _ in answers]
+        self.assertEqual(statuses, [201] * 32, [a for a in answers if a[0] != 201][:3])
+        ids = {data["session_id"] for _, data in answers}
+        self.assertEqual(len(ids), 1, ids)
+        sid = ids.pop()
+        for _, data in answers:
+            self.assertEqual(data["state"], "ready", data)
+        self.assertEqual(self.sandbox_dirs(), [sid])
+        self.assertEqual([s["session_id"] for s in self.list_sessions()], [sid])
+
+        status, data = self.gw.json("POST", "/api/sessions", body, {"Idempotency-Key": key})
+        self.assertEqual((status, data["session_id"]), (201, sid), data)
+        status, data = self.gw.json("POST", "/api/sessions", {**LOCAL, "metadata": {"job": "43"}},
+                                    {"Idempotency-Key": key})
+        self.assertError(status, data, 422, "idempotency.mismatch")
+        self.assertEqual(self.sandbox_dirs(), [sid])
+        other = self.create({"metadata": {"job": "42"}}, headers={"Idempotency-Key": key + "x"})
+        self.assertNotEqual(other["session_id"], sid)
+        self.assertEqual(len(self.sandbox_dirs()), 2)
+
+
+# --- 4. idle timeout, keepalive, max lifetime ---------------------------------------------------
+
+class TestLifetimes(GatewayTestCase):
+    config = {"sweep_interval": 0.1}
+
+    def ids_in(self, state):
+        return {s["session_id"] for s in self.list_sessions(query=f"state={state}")}
+
+    def test_idle_busy_keepalive_and_deadline(self):
+        t0 = time.monotonic()
+        idle = self.create({"timeout": 3})
+        t_idle = time.monotonic()
+        busy = self.create({"timeout": 3})
+        kept = self.create({"timeout": 3})
+        capped = self.create({"timeout": 3, "max_lifetime": 6})
+        t_capped0 = t_idle  # created after `idle`'s request was sent
+        t_capped = time.monotonic()
+        sid_idle, sid_busy, sid_kept, sid_capped = (r["session_id"]
+                                                    for r in (idle, busy, kept, capped))
+
+        status, rec = self.gw.json("POST", f"/api/sessions/{sid_capped}/keepalive",
+                                   {"timeout": 100})
+        self.assertEqual(status, 200, rec)
+        self.assertLessEqual(ts(rec["expires_at"]), ts(rec["deadline"]) + 0.001,
+                             f"keepalive extended past the deadline: {rec!r}")
+        self.assertAlmostEqual(ts(rec["deadline"]) - ts(rec["created_at"]), 6, delta=0.01)
+
+        errors = []
+        last_busy = [time.monotonic()]
+
+        def keep_busy():  # a call every second for 5 s
+            for i in range(6):
+                try:
+                    out = self.gw.json("POST", f"/api/sessions/{sid_busy}/execute",
+                                       {"code": "echo tick", "language": "bash"})
+                    last_busy[0] = time.monotonic()
+                    if out[0] != 200:
+                        errors.append(("execute", out))
+                except NET_ERRORS as e:
+                    errors.append(("execute", repr(e)))
+                if i < 5:
+                    time.sleep(1)
+
+        def keep_alive():
+            for i in range(6):
+                try:
+                    out = self.gw.json("POST", f"/api/sessions/{sid_kept}/keepalive", {})
+                    if out[0] != 200:
+                        errors.append(("keepalive", out))
+                except NET_ERRORS as e:
+                    errors.append(("keepalive", repr(e)))
+                if i < 5:
+                    time.sleep(1)
+
+        threads = [threading.Thread(target=keep_busy, daemon=True),
+                   threading.Thread(target=keep_alive, daemon=True)]
+        for t in threads:
+            t.start()
+
+        seen = {}
+        checked_in_use = False
+        while time.monotonic() - t0 < 12 and (len(seen) < 2 or not checked_in_use):
+            destroyed = self.ids_in("destroyed")
+            now = time.monotonic()
+            for sid in (sid_idle, sid_capped):
+                if sid in destroyed and sid not in seen:
+                    seen[sid] = now
+            for sid in (sid_busy, sid_kept):
+                self.assertNotIn(sid, destroyed, f"{sid} expired while in use")
+            if not checked_in_use and not any(t.is_alive() for t in threads):
+                # Right after the last call and keepalive (5 s of use): both still ready.
+                ready = self.ids_in("ready")
+                self.assertIn(sid_busy, ready, "the session kept busy by calls is not ready")
+                self.assertIn(sid_kept, ready, "the session kept by keepalive is not ready")
+                checked_in_use = True
+            time.sleep(0.1)
+        for t in threads:
+            t.join(timeout=30)
+        self.assertTrue(checked_in_use)
+        self.assertEqual(errors, [])
+        self.assertIn(sid_idle, seen, "the idle session was not destroyed within 12 s")
+        self.assertGreaterEqual(seen[sid_idle] - t0, 3.0, "destroyed before its idle timeout")
+        self.assertLessEqual(seen[sid_idle] - t_idle, 5.0, "destroyed late")
+        rec = self.get(sid_idle)
+        self.assertEqual((rec["state"], rec.get("reason")), ("destroyed", "ttl_idle"), rec)
+        self.assertIn(sid_capped, seen, "the capped session was not destroyed within 12 s")
+        self.assertGreaterEqual(seen[sid_capped] - t_capped0, 6.0, "ended before max_lifetime")
+        self.assertLessEqual(seen[sid_capped] - t_capped, 8.5, "max_lifetime ended it late")
+        rec = self.get(sid_capped)
+        self.assertEqual((rec["state"], rec.get("reason")), ("destroyed", "ttl_max"), rec)
+
+        # Busy no more: it expires one idle timeout after its last call.
+        while time.monotonic() - last_busy[0] < 6 and sid_busy not in self.ids_in("destroyed"):
+            time.sleep(0.1)
+        gone_at = time.monotonic() - last_busy[0]
+        self.assertIn(sid_busy, self.ids_in("destroyed"), "not expired 6 s after its last call")
+        self.assertGreaterEqual(gone_at, 3.0 - 0.2)
+        self.assertEqual(self.get(sid_busy).get("reason"), "ttl_idle")
+
+        events = self.replay_events(0)
+        kinds = {}
+        for ev in events:
+            kinds.setdefault(ev["data"]["session_id"], []).append(ev["data"]["type"])
+        for sid in (sid_idle, sid_capped):
+            k = kinds.get(sid, [])
+            self.assertIn("expired", k, k)
+            self.assertIn("destroyed", k, k)
+            self.assertLess(k.index("expired"), k.index("destroyed"), k)
+        self.assertIn("keepalive", kinds.get(sid_kept, []))
+
+    def test_keepalive_renewal_survives_a_restart(self):
+        t0 = time.monotonic()
+        renewed = self.create({"timeout": 4})
+        plain = self.create({"timeout": 4})
+        sid, sid_plain = renewed["session_id"], plain["session_id"]
+        pid = self.sandbox_json(sid)["pid"]
+        time.sleep(1.5)
+        status, rec = self.gw.json("POST", f"/api/sessions/{sid}/keepalive", {"timeout": 10})
+        self.assertEqual(status, 200, rec)
+        expires = ts(rec["expires_at"])
+        self.assertGreater(expires, time.time() + 9, rec)
+
+        self.assertEqual(self.gw.terminate(), 0, self.gw.output_tail())
+        self.assertFalse(is_gone(pid), "SIGTERM of the gateway ended a session's sandbox")
+        gw2 = self.start_gateway()
+        # The plain session's idle deadline (t0 + 4) is kept: not restarted from the restart's
+        # time (which would make it t0 + 6 or later).
+        time.sleep(max(0.0, t0 + 5.5 - time.monotonic()))
+        rec = self.get(sid_plain, gw2)
+        self.assertEqual((rec["state"], rec.get("reason")), ("destroyed", "ttl_idle"),
+                         f"a session idle past its timeout across a restart: {rec!r}")
+        # Past the renewed session's first idle deadline (t0 + 4), short of its renewed one
+        # (t0 + 11.5).
+        time.sleep(max(0.0, t0 + 7 - time.monotonic()))
+        self.assertIn(sid, {s["session_id"] for s in self.list_sessions(gw2, "state=ready")})
+        rec = self.get(sid, gw2)
+        self.assertEqual(rec["state"], "ready", rec)
+        self.assertAlmostEqual(ts(rec["expires_at"]), expires, delta=0.001, msg=rec)
+        out = self.execute(sid, "21 * 2", gw=gw2)
+        self.assertEqual(out["results"], [{"type": "text", "text": "42"}], out)
+
+
+# --- 5. the sandbox's own hard deadline ---------------------------------------------------------
+
+class TestSandboxHardDeadline(GatewayTestCase):
+
+    def test_sandbox_ends_itself_when_the_gateway_never_returns(self):
+        t0 = time.monotonic()
+        rec = self.create({"max_lifetime": 3, "timeout": 100})
+        sid = rec["session_id"]
+        server = self.sandbox_json(sid)["pid"]
+        shell = int(self.execute(sid, "echo $$", "bash")["stdout"].strip())
+        kernel = int(self.execute(sid, "import os\nos.getpid()")["results"][0]["text"])
+        for pid in (shell, kernel):
+            self.kill_later(pid)
+        self.gw.kill9()
+        self.assertLess(time.monotonic() - t0, 3, "too slow to test before the deadline")
+        self.assertFalse(is_gone(server), "the sandbox ended with the gateway")
+        # max_lifetime 3 + min(60, max(2, 0.3)) = 5 s; 10 s is generous.
+        for pid, what in ((server, "server"), (shell, "shell"), (kernel, "python kernel")):
+            left = max(0.5, 10 - (time.monotonic() - t0))
+            wait_until(lambda: is_gone(pid), left, interval=0.1,
+                       what=f"the sandbox's {what} (pid {pid}) to end by itself")
+
+
+# --- 6. quotas ----------------------------------------------------------------------------------
+
+class TestMaxSessions(GatewayTestCase):
+    gateway_args = ("--max-sessions", "4")
+
+    def test_ten_concurrent_creates_under_a_quota_of_four(self):
+        barrier = threading.Barrier(10, timeout=30)
+
+        def send(_):
+            barrier.wait()
+            return self.gw.request("POST", "/api/sessions", LOCAL)
+
+        with concurrent.futures.ThreadPoolExecutor(10) as pool:
+            answers = list(pool.map(send, range(10)))
+        created = [json.loads(b) for s, _, b in answers if s == 201]
+        refused = [(s, h, b) for s, h, b in answers if s != 201]
+        self.assertEqual(len(created), 4, [(s, b[:200]) for s, _, b in answers])
+        self.assertEqual(len(refused), 6)
+        for status, headers, body in refused:
+            self.assertError(status, body, 429, "quota.max_sessions")
+            self.assertIn("retry-after", headers, headers)
+            self.assertRegex(headers["retry-after"], r"^\d+$")
+        self.assertEqual(len(self.sandbox_dirs()), 4)
+        status, _ = self.gw.json("DELETE", f"/api/sessions/{created[0]['session_id']}")
+        self.assertEqual(status, 200)
+        self.create()  # the quota is free again
+
+
+class TestCreatesPerMinute(GatewayTestCase):
+    config = {"creates_per_minute": 3}
+
+    def test_fourth_create_in_a_minute_is_refused(self):
+        for _ in range(3):
+            rec = self.create()
+            self.assertEqual(self.gw.json("DELETE", f"/api/sessions/{rec['session_id']}")[0],
+                             200)
+        status, headers, body = self.gw.request("POST", "/api/sessions", LOCAL)
+        self.assertError(status, body, 429, "quota.creates_per_minute")
+        self.assertRegex(headers.get("retry-after", ""), r"^\d+$", headers)
+
+
+# --- 7. drift and orphans -----------------------------------------------------------------------
+
+class TestDrift(GatewayTestCase):
+    config = {"orphan_grace": 1, "drift_interval": 1, "sweep_interval": 0.1}
+    gateway_args = ("--max-sessions", "1")
+
+    def test_killed_sandbox_becomes_lost_and_frees_quota(self):
+        rec = self.create()
+        sid = rec["session_id"]
+        status, data = self.gw.json("POST", "/api/sessions", LOCAL)
+        self.assertError(status, data, 429, "quota.max_sessions")
+        pid = self.sandbox_json(sid)["pid"]
+        self.assertIn(os.path.join(self.sandboxes, sid), cmdline(pid))
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: self.get(sid)["state"] == "lost", 6, interval=0.1,
+                   what=f"{sid} to be lost after its server was killed")
+        events = self.replay_events(0, until=lambda e: e["data"]["type"] == "lost"
+                                    and e["data"]["session_id"] == sid, timeout=5)
+        self.assertEqual(events[-1]["data"]["data"]["state"], "lost", events[-1])
+        new = self.create()  # quota freed
+        out = self.execute(new["session_id"], "6 * 7")
+        self.assertEqual(out["results"], [{"type": "text", "text": "42"}], out)
+
+    def test_orphans_of_this_gateway_go_and_others_stay(self):
+        def fake_sandbox(name, gateway_id):
+            d = os.path.join(self.sandboxes, name)
+            os.makedirs(os.path.join(d, "work"))
+            sock = os.path.join(d, "server.sock")
+            proc = subprocess.Popen([BINARY, "server", "--unix-socket", sock, "--auth-token",
+                                     "t" + uuid.uuid4().hex, "--log-level", "warn"],
+                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                    stderr=subprocess.DEVNULL, start_new_session=True)
+
+            def stop():
+                if proc.poll() is None:
+                    proc.terminate()
+                    try:
+                        proc.wait(timeout=10)
+                    except subprocess.TimeoutExpired:
+                        proc.kill()
+                        proc.wait(timeout=10)
+            self.addCleanup(stop)
+            wait_until(lambda: os.path.exists(sock), 10, what="the fake sandbox's socket")
+            with open(os.path.join(d, "sandbox.json"), "w") as f:
+                json.dump({"gateway_id": gateway_id, "session_id": name,
+                           "created_at": time.time() - 30, "pid": proc.pid}, f)
+            with open(os.path.join(d, "work", "keep.txt"), "w") as f:
+                f.write("keep")
+            return d, proc
+
+        mine, mine_proc = fake_sandbox("orphan" + uuid.uuid4().hex[:8], self.gateway_id)
+        other, other_proc = fake_sandbox("foreign" + uuid.uuid4().hex[:8],
+                                         "another-gateway-" + uuid.uuid4().hex[:8])
+        t0 = time.monotonic()
+        wait_until(lambda: not os.path.exists(mine), 10, interval=0.1,
+                   what="the orphan sandbox of this gateway to be removed")
+        wait_until(lambda: mine_proc.poll() is not None or is_gone(mine_proc.pid), 5,
+                   what="the orphan's server to be ended")
+        time.sleep(max(0.0, 3.5 - (time.monotonic() - t0)))  # several drift checks
+        self.assertTrue(os.path.exists(os.path.join(other, "work", "keep.txt")),
+                        "another gateway's sandbox was touched")
+        self.assertTrue(os.path.exists(os.path.join(other, "sandbox.json")))
+        self.assertIsNone(other_proc.poll(), "another gateway's sandbox server was ended")
+        self.assertEqual(self.list_sessions(), [])
+
+
+# --- 8. events ----------------------------------------------------------------------------------
+
+class TestEvents(GatewayTestCase):
+
+    def test_resume_with_last_event_id(self):
+        old = self.create()  # events before the stream opens are not sent to it
+        stream = EventStream(self.gw)
+        self.addCleanup(stream.close)
+        self.assertEqual(stream.status, 200, getattr(stream, "body", b""))
+        self.assertTrue(stream.content_type.startswith("text/event-stream"),
+                        stream.content_type)
+        r1 = rid()
+        s1 = self.create(headers={"X-Request-ID": r1})["session_id"]
+        first = stream.collect_until(lambda e: e["data"]["type"] == "ready", 10,
+                                     what=f"the ready event of {s1}")
+        self.assertEqual([(e["data"]["type"], e["data"]["session_id"]) for e in first],
+                         [("created", s1), ("ready", s1)])
+        for e in first:
+            self.assertEqual(e["data"]["request_id"], r1, e)
+        self.assertNotIn(old["session_id"], [e["data"]["session_id"] for e in first])
+        last = first[-1]["id"]
+        stream.close()
+
+        # Changes while disconnected.
+        ids = {k: rid() for k in ("patch", "keepalive", "create", "delete")}
+        status, _ = self.gw.json("PATCH", f"/api/sessions/{s1}", {"metadata": {"k": "v"}},
+                                 {"X-Request-ID": ids["patch"]})
+        self.assertEqual(status, 200)
+        status, _ = self.gw.json("POST", f"/api/sessions/{s1}/keepalive", {"timeout": 120},
+                                 {"X-Request-ID": ids["keepalive"]})
+        self.assertEqual(status, 200)
+        s2 = self.create(headers={"X-Request-ID": ids["create"]})["session_id"]
+        status, _ = self.gw.json("DELETE", f"/api/sessions/{s1}", None,
+                                 {"X-Request-ID": ids["delete"]})
+        self.assertEqual(status, 200)
+        expected = [("metadata_changed", s1, ids["patch"], "ready"),
+                    ("keepalive", s1, ids["keepalive"], "ready"),
+                    ("created", s2, ids["create"], "creating"),
+                    ("ready", s2, ids["create"], "ready"),
+                    ("stopping", s1, ids["delete"], "stopping"),
+                    ("destroyed", s1, ids["delete"], "destroyed")]
+
+        for how in ({"headers": {"Last-Event-ID": last}}, {"path": f"/api/events?after={last}"}):
+            again = EventStream(self.gw, **how)
+            try:
+                self.assertEqual(again.status, 200, getattr(again, "body", b""))
+                got = again.collect_until(lambda e: e["data"]["type"] == "destroyed", 10,
+                                          what="the replayed destroyed event")
+                got += again.drain(0.5)
+            finally:
+                again.close()
+            self.assertEqual([(e["data"]["type"], e["data"]["session_id"],
+                               e["data"]["request_id"], e["data"]["data"].get("state"))
+                              for e in got], expected, f"resumed with {how}")
+            previous = int(last)
+            for e in got:
+                d = e["data"]
+                self.assertEqual(e["event"], d["type"], e)
+                self.assertEqual(str(d["id"]), e["id"], e)
+                self.assertGreater(int(e["id"]), previous, "event ids not increasing")
+                previous = int(e["id"])
+                self.assertEqual(d["tenant"], "default", e)
+                self.assertIsInstance(d["actor"], str, e)
+                self.assertTrue(d["actor"], e)
+                ts(d["time"])
+
+    def test_idle_stream_sends_comments(self):
+        stream = EventStream(self.gw, timeout=40)
+        self.addCleanup(stream.close)
+        self.assertEqual(stream.status, 200)
+        deadline = time.monotonic() + 17
+        while stream.comments == 0 and time.monotonic() < deadline and stream.thread.is_alive():
+            time.sleep(0.2)
+        self.assertGreater(stream.comments, 0, "no ':' comment within 17 s on an idle stream")
+
+
+# --- 9. artifacts and tenants -------------------------------------------------------------------
+
+class TestArtifactsAndTenants(GatewayTestCase):
+    tenant_keys = {"A": "key-of-a-" + uuid.uuid4().hex, "B": "key-of-b-" + uuid.uuid4().hex}
+    default_key = None  # every request names its tenant
+
+    def a(self):
+        return {"Authorization": f"Bearer {self.tenant_keys['A']}"}
+
+    def b(self):
+        return {"X-API-Key": self.tenant_keys["B"]}
+
+    def test_keys(self):
+        status, data = self.gw.json("GET", "/api/sessions")
+        self.assertError(status, data, 401, "auth.missing_key")
+        status, data = self.gw.json("GET", "/api/sessions", headers={"X-API-Key": "wrong"})
+        self.assertError(status, data, 401, "auth.invalid_key")
+        status, data = self.gw.json("GET", "/api/sessions", headers=self.auth("wrong"))
+        self.assertError(status, data, 401, "auth.invalid_key")
+        status, data = self.gw.json("POST", "/api/sessions", LOCAL)
+        self.assertError(status, data, 401, "auth.missing_key")
+        self.assertEqual(self.gw.json("GET", "/healthz")[0], 200)
+        self.assertEqual(self.gw.json("GET", "/readyz")[0], 200)
+        self.assertEqual(self.gw.json("GET", "/api/sessions", headers=self.a())[0], 200)
+        self.assertEqual(self.gw.json("GET", "/api/sessions", headers=self.b())[0], 200)
+
+    def test_artifacts_outlive_the_session_and_tenants_are_apart(self):
+        A = self.a()
+        sid = self.create(headers=A)["session_id"]
+        content = os.urandom(50_000) + b"end\n"
+        tree = {"top.txt": b"top\n", "sub/deep.txt": b"deep\n" * 100,
+                "sub/more/bytes.bin": os.urandom(3000)}
+        self.execute(sid, "mkdir -p tree/sub/more tree/empty", "bash", headers=A)
+        for rel, data in [("result.bin", content)] + [(f"tree/{k}", v) for k, v in tree.items()]:
+            status, out = self.gw.json("POST", f"/api/sessions/{sid}/files",
+                                       {"path": rel, "encoding": "base64",
+                                        "content": base64.b64encode(data).decode()}, A)
+            self.assertIn(status, (200, 201), out)
+        status, saved = self.gw.json("POST", f"/api/sessions/{sid}/artifacts",
+                                     {"paths": ["result.bin", "tree"]}, A)
+        self.assertEqual(status, 201, saved)
+        by_name = {x["name"]: x for x in saved["artifacts"]}
+        self.assertEqual(set(by_name), {"result.bin", "tree.tar"}, saved)
+        for x in saved["artifacts"]:
+            self.assertLessEqual({"name", "path", "size", "sha256", "created_at"}, set(x), x)
+        self.assertEqual(by_name["result.bin"]["sha256"], hashlib.sha256(content).hexdigest())
+        self.assertEqual(by_name["result.bin"]["size"], len(content))
+
+        # Tenant B sees nothing of A's, before and after the delete.
+        B = self.b()
+        mine_b = self.create(headers=B)["session_id"]
+        self.check_invisible_to_b(sid, B)
+
+        status, gone = self.gw.json("DELETE", f"/api/sessions/{sid}", headers=A)
+        self.assertEqual((status, gone["state"]), (200, "destroyed"), gone)
+        status, listed = self.gw.json("GET", f"/api/sessions/{sid}/artifacts", headers=A)
+        self.assertEqual(status, 200, listed)
+        self.assertEqual({x["name"]: x["sha256"] for x in listed["artifacts"]},
+                         {k: v["sha256"] for k, v in by_name.items()})
+        for name, meta in by_name.items():
+            status, headers, body = self.gw.request(
+                "GET", f"/api/sessions/{sid}/artifacts/{urllib.parse.quote(name)}", headers=A)
+            self.assertEqual(status, 200, body[:300])
+            self.assertEqual(hashlib.sha256(body).hexdigest(), meta["sha256"], name)
+            self.assertEqual(headers.get("x-rex-sha256"), meta["sha256"], headers)
+            self.assertEqual(len(body), meta["size"], name)
+            if name == "result.bin":
+                self.assertTrue(body == content, "the artifact's bytes differ from the file")
+            else:
+                self.check_tar(body, tree)
+
+        self.check_invisible_to_b(sid, B)
+        listed_b = [s["session_id"] for s in self.list_sessions(headers=B)]
+        self.assertEqual(listed_b, [mine_b])
+        events_b = self.replay_events(0, headers=B, until=lambda e: e["data"]["type"] == "ready"
+                                      and e["data"]["session_id"] == mine_b)
+        for e in events_b:
+            self.assertEqual(e["data"]["tenant"], "B", e)
+            self.assertNotEqual(e["data"]["session_id"], sid, e)
+        lines = self.log_lines(sid, headers=A)
+        self.assertIn("artifacts.save", [x["call"] for x in lines])
+        events_a = self.replay_events(0, headers=A, until=lambda e: e["data"]["type"] ==
+                                      "destroyed" and e["data"]["session_id"] == sid)
+        saved_events = [e for e in events_a if e["data"]["type"] == "artifact_saved"]
+        self.assertTrue(saved_events, [e["data"]["type"] for e in events_a])
+        for e in events_a:
+            self.assertEqual(e["data"]["tenant"], "A", e)
+            self.assertNotEqual(e["data"]["session_id"], mine_b, e)
+
+    def check_invisible_to_b(self, sid, B):
+        for method, path, body in (("GET", f"/api/sessions/{sid}", None),
+                                   ("GET", f"/api/sessions/{sid}/log", None),
+                                   ("GET", f"/api/sessions/{sid}/artifacts", None),
+                                   ("GET", f"/api/sessions/{sid}/artifacts/result.bin", None),
+                                   ("POST", f"/api/sessions/{sid}/execute", {"code": "1"}),
+                                   ("PATCH", f"/api/sessions/{sid}", {"metadata": {"x": "y"}}),
+                                   ("DELETE", f"/api/sessions/{sid}", None)):
+            status, _, answer = self.gw.request(method, path, body, B)
+            self.assertError(status, answer, 404, "session.not_found")
+        self.assertNotIn(sid, [s["session_id"] for s in self.list_sessions(headers=B)])
+
+    def check_tar(self, body, tree):
+        out = os.path.join(self.tmp, "untar-" + uuid.uuid4().hex[:6])
+        os.makedirs(out)
+        with tarfile.open(fileobj=io.BytesIO(body)) as tar:
+            tar.extractall(out, filter="data")
+        # The archive may hold the directory itself ("tree/...") or its contents.
+        root = os.path.join(out, "tree") if os.listdir(out) == ["tree"] else out
+        files, dirs = {}, set()
+        for here, subdirs, names in os.walk(root):
+            rel = os.path.relpath(here, root)
+            for d in subdirs:
+                dirs.add(os.path.normpath(os.path.join(rel, d)))
+            for n in names:
+                with open(os.path.join(here, n), "rb") as f:
+                    files[os.path.normpath(os.path.join(rel, n))] = f.read()
+        self.assertEqual(set(files), set(tree), f"files in the tar of tree/ (layout {os.listdir(out)})")
+        for k, v in tree.items():
+            self.assertTrue(files[k] == v, f"{k} differs in the tar")
+        self.assertEqual(dirs, {"sub", "sub/more", "empty"})
+
+
+# --- 10. SWE-ReX's own client -------------------------------------------------------------------
+
+SWEREX_SCRIPT = r"""
+import asyncio, json, os, sys
+from swerex.runtime.remote import RemoteRuntime
+from swerex.runtime.abstract import (BashAction, CloseBashSessionRequest, Command,
+                                     CreateBashSessionRequest, ReadFileRequest, UploadRequest,
+                                     WriteFileRequest)
+
+async def main(host, key, work, upload_source):
+    rt = RemoteRuntime(host=host, auth_token=key, timeout=30)
+    out = {}
+    alive = await rt.is_alive()
+    out["alive"] = alive.is_alive
+    await rt.create_session(CreateBashSessionRequest(session="agent"))
+    obs = await rt.run_in_session(BashAction(command="echo hi", session="agent", check="raise"))
+    out["echo"] = obs.output
+    out["echo_exit"] = obs.exit_code
+    path = os.path.join(work, "swerex.txt")
+    await rt.write_file(WriteFileRequest(path=path, content="written by swerex\n"))
+    out["read"] = (await rt.read_file(ReadFileRequest(path=path))).content
+    await rt.upload(UploadRequest(source_path=upload_source,
+                                  target_path=os.path.join(work, "uploaded.txt")))
+    r = await rt.execute(Command(command="cat uploaded.txt", shell=True, cwd=work))
+    out["execute"] = r.stdout
+    await rt.close_session(CloseBashSessionRequest(session="agent"))
+    print("RESULT " + json.dumps(out))
+
+asyncio.run(main(*sys.argv[1:]))
+"""
+
+
+class TestSwerexClient(GatewayTestCase):
+    tenant_keys = {"default": "gw-key-" + uuid.uuid4().hex}
+    default_key = tenant_keys["default"]
+
+    def setUp(self):
+        if not os.access(SWEREX_PYTHON, os.X_OK):
+            self.skipTest(f"no SWE-ReX virtual environment at {SWEREX_PYTHON}")
+        probe = subprocess.run([SWEREX_PYTHON, "-c", "import swerex.runtime.remote"],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=60)
+        if probe.returncode != 0:
+            self.skipTest(f"swerex is not importable in {SWEREX_PYTHON}: "
+                          f"{probe.stdout.decode()[-300:]}")
+        super().setUp()
+
+    def test_remote_runtime_through_the_gateway(self):
+        rec = self.create()
+        sid, work = rec["session_id"], rec["working_dir"]
+        source = os.path.join(self.tmp, "upload-me.txt")
+        with open(source, "w") as f:
+            f.write("uploaded through the gateway\n")
+        done = subprocess.run([SWEREX_PYTHON, "-c", SWEREX_SCRIPT,
+                               f"{self.gw.url}/api/sessions/{sid}/swerex",
+                               self.tenant_keys["default"], work, source],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+        lines = [x for x in done.stdout.decode().splitlines() if x.startswith("RESULT ")]
+        self.assertEqual(done.returncode, 0, f"stdout: {done.stdout.decode()[-2000:]}\n"
+                                             f"stderr: {done.stderr.decode()[-3000:]}")
+        self.assertEqual(len(lines), 1, done.stdout)
+        out = json.loads(lines[0][len("RESULT "):])
+        # SWE-ReX's own server keeps the command's output as printed, newline included.
+        self.assertEqual(out, {"alive": True, "echo": "hi\n", "echo_exit": 0,
+                               "read": "written by swerex\n",
+                               "execute": "uploaded through the gateway\n"})
+        with open(os.path.join(work, "swerex.txt")) as f:
+            self.assertEqual(f.read(), "written by swerex\n")
+
+        calls = [x["call"] for x in self.log_lines(sid)]
+        for action in ("create_session", "run_in_session", "write_file", "read_file", "upload",
+                       "execute", "close_session"):
+            self.assertIn(f"swerex/{action}", calls, calls)
+
+        # The gateway's key, not the sandbox's token; a wrong key is refused.
+        status, data = self.gw.json("GET", f"/api/sessions/{sid}/swerex/is_alive",
+                                    headers={"Authorization": "Bearer wrong"})
+        self.assertError(status, data, 401, "auth.invalid_key")
+
+
+def main():
+    global BINARY
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        BINARY = sys.argv.pop(1)
+    if not BINARY or not os.access(BINARY, os.X_OK):
+        sys.exit(f"usage: {sys.argv[0]} PATH/TO/rex [unittest args] "
+                 f"(or set REX_BINARY); got {BINARY!r}")
+    BINARY = os.path.abspath(BINARY)
+    # A last resort against a hang the per-call timeouts miss: print every stack and exit.
+    faulthandler.dump_traceback_later(560, exit=True)
+    unittest.main(verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
