@@ -24,34 +24,37 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::array<std::string_view, 4> type_names = {"local", "remote", "docker", "dummy"};
+constexpr std::array<std::string_view, 5> type_names = {"local", "remote", "docker", "dummy",
+                                                        "gateway"};
 
 // The config field each flag sets, per deployment type; empty where the flag does not apply.
 struct FlagRule {
   std::string_view flag;
-  std::string_view local, remote, docker;
+  std::string_view local, remote, docker, gateway;
 };
 constexpr FlagRule flag_rules[] = {
-    {"--image", "", "", "image"},
-    {"--url", "", "host", ""},
-    {"--token", "", "auth_token", ""},
-    {"--port", "", "port", "port"},
-    {"--pull", "", "", "pull"},
-    {"--docker-arg", "", "", "docker_args"},
-    {"--startup-timeout", "", "startup_timeout", "startup_timeout"},
-    {"--workdir", "working_dir", "", "working_dir"},
-    {"--env", "env", "", "env"},
-    {"--keep", "", "", "remove_container"},
+    {"--image", "", "", "image", ""},
+    {"--url", "", "host", "", "url"},
+    {"--token", "", "auth_token", "", "token"},
+    {"--port", "", "port", "port", ""},
+    {"--pull", "", "", "pull", ""},
+    {"--docker-arg", "", "", "docker_args", ""},
+    {"--startup-timeout", "", "startup_timeout", "startup_timeout", "startup_timeout"},
+    {"--workdir", "working_dir", "", "working_dir", ""},
+    {"--env", "env", "", "env", "env"},
+    {"--keep", "", "", "remove_container", ""},
+    {"--environment", "", "", "", "environment"},
 };
 
 std::string field_for(std::string_view flag, std::string_view type) {
   for (const auto& rule : flag_rules) {
     if (rule.flag != flag)
       continue;
-    const std::string_view field = type == "local"    ? rule.local
-                                   : type == "remote" ? rule.remote
-                                   : type == "docker" ? rule.docker
-                                                      : std::string_view{};
+    const std::string_view field = type == "local"     ? rule.local
+                                   : type == "remote"  ? rule.remote
+                                   : type == "docker"  ? rule.docker
+                                   : type == "gateway" ? rule.gateway
+                                                       : std::string_view{};
     if (!field.empty())
       return std::string(field);
     std::string types;
@@ -61,6 +64,8 @@ std::string field_for(std::string_view flag, std::string_view type) {
       types += std::string(types.empty() ? "" : " and ") + "remote";
     if (!rule.docker.empty())
       types += std::string(types.empty() ? "" : " and ") + "docker";
+    if (!rule.gateway.empty())
+      types += std::string(types.empty() ? "" : " and ") + "gateway";
     throw DeploymentConfigError(
         fmt::format("{} does not apply to a {} deployment (only to {})", flag, type, types));
   }
@@ -75,7 +80,8 @@ json::object base_config(const std::string& deployment) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(deployment, ec)) {
     throw DeploymentConfigError(fmt::format(
-        "--deployment: \"{}\" is neither a deployment type (local, docker, remote, dummy) nor a "
+        "--deployment: \"{}\" is neither a deployment type (local, docker, remote, dummy, gateway) "
+        "nor a "
         "JSON config file",
         deployment));
   }
@@ -93,15 +99,16 @@ std::pair<std::string, std::string> split_env(const std::string& item) {
 
 void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
   app.add_option("--deployment", o.deployment,
-                 "local, docker, remote, dummy, or the path of a JSON deployment config")
+                 "local, docker, remote, dummy, gateway, or the path of a JSON deployment config")
       ->capture_default_str();
   auto set_string = [&app](const char* name, std::optional<std::string>& target, const char* help) {
     app.add_option_function<std::string>(
         name, [&target](const std::string& v) { target = v; }, help);
   };
   set_string("--image", o.image, "docker: the image to start");
-  set_string("--url", o.url, "remote: the server's base URL (or host)");
-  set_string("--token", o.token, "remote: the server's auth token");
+  set_string("--url", o.url, "remote: the server's base URL (or host); gateway: its base URL");
+  set_string("--token", o.token, "remote: the server's auth token; gateway: an API key");
+  set_string("--environment", o.environment, "gateway: the environment of the session");
   app.add_option_function<std::int64_t>(
       "--port", [&o](std::int64_t v) { o.port = v; },
       "remote: the server's port; docker: the host port to publish the server on");
@@ -154,6 +161,8 @@ DeploymentConfig build_deployment_config(const DeploymentOptions& o) {
   }
   if (o.keep)
     config[field_for("--keep", type)] = false;
+  if (o.environment)
+    config[field_for("--environment", type)] = *o.environment;
   return deployment_config_from_json(config);
 }
 
@@ -164,6 +173,8 @@ std::string describe_deployment(const DeploymentConfig& config) {
   }
   if (const auto* docker = std::get_if<DockerDeploymentConfig>(&config))
     return "docker " + docker->image;
+  if (const auto* gateway = std::get_if<GatewayDeploymentConfig>(&config))
+    return fmt::format("gateway {} ({})", gateway->url, gateway->environment);
   return std::string(deployment_type(config));
 }
 

@@ -30,6 +30,7 @@ struct DeploymentOptions {
   std::string deployment = "local";  // a type name or the path of a JSON config file
   std::optional<std::string> image{};
   std::optional<std::string> url{};
+  std::optional<std::string> environment{};
   std::optional<std::string> token{};
   std::optional<std::int64_t> port{};
   std::optional<std::string> pull{};

@@ -4,6 +4,7 @@
 #include <rex/deployment/docker_args.hpp>
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/deployment/dummy_deployment.hpp>
+#include <rex/deployment/gateway_deployment.hpp>
 #include <rex/deployment/local_deployment.hpp>
 #include <rex/deployment/remote_deployment.hpp>
 #include <rex/protocol/json.hpp>
@@ -216,6 +217,22 @@ RemoteDeploymentConfig read_remote(Reader& r) {
   return c;
 }
 
+GatewayDeploymentConfig read_gateway(Reader& r) {
+  GatewayDeploymentConfig c;
+  r.string("url", c.url);
+  r.string("token", c.token);
+  r.string("environment", c.environment);
+  r.string("provider", c.provider);
+  r.optional_number("timeout", c.timeout);
+  r.optional_number("max_lifetime", c.max_lifetime);
+  r.string_map("metadata", c.metadata);
+  r.string_map("env", c.env);
+  r.number("startup_timeout", c.startup_timeout);
+  if (c.environment.empty())
+    r.fail("environment", "must not be empty");
+  return c;
+}
+
 DummyDeploymentConfig read_dummy(Reader& r) {
   DummyDeploymentConfig c;
   if (const json::value* v = r.raw("run_in_session_outputs")) {
@@ -316,7 +333,7 @@ json::array list_value(const std::vector<std::string>& v) {
 }  // namespace
 
 std::string_view deployment_type(const DeploymentConfig& config) noexcept {
-  static constexpr std::string_view names[] = {"local", "remote", "docker", "dummy"};
+  static constexpr std::string_view names[] = {"local", "remote", "docker", "dummy", "gateway"};
   return names[config.index()];
 }
 
@@ -360,9 +377,12 @@ DeploymentConfig deployment_config_from_json(const json::value& value) {
     config = read_docker(r);
   else if (type == "dummy")
     config = read_dummy(r);
+  else if (type == "gateway")
+    config = read_gateway(r);
   else
     throw DeploymentConfigError(fmt::format(
-        "deployment config: unknown type \"{}\" (expected local, remote, docker or dummy)", type));
+        "deployment config: unknown type \"{}\" (expected local, remote, docker, dummy or gateway)",
+        type));
   r.finish();
   return config;
 }
@@ -395,6 +415,16 @@ json::object to_json(const DeploymentConfig& config) {
     o["host"] = c->host;
     o["port"] = c->port ? json::value(*c->port) : json::value(nullptr);
     o["timeout"] = c->timeout;
+    o["startup_timeout"] = c->startup_timeout;
+  } else if (const auto* c = std::get_if<GatewayDeploymentConfig>(&config)) {
+    o["url"] = c->url;
+    o["token"] = c->token;
+    o["environment"] = c->environment;
+    o["provider"] = c->provider;
+    o["timeout"] = c->timeout ? json::value(*c->timeout) : json::value(nullptr);
+    o["max_lifetime"] = c->max_lifetime ? json::value(*c->max_lifetime) : json::value(nullptr);
+    o["metadata"] = map_value(c->metadata);
+    o["env"] = map_value(c->env);
     o["startup_timeout"] = c->startup_timeout;
   } else if (const auto* c = std::get_if<DummyDeploymentConfig>(&config)) {
     json::array outputs;
@@ -445,6 +475,8 @@ std::unique_ptr<Deployment> make_deployment(asio::any_io_executor executor,
           return std::make_unique<RemoteDeployment>(executor, std::move(c));
         else if constexpr (std::is_same_v<T, DockerDeploymentConfig>)
           return std::make_unique<DockerDeployment>(executor, std::move(c));
+        else if constexpr (std::is_same_v<T, GatewayDeploymentConfig>)
+          return std::make_unique<GatewayDeployment>(executor, std::move(c));
         else
           return std::make_unique<DummyDeployment>(std::move(c));
       },

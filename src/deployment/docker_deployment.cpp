@@ -2,8 +2,8 @@
 // decisions are docker_plan.hpp's; what is here performs the engine calls in order.
 #include <rex/deployment/docker_deployment.hpp>
 
-#include <rex/core/random.hpp>
 #include <rex/core/outcome.hpp>
+#include <rex/core/random.hpp>
 #include <rex/core/timeout.hpp>
 #include <rex/deployment/docker_gc.hpp>
 #include <rex/docker/engine.hpp>

@@ -111,10 +111,24 @@ struct DockerDeploymentConfig {
 /// CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID.
 std::span<const std::string_view> hardened_capabilities() noexcept;
 
-using DeploymentConfig = std::variant<LocalDeploymentConfig, RemoteDeploymentConfig,
-                                      DockerDeploymentConfig, DummyDeploymentConfig>;
+/// A session of a rex gateway (docs/gateway.md).
+struct GatewayDeploymentConfig {
+  std::string url = "http://127.0.0.1:8000";  // the gateway's base URL
+  std::string token{};                        // an API key of the gateway (none: no keys there)
+  std::string environment = "local";          // one of the gateway's environments
+  std::string provider{};                     // empty: the environment's
+  std::optional<double> timeout{};            // idle seconds before the gateway ends it
+  std::optional<double> max_lifetime{};       // seconds; none: the environment's
+  std::map<std::string, std::string> metadata{};
+  std::map<std::string, std::string> env{};
+  double startup_timeout = 120.0;  // the create's answer and the sandbox's first answer
+};
 
-/// "local", "remote", "docker" or "dummy".
+using DeploymentConfig =
+    std::variant<LocalDeploymentConfig, RemoteDeploymentConfig, DockerDeploymentConfig,
+                 DummyDeploymentConfig, GatewayDeploymentConfig>;
+
+/// "local", "remote", "docker", "dummy" or "gateway".
 std::string_view deployment_type(const DeploymentConfig& config) noexcept;
 
 /// Decodes a config object; "type" selects the struct (absent: "docker", as SWE-agent's
