@@ -36,9 +36,13 @@ using namespace std::chrono_literals;
 
 namespace {
 
+// Session ids are 17 characters; a little room is left.
+constexpr std::size_t kMaxIdLength = 24;
+constexpr std::string_view kSocketName = "server.sock";
+
 // A sandbox id names a directory under the root: one plain path component.
 bool valid_sandbox_id(std::string_view id) {
-  if (id.empty() || id.size() > 64 || id == "." || id == "..")
+  if (id.empty() || id.size() > kMaxIdLength || id == "." || id == "..")
     return false;
   for (const char c : id) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -246,7 +250,7 @@ struct LocalProvider::Impl {
 
   fs::path dir_of(const std::string& id) const { return cfg.root / id; }
   std::string socket_of(const std::string& id) const {
-    return (dir_of(id) / "server.sock").string();
+    return (dir_of(id) / kSocketName).string();
   }
 
   // Ends the server of a sandbox directory: SIGTERM (its sessions close), then SIGKILL after
@@ -284,12 +288,14 @@ LocalProvider::LocalProvider(asio::any_io_executor executor, LocalProviderConfig
         fmt::format("cannot create {}: {}", impl_->cfg.root.string(), ec.message()));
   impl_->cfg.root = fs::absolute(impl_->cfg.root).lexically_normal();
   // The longest socket path a session id can make must fit a sockaddr_un.
-  const std::string longest = (impl_->cfg.root / std::string(64, 'x') / "server.sock").string();
-  if (longest.size() >= sizeof(sockaddr_un{}.sun_path))
+  const std::size_t room = sizeof(sockaddr_un{}.sun_path) - 1;  // its NUL
+  const std::size_t tail = 1 + kMaxIdLength + 1 + kSocketName.size();
+  const std::string root = impl_->cfg.root.string();
+  if (root.size() + tail > room)
     throw ProviderError(fmt::format(
-        "the storage folder {} is too deep for the local sandboxes' unix sockets ({} bytes at "
-        "most): choose a shorter --storage path",
-        impl_->cfg.root.string(), sizeof(sockaddr_un{}.sun_path) - 80));
+        "the storage folder's sandboxes/ ({}, {} bytes) is too long for the local sandboxes' "
+        "unix sockets: it may have {} bytes at most; choose a shorter --storage path",
+        root, root.size(), room - tail));
 }
 
 LocalProvider::~LocalProvider() = default;

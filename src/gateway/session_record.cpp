@@ -49,6 +49,17 @@ json::object SessionRecord::to_json() const {
                       {"calls", calls}};
 }
 
+namespace {
+
+// Whole seconds as integers (600, not 6E2), as people write them.
+json::value seconds_value(double s) {
+  if (s == static_cast<double>(static_cast<std::int64_t>(s)) && s < 9e15)
+    return json::value(static_cast<std::int64_t>(s));
+  return json::value(s);
+}
+
+}  // namespace
+
 json::object SessionRecord::public_json() const {
   json::object o{{"session_id", id},
                  {"sandbox_id", sandbox_id},
@@ -61,8 +72,8 @@ json::object SessionRecord::public_json() const {
                  {"created_at", iso_time(created_at)},
                  {"ready_at", iso_time(ready_at)},
                  {"last_active_at", iso_time(last_active)},
-                 {"timeout", idle_timeout},
-                 {"max_lifetime", max_lifetime},
+                 {"timeout", seconds_value(idle_timeout)},
+                 {"max_lifetime", seconds_value(max_lifetime)},
                  {"expires_at", iso_time(active() ? idle_deadline() : 0)},
                  {"deadline", iso_time(deadline())},
                  {"calls", calls}};
