@@ -182,7 +182,9 @@ std::shared_ptr<Live> Gateway::Impl::live_of(Entry& e) {
     rc.url = e.rec.url;
     rc.auth_token = e.rec.token;
     live->runtime = std::make_unique<RemoteRuntime>(ex, rc);
-    live->notebook = std::make_unique<Notebook>(ex, *live->runtime, e.rec.id, e.rec.working_dir);
+    const std::string scratch =
+        e.rec.scratch_dir.empty() ? "/tmp/rex-notebook-" + e.rec.id : e.rec.scratch_dir;
+    live->notebook = std::make_unique<Notebook>(ex, *live->runtime, scratch, e.rec.working_dir);
     e.live = std::move(live);
   }
   return e.live;

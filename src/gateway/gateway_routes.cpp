@@ -380,7 +380,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   spec.environment = *env;
   spec.env = env_vars;
   // The sandbox's own deadline comes a little after the gateway's, which collects artifacts.
-  spec.max_lifetime = lifetime + 60;
+  spec.max_lifetime = lifetime + std::min(60.0, std::max(2.0, lifetime / 10));
   std::string failure;
   try {
     const SandboxAddress address = co_await prov->create(std::move(spec));
@@ -388,6 +388,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     rec.url = address.url;
     rec.token = address.token;
     rec.working_dir = address.working_dir;
+    rec.scratch_dir = address.scratch_dir;
   } catch (const std::exception& x) {
     failure = x.what();
   }

@@ -249,9 +249,7 @@ struct LocalProvider::Impl {
   LocalProviderConfig cfg;
 
   fs::path dir_of(const std::string& id) const { return cfg.root / id; }
-  std::string socket_of(const std::string& id) const {
-    return (dir_of(id) / kSocketName).string();
-  }
+  std::string socket_of(const std::string& id) const { return (dir_of(id) / kSocketName).string(); }
 
   // Ends the server of a sandbox directory: SIGTERM (its sessions close), then SIGKILL after
   // the grace period. Returns when the process is gone.
@@ -289,7 +287,8 @@ LocalProvider::LocalProvider(asio::any_io_executor executor, LocalProviderConfig
   impl_->cfg.root = fs::absolute(impl_->cfg.root).lexically_normal();
   // The longest socket path a session id can make must fit a sockaddr_un.
   const std::size_t room = sizeof(sockaddr_un{}.sun_path) - 1;  // its NUL
-  const std::size_t tail = 1 + kMaxIdLength + 1 + kSocketName.size();
+  // The longest is the notebook kernel's socket while it is bound aside (notebook_kernel.py).
+  const std::size_t tail = 1 + kMaxIdLength + std::string_view("/notebook/kernel.sock.new").size();
   const std::string root = impl_->cfg.root.string();
   if (root.size() + tail > room)
     throw ProviderError(fmt::format(
@@ -319,6 +318,7 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
   const fs::path work =
       spec.environment.working_dir.empty() ? dir / "work" : fs::path(spec.environment.working_dir);
   address.working_dir = work.string();
+  address.scratch_dir = (dir / "notebook").string();
 
   std::exception_ptr failure;
   try {

@@ -39,10 +39,10 @@ json::object cell_answer(std::string out, std::string err, json::array results, 
 
 }  // namespace
 
-Notebook::Notebook(asio::any_io_executor executor, Runtime& runtime, std::string session_id,
+Notebook::Notebook(asio::any_io_executor executor, Runtime& runtime, std::string scratch_dir,
                    std::string working_dir)
     : runtime_(runtime),
-      dir_("/tmp/rex-notebook-" + session_id),
+      dir_(std::move(scratch_dir)),
       working_dir_(std::move(working_dir)),
       turn_(std::move(executor)) {}
 

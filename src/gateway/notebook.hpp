@@ -23,7 +23,8 @@ namespace rex::gateway {
 
 class Notebook {
  public:
-  Notebook(asio::any_io_executor executor, Runtime& runtime, std::string session_id,
+  /// `scratch_dir`: a directory in the sandbox for the kernel's files (made when missing).
+  Notebook(asio::any_io_executor executor, Runtime& runtime, std::string scratch_dir,
            std::string working_dir);
 
   /// Runs one cell. `language`: python (also py, python3) or bash (also sh, shell); anything

@@ -37,6 +37,7 @@ json::object SessionRecord::to_json() const {
                       {"url", url},
                       {"token", token},
                       {"working_dir", working_dir},
+                      {"scratch_dir", scratch_dir},
                       {"metadata", metadata},
                       {"env", std::move(env_json)},
                       {"created_at", created_at},
@@ -124,6 +125,8 @@ SessionRecord SessionRecord::from_json(const json::object& o) {
   r.url = text(o, "url");
   r.token = text(o, "token");
   r.working_dir = text(o, "working_dir");
+  if (const auto* v = o.if_contains("scratch_dir"); v != nullptr && v->is_string())
+    r.scratch_dir = std::string(v->get_string());
   const auto& metadata = field(o, "metadata");
   if (!metadata.is_object())
     throw std::invalid_argument("session record: metadata is not an object");

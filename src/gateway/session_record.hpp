@@ -36,6 +36,7 @@ struct SessionRecord {
   std::string url;
   std::string token;
   std::string working_dir;
+  std::string scratch_dir;  // empty: /tmp/rex-notebook-<id> in the sandbox
   boost::json::object metadata;
   std::map<std::string, std::string> env;
   // Unix seconds; 0 when not yet.

@@ -48,6 +48,7 @@ struct SandboxAddress {
   std::string url;          // rex/http/url.hpp forms
   std::string token;        // the server's X-API-Key
   std::string working_dir;  // where execute runs and relative file paths point
+  std::string scratch_dir;  // the gateway's own files in the sandbox (the notebook's kernel)
 };
 
 /// One sandbox a provider runs for this gateway.
