@@ -330,6 +330,45 @@ def gateway_yaml_seeds():
         write("gateway_yaml", name, bytes([kind]) + text.encode())
 
 
+# --- gateway_request: a method byte (0 GET, 1 POST, 2 DELETE, 3 PATCH, 4 PUT, 5 HEAD), the
+# target, header lines, an empty line, the body ------------------------------------------------
+
+def gateway_request_seeds():
+    auth = "Authorization: Bearer key-a\n"
+    seeds = {
+        "create": (1, "/api/sessions", auth + "Idempotency-Key: k1\n",
+                   json.dumps({"provider": "local", "environment": "local", "timeout": 30,
+                               "metadata": {"a": "b"}, "env": {"X": "1"}})),
+        "create_unknown_field": (1, "/api/sessions", auth, '{"image": "x"}'),
+        "create_bad_json": (1, "/api/sessions", "X-API-Key: key-b\n", '{"provider": '),
+        "list": (0, "/api/sessions?state=ready&limit=5&label=a%3Db&cursor=s1", auth, ""),
+        "get": (0, "/api/sessions/s0123456789abcdef", auth, ""),
+        "delete": (2, "/api/sessions/s0123456789abcdef?sandbox_id=x", auth, ""),
+        "patch": (3, "/api/sessions/s1", auth, '{"metadata": {"a": null}}'),
+        "keepalive": (1, "/api/sessions/s1/keepalive", auth, '{"timeout": 1e400}'),
+        "execute": (1, "/api/e2b/execute", auth,
+                    '{"session_id": "s1", "code": "1+1", "language": "python"}'),
+        "files_multipart": (1, "/api/e2b/files",
+                            auth + "Content-Type: multipart/form-data; boundary=b\n",
+                            "--b\r\nContent-Disposition: form-data; name=\"session_id\"\r\n\r\n"
+                            "s1\r\n--b\r\nContent-Disposition: form-data; name=\"file\"; "
+                            "filename=\"x\"\r\n\r\ndata\r\n--b--\r\n"),
+        "files_base64": (1, "/api/sessions/s1/files", auth,
+                         '{"path": "../x", "content": "aGk=", "encoding": "base64"}'),
+        "files_read": (0, "/api/e2b/files/s1?path=%2Fetc", auth, ""),
+        "artifacts": (1, "/api/sessions/s1/artifacts", auth, '{"paths": ["a", 1]}'),
+        "artifact": (0, "/api/sessions/s1/artifacts/x.tar", auth, ""),
+        "events": (0, "/api/events", auth + "Last-Event-ID: 12\n", ""),
+        "swerex": (1, "/api/sessions/s1/swerex/run_in_session", auth, '{"command": "ls"}'),
+        "no_key": (0, "/api/environments", "", ""),
+        "wrong_key": (0, "/api/agents/x", "Authorization: Bearer nope\n", ""),
+        "metrics": (0, "/metrics", "", ""),
+    }
+    for name, (method, target, headers, body) in seeds.items():
+        write("gateway_request", name,
+              bytes([method]) + f"{target}\n{headers}\n{body}".encode())
+
+
 if __name__ == "__main__":
     http_seeds()
     json_seeds()
@@ -337,3 +376,4 @@ if __name__ == "__main__":
     archive_seeds()
     terminal_seeds()
     gateway_yaml_seeds()
+    gateway_request_seeds()

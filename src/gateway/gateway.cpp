@@ -345,8 +345,12 @@ asio::awaitable<void> Gateway::Impl::destroy(std::string id, std::string reason,
 
 asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
   Entry& e = sessions.at(id);
-  if (e.stopping_now)
-    co_return;  // another coroutine is at it
+  if (e.stopping_now) {
+    // Another coroutine is at it (the drift check's retry): its end is this one's.
+    while (e.stopping_now)
+      co_await e.settled.wait();
+    co_return;
+  }
   e.stopping_now = true;
   struct Done {
     Entry& e;

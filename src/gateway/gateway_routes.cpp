@@ -368,10 +368,15 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     refused = x.what();
   }
   if (!refused.empty()) {
+    // Nothing was recorded: the session never existed. Its entry stays in memory, failed, for
+    // repeats of the same key that are waiting for it; the key is free for a new attempt.
     if (!key.empty())
       idempotency.erase(who.tenant + "\n" + key);
-    sessions.erase(id);
-    throw ApiError(503, "gateway.storage", "cannot record the session: " + refused, true, 5.0);
+    rec.state = std::string(state::failed);
+    rec.reason = "error";
+    rec.error = "cannot record the session: " + refused;
+    e.settled.set();
+    throw ApiError(503, "gateway.storage", rec.error, true, 5.0);
   }
 
   const auto started = std::chrono::steady_clock::now();
@@ -1104,39 +1109,37 @@ server::RouteTable Gateway::Impl::routes() {
           co_return metrics_answer(*self);
         }));
 
-  t.add(verb::post, "/api/sessions", api.json("/api/sessions", [self](Caller who, Request r) {
-    return self->create(std::move(who), std::move(r));
-  }));
-  t.add(verb::get, "/api/sessions", api.json("/api/sessions", bind(list_sessions)));
-  t.add(verb::get, "/api/sessions/{id}", api.json("/api/sessions/{id}", bind(get_session)));
-  t.add(verb::delete_, "/api/sessions/{id}", api.json("/api/sessions/{id}", bind(delete_session)));
-  t.add(verb::patch, "/api/sessions/{id}", api.json("/api/sessions/{id}", bind(patch_session)));
-  t.add(verb::post, "/api/sessions/{id}/keepalive",
-        api.json("/api/sessions/{id}/keepalive", bind(keepalive)));
-  t.add(verb::post, "/api/sessions/{id}/execute",
-        api.json("/api/sessions/{id}/execute", bind(execute)));
-  t.add(verb::post, "/api/e2b/execute", api.json("/api/e2b/execute", bind(execute)));
-  t.add(verb::get, "/api/sessions/{id}/files",
-        api.file("/api/sessions/{id}/files", bind(get_files)));
-  t.add(verb::get, "/api/e2b/files/{session_id}",
-        api.file("/api/e2b/files/{session_id}", bind(get_files)));
-  t.add(verb::post, "/api/sessions/{id}/files",
-        api.json("/api/sessions/{id}/files", bind(write_files)));
-  t.add(verb::post, "/api/e2b/files", api.json("/api/e2b/files", bind(write_files)));
-  t.add(verb::get, "/api/sessions/{id}/log", api.file("/api/sessions/{id}/log", bind(get_log)));
-  t.add(verb::post, "/api/sessions/{id}/artifacts",
-        api.json("/api/sessions/{id}/artifacts", bind(save_artifacts_route)));
-  t.add(verb::get, "/api/sessions/{id}/artifacts",
-        api.json("/api/sessions/{id}/artifacts", bind(list_artifacts)));
-  t.add(verb::get, "/api/sessions/{id}/artifacts/{name}",
-        api.file("/api/sessions/{id}/artifacts/{name}", bind(get_artifact)));
-  t.add(verb::get, "/api/environments", api.json("/api/environments", bind(environments)));
+  // The route's pattern names it in the metrics too.
+  auto json_at = [&](verb method, const std::string& pattern, Handler h) {
+    t.add(method, pattern, api.json(pattern, std::move(h)));
+  };
+  auto file_at = [&](verb method, const std::string& pattern, FileHandler h) {
+    t.add(method, pattern, api.file(pattern, std::move(h)));
+  };
+  json_at(verb::post, "/api/sessions",
+          [self](Caller who, Request r) { return self->create(std::move(who), std::move(r)); });
+  json_at(verb::get, "/api/sessions", bind(list_sessions));
+  json_at(verb::get, "/api/sessions/{id}", bind(get_session));
+  json_at(verb::delete_, "/api/sessions/{id}", bind(delete_session));
+  json_at(verb::patch, "/api/sessions/{id}", bind(patch_session));
+  json_at(verb::post, "/api/sessions/{id}/keepalive", bind(keepalive));
+  json_at(verb::post, "/api/sessions/{id}/execute", bind(execute));
+  json_at(verb::post, "/api/e2b/execute", bind(execute));
+  file_at(verb::get, "/api/sessions/{id}/files", bind(get_files));
+  file_at(verb::get, "/api/e2b/files/{session_id}", bind(get_files));
+  json_at(verb::post, "/api/sessions/{id}/files", bind(write_files));
+  json_at(verb::post, "/api/e2b/files", bind(write_files));
+  file_at(verb::get, "/api/sessions/{id}/log", bind(get_log));
+  json_at(verb::post, "/api/sessions/{id}/artifacts", bind(save_artifacts_route));
+  json_at(verb::get, "/api/sessions/{id}/artifacts", bind(list_artifacts));
+  file_at(verb::get, "/api/sessions/{id}/artifacts/{name}", bind(get_artifact));
+  json_at(verb::get, "/api/environments", bind(environments));
   for (const std::string kind : {"agents", "tools", "prompts"}) {
     auto handler = [self, kind](Caller who, Request r) {
       return registry_data(self, kind, std::move(who), std::move(r));
     };
-    t.add(verb::get, "/api/" + kind, api.json("/api/" + kind, handler));
-    t.add(verb::get, "/api/" + kind + "/{name}", api.json("/api/" + kind + "/{name}", handler));
+    json_at(verb::get, "/api/" + kind, handler);
+    json_at(verb::get, "/api/" + kind + "/{name}", handler);
   }
 
   t.add(verb::get, "/api/events",
@@ -1180,13 +1183,13 @@ server::RouteTable Gateway::Impl::routes() {
     } else if (endpoint.path == "/upload") {
       t.add(endpoint.method, pattern, proxy_upload(self, endpoint));
     } else if (endpoint.path == "/download") {
-      t.add(endpoint.method, pattern, api.file(pattern, [self, endpoint](Caller who, Request r) {
+      file_at(endpoint.method, pattern, [self, endpoint](Caller who, Request r) {
         return proxy_file(self, endpoint, std::move(who), std::move(r));
-      }));
+      });
     } else {
-      t.add(endpoint.method, pattern, api.json(pattern, [self, endpoint](Caller who, Request r) {
+      json_at(endpoint.method, pattern, [self, endpoint](Caller who, Request r) {
         return proxy_json(self, endpoint, std::move(who), std::move(r));
-      }));
+      });
     }
   }
   return t;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <ctime>
 #include <stdexcept>
 
@@ -152,12 +153,14 @@ SessionRecord SessionRecord::from_json(const json::object& o) {
 std::string iso_time(double unix_seconds) {
   if (unix_seconds <= 0)
     return "";
-  const auto whole = static_cast<std::time_t>(unix_seconds);
-  const int millis = static_cast<int>((unix_seconds - static_cast<double>(whole)) * 1000.0);
+  // Rounded to the millisecond, so a time read back from the database prints the same.
+  const long long millis_total = std::llround(unix_seconds * 1000.0);
+  const auto whole = static_cast<std::time_t>(millis_total / 1000);
+  const int millis = static_cast<int>(millis_total % 1000);
   std::tm tm{};
   ::gmtime_r(&whole, &tm);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", tm.tm_year + 1900, tm.tm_mon + 1,
-                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, std::clamp(millis, 0, 999));
+                     tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
 }
 
 double unix_now() {

@@ -5,16 +5,19 @@ library would see. Every wait is bounded by a timeout, so a hang fails instead o
 """
 
 import http.client
-import io
 import json
 import os
 import queue
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
-import uuid
+
+# The process helpers the protocol tests use (tests/protocol/rexserver.py).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "protocol"))
+from rexserver import is_gone, multipart, wait_until  # noqa: E402,F401
 
 START_TIMEOUT = 20.0
 STOP_TIMEOUT = 20.0
@@ -28,18 +31,6 @@ def free_port(host="127.0.0.1"):
         return s.getsockname()[1]
 
 
-def wait_until(predicate, timeout, interval=0.05, what="a condition"):
-    """Polls `predicate` until it returns a true value (returned); fails after `timeout` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what}")
-        time.sleep(interval)
-
-
 def process_stat(pid):
     """(state, parent pid, process group) of a process from /proc; None when it does not exist."""
     try:
@@ -51,37 +42,12 @@ def process_stat(pid):
     return fields[0], int(fields[1]), int(fields[2])
 
 
-def is_gone(pid):
-    """True when `pid` no longer runs (absent, or a zombie waiting for a reaper)."""
-    stat = process_stat(pid)
-    return stat is None or stat[0] in ("Z", "X")
-
-
 def cmdline(pid):
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
             return f.read().replace(b"\0", b" ").decode("utf-8", "replace")
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return ""
-
-
-def multipart(fields, boundary=None):
-    """A multipart/form-data body: (name, str|bytes) for text, (name, (filename, bytes, type))."""
-    boundary = boundary or uuid.uuid4().hex
-    out = io.BytesIO()
-    for name, value in fields:
-        out.write(f"--{boundary}\r\n".encode())
-        if isinstance(value, tuple):
-            filename, data, ctype = value
-            out.write(f'Content-Disposition: form-data; name="{name}"; filename="{filename}"\r\n'
-                      f'Content-Type: {ctype}\r\n\r\n'.encode())
-            out.write(data)
-        else:
-            out.write(f'Content-Disposition: form-data; name="{name}"\r\n\r\n'.encode())
-            out.write(value if isinstance(value, bytes) else value.encode())
-        out.write(b"\r\n")
-    out.write(f"--{boundary}--\r\n".encode())
-    return out.getvalue(), f"multipart/form-data; boundary={boundary}"
 
 
 class Gateway:
