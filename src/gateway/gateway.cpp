@@ -594,6 +594,8 @@ Gateway::Gateway(asio::any_io_executor executor, GatewayConfig config, Registry 
 
 Gateway::~Gateway() {
   impl_->stop_requested.set();
+  // The routes hold the gateway's state: dropping them breaks that cycle.
+  impl_->service.reset();
   impl_->db_thread.join();
   impl_->file_threads.join();
 }

@@ -84,6 +84,15 @@ bool our_process(pid_t pid, const std::string& marker) {
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
 }
 
+// Whether a process we started has ended (absent, or a zombie). Its command line is not looked
+// at: while it execs (a sanitizer runtime may exec again) that can read empty for a moment.
+bool process_gone(pid_t pid) {
+  const std::string stat = read_text(fmt::format("/proc/{}/stat", pid));
+  const auto close = stat.rfind(')');
+  return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z' ||
+         stat[close + 2] == 'X';
+}
+
 struct SandboxFile {
   std::string gateway_id;
   std::string session_id;
@@ -357,7 +366,7 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
     RemoteRuntime runtime(s.ex, rc);
     const auto give_up = std::chrono::steady_clock::now() + s.cfg.startup_timeout;
     while (true) {
-      if (!our_process(file.pid, socket))
+      if (process_gone(file.pid))
         throw ProviderError(
             fmt::format("the sandbox's server exited at start: {}", log_tail(dir / "server.log")));
       if (fs::exists(socket)) {
