@@ -14,6 +14,7 @@
 #include <iostream>
 
 #include "deployment_options.hpp"
+#include "server_command.hpp"
 
 namespace rex::cli {
 
@@ -46,12 +47,13 @@ void add_gateway_options(CLI::App& app, GatewayOptions& o) {
 
 namespace {
 
-bool loopback_host(const std::string& listen) {
+bool loopback_listener(const std::string& listen) {
   if (listen.starts_with("unix:"))
     return true;
-  const std::string host = listen.substr(0, listen.rfind(':'));
-  return host == "127.0.0.1" || host == "localhost" || host == "[::1]" || host == "::1" ||
-         host.starts_with("127.");
+  std::string_view host = std::string_view(listen).substr(0, listen.rfind(':'));
+  if (host.size() >= 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  return is_loopback(host);
 }
 
 std::string own_executable() {
@@ -90,7 +92,7 @@ int gateway_command(const GatewayOptions& o) {
   bool any_key = false;
   for (const auto& t : config.tenants)
     any_key = any_key || !t.keys.empty();
-  if (!any_key && !loopback_host(config.listen)) {
+  if (!any_key && !loopback_listener(config.listen)) {
     std::cerr << "rex gateway: listening on " << config.listen
               << " needs API keys (--api-key or the config's tenants): without keys the "
                  "gateway serves loopback only\n";

@@ -85,10 +85,6 @@ void raise_fd_limit() {
 
 namespace {
 
-bool is_loopback(const std::string& host) {
-  return host == "127.0.0.1" || host == "::1" || host == "localhost" || host.starts_with("127.");
-}
-
 struct Shutdown {
   server::Server& server;
   LocalRuntime& runtime;
@@ -224,6 +220,10 @@ int run_server(const ServerOptions& options) {
   }
   spdlog::info("rex-server: stopped");
   return 0;
+}
+
+bool is_loopback(std::string_view host) {
+  return host == "127.0.0.1" || host == "::1" || host == "localhost" || host.starts_with("127.");
 }
 
 }  // namespace rex::cli

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <string>
+#include <string_view>
 
 namespace rex::cli {
 
@@ -22,6 +23,9 @@ void add_server_options(CLI::App& app, ServerOptions& options);
 /// Serves until SIGINT/SIGTERM or --max-lifetime, then closes every session and returns the
 /// exit status. A second signal stops at once (sessions are still killed on the way out).
 int run_server(const ServerOptions& options);
+
+/// Whether a listening host is this machine's loopback only (127.0.0.0/8, ::1, localhost).
+bool is_loopback(std::string_view host);
 
 /// Raises the soft limit of open files to the hard limit (each session holds descriptors).
 void raise_fd_limit();

@@ -64,7 +64,7 @@ EngineAddress engine_address(const EngineConfig& config) {
     }
     out.socket_path = path;
     out.endpoint = "unix://" + path;
-    out.base_url = "http+unix://" + url_encode(path);
+    out.base_url = http::unix_socket_url(path);
     out.local = true;
   } else if (host.starts_with("tcp://")) {
     std::string_view rest = host.substr(6);
@@ -122,21 +122,6 @@ http::ClientConfig engine_client_config(const EngineConfig& config) {
     }
   }
   return c;
-}
-
-std::string url_encode(std::string_view text, std::string_view keep) {
-  std::string out;
-  out.reserve(text.size());
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    const bool unreserved = (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') ||
-                            (u >= '0' && u <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
-    if (unreserved || keep.find(c) != std::string_view::npos)
-      out += c;
-    else
-      out += fmt::format("%{:02X}", u);
-  }
-  return out;
 }
 
 std::string engine_message_of(std::string_view body) {

@@ -36,8 +36,7 @@ EngineAddress engine_address(const EngineConfig& config);
 /// and cert_path/cert.pem + key.pem as the client certificate when both exist.
 http::ClientConfig engine_client_config(const EngineConfig& config);
 
-/// Percent-encodes every byte except RFC 3986's unreserved characters and those in `keep`.
-std::string url_encode(std::string_view text, std::string_view keep = {});
+using http::url_encode;
 
 /// The engine's message from an error body: Docker's {"message": ...}; Podman's "cause" is
 /// added when the message does not already say it. A body that is not such JSON is returned

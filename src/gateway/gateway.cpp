@@ -46,6 +46,13 @@ auto log_failure(std::string what) {
   };
 }
 
+std::string hex_of(const unsigned char* bytes, unsigned int n) {
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i)
+    out += fmt::format("{:02x}", bytes[i]);
+  return out;
+}
+
 std::string file_sha256(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in)
@@ -61,10 +68,7 @@ std::string file_sha256(const fs::path& file) {
   unsigned int n = 0;
   EVP_DigestFinal_ex(ctx, digest, &n);
   EVP_MD_CTX_free(ctx);
-  std::string out;
-  for (unsigned int i = 0; i < n; ++i)
-    out += fmt::format("{:02x}", digest[i]);
-  return out;
+  return hex_of(digest, n);
 }
 
 }  // namespace
@@ -73,10 +77,7 @@ std::string sha256_hex(std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];
   unsigned int n = 0;
   EVP_Digest(data.data(), data.size(), digest, &n, EVP_sha256(), nullptr);
-  std::string out;
-  for (unsigned int i = 0; i < n; ++i)
-    out += fmt::format("{:02x}", digest[i]);
-  return out;
+  return hex_of(digest, n);
 }
 
 // --- construction ----------------------------------------------------------------------------

@@ -177,6 +177,17 @@ std::string Gateway::Impl::resolve_path(const Entry& e, std::string_view path) c
 
 namespace {
 
+// What every route does first: the caller's key, and no session call while reconciling.
+Caller admit(const Gateway::Impl& s, const Request& r, const std::string& request_id,
+             bool needs_ready = true) {
+  Caller who = s.authenticate(r);
+  who.request_id = request_id;
+  if (needs_ready && !s.reconciled)
+    throw ApiError(503, "gateway.reconciling",
+                   "the gateway is reconciling its sessions; try again shortly", true, 1.0);
+  return who;
+}
+
 struct Api {
   std::shared_ptr<Gateway::Impl> self;
 
@@ -186,11 +197,7 @@ struct Api {
     std::string rid = request_id_of(r);
     std::optional<ApiError> failure;
     try {
-      Caller who = self->authenticate(r);
-      who.request_id = rid;
-      if (needs_ready && !self->reconciled)
-        throw ApiError(503, "gateway.reconciling",
-                       "the gateway is reconciling its sessions; try again shortly", true, 1.0);
+      Caller who = admit(*self, r, rid, needs_ready);
       Answer answer = co_await h(std::move(who), std::move(r));
       answer.headers.emplace_back("X-Request-ID", rid);
       co_return answer;
@@ -209,11 +216,7 @@ struct Api {
     std::string rid = request_id_of(r);
     std::optional<ApiError> failure;
     try {
-      Caller who = self->authenticate(r);
-      who.request_id = rid;
-      if (!self->reconciled)
-        throw ApiError(503, "gateway.reconciling",
-                       "the gateway is reconciling its sessions; try again shortly", true, 1.0);
+      Caller who = admit(*self, r, rid);
       co_return co_await h(std::move(who), std::move(r));
     } catch (const std::exception& e) {
       failure = api_error_of(e);
@@ -961,30 +964,35 @@ const std::vector<SwerexEndpoint>& swerex_endpoints() {
   return endpoints;
 }
 
-// The session's SWE-ReX routes (over its RemoteRuntime), made when first used.
-const server::Route& swerex_route(Gateway::Impl& s, Entry& e, const SwerexEndpoint& endpoint,
-                                  std::shared_ptr<Live>& live) {
-  live = s.live_of(e);
+// A proxied call's session (ready, its activity noted), its connection, and the route of the
+// session's SWE-ReX routes (over its RemoteRuntime, made when first used) that serves it.
+struct ProxyTarget {
+  std::shared_ptr<Live> live;
+  const server::Route* route;
+  SessionRecord rec;
+};
+
+ProxyTarget proxy_target(Gateway::Impl& s, const Caller& who, const Request& r,
+                         const SwerexEndpoint& endpoint) {
+  Entry& e = s.ready_session(who, r.param("id"));
+  s.touch(e);
+  auto live = s.live_of(e);
   if (!live->swerex) {
     server::ServerConfig sc;
     sc.upload_dir = (s.storage / "tmp").string();
     live->swerex.emplace(server::swerex_routes(s.ex, *live->runtime, sc, &s.file_threads));
   }
-  const auto match = live->swerex->find(endpoint.method, endpoint.path);
-  return *match.route;
+  const server::Route* route = live->swerex->find(endpoint.method, endpoint.path).route;
+  return ProxyTarget{std::move(live), route, e.rec};
 }
 
 asio::awaitable<Answer> proxy_json(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint,
                                    Caller who, Request r) {
-  Entry& e = s->ready_session(who, r.param("id"));
-  s->touch(e);
-  std::shared_ptr<Live> live;
-  const auto& route = swerex_route(*s, e, endpoint, live);
-  const SessionRecord rec = e.rec;
+  const ProxyTarget target = proxy_target(*s, who, r, endpoint);
   json::value request_log = body_for_log(r.body);
-  const auto& handler = std::get<server::JsonRoute>(route.handler);
+  const auto& handler = std::get<server::JsonRoute>(target.route->handler);
   Answer answer = co_await handler(std::move(r));
-  s->append_log(rec, who,
+  s->append_log(target.rec, who,
                 json::object{{"call", "swerex" + endpoint.path},
                              {"request", std::move(request_log)},
                              {"status", answer.status},
@@ -995,15 +1003,11 @@ asio::awaitable<Answer> proxy_json(std::shared_ptr<Gateway::Impl> s, SwerexEndpo
 asio::awaitable<std::variant<Answer, FileAnswer>> proxy_file(std::shared_ptr<Gateway::Impl> s,
                                                              SwerexEndpoint endpoint, Caller who,
                                                              Request r) {
-  Entry& e = s->ready_session(who, r.param("id"));
-  s->touch(e);
-  std::shared_ptr<Live> live;
-  const auto& route = swerex_route(*s, e, endpoint, live);
-  const SessionRecord rec = e.rec;
+  const ProxyTarget target = proxy_target(*s, who, r, endpoint);
   json::value request_log = body_for_log(r.body);
-  const auto& handler = std::get<server::FileRoute>(route.handler);
+  const auto& handler = std::get<server::FileRoute>(target.route->handler);
   auto answer = co_await handler(std::move(r));
-  s->append_log(rec, who,
+  s->append_log(target.rec, who,
                 json::object{{"call", "swerex" + endpoint.path},
                              {"request", std::move(request_log)},
                              {"status", std::holds_alternative<FileAnswer>(answer)
@@ -1032,17 +1036,10 @@ server::UploadRoute proxy_upload(std::shared_ptr<Gateway::Impl> s, SwerexEndpoin
              const Request& r) -> std::variant<Answer, std::unique_ptr<server::BodyReceiver>> {
     const std::string rid = request_id_of(r);
     try {
-      Caller who = s->authenticate(r);
-      who.request_id = rid;
-      if (!s->reconciled)
-        throw ApiError(503, "gateway.reconciling", "the gateway is reconciling its sessions", true,
-                       1.0);
-      Entry& e = s->ready_session(who, r.param("id"));
-      s->touch(e);
-      std::shared_ptr<Live> live;
-      const auto& route = swerex_route(*s, e, endpoint, live);
-      s->append_log(e.rec, who, json::object{{"call", "swerex" + endpoint.path}});
-      auto started = std::get<server::UploadRoute>(route.handler)(r);
+      const Caller who = admit(*s, r, rid);
+      auto [live, route, rec] = proxy_target(*s, who, r, endpoint);
+      s->append_log(rec, who, json::object{{"call", "swerex" + endpoint.path}});
+      auto started = std::get<server::UploadRoute>(route->handler)(r);
       if (auto* receiver = std::get_if<std::unique_ptr<server::BodyReceiver>>(&started))
         return std::make_unique<HoldingReceiver>(live, std::move(*receiver));
       return std::move(std::get<Answer>(started));
@@ -1056,20 +1053,13 @@ server::StreamRoute proxy_stream(std::shared_ptr<Gateway::Impl> s, SwerexEndpoin
   return [s, endpoint](Request r) -> std::variant<Answer, server::EventProducer> {
     const std::string rid = request_id_of(r);
     try {
-      Caller who = s->authenticate(r);
-      who.request_id = rid;
-      if (!s->reconciled)
-        throw ApiError(503, "gateway.reconciling", "the gateway is reconciling its sessions", true,
-                       1.0);
-      Entry& e = s->ready_session(who, r.param("id"));
-      s->touch(e);
-      std::shared_ptr<Live> live;
-      const auto& route = swerex_route(*s, e, endpoint, live);
-      s->append_log(e.rec, who,
+      const Caller who = admit(*s, r, rid);
+      auto [live, route, rec] = proxy_target(*s, who, r, endpoint);
+      s->append_log(rec, who,
                     json::object{{"call", "swerex" + endpoint.path},
                                  {"request", body_for_log(r.body)},
                                  {"streamed", true}});
-      auto started = std::get<server::StreamRoute>(route.handler)(std::move(r));
+      auto started = std::get<server::StreamRoute>(route->handler)(std::move(r));
       if (auto* producer = std::get_if<server::EventProducer>(&started))
         return server::EventProducer(
             [live, inner = std::move(*producer)](std::shared_ptr<server::EventStream> out) {
@@ -1146,7 +1136,7 @@ server::RouteTable Gateway::Impl::routes() {
         server::StreamRoute([self](Request r) -> std::variant<Answer, server::EventProducer> {
           const std::string rid = request_id_of(r);
           try {
-            const Caller who = self->authenticate(r);
+            const Caller who = admit(*self, r, rid, false);  // events flow while reconciling
             std::int64_t cursor = -1;
             auto from = r.field("Last-Event-ID");
             std::optional<std::string> after =

@@ -1,6 +1,7 @@
 #include <rex/gateway/local_provider.hpp>
 
 #include <rex/core/random.hpp>
+#include <rex/http/url.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
 #include <fmt/format.h>
@@ -71,19 +72,6 @@ std::string log_tail(const fs::path& file) {
   return text.empty() ? "(no output)" : text;
 }
 
-// Whether `pid` is a live process whose command line names `marker` (the sandbox's socket):
-// a pid reused by something else after the server ended is not ours.
-bool our_process(pid_t pid, const std::string& marker) {
-  if (pid <= 0)
-    return false;
-  const std::string cmdline = read_text(fmt::format("/proc/{}/cmdline", pid));
-  if (cmdline.find(marker) == std::string::npos)
-    return false;
-  const std::string stat = read_text(fmt::format("/proc/{}/stat", pid));
-  const auto close = stat.rfind(')');
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
-}
-
 // Whether a process we started has ended (absent, or a zombie). Its command line is not looked
 // at: while it execs (a sanitizer runtime may exec again) that can read empty for a moment.
 bool process_gone(pid_t pid) {
@@ -91,6 +79,14 @@ bool process_gone(pid_t pid) {
   const auto close = stat.rfind(')');
   return close == std::string::npos || close + 2 >= stat.size() || stat[close + 2] == 'Z' ||
          stat[close + 2] == 'X';
+}
+
+// Whether `pid` is a live process whose command line names `marker` (the sandbox's socket):
+// a pid reused by something else after the server ended is not ours.
+bool our_process(pid_t pid, const std::string& marker) {
+  if (pid <= 0 || process_gone(pid))
+    return false;
+  return read_text(fmt::format("/proc/{}/cmdline", pid)).find(marker) != std::string::npos;
 }
 
 struct SandboxFile {
@@ -237,14 +233,6 @@ pid_t start_detached(const std::vector<std::string>& args, const std::vector<std
   }
 }
 
-// The http+unix URL of a socket path (rex/http/url.hpp's encoded form).
-std::string unix_socket_url(const std::string& socket) {
-  std::string encoded = "http+unix://";
-  for (const char c : socket)
-    encoded += c == '/' ? std::string("%2F") : std::string(1, c);
-  return encoded;
-}
-
 asio::awaitable<void> pause(std::chrono::milliseconds d) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   timer.expires_after(d);
@@ -323,7 +311,7 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
   address.sandbox_id = id;
   address.token = random_hex(16);
   const std::string socket = s.socket_of(id);
-  address.url = unix_socket_url(socket);
+  address.url = http::unix_socket_url(socket);
   const fs::path work =
       spec.environment.working_dir.empty() ? dir / "work" : fs::path(spec.environment.working_dir);
   address.working_dir = work.string();

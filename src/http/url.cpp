@@ -172,4 +172,23 @@ Url parse_url(std::string_view text) {
   return out;
 }
 
+std::string url_encode(std::string_view text, std::string_view keep) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    const bool unreserved = (u >= 'a' && u <= 'z') || (u >= 'A' && u <= 'Z') ||
+                            (u >= '0' && u <= '9') || c == '-' || c == '.' || c == '_' || c == '~';
+    if (unreserved || keep.find(c) != std::string_view::npos)
+      out += c;
+    else
+      out += fmt::format("%{:02X}", u);
+  }
+  return out;
+}
+
+std::string unix_socket_url(std::string_view socket_path) {
+  return "http+unix://" + url_encode(socket_path);
+}
+
 }  // namespace rex::http

@@ -1,6 +1,7 @@
 #include <rex/server/service.hpp>
 
 #include <rex/core/event.hpp>
+#include <rex/http/url.hpp>
 #include <rex/server/admission.hpp>
 #include <rex/version.hpp>
 
@@ -592,12 +593,8 @@ std::uint16_t Service::port() const {
 }
 
 std::string Service::url() const {
-  if (!impl_->cfg.unix_socket.empty()) {
-    std::string encoded;
-    for (const char c : impl_->cfg.unix_socket)
-      encoded += c == '/' ? std::string("%2F") : std::string(1, c);
-    return "http+unix://" + encoded;
-  }
+  if (!impl_->cfg.unix_socket.empty())
+    return http::unix_socket_url(impl_->cfg.unix_socket);
   std::string host = impl_->cfg.host;
   if (host == "0.0.0.0")
     host = "127.0.0.1";

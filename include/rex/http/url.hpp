@@ -45,4 +45,10 @@ struct Url {
 /// Parses a base URL (forms above). Throws InvalidUrlError.
 Url parse_url(std::string_view text);
 
+/// Percent-encodes every byte except RFC 3986's unreserved characters and those in `keep`.
+std::string url_encode(std::string_view text, std::string_view keep = {});
+
+/// The base URL of a server on the unix socket at `socket_path`: http+unix://%2Fpath%2Fto.sock.
+std::string unix_socket_url(std::string_view socket_path);
+
 }  // namespace rex::http
