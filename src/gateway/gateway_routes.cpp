@@ -1037,11 +1037,11 @@ server::UploadRoute proxy_upload(std::shared_ptr<Gateway::Impl> s, SwerexEndpoin
     const std::string rid = request_id_of(r);
     try {
       const Caller who = admit(*s, r, rid);
-      auto [live, route, rec] = proxy_target(*s, who, r, endpoint);
-      s->append_log(rec, who, json::object{{"call", "swerex" + endpoint.path}});
-      auto started = std::get<server::UploadRoute>(route->handler)(r);
+      ProxyTarget target = proxy_target(*s, who, r, endpoint);
+      s->append_log(target.rec, who, json::object{{"call", "swerex" + endpoint.path}});
+      auto started = std::get<server::UploadRoute>(target.route->handler)(r);
       if (auto* receiver = std::get_if<std::unique_ptr<server::BodyReceiver>>(&started))
-        return std::make_unique<HoldingReceiver>(live, std::move(*receiver));
+        return std::make_unique<HoldingReceiver>(std::move(target.live), std::move(*receiver));
       return std::move(std::get<Answer>(started));
     } catch (const std::exception& e) {
       return error_answer(api_error_of(e), rid);
@@ -1054,17 +1054,16 @@ server::StreamRoute proxy_stream(std::shared_ptr<Gateway::Impl> s, SwerexEndpoin
     const std::string rid = request_id_of(r);
     try {
       const Caller who = admit(*s, r, rid);
-      auto [live, route, rec] = proxy_target(*s, who, r, endpoint);
-      s->append_log(rec, who,
+      ProxyTarget target = proxy_target(*s, who, r, endpoint);
+      s->append_log(target.rec, who,
                     json::object{{"call", "swerex" + endpoint.path},
                                  {"request", body_for_log(r.body)},
                                  {"streamed", true}});
-      auto started = std::get<server::StreamRoute>(route->handler)(std::move(r));
+      auto started = std::get<server::StreamRoute>(target.route->handler)(std::move(r));
       if (auto* producer = std::get_if<server::EventProducer>(&started))
         return server::EventProducer(
-            [live, inner = std::move(*producer)](std::shared_ptr<server::EventStream> out) {
-              return inner(std::move(out));
-            });
+            [live = std::move(target.live), inner = std::move(*producer)](
+                std::shared_ptr<server::EventStream> out) { return inner(std::move(out)); });
       return std::move(std::get<Answer>(started));
     } catch (const std::exception& e) {
       return error_answer(api_error_of(e), rid);
