@@ -1,4 +1,5 @@
 #include <rex/protocol/exceptions.hpp>
+#include <rex/protocol/python_text.hpp>
 #include <rex/runtime/dummy_runtime.hpp>
 
 #include <filesystem>
@@ -86,8 +87,11 @@ asio::awaitable<ReadFileResponse> DummyRuntime::read_file(ReadFileRequest reques
   auto it = files_.find(request.path);
   if (it == files_.end())
     throw FileNotFoundError("no such file: '" + request.path + "'");
+  // As a real runtime reads a file: its bytes decoded as the request asks, so that what goes
+  // back is text (uploaded bytes need not be).
   ReadFileResponse r;
-  r.content = it->second;
+  r.content = translate_newlines(decode_text(it->second, request.encoding.value_or("utf-8"),
+                                             request.errors.value_or("strict")));
   co_return r;
 }
 

@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <string>
 
@@ -101,6 +102,31 @@ TEST_F(SwerexRoutes, AnswersBadBodiesWith422AndFailuresWith511) {
   EXPECT_EQ(a.status, 511u);
   EXPECT_EQ(json::parse(a.body).at("swerexception").at("class_path").as_string(),
             "builtins.FileNotFoundError");
+}
+
+// Uploaded bytes need not be text; reading them back decodes them as the request asks, so the
+// answer is always valid JSON.
+TEST_F(SwerexRoutes, ReadsUploadedBytesBackAsText) {
+  const fs::path source = upload_dir_ / "binary";
+  {
+    std::ofstream out(source, std::ios::binary);
+    out << "\xff bytes";
+  }
+  rex::UploadRequest upload;
+  upload.source_path = source.string();
+  upload.target_path = "/data/bin";
+  rex::test::run_async(io_, runtime_.upload(upload));
+  fs::remove(source);
+
+  Answer a = call_json("/read_file", R"({"path":"/data/bin"})");
+  EXPECT_EQ(a.status, 511u);
+  boost::system::error_code ec;
+  json::parse(a.body, ec);
+  EXPECT_FALSE(ec) << a.body;
+
+  a = call_json("/read_file", R"({"path":"/data/bin","errors":"backslashreplace"})");
+  ASSERT_EQ(a.status, 200u) << a.body;
+  EXPECT_EQ(json::parse(a.body).at("content").as_string(), "\\xff bytes");
 }
 
 TEST_F(SwerexRoutes, DownloadsAFileOfTheRuntime) {
