@@ -624,6 +624,19 @@ docker::Engine* DockerDeployment::engine() noexcept {
   return impl_->engine.get();
 }
 
+DockerHandoff DockerDeployment::release_container() {
+  if (!impl_->started)
+    throw DeploymentNotStartedError(impl_->stopped ? "docker deployment: stopped"
+                                                   : "docker deployment: not started");
+  DockerHandoff handoff{impl_->container, impl_->url, impl_->token, impl_->socket_dir};
+  impl_->runtime->close_idle_connections();
+  impl_->started = false;
+  impl_->stopped = true;
+  impl_->container.clear();
+  impl_->socket_dir.clear();
+  return handoff;
+}
+
 json::object DockerDeployment::create_body() const {
   return impl_->body(impl_->engine ? impl_->mount_server : true);
 }

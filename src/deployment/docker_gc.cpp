@@ -91,6 +91,8 @@ std::string gc_reason(const std::map<std::string, std::string>& l, std::int64_t 
       std::from_chars(expires.data(), expires.data() + expires.size(), when).ec == std::errc() &&
       when <= now)
     return fmt::format("expired {} ago", ago(now - when));
+  if (!get(l, labels::gateway).empty())
+    return {};
   if (get(l, labels::owner_host) != host_name())
     return {};  // another machine's process: only its expiry says it is gone
   if (get(l, labels::owner_boot) != boot_id())
@@ -124,8 +126,12 @@ asio::awaitable<GcReport> collect_garbage(docker::Engine& engine, GcOptions opti
     entry.reason = gc_reason(c.labels, now, options);
     if (entry.reason.empty()) {
       const std::string host = get(c.labels, labels::owner_host);
+      const std::string gateway = get(c.labels, labels::gateway);
       entry.reason =
-          host == host_name()
+          !gateway.empty()
+              ? fmt::format("a sandbox of gateway {}, which removes it; or gc once it expires",
+                            gateway)
+          : host == host_name()
               ? fmt::format("owner process {} is running", get(c.labels, labels::owner_pid))
               : fmt::format("owned by a process on {}; removed once it expires", host);
       report.kept.push_back(std::move(entry));

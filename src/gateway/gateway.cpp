@@ -4,6 +4,7 @@
 
 #include <rex/core/random.hpp>
 #include <rex/core/timeout.hpp>
+#include <rex/gateway/docker_provider.hpp>
 #include <rex/gateway/local_provider.hpp>
 #include <rex/runtime/archive.hpp>
 
@@ -99,6 +100,17 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
   local.gateway_id = gateway_id;
   local.server_executable = std::move(server_executable);
   providers["local"] = std::make_unique<LocalProvider>(ex, std::move(local));
+  for (const char* name : {"docker", "podman"}) {
+    DockerProviderConfig docker;
+    docker.name = name;
+    docker.gateway_id = gateway_id;
+    docker.engine = docker.name == "docker" ? cfg.docker_engine : cfg.podman_engine;
+    try {
+      providers[name] = std::make_unique<DockerProvider>(ex, std::move(docker));
+    } catch (const std::invalid_argument& x) {
+      spdlog::warn("gateway: no {} provider: {}", name, x.what());
+    }
+  }
 }
 
 Provider* Gateway::Impl::provider(std::string_view name) {

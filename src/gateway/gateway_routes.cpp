@@ -386,7 +386,9 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   SandboxSpec spec;
   spec.session_id = id;
   spec.environment = *env;
-  spec.env = env_vars;
+  spec.env = env->env;  // the environment's, with the request's over it
+  for (const auto& [k, v] : env_vars)
+    spec.env[k] = v;
   // The sandbox's own deadline comes a little after the gateway's, which collects artifacts.
   spec.max_lifetime = lifetime + std::min(60.0, std::max(2.0, lifetime / 10));
   std::string failure;

@@ -333,8 +333,6 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
       if (eq != std::string_view::npos)
         env_map[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
     }
-    for (const auto& [k, v] : spec.environment.env)
-      env_map[k] = v;
     for (const auto& [k, v] : spec.env)
       env_map[k] = v;
     env_map["REX_SANDBOX"] = id;

@@ -528,8 +528,8 @@ class TestBasics(GatewayTestCase):
 
 # --- 1. the seed's flow with curl ---------------------------------------------------------------
 
-@unittest.skipUnless(shutil.which("curl"), "curl is not installed")
-class TestSeedFlowWithCurl(GatewayTestCase):
+class CurlMixin:
+    """curl as GATEWAY.md's examples run it."""
 
     def curl(self, *args):
         """curl as a user types it, plus the status on the last line: (status, body)."""
@@ -546,6 +546,10 @@ class TestSeedFlowWithCurl(GatewayTestCase):
             return status, json.loads(body)
         except ValueError:
             raise AssertionError(f"curl {args!r} answered {status}: {body[:300]!r}") from None
+
+
+@unittest.skipUnless(shutil.which("curl"), "curl is not installed")
+class TestSeedFlowWithCurl(CurlMixin, GatewayTestCase):
 
     def test_seed_flow(self):
         url = self.gw.url

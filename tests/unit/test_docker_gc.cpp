@@ -43,6 +43,15 @@ TEST(DockerGc, KeepsContainersOfLiveOwnersAndRemovesTheRest) {
   elsewhere["rex.owner.host"] = "some-other-host";
   elsewhere["rex.owner.pid"] = "999999999";
   EXPECT_EQ(gc_reason(elsewhere, now, {}), "");
+
+  // A gateway's sandbox outlives its gateway's process (a restart adopts it) until it expires.
+  auto gateway_sandbox = gone;
+  gateway_sandbox["rex.gateway"] = "g1234";
+  gateway_sandbox["rex.expires"] = std::to_string(now + 600);
+  EXPECT_EQ(gc_reason(gateway_sandbox, now, {}), "");
+  gateway_sandbox["rex.expires"] = std::to_string(now - 60);
+  EXPECT_THAT(gc_reason(gateway_sandbox, now, {}), HasSubstr("expired"));
+  EXPECT_EQ(gc_reason(gateway_sandbox, now, all), "--all");
 }
 
 }  // namespace

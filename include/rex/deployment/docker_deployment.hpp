@@ -37,6 +37,15 @@ namespace docker {
 class Engine;
 }
 
+/// What reaching a started container takes, for a process that keeps it beyond the deployment's
+/// life (a gateway records it in its database).
+struct DockerHandoff {
+  std::string container_id;
+  std::string url;         // the server's base URL
+  std::string token;       // its X-API-Key
+  std::string socket_dir;  // the host directory of its unix socket; empty when on TCP
+};
+
 class DockerDeployment final : public Deployment {
  public:
   /// DeploymentConfigError for settings that cannot work (an unsupported docker_args flag, a
@@ -58,6 +67,11 @@ class DockerDeployment final : public Deployment {
   const std::string& url() const noexcept;
   /// The engine connection; nullptr before start().
   docker::Engine* engine() noexcept;
+
+  /// Hands the started container over to the caller, who then owns its removal (and that of
+  /// its socket directory): the deployment forgets it, so neither stop() nor its destruction
+  /// removes it, and runtime() is no longer available. DeploymentNotStartedError unless started.
+  DockerHandoff release_container();
 
   /// The container-create body start() sends, for inspection. Before start() the server's
   /// mount and socket directory are shown as they will be for a local engine, and its port as

@@ -33,6 +33,10 @@ inline constexpr std::string_view owner_boot = "rex.owner.boot";    // kernel bo
 inline constexpr std::string_view owner_pid = "rex.owner.pid";      // pid
 inline constexpr std::string_view owner_start = "rex.owner.start";  // start time (clock ticks)
 inline constexpr std::string_view expires = "rex.expires";          // unix seconds; absent: never
+// A rex gateway's sandbox: its gateway removes it (even after its own restart), so gc leaves it
+// until it expires.
+inline constexpr std::string_view gateway = "rex.gateway";  // the gateway's id
+inline constexpr std::string_view session = "rex.session";  // the gateway's session id
 }  // namespace labels
 
 /// This process's identity, as the owner labels carry it.
@@ -56,7 +60,8 @@ struct GcReport {
 };
 
 /// Why a container with these labels should go, or empty when it should stay; decided from the
-/// labels, the clock and, for owners on this machine, whether the owner process still runs.
+/// labels, the clock and, for owners on this machine, whether the owner process still runs. A
+/// gateway's sandbox stays until it expires: its gateway may be down only until its restart.
 std::string gc_reason(const std::map<std::string, std::string>& container_labels,
                       std::int64_t now_unix, const GcOptions& options);
 
