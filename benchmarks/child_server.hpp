@@ -146,6 +146,9 @@ class ChildServer {
     return fmt::format("{} ended with {} after SIGTERM; its output:\n{}", name_, how, output());
   }
 
+  // SIGKILL, as a crash would end it.
+  void kill() { kill_now(); }
+
   std::string output() {
     const std::lock_guard lock(mutex_);
     return output_;

@@ -320,8 +320,10 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
   std::exception_ptr failure;
   try {
     fs::create_directories(work);
-    std::vector<std::string> args{s.cfg.server_executable, "server",      "--unix-socket", socket,
-                                  "--auth-token",          address.token, "--log-level",   "warn"};
+    std::vector<std::string> args = s.cfg.server_command;
+    for (const char* a : {"--unix-socket", socket.c_str(), "--auth-token", address.token.c_str(),
+                          "--log-level", "warn"})
+      args.emplace_back(a);
     if (spec.max_lifetime > 0) {
       args.emplace_back("--max-lifetime");
       args.push_back(fmt::format("{}", spec.max_lifetime));

@@ -195,7 +195,8 @@ class GatewayTestCase(unittest.TestCase):
         for entry in os.listdir("/proc"):
             if entry.isdigit() and int(entry) != os.getpid():
                 line = cmdline(int(entry))
-                if marker in line and " server " in line and not is_gone(int(entry)):
+                is_server = " server " in line or line.split(" ", 1)[0].endswith("rex-server")
+                if marker in line and is_server and not is_gone(int(entry)):
                     victims.add(int(entry))
         for pid in victims:
             try:

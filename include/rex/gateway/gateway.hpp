@@ -35,8 +35,9 @@ namespace asio = boost::asio;
 
 class Gateway {
  public:
-  /// Opens the storage (creating it on first use) and the providers. `server_executable` is a
-  /// rex executable with the `server` subcommand, for the local provider's sandboxes. Throws
+  /// Opens the storage (creating it on first use) and the providers. The local provider's
+  /// sandboxes run the static rex-server that find_rex_server() finds, else `server_executable`,
+  /// a rex executable with the `server` subcommand. Throws
   /// GatewayConfigError for a configuration it cannot serve and StoreError for a database it
   /// cannot open.
   Gateway(asio::any_io_executor executor, GatewayConfig config, Registry registry,

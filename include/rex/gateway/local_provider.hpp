@@ -19,13 +19,16 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace rex::gateway {
 
 struct LocalProviderConfig {
-  std::filesystem::path root;     // sandboxes/ under the storage folder (created when missing)
-  std::string gateway_id;         // written into each sandbox.json; list() keeps to its own
-  std::string server_executable;  // a rex executable with the `server` subcommand
+  std::filesystem::path root;  // sandboxes/ under the storage folder (created when missing)
+  std::string gateway_id;      // written into each sandbox.json; list() keeps to its own
+  // The server and its first arguments: {"/path/rex-server"} (static: it starts fastest) or
+  // {"/path/rex", "server"}.
+  std::vector<std::string> server_command;
   std::chrono::milliseconds startup_timeout = std::chrono::seconds(20);
   std::chrono::milliseconds stop_grace = std::chrono::seconds(5);  // SIGTERM, then SIGKILL
 };

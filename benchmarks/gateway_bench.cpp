@@ -1,0 +1,535 @@
+// rex_gateway_bench: rex gateway (a child process, over loopback HTTP) against the floors of the
+// same work done directly, measured in the same run.
+//
+//   rex_gateway_bench [--runs N] [--sessions N] [--image IMAGE] [--no-docker] [--smoke] [--json]
+//                     [--strict]
+//
+// Figures (each gateway run alternates with a floor run, so a noisy neighbour hurts both):
+//   create_local   POST /api/sessions on the local provider answered 201 (a rex-server process
+//                  started in a directory of its own, two commits to SQLite), then `echo ok` in
+//                  the session's shell (POST /api/sessions/{id}/execute, bash). Floor: a
+//                  LocalDeployment in this process started, a bash session created and the same
+//                  `echo ok` answered. Target: p50 <= 1.5x.
+//   create_docker  the same on the docker provider (image IMAGE). Floor: DockerDeployment::start
+//                  with the same image, create_session and `echo ok`. Target: p50 <= 1.2x.
+//   proxy_command  `echo ok` as SWE-ReX's run_in_session through the gateway's proxied protocol
+//                  (POST /api/sessions/{id}/swerex/run_in_session). Floor: the same request sent
+//                  to the sandbox's rex-server directly (its unix socket and token from the
+//                  session's record). Target: p50 <= 1.5x.
+//   sessions       N sessions (default 500) on the local provider, created 50 at a time, each
+//                  running one command, all alive at once; then the gateway killed with SIGKILL
+//                  and started again: the time to /readyz 200 (reconciling all N); then every
+//                  session destroyed. Target: zero errors. Reported: the gateway's resident
+//                  memory per live session (its RSS with N sessions less its RSS before).
+// Neither side counts destroying what it made. Needs the rex executable (REX_CLI_PATH); the
+// docker figure needs a running engine and the image (scripts/common.sh: rex_docker_setup) and
+// is skipped, saying why, without one.
+// --smoke: 3 runs, 10 sessions; exits 0 even when a target misses (an error still fails).
+
+#include <rex/deployment/docker_deployment.hpp>
+#include <rex/deployment/local_deployment.hpp>
+#include <rex/http/client.hpp>
+#include <rex/http/url.hpp>
+#include <rex/protocol/actions.hpp>
+#include <rex/protocol/session.hpp>
+
+#include <fmt/core.h>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/json.hpp>
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench_common.hpp"
+#include "child_server.hpp"
+
+#ifndef REX_CLI_PATH
+#error "REX_CLI_PATH must name the rex executable (set by CMake)"
+#endif
+
+namespace {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+namespace fs = std::filesystem;
+using namespace rex::bench;
+
+struct Options {
+  int runs = 20;
+  int sessions = 500;
+  std::string image = "rex-test-bookworm:latest";
+  bool docker = true;
+  bool smoke = false;
+  bool json = false;
+  bool strict = false;
+};
+
+constexpr int kCreatesInFlight = 50;
+
+// A scratch directory, removed at the end (after every sandbox in it is gone).
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "rgb-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr)
+      throw_errno("mkdtemp");
+    path = pattern;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// `rex gateway` on 127.0.0.1 (a port of its choosing) over `storage`.
+std::unique_ptr<ChildServer> start_gateway(const fs::path& storage, const Options& o) {
+  ChildServerOptions options;
+  options.capture_stderr = true;  // its log, where the listening line is
+  options.start_limit = std::chrono::seconds(60);
+  return std::make_unique<ChildServer>(
+      "rex gateway",
+      std::vector<std::string>{REX_CLI_PATH, "gateway", "--listen", "127.0.0.1:0", "--storage",
+                               storage.string(), "--python-image", o.image},
+      options);
+}
+
+class Gateway {
+ public:
+  Gateway(asio::io_context& io, const std::string& url)
+      : client_(io.get_executor(), url, config()) {}
+
+  asio::awaitable<json::value> call(std::string method, std::string target, std::string body = {},
+                                    unsigned expect = 200) {
+    rex::http::ClientRequest r;
+    r.method = std::move(method);
+    r.target = std::move(target);
+    if (!body.empty()) {
+      r.headers.emplace_back("Content-Type", "application/json");
+      r.body = std::move(body);
+    }
+    const std::string what = r.method + " " + r.target;
+    auto response = co_await client_.request(std::move(r));
+    if (response.status != expect)
+      throw std::runtime_error(
+          fmt::format("{}: HTTP {}: {}", what, response.status, response.body.substr(0, 400)));
+    co_return response.body.empty() ? json::value() : json::parse(response.body);
+  }
+
+  asio::awaitable<json::object> create(std::string provider, std::string environment) {
+    json::object body{{"provider", provider}, {"environment", environment}};
+    auto rec = co_await call("POST", "/api/sessions", json::serialize(body), 201);
+    co_return rec.as_object();
+  }
+
+  asio::awaitable<void> echo(std::string id) {
+    json::object body{{"code", "echo ok"}, {"language", "bash"}};
+    auto out = co_await call("POST", "/api/sessions/" + id + "/execute", json::serialize(body));
+    if (out.at("stdout").as_string() != "ok\n")
+      throw std::runtime_error("execute answered " + json::serialize(out));
+  }
+
+  asio::awaitable<void> destroy(std::string id) {
+    (void)co_await call("DELETE", "/api/sessions/" + id);
+  }
+
+ private:
+  static rex::http::ClientConfig config() {
+    rex::http::ClientConfig c;
+    c.max_idle_connections = 64;
+    c.timeout = std::chrono::seconds(120);
+    return c;
+  }
+  rex::http::Client client_;
+};
+
+// Polls /readyz until it answers 200 (the gateway has reconciled its records), up to 120 s.
+void wait_ready(asio::io_context& io, Gateway& gw) {
+  const auto t0 = Clock::now();
+  while (true) {
+    std::string not_yet;
+    try {
+      (void)run_on(io, gw.call("GET", "/readyz"));
+    } catch (const std::exception& e) {
+      not_yet = e.what();
+    }
+    if (not_yet.empty())
+      return;
+    if (ms_since(t0) > 120000)
+      throw std::runtime_error("the gateway was not ready within 120 s: " + not_yet);
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+}
+
+// --- create to first command ----------------------------------------------------------------
+
+asio::awaitable<double> gateway_create(Gateway& gw, std::string provider, std::string env) {
+  const auto t0 = Clock::now();
+  const json::object rec = co_await gw.create(provider, env);
+  const std::string id(rec.at("session_id").as_string());
+  co_await gw.echo(id);
+  const double ms = ms_since(t0);
+  co_await gw.destroy(id);
+  co_return ms;
+}
+
+asio::awaitable<void> create_and_echo(rex::Runtime& runtime) {
+  rex::CreateBashSessionRequest create;
+  create.session = "bench";
+  (void)co_await runtime.create_session(create);
+  rex::BashAction echo;
+  echo.command = "echo ok";
+  echo.session = "bench";
+  const auto obs = co_await runtime.run_in_session(echo);
+  if (obs.output != "ok" && obs.output != "ok\n")
+    throw std::runtime_error("echo answered '" + obs.output + "'");
+}
+
+asio::awaitable<double> local_floor(const fs::path& dir) {
+  rex::LocalDeploymentConfig config;
+  config.working_dir = dir.string();
+  rex::LocalDeployment deployment(co_await asio::this_coro::executor, config);
+  const auto t0 = Clock::now();
+  co_await deployment.start();
+  co_await create_and_echo(deployment.runtime());
+  const double ms = ms_since(t0);
+  co_await deployment.stop();
+  co_return ms;
+}
+
+asio::awaitable<double> docker_floor(std::string image) {
+  rex::DockerDeploymentConfig config;
+  config.image = image;
+  config.pull = rex::PullPolicy::never;
+  config.working_dir = "/workspace";
+  rex::DockerDeployment deployment(co_await asio::this_coro::executor, config);
+  const auto t0 = Clock::now();
+  co_await deployment.start();
+  co_await create_and_echo(deployment.runtime());
+  const double ms = ms_since(t0);
+  co_await deployment.stop();
+  co_return ms;
+}
+
+// --- the proxy --------------------------------------------------------------------------------
+
+asio::awaitable<double> timed_post(rex::http::Client& client, std::string target,
+                                   std::vector<std::pair<std::string, std::string>> headers,
+                                   std::string body) {
+  rex::http::ClientRequest r;
+  r.method = "POST";
+  r.target = std::move(target);
+  r.headers = std::move(headers);
+  r.headers.emplace_back("Content-Type", "application/json");
+  r.body = std::move(body);
+  const auto t0 = Clock::now();
+  auto response = co_await client.request(std::move(r));
+  const double ms = ms_since(t0);
+  if (response.status != 200 || response.body.find("\"output\":\"ok") == std::string::npos)
+    throw std::runtime_error(
+        fmt::format("run_in_session: HTTP {}: {}", response.status, response.body.substr(0, 300)));
+  co_return ms;
+}
+
+Result proxy_figure(asio::io_context& io, Gateway& gw, const std::string& gateway_url, int runs) {
+  const json::object rec = run_on(io, gw.create("local", "local"));
+  const std::string id(rec.at("session_id").as_string());
+  // The record's url names the sandbox's socket.
+  const std::string sandbox_url(rec.at("url").as_string());
+  run_on(io, gw.call("POST", "/api/sessions/" + id + "/swerex/create_session",
+                     R"({"session": "bench"})"));
+  rex::http::Client via_gateway(io.get_executor(), gateway_url);
+  rex::http::Client direct(io.get_executor(), sandbox_url);
+  // The sandbox's token is the gateway's secret: read from its server's command line, found
+  // by the pid in the sandbox's own file.
+  const std::string token = [&] {
+    const fs::path dir = fs::path(rec.at("working_dir").as_string().c_str()).parent_path();
+    std::ifstream in(dir / "sandbox.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    const auto pid = json::parse(text.str()).at("pid").to_number<long>();
+    std::ifstream cmdline(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
+    std::vector<std::string> args;
+    for (std::string arg; std::getline(cmdline, arg, '\0');)
+      args.push_back(arg);
+    const auto flag = std::find(args.begin(), args.end(), "--auth-token");
+    if (flag == args.end() || flag + 1 == args.end())
+      throw std::runtime_error("the sandbox server's command line has no --auth-token");
+    return *(flag + 1);
+  }();
+  const std::string body = R"({"command": "echo ok", "session": "bench"})";
+  std::vector<double> proxied, floor;
+  for (int i = 0; i < runs + 3; ++i) {  // the first rounds warm both connections up
+    const double p = run_on(
+        io, timed_post(via_gateway, "/api/sessions/" + id + "/swerex/run_in_session", {}, body));
+    const double d =
+        run_on(io, timed_post(direct, "/run_in_session", {{"X-API-Key", token}}, body));
+    if (i >= 3) {
+      proxied.push_back(p);
+      floor.push_back(d);
+    }
+  }
+  run_on(io, gw.destroy(id));
+  Result r = ratio_result("proxy_command", proxied, floor, 1.5);
+  r.note = "run_in_session `echo ok` through the gateway vs to the sandbox's server";
+  return r;
+}
+
+// --- many sessions ----------------------------------------------------------------------------
+
+// Runs op(i) for every i in [0, n), at most `in_flight` at a time; the failures are counted.
+template <class Op>
+BatchResult run_limited(asio::io_context& io, int n, int in_flight, Op op) {
+  auto next = std::make_shared<int>(0);
+  auto failures = std::make_shared<BatchResult>();
+  auto worker = [&io, n, next, failures, op](int) -> asio::awaitable<int> {
+    (void)io;
+    while (*next < n) {
+      const int i = (*next)++;
+      std::string error;
+      try {
+        co_await op(i);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
+      if (error.empty()) {
+        ++failures->ok;
+      } else {
+        ++failures->failed;
+        if (failures->first_error.empty())
+          failures->first_error = error;
+      }
+    }
+    co_return 0;
+  };
+  const BatchResult workers = run_all(io, std::min(n, in_flight), worker);
+  if (workers.failed > 0)
+    throw std::runtime_error(workers.first_error);
+  return *failures;
+}
+
+std::vector<Result> sessions_figures(asio::io_context& io, const fs::path& storage,
+                                     std::unique_ptr<ChildServer>& child, const Options& o) {
+  std::vector<Result> out;
+  const int n = o.sessions;
+  const long rss_before = vm_rss_kib(child->pid());
+  std::vector<std::string> ids(static_cast<std::size_t>(n));
+  int errors = 0;
+  std::string first_error;
+  auto note_errors = [&](const BatchResult& b) {
+    errors += b.failed;
+    if (first_error.empty())
+      first_error = b.first_error;
+  };
+  const auto t0 = Clock::now();
+  {
+    Gateway gw(io, child->url());
+    note_errors(run_limited(io, n, kCreatesInFlight, [&](int i) -> asio::awaitable<void> {
+      const json::object rec = co_await gw.create("local", "local");
+      ids[static_cast<std::size_t>(i)] = std::string(rec.at("session_id").as_string());
+      co_await gw.echo(ids[static_cast<std::size_t>(i)]);
+    }));
+  }
+  const double create_ms = ms_since(t0);
+  const long rss_with = vm_rss_kib(child->pid());
+
+  // kill -9, then a new gateway on the same storage: time to /readyz.
+  child->kill();
+  const auto r0 = Clock::now();
+  child = start_gateway(storage, o);
+  double ready_ms = 0;
+  {
+    Gateway gw(io, child->url());
+    wait_ready(io, gw);
+    ready_ms = ms_since(r0);
+    const json::value listed = run_on(io, gw.call("GET", "/api/sessions?state=ready&limit=1000"));
+    const auto& items = listed.as_object().at("sessions").as_array();
+    const int ready = static_cast<int>(items.size());
+    const int created = n - errors;
+    if (ready != created) {
+      ++errors;
+      if (first_error.empty())
+        first_error =
+            fmt::format("{} sessions ready after the restart, {} created", ready, created);
+    }
+    const auto d0 = Clock::now();
+    note_errors(run_limited(io, n, kCreatesInFlight, [&](int i) -> asio::awaitable<void> {
+      const std::string& id = ids[static_cast<std::size_t>(i)];
+      if (!id.empty())
+        co_await gw.destroy(id);
+    }));
+    const double destroy_ms = ms_since(d0);
+
+    Result all;
+    all.name = fmt::format("sessions_{}", n);
+    all.rex.p50 = all.rex.p99 = errors;
+    all.target_text = "0 errors";
+    all.verdict = errors == 0 ? Verdict::pass : Verdict::miss;
+    all.note =
+        fmt::format("created and used in {:.1f} s, destroyed in {:.1f} s{}", create_ms / 1000,
+                    destroy_ms / 1000, errors ? "; first error: " + first_error : "");
+    all.extra["errors"] = errors;
+    all.extra["create_seconds"] = create_ms / 1000;
+    all.extra["destroy_seconds"] = destroy_ms / 1000;
+    out.push_back(all);
+  }
+  Result memory;
+  memory.name = "gateway_kib_per_session";
+  memory.rex.p50 = memory.rex.p99 = static_cast<double>(rss_with - rss_before) / n;
+  memory.note =
+      fmt::format("gateway RSS {} KiB with {} sessions, {} KiB before", rss_with, n, rss_before);
+  out.push_back(memory);
+  Result reconcile;
+  reconcile.name = fmt::format("reconcile_{}_ms", n);
+  reconcile.rex.p50 = reconcile.rex.p99 = ready_ms;
+  reconcile.note = fmt::format("kill -9, restart, /readyz 200 with {} sessions adopted", n);
+  out.push_back(reconcile);
+  return out;
+}
+
+bool engine_answers(asio::io_context& io, std::string& why) {
+  struct stat st {};
+  const char* host = std::getenv("DOCKER_HOST");
+  if (host == nullptr && ::stat("/var/run/docker.sock", &st) != 0) {
+    why = "no Docker engine here (/var/run/docker.sock is missing)";
+    return false;
+  }
+  if (host != nullptr) {
+    why = "DOCKER_HOST is set: this benchmark measures the local engine only";
+    return false;
+  }
+  try {
+    rex::http::Client probe(io.get_executor(), rex::http::unix_socket_url("/var/run/docker.sock"));
+    rex::http::ClientRequest r;
+    r.target = "/_ping";
+    const auto response = run_on(io, probe.request(std::move(r)));
+    if (response.status == 200)
+      return true;
+    why = fmt::format("the Docker engine answers /_ping with {}", response.status);
+  } catch (const std::exception& e) {
+    why = std::string("the Docker engine does not answer: ") + e.what();
+  }
+  return false;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc)
+        throw std::invalid_argument(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--runs")
+      o.runs = std::stoi(value());
+    else if (a == "--sessions")
+      o.sessions = std::stoi(value());
+    else if (a == "--image")
+      o.image = value();
+    else if (a == "--no-docker")
+      o.docker = false;
+    else if (a == "--smoke")
+      o.smoke = true;
+    else if (a == "--json")
+      o.json = true;
+    else if (a == "--strict")
+      o.strict = true;
+    else
+      throw std::invalid_argument("unknown argument: " + a);
+  }
+  if (o.smoke) {
+    o.runs = 3;
+    o.sessions = 10;
+  }
+  if (o.runs < 1 || o.sessions < 1)
+    throw std::invalid_argument("--runs and --sessions must be at least 1");
+  return o;
+}
+
+int run(const Options& o) {
+  raise_fd_limit();
+  asio::io_context io;
+  TempDir scratch;
+  const fs::path storage = scratch.path / "s";
+  auto child = start_gateway(storage, o);
+  std::vector<Result> results;
+  {
+    Gateway gw(io, child->url());
+    wait_ready(io, gw);
+
+    std::vector<double> local, local_floor_ms;
+    const fs::path floor_dir = scratch.path / "floor";
+    for (int i = 0; i < o.runs + 1; ++i) {  // the first round warms up
+      const double g = run_on(io, gateway_create(gw, "local", "local"));
+      const double f = run_on(io, local_floor(floor_dir));
+      if (i > 0) {
+        local.push_back(g);
+        local_floor_ms.push_back(f);
+      }
+    }
+    Result r = ratio_result("create_local", local, local_floor_ms, 1.5);
+    r.note = "create + `echo ok` vs LocalDeployment start + create_session + echo";
+    results.push_back(std::move(r));
+
+    std::string why;
+    if (o.docker && engine_answers(io, why)) {
+      std::vector<double> docker, docker_floor_ms;
+      for (int i = 0; i < o.runs + 1; ++i) {
+        const double g = run_on(io, gateway_create(gw, "docker", "Python3"));
+        const double f = run_on(io, docker_floor(o.image));
+        if (i > 0) {
+          docker.push_back(g);
+          docker_floor_ms.push_back(f);
+        }
+      }
+      Result d = ratio_result("create_docker", docker, docker_floor_ms, 1.2);
+      d.note = "create + `echo ok` vs DockerDeployment start + create_session + echo";
+      results.push_back(std::move(d));
+    } else {
+      std::fprintf(stderr, "create_docker skipped: %s\n", o.docker ? why.c_str() : "--no-docker");
+    }
+
+    results.push_back(proxy_figure(io, gw, child->url(), o.runs * 10));
+  }
+  for (auto& r : sessions_figures(io, storage, child, o))
+    results.push_back(std::move(r));
+  if (auto problem = child->stop(std::chrono::seconds(20)))
+    throw std::runtime_error(*problem);
+  std::error_code ec;
+  if (fs::exists(storage / "sandboxes") && !fs::is_empty(storage / "sandboxes", ec))
+    throw std::runtime_error("sandboxes are left in " + (storage / "sandboxes").string());
+
+  if (o.json)
+    print_json(results);
+  else
+    print_table(stdout, results);
+  const bool errors = std::any_of(results.begin(), results.end(), [](const Result& r) {
+    return r.name.starts_with("sessions_") && r.verdict == Verdict::miss;
+  });
+  if (errors)
+    return 1;
+  return o.strict && !o.smoke && any_missed(results) ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rex_gateway_bench: %s\n", e.what());
+    return 2;
+  }
+}
