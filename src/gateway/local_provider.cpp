@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -233,7 +234,7 @@ pid_t start_detached(const std::vector<std::string>& args, const std::vector<std
   }
 }
 
-asio::awaitable<void> pause(std::chrono::milliseconds d) {
+asio::awaitable<void> pause(std::chrono::microseconds d) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   timer.expires_after(d);
   co_await timer.async_wait(asio::use_awaitable);
@@ -353,6 +354,8 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
     rc.is_alive_timeout = 1s;
     RemoteRuntime runtime(s.ex, rc);
     const auto give_up = std::chrono::steady_clock::now() + s.cfg.startup_timeout;
+    // The server listens about a millisecond after its start: the first checks come soon.
+    std::chrono::microseconds delay = 200us;
     while (true) {
       if (process_gone(file.pid))
         throw ProviderError(
@@ -366,7 +369,8 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
         throw ProviderError(fmt::format("the sandbox's server did not answer within {} ms: {}",
                                         s.cfg.startup_timeout.count(),
                                         log_tail(dir / "server.log")));
-      co_await pause(5ms);
+      co_await pause(delay);
+      delay = std::min<std::chrono::microseconds>(delay * 2, 5ms);
     }
   } catch (...) {
     failure = std::current_exception();
