@@ -62,13 +62,19 @@ Fixture& fixture() {
   return f;
 }
 
-void check_answer(const Answer& a) {
-  static constexpr std::array<unsigned, 15> kStatuses = {200, 201, 400, 401, 403, 404, 405, 409,
-                                                         410, 413, 422, 429, 500, 502, 503};
+// The E2B-compatible API's paths answer in E2B's error shape: {"code": status, "message"}.
+bool is_e2b_path(std::string_view target) {
+  return target.starts_with("/sandboxes") || target.starts_with("/v2/sandboxes");
+}
+
+void check_answer(const Answer& a, bool e2b) {
+  static constexpr std::array<unsigned, 16> kStatuses = {200, 201, 204, 400, 401, 403, 404, 405,
+                                                         409, 410, 413, 422, 429, 500, 502, 503};
   bool known = false;
   for (const unsigned s : kStatuses)
     known = known || a.status == s;
   check(known, "an answer's status is one the API documents");
+  check(!e2b || a.status != 422, "the E2B-compatible API answers 400, not 422");
   if (a.content_type != "application/json")
     return;
   boost::system::error_code ec;
@@ -76,7 +82,16 @@ void check_answer(const Answer& a) {
   check(!ec, "a JSON answer parses");
   if (a.status < 400)
     return;
-  check(v.is_object() && v.get_object().contains("error"), "an error answer has \"error\"");
+  check(v.is_object(), "an error answer is an object");
+  if (e2b) {
+    const auto& o = v.get_object();
+    check(o.size() == 2 && o.contains("code") && o.at("code").is_int64() &&
+              o.at("code").as_int64() == static_cast<std::int64_t>(a.status),
+          "an E2B error's code is its status");
+    check(o.contains("message") && o.at("message").is_string(), "an E2B error has a message");
+    return;
+  }
+  check(v.get_object().contains("error"), "an error answer has \"error\"");
   const auto& e = v.get_object().at("error");
   check(e.is_object(), "\"error\" is an object");
   const auto& o = e.get_object();
@@ -91,24 +106,25 @@ asio::awaitable<void> serve(Fixture& f, bhttp::verb method, Request request) {
   if (match.route == nullptr)
     co_return;
   request.params = match.params;
+  const bool e2b = is_e2b_path(request.header.target());
   const auto& handler = match.route->handler;
   if (const auto* json_route = std::get_if<rex::server::JsonRoute>(&handler)) {
     const Answer a = co_await (*json_route)(std::move(request));
-    check_answer(a);
+    check_answer(a, e2b);
   } else if (const auto* file_route = std::get_if<rex::server::FileRoute>(&handler)) {
     auto a = co_await (*file_route)(std::move(request));
     if (const auto* answer = std::get_if<Answer>(&a))
-      check_answer(*answer);
+      check_answer(*answer, e2b);
   } else if (const auto* stream_route = std::get_if<rex::server::StreamRoute>(&handler)) {
     // The events stream and a proxied streamed run: only their refusals are answers here.
     auto started = (*stream_route)(std::move(request));
     if (const auto* answer = std::get_if<Answer>(&started))
-      check_answer(*answer);
+      check_answer(*answer, e2b);
     f.gateway->subscribers.clear();
   } else if (const auto* upload_route = std::get_if<rex::server::UploadRoute>(&handler)) {
     auto started = (*upload_route)(request);
     if (const auto* answer = std::get_if<Answer>(&started))
-      check_answer(*answer);
+      check_answer(*answer, e2b);
   }
 }
 

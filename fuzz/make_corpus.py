@@ -363,6 +363,14 @@ def gateway_request_seeds():
         "no_key": (0, "/api/environments", "", ""),
         "wrong_key": (0, "/api/agents/x", "Authorization: Bearer nope\n", ""),
         "metrics": (0, "/metrics", "", ""),
+        "e2b_create": (1, "/v2/sandboxes", "X-API-KEY: key-a\n",
+                       json.dumps({"templateID": "base", "metadata": {"a": "b"},
+                                   "envVars": {"X": "1"}, "timeout": 300})),
+        "e2b_list": (0, "/v2/sandboxes?metadata=a%3Db&state=running%2Cpaused&limit=2"
+                        "&nextToken=s1", "X-API-KEY: key-a\n", ""),
+        "e2b_timeout": (1, "/sandboxes/s1/timeout", "X-API-KEY: key-a\n", '{"timeout": "x"}'),
+        "e2b_connect": (1, "/v2/sandboxes/s1/connect", "X-API-KEY: key-b\n", '{"timeout": 1}'),
+        "e2b_kill": (2, "/sandboxes/s1", "X-API-KEY: nope\n", ""),
     }
     for name, (method, target, headers, body) in seeds.items():
         write("gateway_request", name,

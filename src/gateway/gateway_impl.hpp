@@ -151,6 +151,14 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   asio::awaitable<server::Answer> create(Caller who, server::Request r);
 };
 
+/// A runtime's or provider's failure as the API's error (gateway_routes.cpp).
+ApiError api_error_of(const std::exception& e);
+/// The request's X-Request-ID when it has a usable one, else a new one.
+std::string request_id_of(const server::Request& r);
+
+/// The E2B-compatible control API (e2b_api.cpp): /sandboxes and /v2/sandboxes.
+void add_e2b_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
+
 /// sha256 of a string, lowercase hex.
 std::string sha256_hex(std::string_view data);
 

@@ -41,6 +41,28 @@ using FileHandler =
 
 constexpr std::size_t kLogBodyLimit = 64 * 1024;  // of each request and answer in a transcript
 
+std::string clip(std::string_view text) {
+  if (text.size() <= kLogBodyLimit)
+    return std::string(text);
+  return fmt::format("{}... [{} bytes]", text.substr(0, kLogBodyLimit), text.size());
+}
+
+json::value body_for_log(std::string_view body) {
+  boost::system::error_code ec;
+  if (body.size() <= kLogBodyLimit) {
+    json::value v = json::parse(body, ec);
+    if (!ec)
+      return v;
+  }
+  return json::value(utf8_backslashreplace(clip(body)));
+}
+
+std::string quota_text(double x) {
+  return fmt::format("{:g}", x);
+}
+
+}  // namespace
+
 // A runtime's failure as the API's error.
 ApiError api_error_of(const std::exception& e) {
   if (const auto* api = dynamic_cast<const ApiError*>(&e))
@@ -67,28 +89,6 @@ std::string request_id_of(const Request& r) {
     return std::string(*id);
   return "req-" + random_hex(8);
 }
-
-std::string clip(std::string_view text) {
-  if (text.size() <= kLogBodyLimit)
-    return std::string(text);
-  return fmt::format("{}... [{} bytes]", text.substr(0, kLogBodyLimit), text.size());
-}
-
-json::value body_for_log(std::string_view body) {
-  boost::system::error_code ec;
-  if (body.size() <= kLogBodyLimit) {
-    json::value v = json::parse(body, ec);
-    if (!ec)
-      return v;
-  }
-  return json::value(utf8_backslashreplace(clip(body)));
-}
-
-std::string quota_text(double x) {
-  return fmt::format("{:g}", x);
-}
-
-}  // namespace
 
 // --- authentication and lookup ---------------------------------------------------------------
 
@@ -1132,6 +1132,8 @@ server::RouteTable Gateway::Impl::routes() {
     json_at(verb::get, "/api/" + kind, handler);
     json_at(verb::get, "/api/" + kind + "/{name}", handler);
   }
+
+  add_e2b_routes(t, self);
 
   t.add(verb::get, "/api/events",
         server::StreamRoute([self](Request r) -> std::variant<Answer, server::EventProducer> {

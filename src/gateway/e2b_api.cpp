@@ -1,0 +1,375 @@
+// The E2B-compatible control API on the gateway: E2B's SDKs, pointed at the gateway with
+// E2B_API_URL, create, inspect, list, time out, connect to and kill sandboxes, which are the
+// gateway's sessions. The SDK's key (X-API-KEY) is an API key of the gateway; its template is an
+// environment ("base", E2B's default, is the gateway's default `local`); its timeout is the
+// session's idle timeout, which setTimeout and connect set again and every call renews, never
+// past the session's deadline. Errors are E2B's shape: {"code": status, "message"}.
+#include <rex/core/random.hpp>
+#include <rex/protocol/python_text.hpp>
+
+#include <fmt/format.h>
+#include <boost/json.hpp>
+
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "gateway/api_error.hpp"
+#include "gateway/gateway_impl.hpp"
+
+namespace rex::gateway {
+
+namespace json = boost::json;
+namespace bhttp = boost::beast::http;
+using server::Answer;
+using server::Request;
+
+namespace {
+
+// The envd version the SDKs are told: the one whose features they may use (0.5 and later).
+constexpr std::string_view kEnvdVersion = "0.5.0";
+constexpr std::string_view kDefaultTemplate = "base";
+constexpr std::size_t kDefaultListLimit = 100;
+
+Answer e2b_json(unsigned status, const json::value& body) {
+  return server::json_answer(status, body);
+}
+
+// The message may quote what the request held (an id from the path): kept valid UTF-8.
+Answer e2b_error(unsigned status, std::string_view message) {
+  return e2b_json(status,
+                  json::object{{"code", status}, {"message", utf8_backslashreplace(message)}});
+}
+
+Answer no_content() {
+  Answer a;
+  a.status = 204;
+  return a;
+}
+
+// "%2F" and "+" as a query string writes them.
+std::string url_decode(std::string_view text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '+') {
+      out += ' ';
+    } else if (c == '%' && i + 2 < text.size() &&
+               std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
+               std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
+      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
+      i += 2;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// The SDKs' metadata filter: a query value (already decoded once) of the form k1=v1&k2=v2, each
+// key and value URL-encoded again.
+std::vector<std::pair<std::string, std::string>> metadata_filter(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!text.empty()) {
+    const auto amp = text.find('&');
+    const std::string_view pair = text.substr(0, amp);
+    const auto eq = pair.find('=');
+    if (!pair.empty())
+      out.emplace_back(url_decode(pair.substr(0, eq)), eq == std::string_view::npos
+                                                           ? std::string()
+                                                           : url_decode(pair.substr(eq + 1)));
+    if (amp == std::string_view::npos)
+      break;
+    text.remove_prefix(amp + 1);
+  }
+  return out;
+}
+
+long memory_mb_of_host() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  long kib = 0;
+  while (in >> key >> kib) {
+    if (key == "MemTotal:")
+      return kib / 1024;
+    in.ignore(256, '\n');
+  }
+  return 0;
+}
+
+// A size as the registry writes it ("512m", "2g", bytes), in MiB; nullopt when unreadable.
+std::optional<long> megabytes(const std::string& size) {
+  if (size.empty())
+    return std::nullopt;
+  char* end = nullptr;
+  const double n = std::strtod(size.c_str(), &end);
+  if (end == size.c_str() || n < 0)
+    return std::nullopt;
+  const std::string unit(end);
+  double bytes = n;
+  if (unit == "k" || unit == "K")
+    bytes = n * 1024;
+  else if (unit == "m" || unit == "M")
+    bytes = n * 1024 * 1024;
+  else if (unit == "g" || unit == "G")
+    bytes = n * 1024 * 1024 * 1024;
+  else if (!unit.empty())
+    return std::nullopt;
+  return static_cast<long>(bytes / (1024 * 1024));
+}
+
+struct E2bApi {
+  std::shared_ptr<Gateway::Impl> s;
+
+  // The caller, as every gateway route admits it; an E2B error when it is not admitted.
+  Caller admit(const Request& r) const {
+    Caller who = s->authenticate(r);
+    if (!s->reconciled)
+      throw ApiError(503, "gateway.reconciling",
+                     "the gateway is reconciling its sessions; try again shortly", true, 1.0);
+    return who;
+  }
+
+  // endAt: when the session ends if nothing renews it.
+  static double end_at(const SessionRecord& rec) {
+    const double idle = rec.idle_deadline();
+    return idle > 0 ? std::min(idle, rec.deadline()) : rec.deadline();
+  }
+
+  // The sandbox as E2B's SDKs read it (create and connect answers; details and listings add
+  // the rest).
+  json::object sandbox(const SessionRecord& rec) const {
+    return json::object{{"templateID", rec.environment}, {"sandboxID", rec.id},
+                        {"clientID", s->gateway_id},     {"envdVersion", kEnvdVersion},
+                        {"alias", rec.environment},      {"domain", nullptr}};
+  }
+
+  json::object detail(const SessionRecord& rec) const {
+    json::object o = sandbox(rec);
+    const Environment* env = s->registry.find(rec.environment);
+    long cpus = static_cast<long>(std::thread::hardware_concurrency());
+    long memory = memory_mb_of_host();
+    if (env != nullptr && env->cpus)
+      cpus = std::max(1L, static_cast<long>(*env->cpus + 0.5));
+    if (env != nullptr && env->memory)
+      memory = megabytes(*env->memory).value_or(memory);
+    struct statvfs fs {};
+    long disk = 0;
+    if (::statvfs(s->storage.c_str(), &fs) == 0)
+      disk = static_cast<long>(fs.f_blocks * fs.f_frsize / (1024 * 1024));
+    o.erase("domain");
+    o["startedAt"] = iso_time(rec.created_at);
+    o["endAt"] = iso_time(end_at(rec));
+    o["cpuCount"] = cpus;
+    o["memoryMB"] = memory;
+    o["diskSizeMB"] = disk;
+    o["state"] = "running";
+    json::object metadata;
+    for (const auto& [k, v] : rec.metadata)
+      metadata[k] = v.is_string() ? v : json::value(json::serialize(v));
+    o["metadata"] = std::move(metadata);
+    return o;
+  }
+
+  // A live session of the caller's tenant, or nullptr (ended or another tenant's: not found).
+  Entry* live(const Caller& who, std::string_view id) const {
+    const auto it = s->sessions.find(std::string(id));
+    if (it == s->sessions.end() || it->second.rec.tenant != who.tenant ||
+        it->second.rec.state != state::ready)
+      return nullptr;
+    return &it->second;
+  }
+
+  // A timeout in seconds from a body's `timeout`; nullopt when absent.
+  static std::optional<double> timeout_of(const json::object& body) {
+    const auto* t = body.if_contains("timeout");
+    if (t == nullptr || t->is_null())
+      return std::nullopt;
+    if (!t->is_number())
+      throw ApiError(400, "request.invalid", "timeout: expected a number of seconds");
+    const double v = t->to_number<double>();
+    if (!(v > 0) || v > 1e9)
+      throw ApiError(400, "request.invalid", "timeout: expected a number of seconds above 0");
+    return v;
+  }
+
+  // setTimeout and connect: the session expires `seconds` from now unless renewed.
+  asio::awaitable<void> set_timeout(Entry& e, double seconds, const Caller& who,
+                                    std::string_view why) {
+    const double now = unix_now();
+    e.rec.last_active = now;
+    e.rec.idle_timeout = std::min(seconds, std::max(1.0, e.rec.deadline() - now));
+    json::object data{{"timeout", e.rec.idle_timeout},
+                      {"expires_at", iso_time(e.rec.idle_deadline())},
+                      {"via", why}};
+    co_await s->record(e.rec, "keepalive", who, std::move(data));
+  }
+
+  asio::awaitable<Answer> create(Caller who, Request r) {
+    json::object body = parse_body(r.body);
+    std::string tmpl(kDefaultTemplate);
+    if (const auto* t = body.if_contains("templateID"); t != nullptr && !t->is_null()) {
+      if (!t->is_string() || t->get_string().empty())
+        throw ApiError(400, "request.invalid", "templateID: expected a template name");
+      tmpl = std::string(t->get_string());
+    }
+    json::object native{{"environment", tmpl == kDefaultTemplate ? "local" : tmpl}};
+    if (const auto* m = body.if_contains("metadata"); m != nullptr && !m->is_null())
+      native["metadata"] = *m;
+    if (const auto* e = body.if_contains("envVars"); e != nullptr && !e->is_null())
+      native["env"] = *e;
+    if (const auto t = timeout_of(body))
+      native["timeout"] = *t;
+    Request inner = std::move(r);
+    inner.body = json::serialize(native);
+    Answer made = co_await s->create(who, std::move(inner));
+    const json::value rec = json::parse(made.body);
+    const auto& id = rec.at("session_id").as_string();
+    co_return e2b_json(201, sandbox(s->sessions.at(std::string(id)).rec));
+  }
+
+  asio::awaitable<Answer> get(Caller who, Request r) {
+    Entry* e = live(who, r.param("id"));
+    if (e == nullptr)
+      co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
+    co_return e2b_json(200, detail(e->rec));
+  }
+
+  // GET /v2/sandboxes (paged by nextToken / X-Next-Token) and GET /sandboxes (all at once).
+  asio::awaitable<Answer> list(Caller who, Request r, bool paged) {
+    std::vector<std::pair<std::string, std::string>> filter;
+    if (const auto m = r.query("metadata"))
+      filter = metadata_filter(*m);
+    bool want_running = true;
+    if (const auto st = r.query("state")) {
+      want_running = false;
+      for (std::string_view rest = *st; !rest.empty();) {
+        const auto comma = rest.find(',');
+        want_running = want_running || rest.substr(0, comma) == "running";
+        rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+      }
+    }
+    std::size_t limit = paged ? kDefaultListLimit : static_cast<std::size_t>(-1);
+    if (const auto l = r.query("limit"); l && paged) {
+      try {
+        limit = std::clamp<std::size_t>(std::stoul(*l), 1, 1000);
+      } catch (const std::exception&) {
+        throw ApiError(400, "request.invalid", "limit: expected a number from 1 to 1000");
+      }
+    }
+    const std::string after = paged ? r.query("nextToken").value_or("") : "";
+    json::array out;
+    std::string next;
+    for (const auto& [id, e] : s->sessions) {
+      if (!want_running || e.rec.tenant != who.tenant || e.rec.state != state::ready ||
+          (!after.empty() && id <= after))
+        continue;
+      const json::object& metadata = e.rec.metadata;
+      const bool matches = std::all_of(filter.begin(), filter.end(), [&metadata](const auto& kv) {
+        const auto* v = metadata.if_contains(kv.first);
+        return v != nullptr && v->is_string() && v->get_string() == kv.second;
+      });
+      if (!matches)
+        continue;
+      if (out.size() == limit) {
+        next = out.back().as_object().at("sandboxID").as_string().c_str();
+        break;
+      }
+      out.push_back(detail(e.rec));
+    }
+    Answer a = e2b_json(200, out);
+    if (!next.empty())
+      a.headers.emplace_back("X-Next-Token", next);
+    co_return a;
+  }
+
+  asio::awaitable<Answer> timeout(Caller who, Request r) {
+    const json::object body = parse_body(r.body);
+    const auto t = timeout_of(body);
+    if (!t)
+      throw ApiError(400, "request.invalid", "timeout: required");
+    Entry* e = live(who, r.param("id"));
+    if (e == nullptr)
+      co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
+    co_await set_timeout(*e, *t, who, "e2b.set_timeout");
+    co_return no_content();
+  }
+
+  asio::awaitable<Answer> connect(Caller who, Request r) {
+    const json::object body = r.body.empty() ? json::object{} : parse_body(r.body);
+    const auto t = timeout_of(body);
+    Entry* e = live(who, r.param("id"));
+    if (e == nullptr)
+      co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
+    if (t)
+      co_await set_timeout(*e, *t, who, "e2b.connect");
+    co_return e2b_json(200, sandbox(e->rec));
+  }
+
+  asio::awaitable<Answer> kill(Caller who, Request r) {
+    Entry* e = live(who, r.param("id"));
+    if (e == nullptr)
+      co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
+    const std::string id = e->rec.id;
+    co_await s->destroy(id, "deleted", who);
+    if (s->sessions.at(id).rec.state == state::stopping)
+      co_return e2b_error(502, fmt::format("sandbox {} could not be removed yet", id));
+    co_return no_content();
+  }
+};
+
+server::JsonRoute route(std::shared_ptr<Gateway::Impl> s, std::string pattern,
+                        std::function<asio::awaitable<Answer>(E2bApi&, Caller, Request)> h) {
+  return [s, pattern = std::move(pattern), h = std::move(h)](Request r) -> asio::awaitable<Answer> {
+    s->metrics.requests[pattern]++;
+    E2bApi api{s};
+    std::optional<ApiError> failure;
+    try {
+      Caller who = api.admit(r);
+      who.request_id = request_id_of(r);
+      co_return co_await h(api, std::move(who), std::move(r));
+    } catch (const std::exception& e) {
+      failure = api_error_of(e);
+    }
+    s->metrics.errors[failure->code()]++;
+    // E2B's clients read 400 for what the gateway calls 422.
+    const unsigned status = failure->status() == 422 ? 400 : failure->status();
+    co_return e2b_error(status, failure->what());
+  };
+}
+
+}  // namespace
+
+void add_e2b_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s) {
+  using bhttp::verb;
+  auto add = [&](verb method, const std::string& pattern, auto fn) {
+    t.add(method, pattern, route(s, pattern, fn));
+  };
+  auto create = [](E2bApi& a, Caller w, Request r) { return a.create(std::move(w), std::move(r)); };
+  add(verb::post, "/sandboxes", create);
+  add(verb::post, "/v2/sandboxes", create);
+  add(verb::get, "/sandboxes",
+      [](E2bApi& a, Caller w, Request r) { return a.list(std::move(w), std::move(r), false); });
+  add(verb::get, "/v2/sandboxes",
+      [](E2bApi& a, Caller w, Request r) { return a.list(std::move(w), std::move(r), true); });
+  add(verb::get, "/sandboxes/{id}",
+      [](E2bApi& a, Caller w, Request r) { return a.get(std::move(w), std::move(r)); });
+  add(verb::delete_, "/sandboxes/{id}",
+      [](E2bApi& a, Caller w, Request r) { return a.kill(std::move(w), std::move(r)); });
+  add(verb::post, "/sandboxes/{id}/timeout",
+      [](E2bApi& a, Caller w, Request r) { return a.timeout(std::move(w), std::move(r)); });
+  auto connect = [](E2bApi& a, Caller w, Request r) {
+    return a.connect(std::move(w), std::move(r));
+  };
+  add(verb::post, "/sandboxes/{id}/connect", connect);
+  add(verb::post, "/v2/sandboxes/{id}/connect", connect);
+}
+
+}  // namespace rex::gateway

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""E2B's Python SDK (pinned in tests/swerex/requirements.txt), unchanged, against a real rex
+gateway: its control plane (create, get_info, list with a metadata filter and paging,
+set_timeout, connect, kill), API keys as tenants, and E2B's error answers.
+
+Usage: PYTHON test_e2b_sdk.py PATH/TO/rex [unittest arguments]
+(PYTHON: one with the `e2b` package; without it the test exits 77, skipped, saying why.)
+
+The SDK is pointed at the gateway the way its users do it: E2B_API_URL and E2B_API_KEY.
+"""
+
+import datetime
+import json
+import os
+import sys
+import time
+import unittest
+import uuid
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_gateway as tg  # noqa: E402
+
+try:
+    import e2b
+    from e2b import Sandbox, SandboxQuery
+    from e2b.exceptions import NotFoundException, SandboxException
+except ImportError as e:  # pragma: no cover - the environment decides
+    print(f"skipped: E2B's Python SDK is not installed in {sys.executable}: {e}")
+    sys.exit(77)
+
+KEY_A = "e2b-key-a-" + uuid.uuid4().hex[:8]
+KEY_B = "e2b-key-b-" + uuid.uuid4().hex[:8]
+
+
+class E2bTestCase(tg.GatewayTestCase):
+    tenant_keys = {"team-a": KEY_A, "team-b": KEY_B}
+    default_key = KEY_A
+
+    def setUp(self):
+        super().setUp()
+        os.environ["E2B_API_URL"] = self.gw.url
+        os.environ["E2B_API_KEY"] = KEY_A
+        os.environ.pop("E2B_DOMAIN", None)
+        os.environ.pop("E2B_DEBUG", None)
+
+    def record(self, sid, key=KEY_A):
+        return self.get(sid, headers=self.auth(key))
+
+    def sandbox(self, **kwargs):
+        sbx = Sandbox.create(**kwargs)
+        self.known_sids.add(sbx.sandbox_id)
+        return sbx
+
+
+class TestControlPlane(E2bTestCase):
+
+    def test_create_info_timeout_connect_kill(self):
+        before = datetime.datetime.now(datetime.timezone.utc)
+        sbx = self.sandbox(metadata={"run": "r1", "owner": "ci"}, envs={"GREETING": "hello"},
+                           timeout=120)
+        rec = self.record(sbx.sandbox_id)
+        self.assertEqual(rec["state"], "ready", rec)
+        self.assertEqual(rec["environment"], "local", rec)  # E2B's `base` template
+        self.assertEqual(rec["metadata"], {"run": "r1", "owner": "ci"}, rec)
+        self.assertEqual(rec["timeout"], 120, rec)
+        out = self.execute(sbx.sandbox_id, "echo $GREETING", "bash", headers=self.auth(KEY_A))
+        self.assertEqual(out["stdout"], "hello\n", out)
+
+        info = sbx.get_info()
+        self.assertEqual(info.sandbox_id, sbx.sandbox_id)
+        self.assertEqual(info.template_id, "local")
+        self.assertEqual(info.metadata, {"run": "r1", "owner": "ci"})
+        self.assertEqual(str(info.state), "running")
+        self.assertGreaterEqual(info.started_at, before - datetime.timedelta(seconds=2))
+        left = (info.end_at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        self.assertTrue(100 < left <= 121, left)
+        self.assertGreater(info.cpu_count, 0)
+        self.assertGreater(info.memory_mb, 0)
+
+        sbx.set_timeout(600)
+        info = Sandbox.get_info(sbx.sandbox_id)
+        left = (info.end_at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+        self.assertTrue(590 < left <= 601, left)
+        self.assertEqual(self.record(sbx.sandbox_id)["timeout"], 600)
+
+        again = Sandbox.connect(sbx.sandbox_id, timeout=300)
+        self.assertEqual(again.sandbox_id, sbx.sandbox_id)
+        self.assertEqual(self.record(sbx.sandbox_id)["timeout"], 300)
+
+        self.assertTrue(Sandbox.kill(sbx.sandbox_id))
+        self.assertFalse(Sandbox.kill(sbx.sandbox_id))  # a second kill: not found
+        rec = self.record(sbx.sandbox_id)
+        self.assertEqual((rec["state"], rec["reason"]), ("destroyed", "deleted"), rec)
+        with self.assertRaises(NotFoundException):
+            Sandbox.get_info(sbx.sandbox_id)
+        with self.assertRaises(SandboxException):
+            Sandbox.connect(sbx.sandbox_id)
+
+        # What the SDK did is in the session's events, with the tenant's key as actor.
+        events = self.replay_events(0, until=lambda e: e["data"]["type"] == "destroyed"
+                                    and e["data"]["session_id"] == sbx.sandbox_id, timeout=5)
+        kinds = [e["data"]["type"] for e in events if e["data"]["session_id"] == sbx.sandbox_id]
+        self.assertEqual(kinds[0], "created", kinds)
+        self.assertIn("keepalive", kinds)
+        self.assertEqual(kinds[-1], "destroyed", kinds)
+
+    def test_list_filters_pages_and_tenants(self):
+        tag = uuid.uuid4().hex[:8]
+        a1 = self.sandbox(metadata={"tag": tag, "n": "1"})
+        a2 = self.sandbox(metadata={"tag": tag, "n": "2"})
+        other = self.sandbox(metadata={"tag": "other", "n": "3"})
+        b = Sandbox.create(metadata={"tag": tag}, api_key=KEY_B)
+        self.known_sids.add(b.sandbox_id)
+
+        def ids(paginator):
+            found = []
+            while paginator.has_next:
+                found += [s.sandbox_id for s in paginator.next_items()]
+            return found
+
+        mine = ids(Sandbox.list(query=SandboxQuery(metadata={"tag": tag})))
+        self.assertEqual(sorted(mine), sorted([a1.sandbox_id, a2.sandbox_id]))
+        one = ids(Sandbox.list(query=SandboxQuery(metadata={"tag": tag, "n": "2"})))
+        self.assertEqual(one, [a2.sandbox_id])
+        paged = Sandbox.list(limit=1)
+        first = paged.next_items()
+        self.assertEqual(len(first), 1)
+        self.assertTrue(paged.has_next)
+        rest = ids(paged)
+        self.assertEqual(sorted([s.sandbox_id for s in first] + rest),
+                         sorted([a1.sandbox_id, a2.sandbox_id, other.sandbox_id]))
+
+        # Tenant B sees its own sandbox only, and A's are not found for it.
+        self.assertEqual(ids(Sandbox.list(api_key=KEY_B)), [b.sandbox_id])
+        with self.assertRaises(NotFoundException):
+            Sandbox.get_info(a1.sandbox_id, api_key=KEY_B)
+        self.assertFalse(Sandbox.kill(a1.sandbox_id, api_key=KEY_B))
+        self.assertEqual(self.record(a1.sandbox_id)["state"], "ready")
+        self.assertTrue(Sandbox.kill(b.sandbox_id, api_key=KEY_B))
+
+    def test_errors_in_e2b_shape(self):
+        with self.assertRaises(SandboxException) as caught:
+            self.sandbox(template="no-such-template")
+        self.assertIn("no-such-template", str(caught.exception))
+        for method, path, body, status in [
+            ("POST", "/sandboxes", {"templateID": 7}, 400),
+            ("POST", "/v2/sandboxes", {"timeout": "soon"}, 400),
+            ("POST", "/sandboxes/nope/timeout", {"timeout": 10}, 404),
+            ("POST", "/sandboxes/nope/timeout", {}, 400),
+            ("GET", "/sandboxes/nope", None, 404),
+            ("DELETE", "/sandboxes/nope", None, 404),
+            ("POST", "/v2/sandboxes/nope/connect", {"timeout": 10}, 404),
+        ]:
+            got, data = self.gw.json(method, path, body, headers={"X-API-KEY": KEY_A})
+            self.assertEqual(got, status, (method, path, data))
+            self.assertEqual(set(data), {"code", "message"}, data)
+            self.assertEqual(data["code"], status, data)
+        # (Authorization replaces the helper's own Bearer key: only X-API-KEY is left to count.)
+        got, data = self.gw.json("GET", "/v2/sandboxes",
+                                 headers={"Authorization": "none", "X-API-KEY": "wrong"})
+        self.assertEqual((got, data["code"]), (401, 401), data)
+        got, data = self.gw.json("GET", "/v2/sandboxes", headers={"Authorization": "none"})
+        self.assertEqual((got, data["code"]), (401, 401), data)
+        self.assertEqual(self.list_sessions(headers=self.auth(KEY_A)), [])  # nothing half-made
+
+
+def main():
+    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
+        tg.BINARY = sys.argv.pop(1)
+    if not tg.BINARY or not os.access(tg.BINARY, os.X_OK):
+        sys.exit(f"usage: {sys.argv[0]} PATH/TO/rex [unittest args]; got {tg.BINARY!r}")
+    tg.BINARY = os.path.abspath(tg.BINARY)
+    from importlib.metadata import version
+    print(f"E2B Python SDK {version('e2b')}")
+    unittest.main(verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
