@@ -10,11 +10,8 @@ The SDK is pointed at the gateway the way its users do it: E2B_API_URL and E2B_A
 """
 
 import datetime
-import json
 import os
 import sys
-import time
-import unittest
 import uuid
 
 sys.dont_write_bytecode = True
@@ -22,7 +19,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway as tg  # noqa: E402
 
 try:
-    import e2b
     from e2b import Sandbox, SandboxQuery
     from e2b.exceptions import NotFoundException, SandboxException
 except ImportError as e:  # pragma: no cover - the environment decides
@@ -166,14 +162,9 @@ class TestControlPlane(E2bTestCase):
 
 
 def main():
-    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
-        tg.BINARY = sys.argv.pop(1)
-    if not tg.BINARY or not os.access(tg.BINARY, os.X_OK):
-        sys.exit(f"usage: {sys.argv[0]} PATH/TO/rex [unittest args]; got {tg.BINARY!r}")
-    tg.BINARY = os.path.abspath(tg.BINARY)
     from importlib.metadata import version
     print(f"E2B Python SDK {version('e2b')}")
-    unittest.main(verbosity=2)
+    tg.main()  # the rex executable from argv, a deadline, unittest
 
 
 if __name__ == "__main__":

@@ -16,11 +16,9 @@ Usage: test_gateway_docker.py PATH/TO/rex [unittest arguments]
 Every test removes what it made, and fails when a container of its gateway is left behind.
 """
 
-import faulthandler
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -289,14 +287,7 @@ class TestPodman(ContainerGatewayTestCase):
 
 
 def main():
-    if len(sys.argv) > 1 and not sys.argv[1].startswith("-"):
-        tg.BINARY = sys.argv.pop(1)
-    if not tg.BINARY or not os.access(tg.BINARY, os.X_OK):
-        sys.exit(f"usage: {sys.argv[0]} PATH/TO/rex [unittest args]; got {tg.BINARY!r}")
-    tg.BINARY = os.path.abspath(tg.BINARY)
-    faulthandler.dump_traceback_later(560, exit=True)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    unittest.main(verbosity=2)
+    tg.main()  # the rex executable from argv, a deadline, unittest
 
 
 if __name__ == "__main__":
