@@ -92,6 +92,22 @@ rex_python_env() {
   ln -sfn "$env" "$REX_PYTHON_ENV_LINK"
 }
 
+# rex_e2b_js_env: E2B's JavaScript SDK, exactly as tests/gateway/e2b_js/package-lock.json pins
+# it, installed with `npm ci` into build/e2b-js (CMake's REX_E2B_JS) for the tests labelled e2b;
+# again only when the lock file or Node changes.
+REX_E2B_JS_DIR="$REX_ROOT/build/e2b-js"
+rex_e2b_js_env() {
+  local src="$REX_ROOT/tests/gateway/e2b_js" hash
+  command -v npm >/dev/null || { echo "rex: npm is missing: E2B's JavaScript SDK is not installed" >&2; return 0; }
+  hash=$( { node --version; cat "$src/package.json" "$src/package-lock.json"; } | sha256sum | cut -c1-16)
+  [[ -e $REX_E2B_JS_DIR/.complete-$hash ]] && return 0
+  rm -rf "$REX_E2B_JS_DIR"
+  mkdir -p "$REX_E2B_JS_DIR"
+  cp "$src/package.json" "$src/package-lock.json" "$REX_E2B_JS_DIR/"
+  (cd "$REX_E2B_JS_DIR" && npm ci --no-audit --no-fund --loglevel=error) || return 1
+  touch "$REX_E2B_JS_DIR/.complete-$hash"
+}
+
 # --- A Docker engine and the test images, for the tests labelled `docker` ----------------------
 
 REX_DOCKER_LOG=/var/log/rex-dockerd.log

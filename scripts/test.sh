@@ -8,6 +8,8 @@ rex_timed "installing packages" rex_install_packages
 rex_timed "the container engines and test images" rex_docker_setup
 # SWE-ReX and mini-swe-agent, pinned, for the tests labelled `swerex`.
 rex_timed "the SWE-ReX environment" rex_python_env
+# E2B's JavaScript SDK, pinned, for the tests labelled e2b.
+rex_timed "E2B's JavaScript SDK" rex_e2b_js_env
 rex_timed "building" rex_build release
 cd "$REX_ROOT"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
