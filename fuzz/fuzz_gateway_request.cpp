@@ -62,19 +62,29 @@ Fixture& fixture() {
   return f;
 }
 
-// The E2B-compatible API's paths answer in E2B's error shape: {"code": status, "message"}.
-bool is_e2b_path(std::string_view target) {
-  return target.starts_with("/sandboxes") || target.starts_with("/v2/sandboxes");
+// How an error answer is shaped: the gateway's own {"error": {...}}; the E2B-compatible control
+// API's and its /files' {"code": status, "message"}; Connect's {"code": "not_found", "message"}
+// for the in-sandbox RPCs.
+enum class Shape { gateway, e2b, connect };
+
+Shape shape_of(std::string_view target) {
+  const std::string_view path = target.substr(0, target.find('?'));
+  if (path.starts_with("/filesystem.") || path.starts_with("/process."))
+    return Shape::connect;
+  if (path.starts_with("/sandboxes") || path.starts_with("/v2/sandboxes") || path == "/files" ||
+      path == "/health")
+    return Shape::e2b;
+  return Shape::gateway;
 }
 
-void check_answer(const Answer& a, bool e2b) {
-  static constexpr std::array<unsigned, 16> kStatuses = {200, 201, 204, 400, 401, 403, 404, 405,
-                                                         409, 410, 413, 422, 429, 500, 502, 503};
+void check_answer(const Answer& a, Shape shape) {
+  static constexpr std::array<unsigned, 18> kStatuses = {
+      200, 201, 204, 400, 401, 403, 404, 405, 409, 410, 413, 422, 429, 500, 501, 502, 503, 504};
   bool known = false;
   for (const unsigned s : kStatuses)
     known = known || a.status == s;
   check(known, "an answer's status is one the API documents");
-  check(!e2b || a.status != 422, "the E2B-compatible API answers 400, not 422");
+  check(shape == Shape::gateway || a.status != 422, "the E2B-compatible API answers 400, not 422");
   if (a.content_type != "application/json")
     return;
   boost::system::error_code ec;
@@ -83,12 +93,17 @@ void check_answer(const Answer& a, bool e2b) {
   if (a.status < 400)
     return;
   check(v.is_object(), "an error answer is an object");
-  if (e2b) {
+  if (shape != Shape::gateway) {
     const auto& o = v.get_object();
-    check(o.size() == 2 && o.contains("code") && o.at("code").is_int64() &&
-              o.at("code").as_int64() == static_cast<std::int64_t>(a.status),
-          "an E2B error's code is its status");
-    check(o.contains("message") && o.at("message").is_string(), "an E2B error has a message");
+    check(o.size() == 2 && o.contains("message") && o.at("message").is_string(),
+          "an E2B error has a code and a message");
+    if (shape == Shape::e2b)
+      check(o.contains("code") && o.at("code").is_int64() &&
+                o.at("code").as_int64() == static_cast<std::int64_t>(a.status),
+            "an E2B error's code is its status");
+    else
+      check(o.contains("code") && o.at("code").is_string() && !o.at("code").get_string().empty(),
+            "a Connect error's code is a name");
     return;
   }
   check(v.get_object().contains("error"), "an error answer has \"error\"");
@@ -106,25 +121,25 @@ asio::awaitable<void> serve(Fixture& f, bhttp::verb method, Request request) {
   if (match.route == nullptr)
     co_return;
   request.params = match.params;
-  const bool e2b = is_e2b_path(request.header.target());
+  const Shape shape = shape_of(request.header.target());
   const auto& handler = match.route->handler;
   if (const auto* json_route = std::get_if<rex::server::JsonRoute>(&handler)) {
     const Answer a = co_await (*json_route)(std::move(request));
-    check_answer(a, e2b);
+    check_answer(a, shape);
   } else if (const auto* file_route = std::get_if<rex::server::FileRoute>(&handler)) {
     auto a = co_await (*file_route)(std::move(request));
     if (const auto* answer = std::get_if<Answer>(&a))
-      check_answer(*answer, e2b);
+      check_answer(*answer, shape);
   } else if (const auto* stream_route = std::get_if<rex::server::StreamRoute>(&handler)) {
     // The events stream and a proxied streamed run: only their refusals are answers here.
     auto started = (*stream_route)(std::move(request));
     if (const auto* answer = std::get_if<Answer>(&started))
-      check_answer(*answer, e2b);
+      check_answer(*answer, shape);
     f.gateway->subscribers.clear();
   } else if (const auto* upload_route = std::get_if<rex::server::UploadRoute>(&handler)) {
     auto started = (*upload_route)(request);
     if (const auto* answer = std::get_if<Answer>(&started))
-      check_answer(*answer, e2b);
+      check_answer(*answer, shape);
   }
 }
 

@@ -371,6 +371,18 @@ def gateway_request_seeds():
         "e2b_timeout": (1, "/sandboxes/s1/timeout", "X-API-KEY: key-a\n", '{"timeout": "x"}'),
         "e2b_connect": (1, "/v2/sandboxes/s1/connect", "X-API-KEY: key-b\n", '{"timeout": 1}'),
         "e2b_kill": (2, "/sandboxes/s1", "X-API-KEY: nope\n", ""),
+        "envd_stat": (1, "/filesystem.Filesystem/Stat",
+                      "E2b-Sandbox-Id: s1\nX-Access-Token: t\nContent-Type: application/json\n",
+                      '{"path": "/tmp"}'),
+        "envd_files_read": (0, "/files?path=%2Fetc%2Fhostname", "E2b-Sandbox-Id: s1\n", ""),
+        "envd_files_write": (1, "/files?path=a.txt",
+                             "E2b-Sandbox-Id: s1\nX-Access-Token: t\n"
+                             "Content-Type: multipart/form-data; boundary=b\n",
+                             "--b\r\nContent-Disposition: form-data; name=\"file\"; "
+                             "filename=\"a.txt\"\r\n\r\nhi\r\n--b--\r\n"),
+        "envd_process": (1, "/process.Process/Start",
+                         "E2b-Sandbox-Id: s1\nContent-Type: application/connect+json\n",
+                         "\x00\x00\x00\x00\x02{}"),
     }
     for name, (method, target, headers, body) in seeds.items():
         write("gateway_request", name,

@@ -146,9 +146,13 @@ struct E2bApi {
   // The sandbox as E2B's SDKs read it (create and connect answers; details and listings add
   // the rest).
   json::object sandbox(const SessionRecord& rec) const {
-    return json::object{{"templateID", rec.environment}, {"sandboxID", rec.id},
-                        {"clientID", s->gateway_id},     {"envdVersion", kEnvdVersion},
-                        {"alias", rec.environment},      {"domain", nullptr}};
+    return json::object{{"templateID", rec.environment},
+                        {"sandboxID", rec.id},
+                        {"clientID", s->gateway_id},
+                        {"envdVersion", kEnvdVersion},
+                        {"envdAccessToken", envd_access_token(rec)},
+                        {"alias", rec.environment},
+                        {"domain", nullptr}};
   }
 
   json::object detail(const SessionRecord& rec) const {

@@ -149,6 +149,10 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   Entry& ready_session(const Caller& who, std::string_view id);
   std::string resolve_path(const Entry& e, std::string_view path) const;
   asio::awaitable<server::Answer> create(Caller who, server::Request r);
+  /// A file of the sandbox as an answer (copied through the gateway's tmp/).
+  asio::awaitable<server::FileAnswer> read_bytes(Live& live, std::string path);
+  /// Writes a file in the sandbox: as text, or (binary) as bytes, staged in tmp/.
+  asio::awaitable<void> write_bytes(Live& live, std::string path, std::string content, bool binary);
 };
 
 /// A runtime's or provider's failure as the API's error (gateway_routes.cpp).
@@ -158,6 +162,11 @@ std::string request_id_of(const server::Request& r);
 
 /// The E2B-compatible control API (e2b_api.cpp): /sandboxes and /v2/sandboxes.
 void add_e2b_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
+/// The E2B-compatible in-sandbox API (e2b_envd.cpp): /health, /files, filesystem.Filesystem and
+/// process.Process, routed by the E2b-Sandbox-Id header.
+void add_e2b_envd_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
+/// The X-Access-Token of a session's in-sandbox API (envdAccessToken in the control API).
+std::string envd_access_token(const SessionRecord& rec);
 
 /// sha256 of a string, lowercase hex.
 std::string sha256_hex(std::string_view data);

@@ -173,6 +173,56 @@ std::string Gateway::Impl::resolve_path(const Entry& e, std::string_view path) c
   return text;
 }
 
+// --- file transfers shared by the gateway's file routes and the E2B-compatible ones ----------
+
+asio::awaitable<FileAnswer> Gateway::Impl::read_bytes(Live& live, std::string path) {
+  const fs::path scratch = storage / "tmp" / fmt::format("read-{}", random_hex(8));
+  DownloadRequest download;
+  download.path = std::move(path);
+  download.target_path = scratch.string();
+  co_await live.runtime->download(std::move(download));
+  FileAnswer answer;
+  boost::beast::error_code ec;
+  answer.body.open(scratch.c_str(), boost::beast::file_mode::scan, ec);
+  std::error_code ignored;
+  fs::remove(scratch, ignored);  // the open file stays readable
+  if (ec)
+    throw ApiError(500, "gateway.internal", "cannot read the copied file: " + ec.message());
+  answer.content_type = "application/octet-stream";
+  co_return answer;
+}
+
+asio::awaitable<void> Gateway::Impl::write_bytes(Live& live, std::string path, std::string content,
+                                                 bool binary) {
+  if (!binary) {
+    WriteFileRequest write;
+    write.path = std::move(path);
+    write.content = std::move(content);
+    co_await live.runtime->write_file(std::move(write));
+    co_return;
+  }
+  const fs::path scratch = storage / "tmp" / fmt::format("write-{}", random_hex(8));
+  {
+    std::ofstream out(scratch, std::ios::binary);
+    out.write(content.data(), static_cast<std::streamsize>(content.size()));
+    if (!out)
+      throw ApiError(503, "gateway.storage", "cannot stage the upload");
+  }
+  std::exception_ptr failure;
+  try {
+    UploadRequest upload;
+    upload.source_path = scratch.string();
+    upload.target_path = std::move(path);
+    co_await live.runtime->upload(std::move(upload));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  std::error_code ignored;
+  fs::remove(scratch, ignored);
+  if (failure)
+    std::rethrow_exception(failure);
+}
+
 // --- the wrappers every route goes through ---------------------------------------------------
 
 namespace {
@@ -627,20 +677,7 @@ asio::awaitable<std::variant<Answer, FileAnswer>> get_files(std::shared_ptr<Gate
   if (!seen.stdout_.starts_with("file"))
     throw ApiError(502, "sandbox.error",
                    fmt::format("cannot look at {:?}: {}{}", path, seen.stdout_, seen.stderr_));
-  const fs::path scratch = s->storage / "tmp" / fmt::format("read-{}", random_hex(8));
-  DownloadRequest download;
-  download.path = path;
-  download.target_path = scratch.string();
-  co_await live->runtime->download(std::move(download));
-  FileAnswer answer;
-  boost::beast::error_code ec;
-  answer.body.open(scratch.c_str(), boost::beast::file_mode::scan, ec);
-  std::error_code ignored;
-  fs::remove(scratch, ignored);  // the open file stays readable
-  if (ec)
-    throw ApiError(500, "gateway.internal", "cannot read the copied file: " + ec.message());
-  answer.content_type = "application/octet-stream";
-  co_return answer;
+  co_return co_await s->read_bytes(*live, path);
 }
 
 asio::awaitable<Answer> write_files(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
@@ -718,33 +755,7 @@ asio::awaitable<Answer> write_files(std::shared_ptr<Gateway::Impl> s, Caller who
   auto live = s->live_of(e);
   const SessionRecord rec = e.rec;
   const std::size_t size = content.size();
-  if (!binary) {
-    WriteFileRequest write;
-    write.path = target;
-    write.content = std::move(content);
-    co_await live->runtime->write_file(std::move(write));
-  } else {
-    const fs::path scratch = s->storage / "tmp" / fmt::format("write-{}", random_hex(8));
-    {
-      std::ofstream out(scratch, std::ios::binary);
-      out.write(content.data(), static_cast<std::streamsize>(content.size()));
-      if (!out)
-        throw ApiError(503, "gateway.storage", "cannot stage the upload");
-    }
-    std::exception_ptr failure;
-    try {
-      UploadRequest upload;
-      upload.source_path = scratch.string();
-      upload.target_path = target;
-      co_await live->runtime->upload(std::move(upload));
-    } catch (...) {
-      failure = std::current_exception();
-    }
-    std::error_code ignored;
-    fs::remove(scratch, ignored);
-    if (failure)
-      std::rethrow_exception(failure);
-  }
+  co_await s->write_bytes(*live, target, std::move(content), binary);
   s->append_log(rec, who, json::object{{"call", "files.write"}, {"path", target}, {"size", size}});
   co_return json_ok(200, json::object{{"path", target}, {"size", size}});
 }
@@ -1134,6 +1145,7 @@ server::RouteTable Gateway::Impl::routes() {
   }
 
   add_e2b_routes(t, self);
+  add_e2b_envd_routes(t, self);
 
   t.add(verb::get, "/api/events",
         server::StreamRoute([self](Request r) -> std::variant<Answer, server::EventProducer> {

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """E2B's JavaScript SDK (tests/gateway/e2b_js, pinned by its package-lock.json), unchanged,
-against a real rex gateway: e2b_js/control_plane.mjs runs under Node with E2B_API_URL and
-E2B_API_KEY pointing at a gateway this test starts, with two keys of two tenants.
+against a real rex gateway: e2b_js/control_plane.mjs and files.mjs run under Node with
+E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY pointing at a gateway this test starts, with two
+keys of two tenants.
 
 Usage: test_e2b_js.py PATH/TO/rex [unittest arguments]; REX_E2B_JS names the directory where
 `npm ci` installed the SDK (scripts/common.sh: rex_e2b_js_env). Without Node or the SDK it exits
@@ -34,16 +35,25 @@ class TestJavaScriptSdk(tg.GatewayTestCase):
     tenant_keys = {"team-a": KEY_A, "team-b": KEY_B}
     default_key = KEY_A
 
-    def test_control_plane(self):
-        env = {**os.environ, "E2B_API_URL": self.gw.url, "E2B_API_KEY": KEY_A,
-               "REX_E2B_KEY_B": KEY_B, "REX_E2B_JS": SDK_DIR}
-        for name in ("E2B_DOMAIN", "E2B_DEBUG", "E2B_SANDBOX_URL"):
+    def node(self, script):
+        """Runs e2b_js/SCRIPT under Node against this test's gateway; its output."""
+        env = {**os.environ, "E2B_API_URL": self.gw.url, "E2B_SANDBOX_URL": self.gw.url,
+               "E2B_API_KEY": KEY_A, "REX_E2B_KEY_B": KEY_B, "REX_E2B_JS": SDK_DIR}
+        for name in ("E2B_DOMAIN", "E2B_DEBUG"):
             env.pop(name, None)
-        done = subprocess.run([NODE, os.path.join(HERE, "e2b_js", "control_plane.mjs")],
-                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                              text=True, timeout=120)
+        done = subprocess.run([NODE, os.path.join(HERE, "e2b_js", script)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              timeout=120)
         self.assertEqual(done.returncode, 0, done.stdout)
-        self.assertIn("ok: E2B JavaScript SDK control plane", done.stdout)
+        return done.stdout
+
+    def test_files(self):
+        self.assertIn("ok: E2B JavaScript SDK files", self.node("files.mjs"))
+        listed = self.list_sessions(headers=self.auth(KEY_A))
+        self.assertEqual([s["state"] for s in listed], ["destroyed"], listed)
+
+    def test_control_plane(self):
+        self.assertIn("ok: E2B JavaScript SDK control plane", self.node("control_plane.mjs"))
         # Both sandboxes it made were recorded and are gone again, through the SDK's own kills.
         listed = self.list_sessions(headers=self.auth(KEY_A))
         self.assertEqual(len(listed), 2, listed)
