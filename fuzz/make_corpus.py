@@ -383,6 +383,20 @@ def gateway_request_seeds():
         "envd_process": (1, "/process.Process/Start",
                          "E2b-Sandbox-Id: s1\nContent-Type: application/connect+json\n",
                          "\x00\x00\x00\x00\x02{}"),
+        "envd_process_start": (1, "/process.Process/Start",
+                               "E2b-Sandbox-Id: s1\nX-Access-Token: t\nConnect-Timeout-Ms: 5000\n"
+                               "Content-Type: application/connect+json\n",
+                               "\x00\x00\x00\x00\x4e" + json.dumps(
+                                   {"process": {"cmd": "/bin/bash", "args": ["-l", "-c", "ls"],
+                                                "envs": {"A": "1"}}})[:0x4e]),
+        "envd_envelope_too_long": (1, "/process.Process/Start",
+                                   "Content-Type: application/connect+json\n",
+                                   "\x00\x7f\xff\xff\xff{}"),
+        "envd_envelope_compressed": (1, "/process.Process/Start",
+                                     "Content-Type: application/connect+json\n",
+                                     "\x01\x00\x00\x00\x02{}"),
+        "envd_process_unary": (1, "/process.Process/List",
+                               "E2b-Sandbox-Id: s1\nContent-Type: application/json\n", "{}"),
     }
     for name, (method, target, headers, body) in seeds.items():
         write("gateway_request", name,

@@ -11,6 +11,7 @@
 #include <rex/core/random.hpp>
 #include <rex/core/text.hpp>
 #include <rex/http/multipart.hpp>
+#include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/python_text.hpp>
 #include <rex/server/admission.hpp>
 
@@ -19,6 +20,8 @@
 #include <openssl/hmac.h>
 #include <boost/json.hpp>
 
+#include <algorithm>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -114,19 +117,65 @@ json::object error_body(const ConnectError& e) {
   return json::object{{"code", e.code}, {"message", utf8_backslashreplace(e.what())}};
 }
 
-// A Connect stream's last envelope (flag 0x02): its end, with an error.
-Answer stream_error(const ConnectError& e) {
-  const std::string payload = json::serialize(json::object{{"error", error_body(e)}});
-  std::string body;
-  body += static_cast<char>(0x02);
+// One Connect envelope: a flags byte, the payload's length (4 bytes, big-endian), the payload.
+void append_envelope(std::string& out, std::uint8_t flags, std::string_view payload) {
+  out += static_cast<char>(flags);
   for (int shift = 24; shift >= 0; shift -= 8)
-    body += static_cast<char>((payload.size() >> shift) & 0xff);
-  body += payload;
+    out += static_cast<char>((payload.size() >> shift) & 0xff);
+  out += payload;
+}
+
+constexpr std::uint8_t kEndStream = 0x02;
+constexpr std::size_t kMaxEnvelope = 4 << 20;  // a StartRequest is a few hundred bytes
+
+// The one message of a client's enveloped request body (a server-streaming call's request).
+json::object request_envelope(std::string_view body) {
+  if (body.size() < 5)
+    throw ConnectError("invalid_argument", "the request has no complete envelope");
+  const auto flags = static_cast<std::uint8_t>(body[0]);
+  std::size_t length = 0;
+  for (int i = 1; i <= 4; ++i)
+    length = (length << 8) | static_cast<std::uint8_t>(body[i]);
+  if (flags != 0)
+    throw ConnectError(
+        "invalid_argument",
+        fmt::format("envelope flags {:#04x}: expected an uncompressed message", flags));
+  if (length > kMaxEnvelope)
+    throw ConnectError("resource_exhausted", fmt::format("an envelope of {} bytes; the limit is {}",
+                                                         length, kMaxEnvelope));
+  if (length != body.size() - 5)
+    throw ConnectError("invalid_argument",
+                       fmt::format("the envelope says {} bytes and the body holds {} after it",
+                                   length, body.size() - 5));
+  boost::system::error_code ec;
+  json::value v = json::parse(body.substr(5), ec);
+  if (ec || !v.is_object())
+    throw ConnectError("invalid_argument", "the envelope's message is not a JSON object");
+  return std::move(v.as_object());
+}
+
+Answer stream_answer(std::string body) {
   Answer a;
   a.status = 200;
   a.content_type = "application/connect+json";
   a.body = std::move(body);
   return a;
+}
+
+// A Connect stream's last envelope: its end, with an error.
+Answer stream_error(const ConnectError& e) {
+  std::string body;
+  append_envelope(body, kEndStream, json::serialize(json::object{{"error", error_body(e)}}));
+  return stream_answer(std::move(body));
+}
+
+std::string base64(std::string_view bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
+  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                reinterpret_cast<const unsigned char*>(bytes.data()),
+                                static_cast<int>(bytes.size()));
+  out.resize(static_cast<std::size_t>(n));
+  return out;
 }
 
 struct Call {
@@ -317,6 +366,100 @@ struct Envd {
         fmt::format("filesystem.Filesystem/{} is not served by this gateway", method));
   }
 
+  // process.Process/Start: the command runs to its end in the sandbox; its answer is the whole
+  // stream at once (start, its output, its end), so output arrives when the command ends.
+  asio::awaitable<Answer> start(const Call& c, const Request& r, const json::object& message) {
+    const auto* process = message.if_contains("process");
+    if (process == nullptr || !process->is_object())
+      throw ConnectError("invalid_argument", "process: required");
+    const json::object& p = process->get_object();
+    const std::string cmd = text(p, "cmd");
+    if (cmd.empty())
+      throw ConnectError("invalid_argument", "process.cmd: required");
+    std::vector<std::string> argv;
+    if (const auto* envs = p.if_contains("envs"); envs != nullptr && !envs->is_null()) {
+      if (!envs->is_object())
+        throw ConnectError("invalid_argument", "process.envs: expected an object");
+      for (const auto& [k, v] : envs->get_object()) {
+        if (!v.is_string() || k.empty() || k.find('=') != std::string_view::npos)
+          throw ConnectError("invalid_argument", fmt::format("process.envs.{}: expected a string",
+                                                             std::string_view(k)));
+        if (argv.empty())
+          argv.push_back("env");  // added to the sandbox's environment, not replacing it
+        argv.push_back(fmt::format("{}={}", std::string_view(k), std::string_view(v.get_string())));
+      }
+    }
+    argv.push_back(cmd);
+    if (const auto* args = p.if_contains("args"); args != nullptr && !args->is_null()) {
+      if (!args->is_array())
+        throw ConnectError("invalid_argument", "process.args: expected an array");
+      for (const auto& a : args->get_array()) {
+        if (!a.is_string())
+          throw ConnectError("invalid_argument", "process.args: expected strings");
+        argv.emplace_back(a.get_string());
+      }
+    }
+    Command run;
+    run.command = argv;
+    // A command's directory is not a file call's path: nothing confines what commands reach.
+    const fs::path cwd(text(p, "cwd"));
+    run.cwd = (cwd.empty()         ? fs::path(c.entry->rec.working_dir)
+               : cwd.is_relative() ? fs::path(c.entry->rec.working_dir) / cwd
+                                   : cwd)
+                  .lexically_normal()
+                  .string();
+    run.timeout = 3600;
+    if (const auto ms = r.field("Connect-Timeout-Ms")) {
+      try {
+        run.timeout = std::max(0.001, std::stod(std::string(*ms)) / 1000);
+      } catch (const std::exception&) {
+        throw ConnectError("invalid_argument", "Connect-Timeout-Ms: expected milliseconds");
+      }
+    }
+    const std::uint64_t pid = ++s->e2b_processes;
+    std::string body;
+    append_envelope(body, 0,
+                    json::serialize(json::object{
+                        {"event", json::object{{"start", json::object{{"pid", pid}}}}}}));
+    CommandResponse seen;
+    std::optional<ConnectError> failure;
+    try {
+      seen = co_await c.live->runtime->execute(std::move(run));
+    } catch (const CommandTimeoutError& e) {
+      failure = ConnectError("deadline_exceeded", e.what());
+    }
+    s->append_log(c.entry->rec, c.who,
+                  json::object{{"call", "e2b.process.Start"},
+                               {"request", message},
+                               {"exit_code", seen.exit_code ? json::value(*seen.exit_code)
+                                                            : json::value(nullptr)}});
+    if (failure) {
+      append_envelope(body, kEndStream,
+                      json::serialize(json::object{{"error", error_body(*failure)}}));
+      co_return stream_answer(std::move(body));
+    }
+    for (const auto& [stream, data] :
+         {std::pair<const char*, const std::string*>{"stdout", &seen.stdout_},
+          {"stderr", &seen.stderr_}}) {
+      if (data->empty())
+        continue;
+      append_envelope(
+          body, 0,
+          json::serialize(json::object{
+              {"event", json::object{{"data", json::object{{stream, base64(*data)}}}}}}));
+    }
+    const int code = seen.exit_code.value_or(-1);
+    append_envelope(
+        body, 0,
+        json::serialize(json::object{
+            {"event", json::object{{"end", json::object{{"exitCode", code},
+                                                        {"exited", true},
+                                                        {"status", fmt::format("exit status {}",
+                                                                               code)}}}}}}));
+    append_envelope(body, kEndStream, "{}");
+    co_return stream_answer(std::move(body));
+  }
+
   asio::awaitable<std::variant<Answer, FileAnswer>> get_file(const Call& c, const Request& r) {
     const std::string path = path_of(c, r.query("path").value_or(""));
     const std::string out = co_await sh(
@@ -441,17 +584,25 @@ void add_e2b_envd_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s
   t.add(verb::post, "/process.Process/{method}",
         server::JsonRoute([s](Request r) -> asio::awaitable<Answer> {
           Envd envd{s};
+          const bool streaming =
+              r.field("Content-Type").value_or("").starts_with("application/connect+");
           std::optional<ConnectError> failure;
           try {
+            const std::string method(r.param("method"));
+            if (method == "Start" && streaming) {
+              const json::object message = request_envelope(r.body);
+              const Call c = envd.admit(r);
+              co_return co_await envd.start(c, r, message);
+            }
             (void)envd.admit(r);
             throw ConnectError("unimplemented",
-                               fmt::format("process.Process/{}: commands through E2B's SDKs are "
-                                           "not served by this gateway yet",
-                                           r.param("method")));
+                               fmt::format("process.Process/{} is not served by this gateway yet "
+                                           "(only commands that run to their end: Start)",
+                                           method));
           } catch (const std::exception& e) {
             failure = connect_error_of(e);
           }
-          if (r.field("Content-Type").value_or("").starts_with("application/connect+"))
+          if (streaming)
             co_return stream_error(*failure);
           co_return server::json_answer(connect_status(failure->code), error_body(*failure));
         }));

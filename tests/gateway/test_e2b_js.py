@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """E2B's JavaScript SDK (tests/gateway/e2b_js, pinned by its package-lock.json), unchanged,
-against a real rex gateway: e2b_js/control_plane.mjs and files.mjs run under Node with
+against a real rex gateway: e2b_js/control_plane.mjs, files.mjs and commands.mjs run under Node with
 E2B_API_URL, E2B_SANDBOX_URL and E2B_API_KEY pointing at a gateway this test starts, with two
 keys of two tenants.
 
@@ -51,6 +51,12 @@ class TestJavaScriptSdk(tg.GatewayTestCase):
         self.assertIn("ok: E2B JavaScript SDK files", self.node("files.mjs"))
         listed = self.list_sessions(headers=self.auth(KEY_A))
         self.assertEqual([s["state"] for s in listed], ["destroyed"], listed)
+
+    def test_commands(self):
+        self.assertIn("ok: E2B JavaScript SDK commands", self.node("commands.mjs"))
+        sid = self.list_sessions(headers=self.auth(KEY_A))[0]["session_id"]
+        calls = [e["call"] for e in self.log_lines(sid, headers=self.auth(KEY_A))]
+        self.assertEqual(calls.count("e2b.process.Start"), 5, calls)
 
     def test_control_plane(self):
         self.assertIn("ok: E2B JavaScript SDK control plane", self.node("control_plane.mjs"))

@@ -19,8 +19,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_gateway as tg  # noqa: E402
 
 try:
-    from e2b import Sandbox, SandboxQuery
-    from e2b.exceptions import NotFoundException, SandboxException
+    from e2b import (CommandExitException, NotFoundException, Sandbox, SandboxException,
+                     SandboxQuery, TimeoutException)
 except ImportError as e:  # pragma: no cover - the environment decides
     print(f"skipped: E2B's Python SDK is not installed in {sys.executable}: {e}")
     sys.exit(77)
@@ -161,8 +161,9 @@ class TestControlPlane(E2bTestCase):
         self.assertEqual(self.list_sessions(headers=self.auth(KEY_A)), [])  # nothing half-made
 
 
-class TestFiles(E2bTestCase):
-    """sbx.files through the in-sandbox API, which the gateway serves too (E2B_SANDBOX_URL)."""
+class TestInSandbox(E2bTestCase):
+    """sbx.files and sbx.commands through the in-sandbox API, which the gateway serves too
+    (E2B_SANDBOX_URL)."""
 
     def setUp(self):
         super().setUp()
@@ -239,11 +240,33 @@ class TestFiles(E2bTestCase):
         got, data = self.gw.json("POST", "/filesystem.Filesystem/Stat", {"path": "."},
                                  headers=headers)
         self.assertEqual((got, data["code"]), (404, "not_found"), data)
-        # Commands are not served yet: the SDK says so, clearly.
+        # What is not served yet says so, clearly.
         with self.assertRaises(Exception) as caught:
-            sbx.commands.run("echo hi")
+            sbx.commands.list()
         self.assertIn("not served", str(caught.exception))
         Sandbox.kill(other.sandbox_id, api_key=KEY_B)
+
+    def test_commands(self):
+        sbx = self.sandbox(envs={"FROM_CREATE": "c"})
+        work = self.record(sbx.sandbox_id)["working_dir"]
+        r = sbx.commands.run("echo out; echo err >&2; pwd; echo $FOO $FROM_CREATE",
+                             envs={"FOO": "bar"})
+        self.assertEqual((r.stdout, r.stderr, r.exit_code), (f"out\n{work}\nbar c\n", "err\n", 0))
+        r = sbx.commands.run("pwd", cwd="/tmp")
+        self.assertEqual(r.stdout, "/tmp\n")
+        with self.assertRaises(CommandExitException) as caught:
+            sbx.commands.run("echo partial; exit 3")
+        self.assertEqual((caught.exception.exit_code, caught.exception.stdout), (3, "partial\n"))
+        seen = []
+        r = sbx.commands.run("echo one; echo two", on_stdout=seen.append)
+        self.assertEqual("".join(seen), "one\ntwo\n")
+        handle = sbx.commands.run("sleep 0.2; echo late", background=True)
+        self.assertGreater(handle.pid, 0)
+        self.assertEqual(handle.wait().stdout, "late\n")
+        with self.assertRaises(TimeoutException):
+            sbx.commands.run("sleep 30", timeout=1)
+        calls = [e["call"] for e in self.log_lines(sbx.sandbox_id, headers=self.auth(KEY_A))]
+        self.assertGreaterEqual(calls.count("e2b.process.Start"), 5, calls)
 
 
 def main():
