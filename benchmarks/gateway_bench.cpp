@@ -16,6 +16,12 @@
 //                  (POST /api/sessions/{id}/swerex/run_in_session). Floor: the same request sent
 //                  to the sandbox's rex-server directly (its unix socket and token from the
 //                  session's record). Target: p50 <= 1.5x.
+//   e2b_command_T  E2B's commands.run("echo ok") as its SDKs send it (process.Process/Start: a
+//                  new `bash -l -c` in the sandbox per command) against the same command through
+//                  the gateway's SWE-ReX proxy (a bash session of the same sandbox), on template
+//                  T (local; Python3, the docker provider, when the engine answers). Target:
+//                  p50 <= 1.5x.
+//   e2b_create_to_output_T  E2B's Sandbox.create to the first commands.run's output (reported).
 //   sessions       N sessions (default 500) on the local provider, created 50 at a time, each
 //                  running one command, all alive at once; then the gateway killed with SIGKILL
 //                  and started again: the time to /readyz 200 (reconciling all N); then every
@@ -286,6 +292,99 @@ Result proxy_figure(asio::io_context& io, Gateway& gw, const std::string& gatewa
   return r;
 }
 
+// --- the E2B-compatible path -------------------------------------------------------------------
+
+// E2B's commands.run as its SDKs send it: process.Process/Start, one enveloped JSON message.
+asio::awaitable<double> e2b_run(rex::http::Client& client, std::string sandbox, std::string token,
+                                std::string command) {
+  const std::string message = json::serialize(json::object{
+      {"process", json::object{{"cmd", "/bin/bash"}, {"args", json::array{"-l", "-c", command}}}}});
+  std::string body(1, '\0');
+  for (int shift = 24; shift >= 0; shift -= 8)
+    body += static_cast<char>((message.size() >> shift) & 0xff);
+  body += message;
+  rex::http::ClientRequest r;
+  r.method = "POST";
+  r.target = "/process.Process/Start";
+  r.headers = {{"Content-Type", "application/connect+json"},
+               {"Connect-Protocol-Version", "1"},
+               {"Connect-Timeout-Ms", "60000"},
+               {"E2b-Sandbox-Id", std::move(sandbox)},
+               {"X-Access-Token", std::move(token)}};
+  r.body = std::move(body);
+  const auto t0 = Clock::now();
+  auto response = co_await client.request(std::move(r));
+  const double ms = ms_since(t0);
+  if (response.status != 200 || response.body.find("\"exitCode\":0") == std::string::npos)
+    throw std::runtime_error(fmt::format("process.Process/Start: HTTP {}: {}", response.status,
+                                         response.body.substr(0, 300)));
+  co_return ms;
+}
+
+asio::awaitable<json::object> e2b_create(rex::http::Client& client, std::string template_id) {
+  rex::http::ClientRequest r;
+  r.method = "POST";
+  r.target = "/v2/sandboxes";
+  r.headers = {{"Content-Type", "application/json"}};
+  r.body = json::serialize(json::object{{"templateID", template_id}, {"timeout", 300}});
+  auto response = co_await client.request(std::move(r));
+  if (response.status != 201)
+    throw std::runtime_error(fmt::format("POST /v2/sandboxes: HTTP {}: {}", response.status,
+                                         response.body.substr(0, 300)));
+  co_return json::parse(response.body).as_object();
+}
+
+// commands.run("echo hi") through the E2B-compatible API against the same command through the
+// gateway's SWE-ReX proxy (a bash session of the same sandbox); and an E2B create to the first
+// command's output, with each template (provider) given.
+std::vector<Result> e2b_figures(asio::io_context& io, Gateway& gw, const std::string& url, int runs,
+                                const std::vector<std::string>& templates) {
+  std::vector<Result> out;
+  rex::http::Client client(io.get_executor(), url);
+  for (const auto& t : templates) {
+    const json::object sbx = run_on(io, e2b_create(client, t));
+    const std::string id(sbx.at("sandboxID").as_string());
+    const std::string token(sbx.at("envdAccessToken").as_string());
+    run_on(io, gw.call("POST", "/api/sessions/" + id + "/swerex/create_session",
+                       R"({"session": "bench"})"));
+    const std::string echo = R"({"command": "echo ok", "session": "bench"})";
+    std::vector<double> e2b, proxied;
+    for (int i = 0; i < runs + 3; ++i) {
+      const double e = run_on(io, e2b_run(client, id, token, "echo ok"));
+      const double p = run_on(
+          io, timed_post(client, "/api/sessions/" + id + "/swerex/run_in_session", {}, echo));
+      if (i >= 3) {
+        e2b.push_back(e);
+        proxied.push_back(p);
+      }
+    }
+    run_on(io, gw.destroy(id));
+    Result r =
+        ratio_result("e2b_command_" + (t == "base" ? std::string("local") : t), e2b, proxied, 1.5);
+    r.note = "commands.run(`echo ok`): a new `bash -l` per command, vs run_in_session (proxy)";
+    out.push_back(std::move(r));
+  }
+
+  for (const auto& t : templates) {
+    std::vector<double> ready;
+    for (int i = 0; i < std::max(3, runs / 4); ++i) {
+      const auto t0 = Clock::now();
+      const json::object made = run_on(io, e2b_create(client, t));
+      const std::string sid(made.at("sandboxID").as_string());
+      (void)run_on(
+          io, e2b_run(client, sid, std::string(made.at("envdAccessToken").as_string()), "echo ok"));
+      ready.push_back(ms_since(t0));
+      run_on(io, gw.destroy(sid));
+    }
+    Result c;
+    c.name = "e2b_create_to_output_" + (t == "base" ? std::string("local") : t);
+    c.rex = stats_of(ready);
+    c.note = fmt::format("Sandbox.create (template {}) to commands.run's output", t);
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 // --- many sessions ----------------------------------------------------------------------------
 
 // Runs op(i) for every i in [0, n), at most `in_flight` at a time; the failures are counted.
@@ -484,7 +583,8 @@ int run(const Options& o) {
     results.push_back(std::move(r));
 
     std::string why;
-    if (o.docker && engine_answers(io, why)) {
+    const bool docker_measured = o.docker && engine_answers(io, why);
+    if (docker_measured) {
       std::vector<double> docker, docker_floor_ms;
       for (int i = 0; i < o.runs + 1; ++i) {
         const double g = run_on(io, gateway_create(gw, "docker", "Python3"));
@@ -502,6 +602,11 @@ int run(const Options& o) {
     }
 
     results.push_back(proxy_figure(io, gw, child->url(), o.runs * 10));
+    std::vector<std::string> templates{"base"};
+    if (docker_measured)
+      templates.push_back("Python3");
+    for (auto& r : e2b_figures(io, gw, child->url(), o.runs * 5, templates))
+      results.push_back(std::move(r));
   }
   for (auto& r : sessions_figures(io, storage, child, o))
     results.push_back(std::move(r));
