@@ -1062,6 +1062,27 @@ server::UploadRoute proxy_upload(std::shared_ptr<Gateway::Impl> s, SwerexEndpoin
   };
 }
 
+// Runs a proxied stream's producer, then writes its last event (the observation, or the error)
+// into the session's transcript, as the other proxied calls write their answer.
+// `live` holds the session's connection until the stream ends.
+asio::awaitable<void> produce_and_log(std::shared_ptr<Gateway::Impl> s, SessionRecord rec,
+                                      Caller who, std::string call,
+                                      [[maybe_unused]] std::shared_ptr<Live> live,
+                                      server::EventProducer inner,
+                                      std::shared_ptr<server::EventStream> out) {
+  auto last = std::make_shared<std::pair<std::string, std::string>>();
+  out->observe([last](std::string_view name, std::string_view data) {
+    if (name != "output")
+      *last = {std::string(name), std::string(data)};
+  });
+  co_await inner(out);
+  s->append_log(rec, who,
+                json::object{{"call", std::move(call)},
+                             {"streamed", true},
+                             {"event", last->first},
+                             {"response", body_for_log(last->second)}});
+}
+
 server::StreamRoute proxy_stream(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint) {
   return [s, endpoint](Request r) -> std::variant<Answer, server::EventProducer> {
     const std::string rid = request_id_of(r);
@@ -1074,9 +1095,11 @@ server::StreamRoute proxy_stream(std::shared_ptr<Gateway::Impl> s, SwerexEndpoin
                                  {"streamed", true}});
       auto started = std::get<server::StreamRoute>(target.route->handler)(std::move(r));
       if (auto* producer = std::get_if<server::EventProducer>(&started))
-        return server::EventProducer(
-            [live = std::move(target.live), inner = std::move(*producer)](
-                std::shared_ptr<server::EventStream> out) { return inner(std::move(out)); });
+        return server::EventProducer([s, rec = target.rec, who, call = "swerex" + endpoint.path,
+                                      live = std::move(target.live), inner = std::move(*producer)](
+                                         std::shared_ptr<server::EventStream> out) {
+          return produce_and_log(s, rec, who, call, live, inner, std::move(out));
+        });
       return std::move(std::get<Answer>(started));
     } catch (const std::exception& e) {
       return error_answer(api_error_of(e), rid);

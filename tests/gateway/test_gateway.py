@@ -1432,6 +1432,22 @@ class TestSwerexClient(GatewayTestCase):
                        "execute", "close_session"):
             self.assertIn(f"swerex/{action}", calls, calls)
 
+        # A streamed run (rex's run_in_session_stream): its observation ends up in the
+        # transcript like any other answer.
+        status, data = self.gw.json("POST", f"/api/sessions/{sid}/swerex/create_session",
+                                    {"session": "streamed"})
+        self.assertEqual(status, 200, data)
+        status, _, body = self.gw.request(
+            "POST", f"/api/sessions/{sid}/swerex/run_in_session_stream",
+            {"session": "streamed", "command": "echo streamed out"})
+        self.assertEqual(status, 200, body)
+        self.assertIn(b"event: observation", body)
+        ends = [x for x in self.log_lines(sid)
+                if x["call"] == "swerex/run_in_session_stream" and "event" in x]
+        self.assertEqual(len(ends), 1, ends)
+        self.assertEqual(ends[0]["event"], "observation", ends)
+        self.assertEqual(ends[0]["response"]["output"], "streamed out\n", ends)
+
         # The gateway's key, not the sandbox's token; a wrong key is refused.
         status, data = self.gw.json("GET", f"/api/sessions/{sid}/swerex/is_alive",
                                     headers={"Authorization": "Bearer wrong"})

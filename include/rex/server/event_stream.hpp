@@ -15,6 +15,7 @@
 #include <rex/core/event.hpp>
 
 #include <deque>
+#include <functional>
 #include <string>
 #include <string_view>
 
@@ -28,6 +29,11 @@ class EventStream {
   /// Queues one event (encoded by rex/http/sse.hpp) for the connection; `id` is the event's
   /// id field (what a client resumes from with Last-Event-ID), none when empty.
   void send(std::string_view name, std::string_view data, std::string_view id = {});
+  /// Sees every event sent (its name and data) as it is queued: how a proxy keeps a record of
+  /// what went by.
+  void observe(std::function<void(std::string_view name, std::string_view data)> observer) {
+    observer_ = std::move(observer);
+  }
   /// Queues a comment line, which clients ignore: a stream that is otherwise quiet finds out
   /// this way that its client has left.
   void ping() {
@@ -64,6 +70,7 @@ class EventStream {
 
  private:
   std::deque<std::string> events_;
+  std::function<void(std::string_view, std::string_view)> observer_;
   bool finished_ = false;
   bool closed_ = false;
   Event wake_;  // set on every send and at finish
