@@ -178,6 +178,23 @@ void wait_ready(asio::io_context& io, Gateway& gw) {
   }
 }
 
+// Runs a() and b() in turns, `runs` times each after one round that warms both up: their
+// times, in milliseconds.
+template <class A, class B>
+std::pair<std::vector<double>, std::vector<double>> alternate(asio::io_context& io, int runs, A a,
+                                                              B b) {
+  std::pair<std::vector<double>, std::vector<double>> out;
+  for (int i = 0; i < runs + 1; ++i) {
+    const double x = run_on(io, a());
+    const double y = run_on(io, b());
+    if (i > 0) {
+      out.first.push_back(x);
+      out.second.push_back(y);
+    }
+  }
+  return out;
+}
+
 // --- create to first command ----------------------------------------------------------------
 
 asio::awaitable<double> gateway_create(Gateway& gw, std::string provider, std::string env) {
@@ -568,16 +585,10 @@ int run(const Options& o) {
     Gateway gw(io, child->url());
     wait_ready(io, gw);
 
-    std::vector<double> local, local_floor_ms;
     const fs::path floor_dir = scratch.path / "floor";
-    for (int i = 0; i < o.runs + 1; ++i) {  // the first round warms up
-      const double g = run_on(io, gateway_create(gw, "local", "local"));
-      const double f = run_on(io, local_floor(floor_dir));
-      if (i > 0) {
-        local.push_back(g);
-        local_floor_ms.push_back(f);
-      }
-    }
+    const auto [local, local_floor_ms] = alternate(
+        io, o.runs, [&] { return gateway_create(gw, "local", "local"); },
+        [&] { return local_floor(floor_dir); });
     Result r = ratio_result("create_local", local, local_floor_ms, 1.5);
     r.note = "create + `echo ok` vs LocalDeployment start + create_session + echo";
     results.push_back(std::move(r));
@@ -585,15 +596,9 @@ int run(const Options& o) {
     std::string why;
     const bool docker_measured = o.docker && engine_answers(io, why);
     if (docker_measured) {
-      std::vector<double> docker, docker_floor_ms;
-      for (int i = 0; i < o.runs + 1; ++i) {
-        const double g = run_on(io, gateway_create(gw, "docker", "Python3"));
-        const double f = run_on(io, docker_floor(o.image));
-        if (i > 0) {
-          docker.push_back(g);
-          docker_floor_ms.push_back(f);
-        }
-      }
+      const auto [docker, docker_floor_ms] = alternate(
+          io, o.runs, [&] { return gateway_create(gw, "docker", "Python3"); },
+          [&] { return docker_floor(o.image); });
       Result d = ratio_result("create_docker", docker, docker_floor_ms, 1.2);
       d.note = "create + `echo ok` vs DockerDeployment start + create_session + echo";
       results.push_back(std::move(d));

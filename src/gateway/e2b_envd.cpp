@@ -531,6 +531,21 @@ Answer http_error(const ConnectError& e) {
       status, json::object{{"code", status}, {"message", utf8_backslashreplace(e.what())}});
 }
 
+// An HTTP endpoint of the in-sandbox API: the caller admitted, then `handle`; a failure as
+// {"code": status, "message"}.
+template <class T, class Handle>
+asio::awaitable<T> envd_http(std::shared_ptr<Gateway::Impl> s, Request r, Handle handle) {
+  Envd envd{s};
+  std::optional<ConnectError> failure;
+  try {
+    const Call c = envd.admit(r);
+    co_return co_await handle(envd, c, r);
+  } catch (const std::exception& e) {
+    failure = connect_error_of(e);
+  }
+  co_return http_error(*failure);
+}
+
 }  // namespace
 
 void add_e2b_envd_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s) {
@@ -542,26 +557,15 @@ void add_e2b_envd_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s
         }));
   t.add(verb::get, "/files",
         server::FileRoute([s](Request r) -> asio::awaitable<std::variant<Answer, FileAnswer>> {
-          Envd envd{s};
-          std::optional<ConnectError> failure;
-          try {
-            const Call c = envd.admit(r);
-            co_return co_await envd.get_file(c, r);
-          } catch (const std::exception& e) {
-            failure = connect_error_of(e);
-          }
-          co_return http_error(*failure);
+          return envd_http<std::variant<Answer, FileAnswer>>(
+              s, std::move(r),
+              [](Envd& envd, const Call& c, const Request& req) { return envd.get_file(c, req); });
         }));
   t.add(verb::post, "/files", server::JsonRoute([s](Request r) -> asio::awaitable<Answer> {
-          Envd envd{s};
-          std::optional<ConnectError> failure;
-          try {
-            const Call c = envd.admit(r);
-            co_return co_await envd.post_files(c, r);
-          } catch (const std::exception& e) {
-            failure = connect_error_of(e);
-          }
-          co_return http_error(*failure);
+          return envd_http<Answer>(s, std::move(r),
+                                   [](Envd& envd, const Call& c, const Request& req) {
+                                     return envd.post_files(c, req);
+                                   });
         }));
   t.add(verb::post, "/filesystem.Filesystem/{method}",
         server::JsonRoute([s](Request r) -> asio::awaitable<Answer> {
