@@ -5,9 +5,11 @@
 //
 // Served: GET /health; GET /files (a file's bytes) and POST /files (multipart, one or several
 // files); filesystem.Filesystem's Stat, ListDir, MakeDir, Remove and Move in the Connect
-// protocol with the JSON codec. process.Process (the SDKs' commands) answers Connect's
-// `unimplemented`. Paths are the sandbox's; a relative one is relative to the session's working
-// directory, and the local provider keeps them inside it, as the gateway's own file calls do.
+// protocol with the JSON codec; process.Process/Start, which runs a command to its end and
+// answers its whole stream at once, so List finds no process running and the calls that select
+// one (SendSignal, SendInput, Connect...) answer not_found. Paths are the sandbox's; a
+// relative one is relative to the session's working directory, and the local provider keeps
+// them inside it, as the gateway's own file calls do.
 #include <rex/core/random.hpp>
 #include <rex/core/text.hpp>
 #include <rex/http/multipart.hpp>
@@ -598,11 +600,32 @@ void add_e2b_envd_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s
               const Call c = envd.admit(r);
               co_return co_await envd.start(c, r, message);
             }
+            // A command has ended before its Start answers: no process is ever running to be
+            // listed, signalled, fed or reconnected to.
+            const bool unary = method == "List" || method == "SendSignal" ||
+                               method == "SendInput" || method == "CloseStdin" ||
+                               method == "Update";
+            if ((unary && !streaming) || (method == "Connect" && streaming)) {
+              const json::object message = streaming ? request_envelope(r.body) : Envd::body_of(r);
+              (void)envd.admit(r);
+              if (method == "List")
+                co_return server::json_answer(200, json::object{{"processes", json::array{}}});
+              std::string which = "the process";
+              if (const auto* sel = message.if_contains("process"); sel && sel->is_object()) {
+                if (const auto* pid = sel->get_object().if_contains("pid"))
+                  which = "process " + json::serialize(*pid);
+                else if (const auto* tag = sel->get_object().if_contains("tag"))
+                  which = "the process tagged " + json::serialize(*tag);
+              }
+              throw ConnectError("not_found",
+                                 fmt::format("{} is not running: a command runs to its end "
+                                             "before its answer here",
+                                             which));
+            }
             (void)envd.admit(r);
-            throw ConnectError("unimplemented",
-                               fmt::format("process.Process/{} is not served by this gateway yet "
-                                           "(only commands that run to their end: Start)",
-                                           method));
+            throw ConnectError(
+                "unimplemented",
+                fmt::format("process.Process/{} is not served by this gateway", method));
           } catch (const std::exception& e) {
             failure = connect_error_of(e);
           }

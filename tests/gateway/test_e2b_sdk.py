@@ -240,10 +240,6 @@ class TestInSandbox(E2bTestCase):
         got, data = self.gw.json("POST", "/filesystem.Filesystem/Stat", {"path": "."},
                                  headers=headers)
         self.assertEqual((got, data["code"]), (404, "not_found"), data)
-        # What is not served yet says so, clearly.
-        with self.assertRaises(Exception) as caught:
-            sbx.commands.list()
-        self.assertIn("not served", str(caught.exception))
         Sandbox.kill(other.sandbox_id, api_key=KEY_B)
 
     def test_commands(self):
@@ -263,6 +259,13 @@ class TestInSandbox(E2bTestCase):
         handle = sbx.commands.run("sleep 0.2; echo late", background=True)
         self.assertGreater(handle.pid, 0)
         self.assertEqual(handle.wait().stdout, "late\n")
+        # A command has ended when its handle arrives: none is running, none can be signalled
+        # or fed.
+        self.assertEqual(sbx.commands.list(), [])
+        self.assertFalse(sbx.commands.kill(handle.pid))
+        with self.assertRaises(NotFoundException) as caught:
+            sbx.commands.send_stdin(handle.pid, "x")
+        self.assertIn(f"process {handle.pid} is not running", str(caught.exception))
         with self.assertRaises(TimeoutException):
             sbx.commands.run("sleep 30", timeout=1)
         calls = [e["call"] for e in self.log_lines(sbx.sandbox_id, headers=self.auth(KEY_A))]

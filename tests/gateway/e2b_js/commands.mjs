@@ -33,6 +33,9 @@ try {
   const handle = await sbx.commands.run("sleep 0.2; echo late", { background: true });
   assert.ok(handle.pid > 0);
   assert.equal((await handle.wait()).stdout, "late\n");
+  // A command has ended when its handle arrives: none is running, none can be killed.
+  assert.deepEqual(await sbx.commands.list(), []);
+  assert.equal(await sbx.commands.kill(handle.pid), false);
 } finally {
   await sbx.kill();
 }
