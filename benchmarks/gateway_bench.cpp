@@ -219,10 +219,9 @@ asio::awaitable<void> create_and_echo(rex::Runtime& runtime) {
     throw std::runtime_error("echo answered '" + obs.output + "'");
 }
 
-asio::awaitable<double> local_floor(const fs::path& dir) {
-  rex::LocalDeploymentConfig config;
-  config.working_dir = dir.string();
-  rex::LocalDeployment deployment(co_await asio::this_coro::executor, config);
+// A floor: the deployment started, a session created and `echo ok` answered (its stop is not
+// timed).
+asio::awaitable<double> start_to_first_echo(rex::Deployment& deployment) {
   const auto t0 = Clock::now();
   co_await deployment.start();
   co_await create_and_echo(deployment.runtime());
@@ -231,18 +230,20 @@ asio::awaitable<double> local_floor(const fs::path& dir) {
   co_return ms;
 }
 
+asio::awaitable<double> local_floor(const fs::path& dir) {
+  rex::LocalDeploymentConfig config;
+  config.working_dir = dir.string();
+  rex::LocalDeployment deployment(co_await asio::this_coro::executor, config);
+  co_return co_await start_to_first_echo(deployment);
+}
+
 asio::awaitable<double> docker_floor(std::string image) {
   rex::DockerDeploymentConfig config;
   config.image = image;
   config.pull = rex::PullPolicy::never;
   config.working_dir = "/workspace";
   rex::DockerDeployment deployment(co_await asio::this_coro::executor, config);
-  const auto t0 = Clock::now();
-  co_await deployment.start();
-  co_await create_and_echo(deployment.runtime());
-  const double ms = ms_since(t0);
-  co_await deployment.stop();
-  co_return ms;
+  co_return co_await start_to_first_echo(deployment);
 }
 
 // --- the proxy --------------------------------------------------------------------------------

@@ -12,7 +12,6 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <string_view>
 #include <system_error>
@@ -223,22 +222,6 @@ long clone3_running(CloneArgs* args, int (*fn)(void*), void* arg) {
 // Whether CLONE_INTO_CGROUP is worth trying: false once the kernel did not know it.
 std::atomic<bool> clone_into_cgroup_works{true};
 
-// The cgroup directory of an open cgroup.procs, opened for CLONE_INTO_CGROUP; -1 when it
-// cannot be found.
-int cgroup_dir_of(int procs_fd) {
-  char link[64];
-  std::snprintf(link, sizeof link, "/proc/self/fd/%d", procs_fd);
-  char path[4096];
-  const ssize_t n = ::readlink(link, path, sizeof path - 1);
-  if (n <= 0)
-    return -1;
-  path[n] = '\0';
-  char* slash = std::strrchr(path, '/');
-  if (slash == nullptr || slash == path)
-    return -1;
-  *slash = '\0';
-  return ::open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-}
 #endif
 
 std::string failure_text(const SpawnOptions& options, Step step) {
@@ -320,7 +303,7 @@ SpawnedChild spawn_process(const SpawnOptions& options) {
   bool cloned = false;
 #ifdef REX_CLONE_INTO_CGROUP
   if (options.cgroup_procs_fd >= 0 && clone_into_cgroup_works.load(std::memory_order_relaxed)) {
-    const int dir = cgroup_dir_of(options.cgroup_procs_fd);
+    const int dir = options.cgroup_dir_fd;
     if (dir >= 0) {
       CloneArgs args;
       args.flags = CLONE_VM | CLONE_VFORK | kCloneIntoCgroup;
@@ -330,7 +313,6 @@ SpawnedChild spawn_process(const SpawnOptions& options) {
       args.cgroup = static_cast<std::uint64_t>(dir);
       plan.cgroup_procs_fd = -1;  // the child starts in the cgroup
       const long r = clone3_running(&args, child_main, &plan);
-      ::close(dir);
       if (r >= 0) {
         pid = static_cast<pid_t>(r);
         cloned = true;

@@ -27,6 +27,9 @@ struct SpawnOptions {
   // An open cgroup.procs of a cgroup (v2) the child joins before it can start anything else;
   // -1: it stays in ours.
   int cgroup_procs_fd = -1;
+  // The same cgroup's directory, open: the child is created in it (clone3's CLONE_INTO_CGROUP)
+  // where the kernel can, instead of joining through cgroup.procs; -1: through cgroup.procs.
+  int cgroup_dir_fd = -1;
 };
 
 /// The child could not join the cgroup it was given (no permission, a read-only hierarchy):

@@ -5,6 +5,7 @@
 // session's idle timeout, which setTimeout and connect set again and every call renews, never
 // past the session's deadline. Errors are E2B's shape: {"code": status, "message"}.
 #include <rex/core/random.hpp>
+#include <rex/deployment/docker_args.hpp>
 #include <rex/protocol/python_text.hpp>
 
 #include <fmt/format.h>
@@ -14,7 +15,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <fstream>
 #include <functional>
 #include <optional>
@@ -54,44 +54,6 @@ Answer no_content() {
   return a;
 }
 
-// "%2F" and "+" as a query string writes them.
-std::string url_decode(std::string_view text) {
-  std::string out;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '+') {
-      out += ' ';
-    } else if (c == '%' && i + 2 < text.size() &&
-               std::isxdigit(static_cast<unsigned char>(text[i + 1])) &&
-               std::isxdigit(static_cast<unsigned char>(text[i + 2]))) {
-      out += static_cast<char>(std::stoi(std::string(text.substr(i + 1, 2)), nullptr, 16));
-      i += 2;
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
-// The SDKs' metadata filter: a query value (already decoded once) of the form k1=v1&k2=v2, each
-// key and value URL-encoded again.
-std::vector<std::pair<std::string, std::string>> metadata_filter(std::string_view text) {
-  std::vector<std::pair<std::string, std::string>> out;
-  while (!text.empty()) {
-    const auto amp = text.find('&');
-    const std::string_view pair = text.substr(0, amp);
-    const auto eq = pair.find('=');
-    if (!pair.empty())
-      out.emplace_back(url_decode(pair.substr(0, eq)), eq == std::string_view::npos
-                                                           ? std::string()
-                                                           : url_decode(pair.substr(eq + 1)));
-    if (amp == std::string_view::npos)
-      break;
-    text.remove_prefix(amp + 1);
-  }
-  return out;
-}
-
 long memory_mb_of_host() {
   std::ifstream in("/proc/meminfo");
   std::string key;
@@ -106,23 +68,11 @@ long memory_mb_of_host() {
 
 // A size as the registry writes it ("512m", "2g", bytes), in MiB; nullopt when unreadable.
 std::optional<long> megabytes(const std::string& size) {
-  if (size.empty())
+  try {
+    return static_cast<long>(parse_size(size, "memory") / (1024 * 1024));
+  } catch (const std::exception&) {
     return std::nullopt;
-  char* end = nullptr;
-  const double n = std::strtod(size.c_str(), &end);
-  if (end == size.c_str() || n < 0)
-    return std::nullopt;
-  const std::string unit(end);
-  double bytes = n;
-  if (unit == "k" || unit == "K")
-    bytes = n * 1024;
-  else if (unit == "m" || unit == "M")
-    bytes = n * 1024 * 1024;
-  else if (unit == "g" || unit == "G")
-    bytes = n * 1024 * 1024 * 1024;
-  else if (!unit.empty())
-    return std::nullopt;
-  return static_cast<long>(bytes / (1024 * 1024));
+  }
 }
 
 struct E2bApi {
@@ -249,8 +199,9 @@ struct E2bApi {
   // GET /v2/sandboxes (paged by nextToken / X-Next-Token) and GET /sandboxes (all at once).
   asio::awaitable<Answer> list(Caller who, Request r, bool paged) {
     std::vector<std::pair<std::string, std::string>> filter;
+    // The SDKs' metadata filter: a query value that is itself a query string, k1=v1&k2=v2.
     if (const auto m = r.query("metadata"))
-      filter = metadata_filter(*m);
+      filter = server::parse_query(*m);
     bool want_running = true;
     if (const auto st = r.query("state")) {
       want_running = false;

@@ -49,13 +49,7 @@ std::string envd_access_token(const SessionRecord& rec) {
   unsigned int n = 0;
   HMAC(EVP_sha256(), rec.token.data(), static_cast<int>(rec.token.size()),
        reinterpret_cast<const unsigned char*>(message.data()), message.size(), digest, &n);
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (unsigned int i = 0; i < n; ++i) {
-    out += kHex[digest[i] >> 4];
-    out += kHex[digest[i] & 15];
-  }
-  return out;
+  return hex_of(digest, n);
 }
 
 namespace {
@@ -285,13 +279,9 @@ struct Envd {
     return r.body.empty() ? json::object{} : parse_body(r.body);
   }
 
+  // A string field, "" when absent (a wrong type is invalid_argument, through ApiError).
   static std::string text(const json::object& body, std::string_view key) {
-    const auto* v = body.if_contains(key);
-    if (v == nullptr || v->is_null())
-      return {};
-    if (!v->is_string())
-      throw ConnectError("invalid_argument", fmt::format("{}: expected a string", key));
-    return std::string(v->get_string());
+    return string_field(body, key).value_or("");
   }
 
   asio::awaitable<json::object> filesystem(const Call& c, std::string_view method,

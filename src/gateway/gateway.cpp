@@ -48,13 +48,6 @@ auto log_failure(std::string what) {
   };
 }
 
-std::string hex_of(const unsigned char* bytes, unsigned int n) {
-  std::string out;
-  for (unsigned int i = 0; i < n; ++i)
-    out += fmt::format("{:02x}", bytes[i]);
-  return out;
-}
-
 std::string file_sha256(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in)
@@ -74,6 +67,13 @@ std::string file_sha256(const fs::path& file) {
 }
 
 }  // namespace
+
+std::string hex_of(const unsigned char* bytes, unsigned int n) {
+  std::string out;
+  for (unsigned int i = 0; i < n; ++i)
+    out += fmt::format("{:02x}", bytes[i]);
+  return out;
+}
 
 std::string sha256_hex(std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];

@@ -88,22 +88,31 @@ std::string_view Request::path() const {
   return without_query(std::string_view(target.data(), target.size()));
 }
 
+std::vector<std::pair<std::string, std::string>> parse_query(std::string_view text) {
+  std::vector<std::pair<std::string, std::string>> out;
+  while (!text.empty()) {
+    const auto amp = text.find('&');
+    const std::string_view pair = text.substr(0, amp);
+    text = amp == std::string_view::npos ? std::string_view{} : text.substr(amp + 1);
+    if (pair.empty())
+      continue;
+    const auto eq = pair.find('=');
+    out.emplace_back(
+        percent_decode(pair.substr(0, eq), true),
+        eq == std::string_view::npos ? std::string{} : percent_decode(pair.substr(eq + 1), true));
+  }
+  return out;
+}
+
 std::optional<std::string> Request::query(std::string_view name) const {
   const auto target = header.target();
-  std::string_view rest(target.data(), target.size());
-  const auto mark = rest.find('?');
+  const std::string_view whole(target.data(), target.size());
+  const auto mark = whole.find('?');
   if (mark == std::string_view::npos)
     return std::nullopt;
-  rest.remove_prefix(mark + 1);
-  while (!rest.empty()) {
-    const auto amp = rest.find('&');
-    const std::string_view pair = rest.substr(0, amp);
-    rest = amp == std::string_view::npos ? std::string_view{} : rest.substr(amp + 1);
-    const auto eq = pair.find('=');
-    const std::string key = percent_decode(pair.substr(0, eq), true);
+  for (auto& [key, value] : parse_query(whole.substr(mark + 1))) {
     if (key == name)
-      return eq == std::string_view::npos ? std::string{}
-                                          : percent_decode(pair.substr(eq + 1), true);
+      return std::move(value);
   }
   return std::nullopt;
 }

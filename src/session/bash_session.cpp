@@ -568,6 +568,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     if (!cfg.working_dir.empty())
       options.cwd = cfg.working_dir;
     options.cgroup_procs_fd = processes.prepare();
+    options.cgroup_dir_fd = processes.cgroup_dir_fd();
     detail::SpawnedChild child;
     try {
       try {
@@ -575,6 +576,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       } catch (const detail::CgroupJoinError& e) {
         processes.cgroup_refused(e);
         options.cgroup_procs_fd = -1;
+        options.cgroup_dir_fd = -1;
         child = detail::spawn_process(options);
       }
     } catch (const std::system_error& e) {

@@ -26,6 +26,9 @@ class SessionProcesses {
   /// Before bash starts: makes the session's cgroup when this process uses them. Returns the
   /// cgroup.procs descriptor bash joins through (owned here until started()), or -1.
   int prepare();
+  /// The same cgroup's directory, open for clone3's CLONE_INTO_CGROUP (owned here until
+  /// started()), or -1.
+  int cgroup_dir_fd() const noexcept { return dir_fd_; }
   /// bash could not join the cgroup: the session (and every later one) is found by scan.
   void cgroup_refused(const std::system_error& why);
   /// bash runs as `pid`, the leader of its own session, with `tag` ("NAME=value") in its
@@ -40,8 +43,11 @@ class SessionProcesses {
   void end_detached(pid_t child);
 
  private:
+  void close_join_fds();
+
   std::string cgroup_;  // the session's cgroup directory; empty: found by scan
   int procs_fd_ = -1;
+  int dir_fd_ = -1;
   pid_t sid_ = -1;
   std::string tag_;
   bool ended_ = false;

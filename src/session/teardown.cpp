@@ -673,8 +673,7 @@ Reaper::Job ending(const std::string& cgroup, pid_t sid, const std::string& tag)
 }  // namespace
 
 SessionProcesses::~SessionProcesses() {
-  if (procs_fd_ >= 0)
-    ::close(procs_fd_);
+  close_join_fds();
   if (!ended_ && !cgroup_.empty())
     remove_cgroup_tree(cgroup_);
 }
@@ -683,20 +682,27 @@ int SessionProcesses::prepare() {
   auto [dir, fd] = Reaper::get().make_session_cgroup();
   cgroup_ = std::move(dir);
   procs_fd_ = fd;
+  if (fd >= 0)
+    dir_fd_ = ::open(cgroup_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);  // -1: join by write
   return fd;
+}
+
+void SessionProcesses::close_join_fds() {
+  if (procs_fd_ >= 0)
+    ::close(std::exchange(procs_fd_, -1));
+  if (dir_fd_ >= 0)
+    ::close(std::exchange(dir_fd_, -1));
 }
 
 void SessionProcesses::cgroup_refused(const std::system_error& why) {
   Reaper::get().give_up_cgroups(why.code().message());
-  if (procs_fd_ >= 0)
-    ::close(std::exchange(procs_fd_, -1));
+  close_join_fds();
   if (!cgroup_.empty())
     remove_cgroup_tree(std::exchange(cgroup_, {}));
 }
 
 void SessionProcesses::started(pid_t pid, std::string tag) {
-  if (procs_fd_ >= 0)
-    ::close(std::exchange(procs_fd_, -1));
+  close_join_fds();
   sid_ = pid;
   tag_ = std::move(tag);
   Reaper::get().opened(pid);

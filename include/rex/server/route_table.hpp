@@ -111,6 +111,11 @@ class RouteTable {
   std::vector<Route> routes_;  // a few dozen at most: a linear search is the fastest
 };
 
+/// A query string (`a=1&b=x%20y`, without the `?`) as its key/value pairs in order,
+/// percent-decoded with `+` as a space; empty segments are skipped and a pair without `=` has
+/// an empty value.
+std::vector<std::pair<std::string, std::string>> parse_query(std::string_view text);
+
 /// Whether `path` matches `pattern`; appends the parameters to `params` when it does.
 bool match_path(std::string_view pattern, std::string_view path,
                 std::vector<std::pair<std::string, std::string>>& params);
