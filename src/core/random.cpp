@@ -3,10 +3,27 @@
 #include <sys/random.h>
 
 #include <cerrno>
+#include <random>
 #include <system_error>
 #include <vector>
 
 namespace rex {
+
+namespace {
+
+constexpr char kDigits[] = "0123456789abcdef";
+
+std::string hex_of(const unsigned char* raw, std::size_t bytes) {
+  std::string out;
+  out.reserve(2 * bytes);
+  for (std::size_t i = 0; i < bytes; ++i) {
+    out.push_back(kDigits[raw[i] >> 4]);
+    out.push_back(kDigits[raw[i] & 0xf]);
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string random_hex(std::size_t bytes) {
   std::vector<unsigned char> raw(bytes);
@@ -19,14 +36,21 @@ std::string random_hex(std::size_t bytes) {
       throw std::system_error(errno, std::generic_category(), "getrandom");
     got += static_cast<std::size_t>(n);
   }
-  static constexpr char kDigits[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(2 * bytes);
-  for (const unsigned char b : raw) {
-    out.push_back(kDigits[b >> 4]);
-    out.push_back(kDigits[b & 0xf]);
+  return hex_of(raw.data(), bytes);
+}
+
+std::string unique_hex(std::size_t bytes) {
+  thread_local std::mt19937_64 generator = [] {
+    const std::string seed = random_hex(8);
+    return std::mt19937_64(std::stoull(seed, nullptr, 16));
+  }();
+  std::vector<unsigned char> raw(bytes);
+  for (std::size_t i = 0; i < bytes; i += 8) {
+    const std::uint64_t word = generator();
+    for (std::size_t j = 0; j < 8 && i + j < bytes; ++j)
+      raw[i + j] = static_cast<unsigned char>(word >> (8 * j));
   }
-  return out;
+  return hex_of(raw.data(), bytes);
 }
 
 }  // namespace rex

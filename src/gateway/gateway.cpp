@@ -235,12 +235,20 @@ void Gateway::Impl::append_log(const SessionRecord& rec, const Caller& who, json
   line.emplace("actor", who.actor);
   std::string text = json::serialize(line);
   text.push_back('\n');
-  const auto path = log_path(rec.id);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    spdlog::error("gateway: cannot open {}: {}", path.string(), std::strerror(errno));
-    return;
+  // A ready session keeps its log open (with its connection); others open it for the line.
+  const auto it = sessions.find(rec.id);
+  Live* live = it != sessions.end() ? it->second.live.get() : nullptr;
+  detail::UniqueFd once;
+  detail::UniqueFd& file = live != nullptr ? live->transcript : once;
+  if (file.get() < 0) {
+    const auto path = log_path(rec.id);
+    file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+    if (file.get() < 0) {
+      spdlog::error("gateway: cannot open {}: {}", path.string(), std::strerror(errno));
+      return;
+    }
   }
+  const int fd = file.get();
   // One write per line: with O_APPEND, lines of concurrent calls never interleave.
   std::size_t done = 0;
   while (done < text.size()) {
@@ -251,7 +259,6 @@ void Gateway::Impl::append_log(const SessionRecord& rec, const Caller& who, json
       break;
     done += static_cast<std::size_t>(n);
   }
-  ::close(fd);
 }
 
 // --- artifacts -------------------------------------------------------------------------------
@@ -461,7 +468,19 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
   const Caller drift{"", "reconciler", ""};
   const double now = unix_now();
   for (auto& [name, p] : providers) {
-    const auto listing = co_await p->list();
+    // A provider that cannot answer (its engine is down) is skipped: its sessions are not
+    // judged lost on no evidence, and the other providers are still checked.
+    std::vector<SandboxListing> listing;
+    std::string failure;
+    try {
+      listing = co_await p->list();
+    } catch (const std::exception& x) {
+      failure = x.what();
+    }
+    if (!failure.empty()) {
+      spdlog::debug("gateway: provider {} cannot list its sandboxes: {}", name, failure);
+      continue;
+    }
     std::map<std::string, const SandboxListing*> by_sandbox;
     for (const auto& s : listing)
       by_sandbox[s.sandbox_id] = &s;

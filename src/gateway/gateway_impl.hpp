@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "core/offload.hpp"
+#include "core/unique_fd.hpp"
 #include "gateway/api_error.hpp"
 #include "gateway/notebook.hpp"
 #include "gateway/session_record.hpp"
@@ -43,6 +44,7 @@ struct Live {
   std::unique_ptr<RemoteRuntime> runtime;
   std::unique_ptr<Notebook> notebook;
   std::optional<server::RouteTable> swerex;  // SWE-ReX's routes over `runtime`
+  detail::UniqueFd transcript;               // the session's log, open for appending
 };
 
 struct Entry {

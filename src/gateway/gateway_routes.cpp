@@ -87,7 +87,7 @@ ApiError api_error_of(const std::exception& e) {
 std::string request_id_of(const Request& r) {
   if (const auto id = r.field("X-Request-ID"); id && !id->empty() && id->size() <= 200)
     return std::string(*id);
-  return "req-" + random_hex(8);
+  return "req-" + unique_hex(8);
 }
 
 // --- authentication and lookup ---------------------------------------------------------------

@@ -253,7 +253,7 @@ struct RemoteRuntime::Impl {
   RemoteRuntimeConfig cfg;
   http::Client client;
   std::optional<asio::thread_pool> files;
-  boost::uuids::random_generator uuids;
+  boost::uuids::random_generator_mt19937 uuids;  // seeded once: ids, not secrets
   bool streaming_unsupported = false;  // the server answered 404 to /run_in_session_stream
 };
 

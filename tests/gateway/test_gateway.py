@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tarfile
@@ -91,6 +92,7 @@ class GatewayTestCase(unittest.TestCase):
     gateway_args = ()   # extra command-line arguments
     config = None       # dict written to a YAML file passed with --config
     tenant_keys = {}    # tenant -> key: passed as --api-key T=K; requests use `default_key`
+    gateway_env = None  # variables added to the gateway's environment
     default_key = None
 
     def setUp(self):
@@ -120,7 +122,11 @@ class GatewayTestCase(unittest.TestCase):
 
     def start_gateway(self, ready_timeout=20.0, extra_args=()):
         headers = self.auth(self.default_key) if self.default_key else {}
-        gw = Gateway(BINARY, self.storage, [*self.base_args(), *extra_args], headers=headers)
+        env = None
+        if self.gateway_env:
+            env = {**os.environ, **self.gateway_env}
+        gw = Gateway(BINARY, self.storage, [*self.base_args(), *extra_args], headers=headers,
+                     env=env)
         self.gateways.append(gw)
         started = time.monotonic()
         self.ready = gw.wait_ready(ready_timeout)
@@ -1099,6 +1105,19 @@ class TestCreatesPerMinute(GatewayTestCase):
 class TestDrift(GatewayTestCase):
     config = {"orphan_grace": 1, "drift_interval": 1, "sweep_interval": 0.1}
     gateway_args = ("--max-sessions", "1")
+
+    def setUp(self):
+        # Neither engine answers (a socket nobody listens on refuses, as a stopped dockerd's
+        # does): the local provider's drift is checked all the same.
+        engines = tempfile.mkdtemp(prefix="engines-")
+        self.addCleanup(shutil.rmtree, engines, ignore_errors=True)
+        self.gateway_env = {}
+        for name, variable in (("docker", "DOCKER_HOST"), ("podman", "CONTAINER_HOST")):
+            path = os.path.join(engines, f"{name}.sock")
+            with socket.socket(socket.AF_UNIX) as s:
+                s.bind(path)
+            self.gateway_env[variable] = f"unix://{path}"
+        super().setUp()
 
     def test_killed_sandbox_becomes_lost_and_frees_quota(self):
         rec = self.create()

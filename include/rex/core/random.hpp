@@ -10,4 +10,8 @@ namespace rex {
 /// `bytes` random bytes from the system's secure source, as 2 * bytes lowercase hex digits.
 std::string random_hex(std::size_t bytes);
 
+/// `bytes` bytes of a generator seeded once per thread from the secure source, as hex: for
+/// names that must not repeat but need not be secret (request ids), without a system call.
+std::string unique_hex(std::size_t bytes);
+
 }  // namespace rex
