@@ -134,6 +134,13 @@ constexpr Decoder kDecoders[] = {
     round_trip<rex::IsAliveResponse>,
     round_trip<rex::CloseResponse>,
     exception_round_trip,
+    round_trip<rex::ProcessConfig>,
+    round_trip<rex::ProcessInfo>,
+    round_trip<rex::ProcessListResponse>,
+    round_trip<rex::ProcessSelector>,
+    round_trip<rex::ProcessInput>,
+    round_trip<rex::ProcessSignal>,
+    round_trip<rex::ProcessEnd>,
 };
 
 }  // namespace

@@ -83,6 +83,12 @@ def http_seeds():
         "http10": "GET /is_alive HTTP/1.0\r\n" + KEY + "\r\n",
         "large_body_refused": post("/write_file", {"path": "/big", "content": "x" * 9000}),
         "bad_request": "GET / HTTP/1.1\r\nBad Header\r\n\r\n",
+        "processes": post("/processes/start", {"argv": ["cat"], "stdin_pipe": True, "tag": "c"}) +
+        get("/processes") + post("/processes/input", {"tag": "c", "data": "aGkK", "close": True}) +
+        post("/processes/signal", {"pid": 1, "signal": "SIGBOGUS"}) +
+        post("/processes/connect", {"pid": 7}),
+        "process_bad_input": post("/processes/input", {"pid": 1, "data": "not base64!"}) +
+        post("/processes/start", {"argv": []}),
     }
     body = multipart([("target_path", None, "/tmp/up"), ("unzip", None, "false"),
                       ("file", "a.txt", "uploaded bytes")])
@@ -133,6 +139,15 @@ JSON_TYPES = [
     ("close_response", {}),
     ("exception", {"message": "boom", "class_path": "swerex.exceptions.NonZeroExitCodeError",
                    "traceback": "", "extra_info": {"exit_code": 1}}),
+    ("process_config", {"argv": ["cat"], "env": {"A": "1"}, "cwd": "/tmp", "tag": "t",
+                        "stdin_pipe": True, "keepalive": 0.5}),
+    ("process_info", {"pid": 42, "argv": ["sleep", "9"], "env": None, "cwd": "/",
+                      "tag": "", "stdin_pipe": False}),
+    ("process_list_response", {"processes": [{"pid": 1, "argv": ["a"]}, {"pid": 2}]}),
+    ("process_selector", {"pid": 0, "tag": "web", "keepalive": 15}),
+    ("process_input", {"pid": 7, "data": "aGkK", "close": True}),
+    ("process_signal", {"tag": "web", "signal": "SIGTERM"}),
+    ("process_end", {"exit_code": None, "signal": 9, "status": "signal: killed"}),
 ]
 
 
@@ -397,6 +412,19 @@ def gateway_request_seeds():
                                      "\x01\x00\x00\x00\x02{}"),
         "envd_process_unary": (1, "/process.Process/List",
                                "E2b-Sandbox-Id: s1\nContent-Type: application/json\n", "{}"),
+        "envd_process_signal": (1, "/process.Process/SendSignal",
+                                "E2b-Sandbox-Id: s1\nX-Access-Token: t\n"
+                                "Content-Type: application/json\n",
+                                json.dumps({"process": {"pid": 12}, "signal": "SIGNAL_SIGKILL"})),
+        "envd_process_input_bad_base64": (1, "/process.Process/SendInput",
+                                          "E2b-Sandbox-Id: s1\nX-Access-Token: t\n"
+                                          "Content-Type: application/json\n",
+                                          json.dumps({"process": {"tag": "x"},
+                                                      "input": {"stdin": "%%%"}})),
+        "envd_process_connect": (1, "/process.Process/Connect",
+                                 "E2b-Sandbox-Id: s1\nContent-Type: application/connect+json\n"
+                                 "Keepalive-Ping-Interval: 5\n",
+                                 "\x00\x00\x00\x00\x17" + json.dumps({"process": {"pid": 3}})),
     }
     for name, (method, target, headers, body) in seeds.items():
         write("gateway_request", name,

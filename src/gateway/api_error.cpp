@@ -1,5 +1,7 @@
 #include "gateway/api_error.hpp"
 
+#include <rex/core/text.hpp>
+
 #include <fmt/format.h>
 #include <boost/json.hpp>
 
@@ -76,42 +78,10 @@ std::optional<json::object> object_field(const json::object& o, std::string_view
 }
 
 std::string decode_base64(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() / 4 * 3);
-  unsigned buffer = 0;
-  int bits = 0;
-  bool padding = false;
-  for (const char c : text) {
-    int v;
-    if (c >= 'A' && c <= 'Z')
-      v = c - 'A';
-    else if (c >= 'a' && c <= 'z')
-      v = c - 'a' + 26;
-    else if (c >= '0' && c <= '9')
-      v = c - '0' + 52;
-    else if (c == '+')
-      v = 62;
-    else if (c == '/')
-      v = 63;
-    else if (c == '=') {
-      padding = true;
-      continue;
-    } else if (c == ' ' || c == '\n' || c == '\r' || c == '\t')
-      continue;
-    else
-      throw ApiError(422, "request.invalid_base64", "content: not valid base64");
-    if (padding)
-      throw ApiError(422, "request.invalid_base64", "content: data after base64 padding");
-    buffer = (buffer << 6) | static_cast<unsigned>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xff));
-    }
-  }
-  if (bits >= 6)
-    throw ApiError(422, "request.invalid_base64", "content: truncated base64");
-  return out;
+  Base64Decoded decoded = base64_decode(text);
+  if (!decoded.error.empty())
+    throw ApiError(422, "request.invalid_base64", "content: " + decoded.error);
+  return std::move(decoded.bytes);
 }
 
 }  // namespace rex::gateway

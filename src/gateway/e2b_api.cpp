@@ -34,7 +34,7 @@ using server::Request;
 namespace {
 
 // The envd version the SDKs are told: the one whose features they may use (0.5 and later).
-constexpr std::string_view kEnvdVersion = "0.5.0";
+constexpr std::string_view kEnvdVersion = "0.5.2";  // 0.5.2: CloseStdin
 constexpr std::string_view kDefaultTemplate = "base";
 constexpr std::size_t kDefaultListLimit = 100;
 

@@ -5,17 +5,20 @@
 //
 // Served: GET /health; GET /files (a file's bytes) and POST /files (multipart, one or several
 // files); filesystem.Filesystem's Stat, ListDir, MakeDir, Remove and Move in the Connect
-// protocol with the JSON codec; process.Process/Start, which runs a command to its end and
-// answers its whole stream at once, so List finds no process running and the calls that select
-// one (SendSignal, SendInput, Connect...) answer not_found. Paths are the sandbox's; a
+// protocol with the JSON codec; process.Process's Start and Connect (server streams: the
+// process's output as it comes, in Connect's envelopes), List, SendSignal, SendInput and
+// CloseStdin, over the background processes of the sandbox's server (rex/protocol/processes.hpp),
+// so a process outlives the call that started it and the gateway itself. Paths are the sandbox's; a
 // relative one is relative to the session's working directory, and the local provider keeps
 // them inside it, as the gateway's own file calls do.
 #include <rex/core/random.hpp>
 #include <rex/core/text.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/http/multipart.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/python_text.hpp>
 #include <rex/server/admission.hpp>
+#include <rex/server/event_stream.hpp>
 
 #include <fmt/format.h>
 #include <openssl/evp.h>
@@ -27,6 +30,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "gateway/api_error.hpp"
@@ -75,6 +79,17 @@ unsigned connect_status(std::string_view code) {
 ConnectError connect_error_of(const std::exception& e) {
   if (const auto* c = dynamic_cast<const ConnectError*>(&e))
     return *c;
+  // The sandbox's answers to process calls, by what they mean.
+  if (dynamic_cast<const ProcessDoesNotExistError*>(&e) != nullptr)
+    return ConnectError("not_found", e.what());
+  if (dynamic_cast<const ValueError*>(&e) != nullptr)
+    return ConnectError("invalid_argument", e.what());
+  if (dynamic_cast<const FileNotFoundError*>(&e) != nullptr ||
+      dynamic_cast<const PermissionError*>(&e) != nullptr ||
+      dynamic_cast<const NotADirectoryError*>(&e) != nullptr)
+    return ConnectError("invalid_argument", e.what());
+  if (dynamic_cast<const ProcessesUnsupportedError*>(&e) != nullptr)
+    return ConnectError("unimplemented", e.what());
   const ApiError api = api_error_of(e);
   std::string code = "internal";
   switch (api.status()) {
@@ -163,15 +178,6 @@ Answer stream_error(const ConnectError& e) {
   std::string body;
   append_envelope(body, kEndStream, json::serialize(json::object{{"error", error_body(e)}}));
   return stream_answer(std::move(body));
-}
-
-std::string base64(std::string_view bytes) {
-  std::string out(4 * ((bytes.size() + 2) / 3), '\0');
-  const int n = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                reinterpret_cast<const unsigned char*>(bytes.data()),
-                                static_cast<int>(bytes.size()));
-  out.resize(static_cast<std::size_t>(n));
-  return out;
 }
 
 struct Call {
@@ -358,98 +364,137 @@ struct Envd {
         fmt::format("filesystem.Filesystem/{} is not served by this gateway", method));
   }
 
-  // process.Process/Start: the command runs to its end in the sandbox; its answer is the whole
-  // stream at once (start, its output, its end), so output arrives when the command ends.
-  asio::awaitable<Answer> start(const Call& c, const Request& r, const json::object& message) {
+  // A StartRequest as the sandbox's process: E2B's cmd and args, its envs added to the
+  // sandbox's environment, its cwd (relative to the session's working directory), its tag, and
+  // stdin as a pipe when asked.
+  ProcessConfig process_config(const Call& c, const json::object& message) const {
     const auto* process = message.if_contains("process");
     if (process == nullptr || !process->is_object())
       throw ConnectError("invalid_argument", "process: required");
     const json::object& p = process->get_object();
+    ProcessConfig config;
     const std::string cmd = text(p, "cmd");
     if (cmd.empty())
       throw ConnectError("invalid_argument", "process.cmd: required");
-    std::vector<std::string> argv;
-    if (const auto* envs = p.if_contains("envs"); envs != nullptr && !envs->is_null()) {
-      if (!envs->is_object())
-        throw ConnectError("invalid_argument", "process.envs: expected an object");
-      for (const auto& [k, v] : envs->get_object()) {
-        if (!v.is_string() || k.empty() || k.find('=') != std::string_view::npos)
-          throw ConnectError("invalid_argument", fmt::format("process.envs.{}: expected a string",
-                                                             std::string_view(k)));
-        if (argv.empty())
-          argv.push_back("env");  // added to the sandbox's environment, not replacing it
-        argv.push_back(fmt::format("{}={}", std::string_view(k), std::string_view(v.get_string())));
-      }
-    }
-    argv.push_back(cmd);
+    config.argv.push_back(cmd);
     if (const auto* args = p.if_contains("args"); args != nullptr && !args->is_null()) {
       if (!args->is_array())
         throw ConnectError("invalid_argument", "process.args: expected an array");
       for (const auto& a : args->get_array()) {
         if (!a.is_string())
           throw ConnectError("invalid_argument", "process.args: expected strings");
-        argv.emplace_back(a.get_string());
+        config.argv.emplace_back(a.get_string());
       }
     }
-    Command run;
-    run.command = argv;
+    if (const auto* envs = p.if_contains("envs"); envs != nullptr && !envs->is_null()) {
+      if (!envs->is_object())
+        throw ConnectError("invalid_argument", "process.envs: expected an object");
+      std::map<std::string, std::string> added;
+      for (const auto& [k, v] : envs->get_object()) {
+        if (!v.is_string() || k.empty() || k.find('=') != std::string_view::npos)
+          throw ConnectError("invalid_argument", fmt::format("process.envs.{}: expected a string",
+                                                             std::string_view(k)));
+        added[std::string(k)] = std::string(v.get_string());
+      }
+      config.env = std::move(added);
+    }
     // A command's directory is not a file call's path: nothing confines what commands reach.
     const fs::path cwd(text(p, "cwd"));
-    run.cwd = (cwd.empty()         ? fs::path(c.entry->rec.working_dir)
-               : cwd.is_relative() ? fs::path(c.entry->rec.working_dir) / cwd
-                                   : cwd)
-                  .lexically_normal()
-                  .string();
-    run.timeout = 3600;
-    if (const auto ms = r.field("Connect-Timeout-Ms")) {
-      try {
-        run.timeout = std::max(0.001, std::stod(std::string(*ms)) / 1000);
-      } catch (const std::exception&) {
-        throw ConnectError("invalid_argument", "Connect-Timeout-Ms: expected milliseconds");
+    config.cwd = (cwd.empty()         ? fs::path(c.entry->rec.working_dir)
+                  : cwd.is_relative() ? fs::path(c.entry->rec.working_dir) / cwd
+                                      : cwd)
+                     .lexically_normal()
+                     .string();
+    config.tag = text(message, "tag");
+    if (const auto* in = message.if_contains("stdin"); in != nullptr && in->is_bool())
+      config.stdin_pipe = in->get_bool();
+    if (const auto* pty = message.if_contains("pty"); pty != nullptr && !pty->is_null())
+      throw ConnectError("unimplemented", "a process in a pseudo-terminal (pty) is not served");
+    return config;
+  }
+
+  // The process a call selects: {"process": {"pid": N}} or {"process": {"tag": "T"}}.
+  static ProcessSelector selector_of(const json::object& message) {
+    ProcessSelector which;
+    const auto* sel = message.if_contains("process");
+    if (sel != nullptr && sel->is_object()) {
+      const json::object& o = sel->get_object();
+      if (const auto* pid = o.if_contains("pid"); pid != nullptr && pid->is_number())
+        which.pid = pid->to_number<long>();
+      else if (const auto* tag = o.if_contains("tag"); tag != nullptr && tag->is_string())
+        which.tag = std::string(tag->get_string());
+    }
+    if (which.pid <= 0 && which.tag.empty())
+      throw ConnectError("invalid_argument", "process: a pid or a tag is required");
+    return which;
+  }
+
+  // The unary process calls: List, SendSignal, SendInput, CloseStdin.
+  asio::awaitable<json::object> process_call(const Call& c, std::string_view method,
+                                             const json::object& message) const {
+    Runtime& runtime = *c.live->runtime;
+    if (method == "List") {
+      const ProcessListResponse listed = co_await runtime.list_processes();
+      json::array processes;
+      for (const auto& p : listed.processes) {
+        json::array args;
+        for (std::size_t i = 1; i < p.argv.size(); ++i)
+          args.emplace_back(p.argv[i]);
+        json::object envs;
+        if (p.env)
+          for (const auto& [k, v] : *p.env)
+            envs[k] = v;
+        json::object info{
+            {"config", json::object{{"cmd", p.argv.empty() ? std::string() : p.argv.front()},
+                                    {"args", std::move(args)},
+                                    {"envs", std::move(envs)},
+                                    {"cwd", p.cwd}}},
+            {"pid", p.pid}};
+        if (!p.tag.empty())
+          info["tag"] = p.tag;
+        processes.push_back(std::move(info));
       }
+      co_return json::object{{"processes", std::move(processes)}};
     }
-    const std::uint64_t pid = ++s->e2b_processes;
-    std::string body;
-    append_envelope(body, 0,
-                    json::serialize(json::object{
-                        {"event", json::object{{"start", json::object{{"pid", pid}}}}}}));
-    CommandResponse seen;
-    std::optional<ConnectError> failure;
-    try {
-      seen = co_await c.live->runtime->execute(std::move(run));
-    } catch (const CommandTimeoutError& e) {
-      failure = ConnectError("deadline_exceeded", e.what());
+    const ProcessSelector which = selector_of(message);
+    if (method == "SendSignal") {
+      ProcessSignal signal{.pid = which.pid, .tag = which.tag, .signal = "SIGKILL"};
+      if (const auto* v = message.if_contains("signal")) {
+        if (v->is_string() && v->get_string().starts_with("SIGNAL_"))
+          signal.signal = std::string(v->get_string().subview(7));
+        else if (v->is_number())
+          signal.signal = std::to_string(v->to_number<int>());
+        else
+          throw ConnectError("invalid_argument",
+                             "signal: expected SIGNAL_SIGTERM or SIGNAL_SIGKILL");
+      }
+      if (signal.signal == "UNSPECIFIED" || signal.signal == "0")
+        throw ConnectError("invalid_argument", "signal: unspecified");
+      co_await runtime.signal_process(std::move(signal));
+      co_return json::object{};
     }
-    s->append_log(c.entry->rec, c.who,
-                  json::object{{"call", "e2b.process.Start"},
-                               {"request", message},
-                               {"exit_code", seen.exit_code ? json::value(*seen.exit_code)
-                                                            : json::value(nullptr)}});
-    if (failure) {
-      append_envelope(body, kEndStream,
-                      json::serialize(json::object{{"error", error_body(*failure)}}));
-      co_return stream_answer(std::move(body));
+    if (method == "SendInput" || method == "CloseStdin") {
+      ProcessInput input{.pid = which.pid, .tag = which.tag, .data = {}, .close = false};
+      if (method == "CloseStdin") {
+        input.close = true;
+      } else {
+        const auto* in = message.if_contains("input");
+        const json::object* o = in != nullptr ? in->if_object() : nullptr;
+        if (o != nullptr && o->contains("pty"))
+          throw ConnectError("unimplemented", "input to a pseudo-terminal (pty) is not served");
+        const json::value* stdin_data = o != nullptr ? o->if_contains("stdin") : nullptr;
+        if (stdin_data == nullptr || !stdin_data->is_string())
+          throw ConnectError("invalid_argument", "input.stdin: expected base64 bytes");
+        Base64Decoded bytes = base64_decode(stdin_data->get_string());
+        if (!bytes.error.empty())
+          throw ConnectError("invalid_argument", "input.stdin: " + bytes.error);
+        input.data = std::move(bytes.bytes);
+      }
+      co_await runtime.send_process_input(std::move(input));
+      co_return json::object{};
     }
-    for (const auto& [stream, data] :
-         {std::pair<const char*, const std::string*>{"stdout", &seen.stdout_},
-          {"stderr", &seen.stderr_}}) {
-      if (data->empty())
-        continue;
-      append_envelope(
-          body, 0,
-          json::serialize(json::object{
-              {"event", json::object{{"data", json::object{{stream, base64(*data)}}}}}}));
-    }
-    const int code = seen.exit_code.value_or(-1);
-    append_envelope(
-        body, 0,
-        json::serialize(json::object{
-            {"event", json::object{{"end", json::object{{"exitCode", code},
-                                                        {"exited", true},
-                                                        {"status", fmt::format("exit status {}",
-                                                                               code)}}}}}}));
-    append_envelope(body, kEndStream, "{}");
-    co_return stream_answer(std::move(body));
+    throw ConnectError("unimplemented",
+                       fmt::format("process.Process/{} is not served by this gateway", method));
   }
 
   asio::awaitable<std::variant<Answer, FileAnswer>> get_file(const Call& c, const Request& r) {
@@ -516,6 +561,174 @@ struct Envd {
   }
 };
 
+// --- process streams ---------------------------------------------------------------------------
+
+std::string envelope(std::uint8_t flags, const json::value& message) {
+  std::string out;
+  append_envelope(out, flags, json::serialize(message));
+  return out;
+}
+
+json::object process_event(const ProcessEvent& e) {
+  switch (e.kind) {
+    case ProcessEvent::Kind::started:
+      return json::object{{"event", json::object{{"start", json::object{{"pid", e.pid}}}}}};
+    case ProcessEvent::Kind::stdout_data:
+      return json::object{
+          {"event", json::object{{"data", json::object{{"stdout", base64_encode(e.data)}}}}}};
+    case ProcessEvent::Kind::stderr_data:
+      return json::object{
+          {"event", json::object{{"data", json::object{{"stderr", base64_encode(e.data)}}}}}};
+    case ProcessEvent::Kind::keepalive:
+      break;
+  }
+  return json::object{{"event", json::object{{"keepalive", json::object{}}}}};
+}
+
+json::object end_event(const ProcessEnd& end) {
+  json::object e{{"exitCode", end.exit_code.value_or(-1)},
+                 {"exited", end.exit_code.has_value()},
+                 {"status", end.status}};
+  if (!end.exit_code)
+    e["error"] = end.status;  // "signal: killed": what the SDKs' exit error reports
+  return json::object{{"event", json::object{{"end", std::move(e)}}}};
+}
+
+// What a process stream follows: a process to start (killed when the call's deadline passes)
+// or a running one to connect to (left running then).
+struct Followed {
+  std::variant<ProcessConfig, ProcessSelector> what;
+  std::optional<double> timeout;  // Connect-Timeout-Ms
+  json::object request;           // for the transcript
+  std::string call;
+};
+
+// The run, within `timeout` when there is one: none when the deadline passed first.
+asio::awaitable<std::optional<std::optional<ProcessEnd>>> bounded(
+    asio::awaitable<std::optional<ProcessEnd>> run, std::optional<double> timeout) {
+  if (!timeout)
+    co_return co_await std::move(run);
+  auto limited = with_timeout(std::move(run), duration_from_seconds(*timeout));
+  co_return co_await std::move(limited);
+}
+
+// Streams a process's events to the client as Connect envelopes, as they come: start, data,
+// keepalives, end, then the end of the stream (with an error when the call failed).
+asio::awaitable<void> follow_process(std::shared_ptr<Gateway::Impl> s, SessionRecord rec,
+                                     std::shared_ptr<Live> live, Caller who, Followed f,
+                                     std::shared_ptr<server::EventStream> out) {
+  Runtime& runtime = *live->runtime;
+  auto pid = std::make_shared<long>(0);
+  Runtime::ProcessListener listener = [out, pid](const ProcessEvent& e) {
+    if (out->closed())
+      return false;  // the client left: the process runs on
+    if (e.kind == ProcessEvent::Kind::started)
+      *pid = e.pid;
+    out->send_bytes(envelope(0, process_event(e)));
+    return true;
+  };
+  std::optional<ProcessEnd> end;
+  std::optional<ConnectError> failure;
+  bool timed_out = false;
+  try {
+    auto run = std::holds_alternative<ProcessConfig>(f.what)
+                   ? runtime.start_process(std::get<ProcessConfig>(f.what), listener)
+                   : runtime.connect_process(std::get<ProcessSelector>(f.what), listener);
+    auto limited = bounded(std::move(run), f.timeout);
+    auto result = co_await std::move(limited);
+    timed_out = !result;
+    if (result)
+      end = std::move(*result);
+  } catch (const std::exception& e) {
+    failure = connect_error_of(e);
+  }
+  if (timed_out) {
+    failure = ConnectError("deadline_exceeded",
+                           fmt::format("the call's deadline of {} passed",
+                                       seconds_text(std::chrono::duration<double>(*f.timeout))));
+    if (std::holds_alternative<ProcessConfig>(f.what) && *pid > 0) {
+      ProcessSignal kill{.pid = *pid, .tag = {}, .signal = "SIGKILL"};
+      try {
+        co_await runtime.signal_process(std::move(kill));
+      } catch (const std::exception&) {
+        // it has ended meanwhile
+      }
+    }
+  }
+  json::object line{{"call", std::move(f.call)}, {"request", std::move(f.request)}};
+  if (*pid > 0)
+    line["pid"] = *pid;
+  if (end) {
+    line["exit_code"] = end->exit_code ? json::value(*end->exit_code) : json::value(nullptr);
+    line["status"] = end->status;
+    out->send_bytes(envelope(0, end_event(*end)));
+    out->send_bytes(envelope(kEndStream, json::object{}));
+  } else if (failure) {
+    line["error"] = failure->code;
+    out->send_bytes(envelope(kEndStream, json::object{{"error", error_body(*failure)}}));
+  } else {
+    line["detached"] = true;  // the client left before the process ended
+  }
+  s->append_log(rec, who, std::move(line));
+}
+
+// process.Process/Start and /Connect: the request checked and its caller admitted at once (a
+// refusal is a Connect error), then the stream.
+std::variant<Answer, server::EventProducer> process_stream(std::shared_ptr<Gateway::Impl> s,
+                                                           const Request& r, bool start) {
+  const bool streaming = r.field("Content-Type").value_or("").starts_with("application/connect+");
+  std::optional<ConnectError> failure;
+  try {
+    if (!streaming)
+      throw ConnectError("invalid_argument",
+                         fmt::format("process.Process/{} is a server-streaming call: send "
+                                     "application/connect+json",
+                                     start ? "Start" : "Connect"));
+    const json::object message = request_envelope(r.body);
+    Envd envd{s};
+    const Call c = envd.admit(r);
+    Followed f;
+    if (start)
+      f.what = envd.process_config(c, message);
+    else
+      f.what = Envd::selector_of(message);
+    if (const auto ms = r.field("Connect-Timeout-Ms")) {
+      double seconds = 0;
+      try {
+        seconds = std::stod(std::string(*ms)) / 1000;
+      } catch (const std::exception&) {
+        throw ConnectError("invalid_argument", "Connect-Timeout-Ms: expected milliseconds");
+      }
+      if (seconds > 0)
+        f.timeout = seconds;
+    }
+    double keepalive = 50;
+    if (const auto v = r.field("Keepalive-Ping-Interval")) {
+      try {
+        keepalive = std::stod(std::string(*v));
+      } catch (const std::exception&) {
+        throw ConnectError("invalid_argument", "Keepalive-Ping-Interval: expected seconds");
+      }
+    }
+    if (auto* config = std::get_if<ProcessConfig>(&f.what))
+      config->keepalive = keepalive;
+    else
+      std::get<ProcessSelector>(f.what).keepalive = keepalive;
+    f.request = message;
+    f.call = start ? "e2b.process.Start" : "e2b.process.Connect";
+    return server::EventProducer(
+        [s, rec = c.entry->rec, live = c.live, who = c.who,
+         f = std::move(f)](std::shared_ptr<server::EventStream> out) mutable {
+          return follow_process(s, rec, live, who, std::move(f), std::move(out));
+        });
+  } catch (const std::exception& e) {
+    failure = connect_error_of(e);
+  }
+  if (streaming)
+    return stream_error(*failure);
+  return server::json_answer(connect_status(failure->code), error_body(*failure));
+}
+
 // The HTTP endpoints answer errors as {"code": status, "message"}.
 Answer http_error(const ConnectError& e) {
   const unsigned status = connect_status(e.code);
@@ -577,50 +790,35 @@ void add_e2b_envd_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s
           const unsigned status = connect_status(failure->code);
           co_return server::json_answer(status, error_body(*failure));
         }));
+  // The two server-streaming calls first: the route of the unary ones would take them.
+  t.add(verb::post, "/process.Process/Start",
+        server::StreamRoute([s](Request r) { return process_stream(s, r, true); }),
+        "application/connect+json");
+  t.add(verb::post, "/process.Process/Connect",
+        server::StreamRoute([s](Request r) { return process_stream(s, r, false); }),
+        "application/connect+json");
   t.add(verb::post, "/process.Process/{method}",
         server::JsonRoute([s](Request r) -> asio::awaitable<Answer> {
           Envd envd{s};
-          const bool streaming =
-              r.field("Content-Type").value_or("").starts_with("application/connect+");
+          const std::string method(r.param("method"));
+          std::optional<Call> c;
+          json::object body;
           std::optional<ConnectError> failure;
           try {
-            const std::string method(r.param("method"));
-            if (method == "Start" && streaming) {
-              const json::object message = request_envelope(r.body);
-              const Call c = envd.admit(r);
-              co_return co_await envd.start(c, r, message);
-            }
-            // A command has ended before its Start answers: no process is ever running to be
-            // listed, signalled, fed or reconnected to.
-            const bool unary = method == "List" || method == "SendSignal" ||
-                               method == "SendInput" || method == "CloseStdin" ||
-                               method == "Update";
-            if ((unary && !streaming) || (method == "Connect" && streaming)) {
-              const json::object message = streaming ? request_envelope(r.body) : Envd::body_of(r);
-              (void)envd.admit(r);
-              if (method == "List")
-                co_return server::json_answer(200, json::object{{"processes", json::array{}}});
-              std::string which = "the process";
-              if (const auto* sel = message.if_contains("process"); sel && sel->is_object()) {
-                if (const auto* pid = sel->get_object().if_contains("pid"))
-                  which = "process " + json::serialize(*pid);
-                else if (const auto* tag = sel->get_object().if_contains("tag"))
-                  which = "the process tagged " + json::serialize(*tag);
-              }
-              throw ConnectError("not_found",
-                                 fmt::format("{} is not running: a command runs to its end "
-                                             "before its answer here",
-                                             which));
-            }
-            (void)envd.admit(r);
-            throw ConnectError(
-                "unimplemented",
-                fmt::format("process.Process/{} is not served by this gateway", method));
+            body = Envd::body_of(r);
+            c = envd.admit(r);
+            json::object reply = co_await envd.process_call(*c, method, body);
+            s->append_log(c->entry->rec, c->who,
+                          json::object{{"call", "e2b.process." + method}, {"request", body}});
+            co_return server::json_answer(200, reply);
           } catch (const std::exception& e) {
             failure = connect_error_of(e);
           }
-          if (streaming)
-            co_return stream_error(*failure);
+          if (c)  // admitted: the refusal is the session's too
+            s->append_log(c->entry->rec, c->who,
+                          json::object{{"call", "e2b.process." + method},
+                                       {"request", std::move(body)},
+                                       {"error", failure->code}});
           co_return server::json_answer(connect_status(failure->code), error_body(*failure));
         }));
 }

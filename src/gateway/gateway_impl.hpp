@@ -101,7 +101,6 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   std::list<std::shared_ptr<Subscriber>> subscribers;
   std::unique_ptr<server::Service> service;
   bool reconciled = false;
-  std::uint64_t e2b_processes = 1000;  // the pids the E2B-compatible API gives commands
   bool stopping = false;
   Event stop_requested;
   Metrics metrics;

@@ -55,9 +55,13 @@ struct RexOnlyType {
   Thrower raise;
 };
 
-constexpr std::array<RexOnlyType, 2> kRexOnlyTypes{{
+constexpr std::array<RexOnlyType, 4> kRexOnlyTypes{{
     {"SessionDiedError", &is_a<SessionDiedError>, &throw_as<SessionDiedError>},
     {"SessionBusyError", &is_a<SessionBusyError>, &throw_as<SessionBusyError>},
+    {"ProcessDoesNotExistError", &is_a<ProcessDoesNotExistError>,
+     &throw_as<ProcessDoesNotExistError>},
+    {"ProcessesUnsupportedError", &is_a<ProcessesUnsupportedError>,
+     &throw_as<ProcessesUnsupportedError>},
 }};
 
 constexpr std::string_view kRexErrorKey = "rex_error";

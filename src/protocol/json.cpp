@@ -40,7 +40,14 @@
   X(DownloadRequest)           \
   X(DownloadResponse)          \
   X(IsAliveResponse)           \
-  X(CloseResponse)
+  X(CloseResponse)             \
+  X(ProcessConfig)             \
+  X(ProcessInfo)               \
+  X(ProcessListResponse)       \
+  X(ProcessSelector)           \
+  X(ProcessInput)              \
+  X(ProcessSignal)             \
+  X(ProcessEnd)
 
 namespace rex {
 namespace {
@@ -59,7 +66,8 @@ REX_PROTOCOL_TYPES(REX_TYPE_NAME)  // Action is named in decode_action
 #undef REX_TYPE_NAME
 
 // Fields SWE-ReX's models declare without a default: a request lacking them is meaningless.
-constexpr std::array<std::pair<std::string_view, std::string_view>, 9> kRequiredFields{{
+constexpr std::array<std::pair<std::string_view, std::string_view>, 10> kRequiredFields{{
+    {"ProcessConfig", "argv"},
     {"BashAction", "command"},
     {"Command", "command"},
     {"ReadFileRequest", "path"},

@@ -7,6 +7,7 @@
 #include <rex/runtime/process_runner.hpp>
 
 #include "core/offload.hpp"
+#include "runtime/process_table.hpp"
 
 #include <boost/asio/thread_pool.hpp>
 
@@ -25,7 +26,8 @@ struct LocalRuntime::Impl {
   Impl(asio::any_io_executor executor, LocalRuntimeConfig config)
       : ex(std::move(executor)),
         cfg(std::move(config)),
-        files(std::max<std::size_t>(cfg.file_threads, 1)) {}
+        files(std::max<std::size_t>(cfg.file_threads, 1)),
+        processes(ex) {}
 
   ~Impl() {
     sessions.clear();  // each session kills its processes as it goes
@@ -57,6 +59,7 @@ struct LocalRuntime::Impl {
   // A null entry reserves a name while its session starts. Hashed: every command looks its
   // session up, and a tree of many sessions costs a cache miss per level.
   std::unordered_map<std::string, std::shared_ptr<BashSession>> sessions;
+  detail::ProcessTable processes;
 };
 
 LocalRuntime::LocalRuntime(asio::any_io_executor executor, LocalRuntimeConfig config)
@@ -174,6 +177,7 @@ asio::awaitable<void> close_one(std::shared_ptr<BashSession> session) {
 }  // namespace
 
 asio::awaitable<CloseResponse> LocalRuntime::close() {
+  impl_->processes.kill_all();  // the runtime's close ends what it runs in the background too
   auto sessions = std::move(impl_->sessions);
   impl_->sessions.clear();
   std::vector<std::shared_ptr<BashSession>> started;
@@ -184,6 +188,29 @@ asio::awaitable<CloseResponse> LocalRuntime::close() {
   // Side by side: the whole takes about as long as the slowest close.
   co_await for_each_bounded(std::move(started), kConcurrentCloses, close_one);
   co_return CloseResponse{};
+}
+
+asio::awaitable<std::optional<ProcessEnd>> LocalRuntime::start_process(ProcessConfig config,
+                                                                       ProcessListener on_event) {
+  return impl_->processes.start(std::move(config), std::move(on_event));
+}
+
+asio::awaitable<std::optional<ProcessEnd>> LocalRuntime::connect_process(ProcessSelector which,
+                                                                         ProcessListener on_event) {
+  return impl_->processes.connect(std::move(which), std::move(on_event));
+}
+
+asio::awaitable<ProcessListResponse> LocalRuntime::list_processes() {
+  co_return impl_->processes.list();
+}
+
+asio::awaitable<void> LocalRuntime::send_process_input(ProcessInput input) {
+  return impl_->processes.input(std::move(input));
+}
+
+asio::awaitable<void> LocalRuntime::signal_process(ProcessSignal signal) {
+  impl_->processes.signal(signal);
+  co_return;
 }
 
 std::size_t LocalRuntime::session_count() const noexcept {

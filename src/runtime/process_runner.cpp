@@ -1,3 +1,4 @@
+#include <rex/core/event.hpp>
 #include <rex/core/outcome.hpp>
 #include <rex/core/timeout.hpp>
 #include <rex/protocol/exceptions.hpp>
@@ -7,6 +8,7 @@
 
 #include "core/spawn.hpp"
 #include "core/unique_fd.hpp"
+#include "runtime/process_table.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -15,14 +17,23 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
+#include <deque>
 #include <exception>
+#include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -199,18 +210,27 @@ std::string command_repr(const Command& command) {
   return out + "]";
 }
 
+// A child in a process group of its own; ValueError for a NUL byte in an argument or the
+// directory.
+detail::SpawnOptions group_options(std::vector<std::string> argv,
+                                   std::optional<std::vector<std::string>> env,
+                                   std::optional<std::string> cwd) {
+  for (const auto& arg : argv)
+    reject_nul(arg);
+  if (cwd)
+    reject_nul(*cwd);
+  return detail::SpawnOptions{.argv = std::move(argv),
+                              .env = std::move(env),
+                              .cwd = std::move(cwd),
+                              .new_process_group = true,
+                              .controlling_tty = std::nullopt};
+}
+
 }  // namespace
 
 asio::awaitable<CommandResponse> run_command(Command command) {
-  detail::SpawnOptions options{.argv = build_argv(command),
-                               .env = build_env(command),
-                               .cwd = command.cwd,
-                               .new_process_group = true,
-                               .controlling_tty = std::nullopt};
-  for (const auto& arg : options.argv)
-    reject_nul(arg);
-  if (options.cwd)
-    reject_nul(*options.cwd);
+  detail::SpawnOptions options =
+      group_options(build_argv(command), build_env(command), command.cwd);
 
   Pipe out_pipe;
   Pipe err_pipe;
@@ -301,3 +321,293 @@ asio::awaitable<CommandResponse> run_command(Command command) {
 }
 
 }  // namespace rex
+
+// --- background processes --------------------------------------------------------------------
+
+namespace rex::detail {
+
+namespace {
+
+using ProcessListener = Runtime::ProcessListener;
+
+// What one listener has not seen yet.
+struct Listener {
+  explicit Listener(asio::any_io_executor ex) : wake(std::move(ex)) {}
+  std::deque<ProcessEvent> queue;
+  std::optional<ProcessEnd> end;
+  Event wake;
+};
+
+std::string lowercase(std::string text) {
+  for (char& c : text)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return text;
+}
+
+ProcessEnd end_of(const std::optional<int>& code) {
+  ProcessEnd end;
+  if (!code) {
+    end.status = "unknown";
+  } else if (*code >= 0) {
+    end.exit_code = *code;
+    end.status = fmt::format("exit status {}", *code);
+  } else {
+    end.signal = -*code;
+    const char* name = ::strsignal(-*code);
+    end.status = "signal: " + lowercase(name != nullptr ? name : std::to_string(-*code));
+  }
+  return end;
+}
+
+}  // namespace
+
+struct ProcessTable::Process {
+  explicit Process(asio::any_io_executor ex) : pidfd(ex), out(ex), err(ex), in(ex) {}
+  ~Process() {
+    if (reaper)
+      reaper->kill_group();  // the table or the io_context went before it ended
+  }
+
+  void publish(const ProcessEvent& e) {
+    for (const auto& l : listeners) {
+      l->queue.push_back(e);
+      l->wake.set();
+    }
+  }
+
+  ProcessInfo info;
+  std::optional<ChildReaper> reaper;  // until reaped
+  stream_descriptor pidfd, out, err, in;
+  std::vector<std::shared_ptr<Listener>> listeners;
+};
+
+namespace {
+
+using Process = ProcessTable::Process;
+
+asio::awaitable<void> forward(std::shared_ptr<Process> p, stream_descriptor& pipe,
+                              ProcessEvent::Kind kind) {
+  std::string buffer(1 << 16, '\0');
+  while (true) {
+    boost::system::error_code ec;
+    const std::size_t n = co_await pipe.async_read_some(
+        asio::buffer(buffer), asio::redirect_error(asio::use_awaitable, ec));
+    if (n > 0)
+      p->publish(ProcessEvent{kind, p->info.pid, buffer.substr(0, n)});
+    if (ec)
+      co_return;  // end of file, or the pipe failed: either way nothing more comes
+  }
+}
+
+// Reads a process's output until it has ended, then hands every listener its end and takes
+// it out of the table.
+asio::awaitable<void> pump(std::shared_ptr<ProcessTable::Processes> table,
+                           std::shared_ptr<Process> p) {
+  auto out = forward(p, p->out, ProcessEvent::Kind::stdout_data);
+  auto err = forward(p, p->err, ProcessEvent::Kind::stderr_data);
+  auto exited = wait_for_exit(p->pidfd);
+  auto done = all_of(std::move(out), std::move(err), std::move(exited));
+  co_await capture(std::move(done));
+  const ProcessEnd end = end_of(p->reaper->reap());
+  p->reaper.reset();
+  for (const auto& l : p->listeners) {
+    l->end = end;
+    l->wake.set();
+  }
+  table->erase(p->info.pid);
+}
+
+// Hands a listener's events to `on_event` until the process ends (its end), the listener says
+// stop (none) or the caller is cancelled.
+asio::awaitable<std::optional<ProcessEnd>> listen(std::shared_ptr<Process> p,
+                                                  std::shared_ptr<Listener> l, double keepalive,
+                                                  ProcessListener on_event) {
+  struct Leave {
+    Process& p;
+    Listener* l;
+    ~Leave() {
+      std::erase_if(p.listeners, [this](const auto& x) { return x.get() == l; });
+    }
+  } leave{*p, l.get()};
+  while (true) {
+    l->wake.reset();
+    while (!l->queue.empty()) {
+      const ProcessEvent e = std::move(l->queue.front());
+      l->queue.pop_front();
+      if (!on_event(e))
+        co_return std::nullopt;
+    }
+    if (l->end)
+      co_return l->end;
+    if (keepalive > 0) {
+      auto woken = l->wake.wait();
+      const auto in_time =
+          co_await with_timeout(std::move(woken), duration_from_seconds(keepalive));
+      if (!in_time && !on_event(ProcessEvent{ProcessEvent::Kind::keepalive, p->info.pid, {}}))
+        co_return std::nullopt;
+    } else {
+      co_await l->wake.wait();
+    }
+  }
+}
+
+std::shared_ptr<Process> select(const ProcessTable::Processes& table, long pid,
+                                const std::string& tag) {
+  if (pid != 0) {
+    const auto it = table.find(pid);
+    if (it != table.end())
+      return it->second;
+    throw ProcessDoesNotExistError(fmt::format("no process with pid {} is running", pid));
+  }
+  if (!tag.empty()) {
+    for (const auto& [_, p] : table)
+      if (p->info.tag == tag)
+        return p;
+    throw ProcessDoesNotExistError(
+        fmt::format("no process tagged {} is running", python_repr(tag)));
+  }
+  throw ValueError("a process call needs a pid or a tag");
+}
+
+std::vector<std::string> environment_with(const std::map<std::string, std::string>& added) {
+  std::map<std::string, std::string> merged;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq != std::string_view::npos)
+      merged[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+  for (const auto& [name, value] : added) {
+    if (name.empty() || name.find('=') != std::string::npos)
+      throw ValueError("illegal environment variable name", {{"name", name}});
+    reject_nul(name);
+    reject_nul(value);
+    merged[name] = value;
+  }
+  std::vector<std::string> out;
+  out.reserve(merged.size());
+  for (const auto& [name, value] : merged)
+    out.push_back(name + "=" + value);
+  return out;
+}
+
+}  // namespace
+
+int parse_signal(std::string_view name) {
+  std::string text = lowercase(std::string(name));
+  if (!text.empty() &&
+      std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    const int n = std::atoi(text.c_str());
+    if (n > 0 && n < NSIG)
+      return n;
+  }
+  if (text.starts_with("sig"))
+    text.erase(0, 3);
+  for (int n = 1; n < NSIG; ++n) {
+    const char* abbrev = ::sigabbrev_np(n);
+    if (abbrev != nullptr && lowercase(abbrev) == text)
+      return n;
+  }
+  throw ValueError(fmt::format("unknown signal {}", python_repr(std::string(name))));
+}
+
+ProcessTable::ProcessTable(asio::any_io_executor executor)
+    : ex_(std::move(executor)), processes_(std::make_shared<Processes>()) {}
+
+ProcessTable::~ProcessTable() {
+  kill_all();
+}
+
+void ProcessTable::kill_all() noexcept {
+  for (const auto& [_, p] : *processes_)
+    if (p->reaper)
+      p->reaper->kill_group();
+}
+
+asio::awaitable<std::optional<ProcessEnd>> ProcessTable::start(ProcessConfig config,
+                                                               ProcessListener on_event) {
+  if (config.argv.empty())
+    throw ValueError("the process's argv is empty");
+  SpawnOptions options = group_options(
+      config.argv, config.env ? std::optional(environment_with(*config.env)) : std::nullopt,
+      config.cwd);
+  Pipe out_pipe, err_pipe, in_pipe;
+  open_pipe(out_pipe);
+  open_pipe(err_pipe);
+  if (config.stdin_pipe)
+    open_pipe(in_pipe);
+  options.stdout_fd = out_pipe.write.get();
+  options.stderr_fd = err_pipe.write.get();
+  options.stdin_fd = config.stdin_pipe ? in_pipe.read.get() : -1;
+  const SpawnedChild child = spawn(options);
+
+  auto p = std::make_shared<Process>(ex_);
+  p->reaper.emplace(child.pid);
+  p->pidfd.assign(child.pidfd);
+  out_pipe.write.reset();
+  err_pipe.write.reset();
+  in_pipe.read.reset();
+  p->out.assign(out_pipe.read.release());
+  p->err.assign(err_pipe.read.release());
+  if (config.stdin_pipe)
+    p->in.assign(in_pipe.write.release());
+  p->info = ProcessInfo{.pid = child.pid,
+                        .argv = std::move(config.argv),
+                        .env = std::move(config.env),
+                        .cwd = config.cwd.value_or(std::filesystem::current_path().string()),
+                        .tag = std::move(config.tag),
+                        .stdin_pipe = config.stdin_pipe};
+  (*processes_)[child.pid] = p;
+  auto l = std::make_shared<Listener>(ex_);
+  l->queue.push_back(ProcessEvent{ProcessEvent::Kind::started, child.pid, {}});
+  p->listeners.push_back(l);
+  asio::co_spawn(ex_, pump(processes_, p), asio::detached);
+  co_return co_await listen(p, l, config.keepalive, std::move(on_event));
+}
+
+asio::awaitable<std::optional<ProcessEnd>> ProcessTable::connect(ProcessSelector which,
+                                                                 ProcessListener on_event) {
+  auto p = select(*processes_, which.pid, which.tag);
+  auto l = std::make_shared<Listener>(ex_);
+  l->queue.push_back(ProcessEvent{ProcessEvent::Kind::started, p->info.pid, {}});
+  p->listeners.push_back(l);
+  co_return co_await listen(p, l, which.keepalive, std::move(on_event));
+}
+
+ProcessListResponse ProcessTable::list() const {
+  ProcessListResponse out;
+  for (const auto& [_, p] : *processes_)
+    if (p->reaper)
+      out.processes.push_back(p->info);
+  return out;
+}
+
+asio::awaitable<void> ProcessTable::input(ProcessInput input) {
+  auto p = select(*processes_, input.pid, input.tag);
+  if (!p->in.is_open())
+    throw ValueError(
+        fmt::format("process {} has no stdin to write to: start it with "
+                    "stdin_pipe, and write before closing it",
+                    p->info.pid));
+  if (!input.data.empty()) {
+    boost::system::error_code ec;
+    co_await asio::async_write(p->in, asio::buffer(input.data),
+                               asio::redirect_error(asio::use_awaitable, ec));
+    if (ec && ec != asio::error::broken_pipe)
+      throw_os_error(ec.value());
+  }
+  if (input.close) {
+    boost::system::error_code ignored;
+    p->in.close(ignored);
+    p->info.stdin_pipe = false;
+  }
+}
+
+void ProcessTable::signal(const ProcessSignal& signal) {
+  const int number = parse_signal(signal.signal);
+  auto p = select(*processes_, signal.pid, signal.tag);
+  if (p->reaper && ::kill(-static_cast<pid_t>(p->info.pid), number) != 0 && errno != ESRCH)
+    throw_os_error(errno);
+}
+
+}  // namespace rex::detail

@@ -4,6 +4,7 @@
 #include <rex/core/text.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/multipart.hpp>
+#include <rex/http/retry_policy.hpp>
 #include <rex/http/sse.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/json.hpp>
@@ -209,6 +210,16 @@ struct RemoteRuntime::Impl {
     const json::value encoded = to_json(body);
     co_return co_await call_raw<T>(target, &encoded, timeout);
   }
+
+  // A call whose answer carries nothing but success.
+  asio::awaitable<void> call_void(const char* target, json::value body) {
+    http::ClientRequest request = post(target, &body, cfg.request_timeout);
+    const http::ClientResponse response = co_await client.request(request);
+    check(request, response);
+  }
+
+  asio::awaitable<std::optional<ProcessEnd>> follow_process(const char* target, json::value body,
+                                                            ProcessListener on_event);
 
   // A command's own timeout plus the margin, or the long limit when it has none.
   Clock::duration command_timeout(const std::optional<double>& seconds) const {
@@ -453,6 +464,146 @@ asio::awaitable<DownloadResponse> RemoteRuntime::download(DownloadRequest reques
 asio::awaitable<CloseResponse> RemoteRuntime::close() {
   const auto timeout = impl_->cfg.request_timeout;
   co_return co_await impl_->call_raw<CloseResponse>("/close", nullptr, timeout);
+}
+
+// --- background processes --------------------------------------------------------------------
+
+namespace {
+
+// Thrown from inside a process stream's body callback when its listener stops listening: it
+// ends the request (and closes its connection) without being an error.
+struct StopListening {};
+
+}  // namespace
+
+// A process stream of /processes/start or /processes/connect: its events to `on_event` as they
+// come, until "end" (returned), "error" (thrown as the runtime's exception), or the listener
+// stops (none).
+asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::Impl::follow_process(
+    const char* target, json::value body, ProcessListener on_event) {
+  // A process may run for as long as its sandbox: the stream has no limit of its own.
+  http::ClientRequest request = post(target, &body, std::chrono::hours(24 * 365));
+  request.retry = http::RetryPolicy{.max_retries = 0};  // a retried start would start another
+  std::optional<ProcessEnd> end;
+  std::optional<json::value> error;
+  std::string bad_event;
+  http::SseParser parser;
+  std::vector<http::SseEvent> events;
+  auto handle = [&](const http::SseEvent& e) {
+    json::error_code ec;
+    json::value value = json::parse(e.data, ec);
+    if (ec || !value.is_object()) {
+      bad_event = fmt::format("event {} with invalid JSON: {}", e.event, excerpt(e.data));
+      return;
+    }
+    const json::object& o = value.as_object();
+    ProcessEvent event;
+    if (e.event == "start") {
+      const json::value* pid = o.if_contains("pid");
+      if (pid == nullptr || !pid->is_int64()) {
+        bad_event = "a start event without a pid";
+        return;
+      }
+      event.kind = ProcessEvent::Kind::started;
+      event.pid = static_cast<long>(pid->as_int64());
+    } else if (e.event == "stdout" || e.event == "stderr") {
+      const json::value* data = o.if_contains("data");
+      Base64Decoded bytes = data != nullptr && data->is_string() ? base64_decode(data->as_string())
+                                                                 : Base64Decoded{{}, "no data"};
+      if (!bytes.error.empty()) {
+        bad_event = fmt::format("a {} event whose data is {}", e.event, bytes.error);
+        return;
+      }
+      event.kind =
+          e.event == "stdout" ? ProcessEvent::Kind::stdout_data : ProcessEvent::Kind::stderr_data;
+      event.data = std::move(bytes.bytes);
+    } else if (e.event == "keepalive") {
+      event.kind = ProcessEvent::Kind::keepalive;
+    } else if (e.event == "end") {
+      try {
+        end = from_json<ProcessEnd>(value);
+      } catch (const ProtocolError& x) {
+        bad_event = fmt::format("an end event that does not decode: {}", x.what());
+      }
+      return;
+    } else {
+      if (e.event == "error")
+        error = std::move(value);
+      return;
+    }
+    if (!on_event(event))
+      throw StopListening{};
+  };
+  request.on_body = [&](std::string_view piece) {
+    events.clear();
+    parser.feed(piece, events);
+    for (const auto& e : events)
+      handle(e);
+  };
+  http::ClientResponse response;
+  bool stopped = false;
+  try {
+    response = co_await client.request(request);
+  } catch (const StopListening&) {
+    stopped = true;
+  }
+  if (stopped)
+    co_return std::nullopt;
+  if (response.status == 404 || response.status == 405)
+    throw ProcessesUnsupportedError(fmt::format("{} has no background processes (HTTP {} to {})",
+                                                client.base_url().text, response.status, target));
+  check(request, response);
+  const std::string url = client.url_of(request.target);
+  if (error) {
+    const json::object* o = error->if_object();
+    const json::value* transfer = o ? o->if_contains("swerexception") : nullptr;
+    if (transfer != nullptr && transfer->is_object())
+      throw_wire(transfer->as_object());
+    const std::string text = json::serialize(*error);
+    throw http::HttpError(fmt::format("POST {} reported an error: {}", url, excerpt(text)), 422,
+                          url, text);
+  }
+  if (!end)
+    throw http::HttpError(fmt::format("POST {} ended its event stream without an end{}{}", url,
+                                      bad_event.empty() ? "" : ": ", bad_event),
+                          response.status, url, "");
+  co_return end;
+}
+
+asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::start_process(ProcessConfig config,
+                                                                        ProcessListener on_event) {
+  json::value body = to_json(config);
+  co_return co_await impl_->follow_process("/processes/start", std::move(body),
+                                           std::move(on_event));
+}
+
+asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::connect_process(
+    ProcessSelector which, ProcessListener on_event) {
+  json::value body = to_json(which);
+  co_return co_await impl_->follow_process("/processes/connect", std::move(body),
+                                           std::move(on_event));
+}
+
+asio::awaitable<ProcessListResponse> RemoteRuntime::list_processes() {
+  http::ClientRequest request;
+  request.method = "GET";
+  request.target = "/processes";
+  request.headers = impl_->headers();
+  request.timeout = impl_->cfg.request_timeout;
+  const http::ClientResponse response = co_await impl_->client.request(request);
+  impl_->check(request, response);
+  co_return impl_->decode<ProcessListResponse>(request, response);
+}
+
+asio::awaitable<void> RemoteRuntime::send_process_input(ProcessInput input) {
+  input.data = base64_encode(input.data);
+  json::value body = to_json(input);
+  co_await impl_->call_void("/processes/input", std::move(body));
+}
+
+asio::awaitable<void> RemoteRuntime::signal_process(ProcessSignal signal) {
+  json::value body = to_json(signal);
+  co_await impl_->call_void("/processes/signal", std::move(body));
 }
 
 }  // namespace rex

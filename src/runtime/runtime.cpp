@@ -1,3 +1,4 @@
+#include <rex/protocol/exceptions.hpp>
 #include <rex/runtime/runtime.hpp>
 
 namespace rex {
@@ -8,6 +9,38 @@ asio::awaitable<BashObservation> Runtime::run_in_session_streaming(Action action
   if (on_output && !observation.output.empty())
     on_output(observation.output);
   co_return observation;
+}
+
+namespace {
+[[noreturn]] void no_processes() {
+  throw ProcessesUnsupportedError("this runtime does not run background processes");
+}
+}  // namespace
+
+asio::awaitable<std::optional<ProcessEnd>> Runtime::start_process(ProcessConfig, ProcessListener) {
+  no_processes();
+  co_return std::nullopt;
+}
+
+asio::awaitable<std::optional<ProcessEnd>> Runtime::connect_process(ProcessSelector,
+                                                                    ProcessListener) {
+  no_processes();
+  co_return std::nullopt;
+}
+
+asio::awaitable<ProcessListResponse> Runtime::list_processes() {
+  no_processes();
+  co_return ProcessListResponse{};
+}
+
+asio::awaitable<void> Runtime::send_process_input(ProcessInput) {
+  no_processes();
+  co_return;
+}
+
+asio::awaitable<void> Runtime::signal_process(ProcessSignal) {
+  no_processes();
+  co_return;
 }
 
 }  // namespace rex

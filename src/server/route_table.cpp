@@ -132,8 +132,9 @@ void RouteTable::add(bhttp::verb method, std::string path, FileRoute handler) {
   routes_.push_back(Route{method, std::move(path), std::move(handler)});
 }
 
-void RouteTable::add(bhttp::verb method, std::string path, StreamRoute handler) {
-  routes_.push_back(Route{method, std::move(path), std::move(handler)});
+void RouteTable::add(bhttp::verb method, std::string path, StreamRoute handler,
+                     std::string content_type) {
+  routes_.push_back(Route{method, std::move(path), std::move(handler), std::move(content_type)});
 }
 
 void RouteTable::add(bhttp::verb method, std::string path, UploadRoute handler) {

@@ -115,7 +115,8 @@ struct Service::Impl : std::enable_shared_from_this<Service::Impl> {
   template <class S>
   asio::awaitable<bool> write_file(S& stream, FileAnswer file, unsigned version, bool keep_alive);
   template <class S>
-  asio::awaitable<bool> write_events(S& stream, EventProducer producer, unsigned version,
+  asio::awaitable<bool> write_events(S& stream, EventProducer producer,
+                                     const std::string& content_type, unsigned version,
                                      bool keep_alive);
 
   void connection_ended(std::list<Connection>::iterator it) {
@@ -372,7 +373,8 @@ asio::awaitable<bool> Service::Impl::serve_one(S& stream, beast::flat_buffer& bu
     } else if (const auto* stream_route = std::get_if<StreamRoute>(&handler)) {
       auto started = (*stream_route)(std::move(request));
       if (auto* producer = std::get_if<EventProducer>(&started))
-        co_return co_await write_events(stream, std::move(*producer), version,
+        co_return co_await write_events(stream, std::move(*producer),
+                                        admission.route->stream_content_type, version,
                                         keep_alive && !stopping);
       answer = std::move(std::get<Answer>(started));
     } else if (const auto* file_route = std::get_if<FileRoute>(&handler)) {
@@ -531,10 +533,11 @@ asio::awaitable<bool> Service::Impl::write_file(S& stream, FileAnswer file, unsi
 // A streamed answer: the header, then each event as a chunk while the producer runs.
 template <class S>
 asio::awaitable<bool> Service::Impl::write_events(S& stream, EventProducer producer,
-                                                  unsigned version, bool keep_alive) {
+                                                  const std::string& content_type, unsigned version,
+                                                  bool keep_alive) {
   bhttp::response<bhttp::empty_body> res(bhttp::status::ok, version);
   res.set(bhttp::field::server, server_name());
-  res.set(bhttp::field::content_type, "text/event-stream");
+  res.set(bhttp::field::content_type, content_type);
   res.set(bhttp::field::cache_control, "no-cache");
   res.chunked(true);
   res.keep_alive(keep_alive);

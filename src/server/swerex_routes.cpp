@@ -3,6 +3,7 @@
 #include <rex/core/async_mutex.hpp>
 #include <rex/core/outcome.hpp>
 #include <rex/core/temp_file.hpp>
+#include <rex/core/text.hpp>
 #include <rex/http/multipart.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/json.hpp>
@@ -27,6 +28,7 @@
 #include <filesystem>
 #include <map>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 #include "core/file_system.hpp"
@@ -272,6 +274,88 @@ StreamRoute stream_route(const std::shared_ptr<State>& state) {
     }
     return EventProducer([state, action](std::shared_ptr<EventStream> events) mutable {
       return run_for_stream(state, std::move(action), std::move(events));
+    });
+  };
+}
+
+// --- /processes (a rex addition) ---------------------------------------------------------------
+
+asio::awaitable<json::value> list_processes(State& s, std::string) {
+  co_return to_json(co_await s.runtime.list_processes());
+}
+
+asio::awaitable<json::value> process_input(State& s, std::string body) {
+  auto input = parse_json<ProcessInput>(body);
+  Base64Decoded decoded = base64_decode(input.data);
+  if (!decoded.error.empty())
+    throw ValueError("data: " + decoded.error);
+  input.data = std::move(decoded.bytes);
+  co_await s.runtime.send_process_input(std::move(input));
+  co_return json::object{};
+}
+
+asio::awaitable<json::value> process_signal(State& s, std::string body) {
+  auto signal = parse_json<ProcessSignal>(body);
+  co_await s.runtime.signal_process(std::move(signal));
+  co_return json::object{};
+}
+
+// A process's events as Server-Sent Events: "start" {"pid"} (first, for a connect too),
+// "stdout" and "stderr" {"data": base64}, "keepalive" {} while quiet, then "end" (how it
+// ended), or "error" with the body a 511 answer would carry.
+bool send_process_event(EventStream& events, const ProcessEvent& e) {
+  if (events.closed())
+    return false;  // the client left: stop listening, the process runs on
+  switch (e.kind) {
+    case ProcessEvent::Kind::started:
+      events.send("start", json::serialize(json::object{{"pid", e.pid}}));
+      break;
+    case ProcessEvent::Kind::stdout_data:
+      events.send("stdout", json::serialize(json::object{{"data", base64_encode(e.data)}}));
+      break;
+    case ProcessEvent::Kind::stderr_data:
+      events.send("stderr", json::serialize(json::object{{"data", base64_encode(e.data)}}));
+      break;
+    case ProcessEvent::Kind::keepalive:
+      events.send("keepalive", "{}");
+      break;
+  }
+  return true;
+}
+
+template <class Selection>
+asio::awaitable<void> follow_process(std::shared_ptr<State> state, Selection selection,
+                                     std::shared_ptr<EventStream> events) {
+  std::exception_ptr failure;
+  try {
+    Runtime::ProcessListener listener = [events](const ProcessEvent& e) {
+      return send_process_event(*events, e);
+    };
+    std::optional<ProcessEnd> end;
+    if constexpr (std::is_same_v<Selection, ProcessConfig>)
+      end = co_await state->runtime.start_process(std::move(selection), std::move(listener));
+    else
+      end = co_await state->runtime.connect_process(std::move(selection), std::move(listener));
+    if (end)
+      events->send("end", json::serialize(to_json(*end)));
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (failure)
+    events->send("error", error_answer(failure).body);
+}
+
+template <class Selection>
+StreamRoute process_stream_route(const std::shared_ptr<State>& state) {
+  return [state](Request request) -> std::variant<Answer, EventProducer> {
+    Selection selection;
+    try {
+      selection = parse_json<Selection>(request.body);
+    } catch (...) {
+      return error_answer(std::current_exception());
+    }
+    return EventProducer([state, selection](std::shared_ptr<EventStream> events) mutable {
+      return follow_process(state, std::move(selection), std::move(events));
     });
   };
 }
@@ -522,6 +606,11 @@ RouteTable swerex_routes(asio::any_io_executor executor, Runtime& runtime,
   routes.add(verb::post, "/upload", upload_route(state));
   routes.add(verb::post, "/download", download_route(state));
   routes.add(verb::post, "/close", json_route(state, close_runtime));
+  routes.add(verb::post, "/processes/start", process_stream_route<ProcessConfig>(state));
+  routes.add(verb::post, "/processes/connect", process_stream_route<ProcessSelector>(state));
+  routes.add(verb::get, "/processes", json_route(state, list_processes));
+  routes.add(verb::post, "/processes/input", json_route(state, process_input));
+  routes.add(verb::post, "/processes/signal", json_route(state, process_signal));
   return routes;
 }
 

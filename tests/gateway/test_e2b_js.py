@@ -55,8 +55,18 @@ class TestJavaScriptSdk(tg.GatewayTestCase):
     def test_commands(self):
         self.assertIn("ok: E2B JavaScript SDK commands", self.node("commands.mjs"))
         sid = self.list_sessions(headers=self.auth(KEY_A))[0]["session_id"]
-        calls = [e["call"] for e in self.log_lines(sid, headers=self.auth(KEY_A))]
-        self.assertEqual(calls.count("e2b.process.Start"), 5, calls)
+        lines = self.log_lines(sid, headers=self.auth(KEY_A))
+        calls = [e["call"] for e in lines]
+        self.assertEqual(calls.count("e2b.process.Start"), 9, calls)
+        for call in ("List", "SendInput", "CloseStdin", "Connect"):
+            self.assertIn(f"e2b.process.{call}", calls)
+        # Two kills of one process: the second is refused, and recorded so.
+        kills = [e for e in lines if e["call"] == "e2b.process.SendSignal"]
+        self.assertEqual([k.get("error") for k in kills], [None, "not_found"], kills)
+        # Each command's end is in its line: the killed one's status, the others' exit codes.
+        ends = [e.get("status") for e in lines if e["call"] == "e2b.process.Start"]
+        self.assertIn("signal: killed", ends)
+        self.assertIn("exit status 3", ends)
 
     def test_control_plane(self):
         self.assertIn("ok: E2B JavaScript SDK control plane", self.node("control_plane.mjs"))

@@ -12,6 +12,7 @@ The SDK is pointed at the gateway the way its users do it: E2B_API_URL and E2B_A
 import datetime
 import os
 import sys
+import time
 import uuid
 
 sys.dont_write_bytecode = True
@@ -256,16 +257,40 @@ class TestInSandbox(E2bTestCase):
         seen = []
         r = sbx.commands.run("echo one; echo two", on_stdout=seen.append)
         self.assertEqual("".join(seen), "one\ntwo\n")
+        # Output arrives as it is produced, not when the command ends.
+        stamped = []
+        r = sbx.commands.run("echo first; sleep 1; echo second >&2; echo third",
+                             on_stdout=lambda s: stamped.append((time.monotonic(), "out", s)),
+                             on_stderr=lambda s: stamped.append((time.monotonic(), "err", s)))
+        self.assertEqual((r.stdout, r.stderr), ("first\nthird\n", "second\n"))
+        first = next(t for t, _, s in stamped if "first" in s)
+        second = next(t for t, kind, s in stamped if kind == "err" and "second" in s)
+        self.assertGreater(second - first, 0.7, stamped)
+        # Background commands run on in the sandbox: listed, fed, reconnected to, killed.
         handle = sbx.commands.run("sleep 0.2; echo late", background=True)
         self.assertGreater(handle.pid, 0)
         self.assertEqual(handle.wait().stdout, "late\n")
-        # A command has ended when its handle arrives: none is running, none can be signalled
-        # or fed.
+        cat = sbx.commands.run("cat", background=True, stdin=True)
+        listed = {p.pid: p for p in sbx.commands.list()}
+        self.assertIn(cat.pid, listed, listed)
+        self.assertEqual((listed[cat.pid].cmd, listed[cat.pid].args), ("/bin/bash", ["-l", "-c", "cat"]))
+        sbx.commands.send_stdin(cat.pid, "fed\n")
+        sbx.commands.close_stdin(cat.pid)
+        self.assertEqual(cat.wait().stdout, "fed\n")
+        slow = sbx.commands.run("sleep 0.6; echo from-slow", background=True)
+        again = sbx.commands.connect(slow.pid)
+        self.assertEqual(again.wait().stdout, "from-slow\n")
+        sleeper = sbx.commands.run("sleep 30", background=True)
+        self.assertTrue(sbx.commands.kill(sleeper.pid))
+        with self.assertRaises(CommandExitException) as caught:
+            sleeper.wait()
+        self.assertEqual((caught.exception.exit_code, caught.exception.error),
+                         (-1, "signal: killed"))
+        self.assertFalse(sbx.commands.kill(sleeper.pid))
         self.assertEqual(sbx.commands.list(), [])
-        self.assertFalse(sbx.commands.kill(handle.pid))
         with self.assertRaises(NotFoundException) as caught:
-            sbx.commands.send_stdin(handle.pid, "x")
-        self.assertIn(f"process {handle.pid} is not running", str(caught.exception))
+            sbx.commands.send_stdin(sleeper.pid, "x")
+        self.assertIn(f"no process with pid {sleeper.pid}", str(caught.exception))
         with self.assertRaises(TimeoutException):
             sbx.commands.run("sleep 30", timeout=1)
         calls = [e["call"] for e in self.log_lines(sbx.sandbox_id, headers=self.auth(KEY_A))]

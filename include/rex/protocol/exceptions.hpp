@@ -76,6 +76,12 @@ REX_DEFINE_EXCEPTION(OSError, SwerexException, "builtins.OSError");
 REX_DEFINE_EXCEPTION(SessionDiedError, SwerexException, "swerex.exceptions.SwerexException");
 /// The session is busy (an interactive program or a timed-out command holds it).
 REX_DEFINE_EXCEPTION(SessionBusyError, SwerexException, "swerex.exceptions.SwerexException");
+/// No running process has the pid or tag a process call gave.
+REX_DEFINE_EXCEPTION(ProcessDoesNotExistError, SwerexException,
+                     "swerex.exceptions.SwerexException");
+/// The runtime has no background processes (a SWE-ReX server, the dummy runtime).
+REX_DEFINE_EXCEPTION(ProcessesUnsupportedError, SwerexException,
+                     "swerex.exceptions.SwerexException");
 
 #undef REX_DEFINE_EXCEPTION
 

@@ -10,6 +10,7 @@
 #include <rex/protocol/actions.hpp>
 #include <rex/protocol/commands.hpp>
 #include <rex/protocol/files.hpp>
+#include <rex/protocol/processes.hpp>
 #include <rex/protocol/responses.hpp>
 #include <rex/protocol/session.hpp>
 

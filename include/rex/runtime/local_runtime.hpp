@@ -41,6 +41,13 @@ class LocalRuntime final : public Runtime {
   asio::awaitable<UploadResponse> upload(UploadRequest request) override;
   asio::awaitable<DownloadResponse> download(DownloadRequest request) override;
   asio::awaitable<CloseResponse> close() override;
+  asio::awaitable<std::optional<ProcessEnd>> start_process(ProcessConfig config,
+                                                           ProcessListener on_event) override;
+  asio::awaitable<std::optional<ProcessEnd>> connect_process(ProcessSelector which,
+                                                             ProcessListener on_event) override;
+  asio::awaitable<ProcessListResponse> list_processes() override;
+  asio::awaitable<void> send_process_input(ProcessInput input) override;
+  asio::awaitable<void> signal_process(ProcessSignal signal) override;
 
   /// Number of open sessions.
   std::size_t session_count() const noexcept;

@@ -77,6 +77,13 @@ class RemoteRuntime final : public Runtime {
   /// half-written at target_path.
   asio::awaitable<DownloadResponse> download(DownloadRequest request) override;
   asio::awaitable<CloseResponse> close() override;
+  asio::awaitable<std::optional<ProcessEnd>> start_process(ProcessConfig config,
+                                                           ProcessListener on_event) override;
+  asio::awaitable<std::optional<ProcessEnd>> connect_process(ProcessSelector which,
+                                                             ProcessListener on_event) override;
+  asio::awaitable<ProcessListResponse> list_processes() override;
+  asio::awaitable<void> send_process_input(ProcessInput input) override;
+  asio::awaitable<void> signal_process(ProcessSignal signal) override;
 
   /// Polls is_alive every poll_interval until it answers true. Throws http::RequestTimeoutError
   /// with the last check's message when `timeout` passes first.

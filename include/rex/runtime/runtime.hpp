@@ -9,12 +9,14 @@
 #include <rex/protocol/actions.hpp>
 #include <rex/protocol/commands.hpp>
 #include <rex/protocol/files.hpp>
+#include <rex/protocol/processes.hpp>
 #include <rex/protocol/responses.hpp>
 #include <rex/protocol/session.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
 #include <functional>
+#include <optional>
 #include <string_view>
 
 namespace rex {
@@ -49,8 +51,28 @@ class Runtime {
   /// (target_path): a file to exactly target_path, a directory's contents into target_path.
   /// FileNotFoundError when path does not exist.
   virtual asio::awaitable<DownloadResponse> download(DownloadRequest request) = 0;
-  /// Closes every session; the runtime stays usable.
+  /// Closes every session and ends every background process; the runtime stays usable.
   virtual asio::awaitable<CloseResponse> close() = 0;
+
+  // Background processes (rex/protocol/processes.hpp). A runtime without them throws
+  // ProcessesUnsupportedError from each.
+
+  /// Sees a process's events; returning false stops listening (the process runs on).
+  using ProcessListener = std::function<bool(const ProcessEvent&)>;
+  /// Starts a process and listens to it: `started` first, then its output. Returns how it
+  /// ended, or none when the listener stopped first.
+  virtual asio::awaitable<std::optional<ProcessEnd>> start_process(ProcessConfig config,
+                                                                   ProcessListener on_event);
+  /// Listens to a running process's output from now on, as start_process does.
+  /// ProcessDoesNotExistError when no process is selected.
+  virtual asio::awaitable<std::optional<ProcessEnd>> connect_process(ProcessSelector which,
+                                                                     ProcessListener on_event);
+  /// The processes running now.
+  virtual asio::awaitable<ProcessListResponse> list_processes();
+  /// Writes to a process's stdin (started with stdin_pipe), closing it after when asked.
+  virtual asio::awaitable<void> send_process_input(ProcessInput input);
+  /// Sends a signal to a process's group.
+  virtual asio::awaitable<void> signal_process(ProcessSignal signal);
 };
 
 }  // namespace rex

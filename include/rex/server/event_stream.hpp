@@ -1,5 +1,6 @@
-// EventStream: the Server-Sent Events of one streamed answer, from the coroutine that produces
-// them (a route's producer) to the connection that writes them.
+// EventStream: the Server-Sent Events of one streamed answer (or the pieces of another chunked
+// stream), from the coroutine that produces them (a route's producer) to the connection that
+// writes them.
 //
 // The producer may outlive the connection (a client that leaves does not stop a command): the
 // stream is shared, and events sent after the connection ended are dropped with it.
@@ -29,6 +30,14 @@ class EventStream {
   /// Queues one event (encoded by rex/http/sse.hpp) for the connection; `id` is the event's
   /// id field (what a client resumes from with Last-Event-ID), none when empty.
   void send(std::string_view name, std::string_view data, std::string_view id = {});
+  /// Queues bytes as they are: the producer of a stream that is not Server-Sent Events (its
+  /// route's content type says what) writes only these.
+  void send_bytes(std::string bytes) {
+    if (closed_)
+      return;
+    events_.push_back(std::move(bytes));
+    wake_.set();
+  }
   /// Sees every event sent (its name and data) as it is queued: how a proxy keeps a record of
   /// what went by.
   void observe(std::function<void(std::string_view name, std::string_view data)> observer) {

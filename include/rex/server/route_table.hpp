@@ -5,7 +5,8 @@
 // - JsonRoute: the request with its body read whole (up to max_json_body_bytes) -> an Answer.
 //   The only kind a repeated X-Request-ID replays.
 // - FileRoute: the request -> a file sent as the answer's body (or an Answer when it fails).
-// - StreamRoute: the request -> a producer of Server-Sent Events (or an Answer when it fails).
+// - StreamRoute: the request -> a producer of Server-Sent Events, or of another chunked stream
+//   (or an Answer when it fails).
 // - UploadRoute: the request without its body -> a BodyReceiver fed the body piece by piece as
 //   it arrives, never held whole (up to max_body_bytes).
 //
@@ -87,6 +88,8 @@ struct Route {
   boost::beast::http::verb method;
   std::string path;
   std::variant<JsonRoute, FileRoute, StreamRoute, UploadRoute> handler;
+  // A StreamRoute's answer: its Content-Type, and so how its producer writes (EventStream).
+  std::string stream_content_type = "text/event-stream";
 };
 
 class RouteTable {
@@ -94,7 +97,9 @@ class RouteTable {
   /// Adds a route; a GET route also answers HEAD (the headers of its answer, no body).
   void add(boost::beast::http::verb method, std::string path, JsonRoute handler);
   void add(boost::beast::http::verb method, std::string path, FileRoute handler);
-  void add(boost::beast::http::verb method, std::string path, StreamRoute handler);
+  /// A stream of another content type than Server-Sent Events writes with send_bytes.
+  void add(boost::beast::http::verb method, std::string path, StreamRoute handler,
+           std::string content_type = "text/event-stream");
   void add(boost::beast::http::verb method, std::string path, UploadRoute handler);
 
   /// What a request's method and target (its query ignored) reach.

@@ -1,0 +1,751 @@
+// Background processes (rex/protocol/processes.hpp): the same behaviour checked against a
+// LocalRuntime in this process and against a RemoteRuntime talking to the rex-server executable
+// (started per test on a unix socket): events in order, output as it comes, stdin, signals,
+// listeners that stop, keepalives, errors, env and cwd; then what only one of them shows: a
+// LocalRuntime destroyed with a process running, a rex-server stopped with one.
+//
+// The rex-server executable is REX_SERVER_PATH when set, else the one of the build tree this
+// test executable belongs to (build/<dir>/rex-server beside build/<dir>/tests/).
+#include <rex/core/timeout.hpp>
+#include <rex/protocol/exceptions.hpp>
+#include <rex/protocol/processes.hpp>
+#include <rex/runtime/local_runtime.hpp>
+#include <rex/runtime/remote_runtime.hpp>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+#include <boost/asio.hpp>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/async_test.hpp"
+#include "support/test_helpers.hpp"
+
+namespace rex {
+namespace {
+
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+using Clock = std::chrono::steady_clock;
+using Kind = ProcessEvent::Kind;
+using test::TempDir;
+
+double seconds_between(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// --- Helpers for coroutine bodies ----------------------------------------------------------
+
+// Everything a listener saw, in order, with when it saw it.
+struct Seen {
+  std::vector<ProcessEvent> events;
+  std::vector<Clock::time_point> times;
+
+  void add(const ProcessEvent& e) {
+    events.push_back(e);
+    times.push_back(Clock::now());
+  }
+  std::string data(Kind kind) const {
+    std::string out;
+    for (const auto& e : events)
+      if (e.kind == kind)
+        out += e.data;
+    return out;
+  }
+  int count(Kind kind) const {
+    int n = 0;
+    for (const auto& e : events)
+      n += e.kind == kind ? 1 : 0;
+    return n;
+  }
+  long started_pid() const {
+    for (const auto& e : events)
+      if (e.kind == Kind::started)
+        return e.pid;
+    return 0;
+  }
+};
+
+// A start_process or connect_process call running beside the test body.
+struct Beside {
+  Seen seen;
+  bool done = false;
+  std::optional<ProcessEnd> end;
+  std::exception_ptr error;
+};
+
+void finish_beside(const std::shared_ptr<Beside>& b, std::exception_ptr e,
+                   std::optional<ProcessEnd> end) {
+  b->error = e;
+  b->end = std::move(end);
+  b->done = true;
+}
+
+// The process call running beside the test body, its events and end collected in a Beside.
+std::shared_ptr<Beside> follow_beside(
+    const asio::any_io_executor& ex,
+    const std::function<asio::awaitable<std::optional<ProcessEnd>>(Runtime::ProcessListener)>&
+        call) {
+  auto b = std::make_shared<Beside>();
+  Runtime::ProcessListener listener = [b](const ProcessEvent& e) {
+    b->seen.add(e);
+    return true;
+  };
+  auto op = call(std::move(listener));
+  asio::co_spawn(ex, std::move(op), [b](std::exception_ptr e, std::optional<ProcessEnd> end) {
+    finish_beside(b, e, std::move(end));
+  });
+  return b;
+}
+
+std::shared_ptr<Beside> start_beside(Runtime& rt, ProcessConfig config,
+                                     const asio::any_io_executor& ex) {
+  return follow_beside(ex, [&rt, &config](Runtime::ProcessListener l) {
+    return rt.start_process(std::move(config), std::move(l));
+  });
+}
+
+std::shared_ptr<Beside> connect_beside(Runtime& rt, ProcessSelector which,
+                                       const asio::any_io_executor& ex) {
+  return follow_beside(ex, [&rt, &which](Runtime::ProcessListener l) {
+    return rt.connect_process(std::move(which), std::move(l));
+  });
+}
+
+// Waits (polling every 5 ms) until `condition` holds; throws naming `what` after `within`.
+asio::awaitable<void> wait_until(std::function<bool()> condition, std::string what,
+                                 Clock::duration within = 10s) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  const auto until = Clock::now() + within;
+  while (!condition()) {
+    if (Clock::now() > until)
+      throw std::runtime_error("timed out waiting until " + what);
+    timer.expires_after(5ms);
+    co_await timer.async_wait(asio::use_awaitable);
+  }
+}
+
+// Waits until a call running beside has returned; its error, when it threw, is rethrown.
+asio::awaitable<ProcessEnd> end_of(std::shared_ptr<Beside> b, std::string what,
+                                   Clock::duration within = 10s) {
+  auto returned = [b] { return b->done; };
+  auto wait = wait_until(returned, what + " returns", within);
+  co_await std::move(wait);
+  if (b->error)
+    std::rethrow_exception(b->error);
+  if (!b->end)
+    throw std::runtime_error(what + " returned no end");
+  co_return *b->end;
+}
+
+asio::awaitable<std::optional<ProcessInfo>> listed(Runtime& rt, long pid) {
+  auto list_op = rt.list_processes();
+  const ProcessListResponse list = co_await std::move(list_op);
+  for (const auto& p : list.processes)
+    if (p.pid == pid)
+      co_return p;
+  co_return std::nullopt;
+}
+
+// --- The rex-server executable -------------------------------------------------------------
+
+std::string rex_server_binary() {
+  if (const char* path = std::getenv("REX_SERVER_PATH"); path != nullptr && *path != '\0')
+    return path;
+  std::error_code ec;
+  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+  if (ec)
+    return {};
+  for (const fs::path& candidate :
+       {self.parent_path().parent_path() / "rex-server", self.parent_path() / "rex-server"}) {
+    if (::access(candidate.c_str(), X_OK) == 0)
+      return candidate.string();
+  }
+  return {};
+}
+
+// A rex-server process on a unix socket in a directory of its own; its output goes to a log
+// file there, shown when something about the server fails. Stopped (SIGTERM, then SIGKILL
+// after 10 s) when destroyed.
+class RexServerProcess {
+ public:
+  static constexpr const char* kToken = "processes-test";
+
+  explicit RexServerProcess(const std::string& binary)
+      : socket_(dir_.path() + "/rex.sock"), log_(dir_.path() + "/server.log") {
+    std::vector<std::string> args{binary, "--unix-socket", socket_, "--auth-token",
+                                  kToken, "--log-level",   "info"};
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    ::posix_spawn_file_actions_init(&actions);
+    ::posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    ::posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                       0644);
+    ::posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    const int rc = ::posix_spawn(&pid_, binary.c_str(), &actions, nullptr, argv.data(), environ);
+    ::posix_spawn_file_actions_destroy(&actions);
+    if (rc != 0)
+      throw std::runtime_error("cannot start " + binary + ": " + std::strerror(rc));
+  }
+
+  ~RexServerProcess() {
+    if (pid_ > 0 && !stop(10s))
+      ADD_FAILURE() << "rex-server did not exit within 10 s of SIGTERM; log:\n" << log();
+  }
+  RexServerProcess(const RexServerProcess&) = delete;
+  RexServerProcess& operator=(const RexServerProcess&) = delete;
+
+  RemoteRuntimeConfig config() const {
+    RemoteRuntimeConfig cfg;
+    cfg.url = "http+unix://" + socket_;
+    cfg.auth_token = kToken;
+    return cfg;
+  }
+  pid_t pid() const { return pid_; }
+  std::string log() const { return test::read_text(log_); }
+
+  /// SIGTERM, then waits for the exit; false (and SIGKILL) when it took longer than `within`.
+  bool stop(std::chrono::milliseconds within) {
+    ::kill(pid_, SIGTERM);
+    const auto until = Clock::now() + within;
+    bool exited = false;
+    while (Clock::now() < until) {
+      if (::waitpid(pid_, &status_, WNOHANG) == pid_) {
+        exited = true;
+        break;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+    if (!exited) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status_, 0);
+    }
+    pid_ = -1;
+    return exited;
+  }
+  int status() const { return status_; }
+
+ private:
+  TempDir dir_;
+  std::string socket_;
+  std::string log_;
+  pid_t pid_ = -1;
+  int status_ = 0;
+};
+
+// --- The runtimes ----------------------------------------------------------------------------
+
+enum class Backend { local, server };
+
+void PrintTo(Backend backend, std::ostream* os) {
+  *os << (backend == Backend::local ? "LocalRuntime" : "RemoteRuntime to rex-server");
+}
+
+std::string backend_name(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::local ? "Local" : "RexServer";
+}
+
+class ProcessesTest : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Backend::local) {
+      runtime_ = std::make_unique<LocalRuntime>(io_.get_executor());
+      return;
+    }
+    const std::string binary = rex_server_binary();
+    ASSERT_FALSE(binary.empty())
+        << "no rex-server executable: build the rex-server target or set REX_SERVER_PATH";
+    server_.emplace(binary);
+    auto remote = std::make_unique<RemoteRuntime>(io_.get_executor(), server_->config());
+    try {
+      test::run_async(io_, remote->wait_until_alive(10s), 15s);
+    } catch (const std::exception& e) {
+      FAIL() << "rex-server did not come up: " << e.what() << "; log:\n" << server_->log();
+    }
+    runtime_ = std::move(remote);
+  }
+
+  void TearDown() override {
+    if (HasFailure() && server_)
+      std::cerr << "rex-server's log:\n" << server_->log();
+  }
+
+  void run(asio::awaitable<void> body, Clock::duration deadline = 20s) {
+    test::run_async(io_, std::move(body), deadline);
+  }
+
+  Runtime& rt() { return *runtime_; }
+
+  asio::io_context io_;
+  // Destroyed in this order: the runtime, then the server it talks to, then the io_context.
+  std::optional<RexServerProcess> server_;
+  std::unique_ptr<Runtime> runtime_;
+};
+
+INSTANTIATE_TEST_SUITE_P(Runtimes, ProcessesTest,
+                         ::testing::Values(Backend::local, Backend::server), backend_name);
+
+// --- 1. Events in order, stdout and stderr apart, the exit code -------------------------------
+
+asio::awaitable<void> exit_code_and_separate_streams(Runtime& rt) {
+  Seen seen;
+  Runtime::ProcessListener listener = [&seen](const ProcessEvent& e) {
+    seen.add(e);
+    return true;
+  };
+  ProcessConfig config{.argv = {"bash", "-c", "echo one; sleep 0.3; echo two >&2; exit 3"}};
+  auto op = rt.start_process(std::move(config), std::move(listener));
+  const std::optional<ProcessEnd> end = co_await std::move(op);
+
+  if (seen.events.empty()) {
+    ADD_FAILURE() << "no event at all";
+    co_return;
+  }
+  EXPECT_EQ(seen.events.front().kind, Kind::started);
+  EXPECT_GT(seen.events.front().pid, 0);
+  EXPECT_EQ(seen.count(Kind::started), 1);
+  EXPECT_EQ(seen.data(Kind::stdout_data), "one\n");
+  EXPECT_EQ(seen.data(Kind::stderr_data), "two\n");
+  for (const auto& e : seen.events) {
+    if (e.kind == Kind::stdout_data || e.kind == Kind::stderr_data) {
+      EXPECT_FALSE(e.data.empty()) << "an output event without bytes";
+    }
+  }
+  if (!end) {
+    ADD_FAILURE() << "start_process returned no end";
+    co_return;
+  }
+  EXPECT_EQ(end->exit_code, 3);
+  EXPECT_FALSE(end->signal.has_value());
+  EXPECT_EQ(end->status, "exit status 3");
+}
+
+TEST_P(ProcessesTest, ExitCodeAndSeparateStreams) {
+  run(exit_code_and_separate_streams(rt()));
+}
+
+// --- 2. Output arrives as it is produced ---------------------------------------------------
+
+asio::awaitable<void> output_streams_as_produced(Runtime& rt) {
+  Seen seen;
+  Runtime::ProcessListener listener = [&seen](const ProcessEvent& e) {
+    seen.add(e);
+    return true;
+  };
+  ProcessConfig config{.argv = {"bash", "-c", "echo a; sleep 0.5; echo b"}};
+  auto op = rt.start_process(std::move(config), std::move(listener));
+  const std::optional<ProcessEnd> end = co_await std::move(op);
+  const auto returned = Clock::now();
+
+  std::optional<Clock::time_point> a_at, b_at;
+  for (std::size_t i = 0; i < seen.events.size(); ++i) {
+    const auto& e = seen.events[i];
+    if (e.kind != Kind::stdout_data)
+      continue;
+    if (e.data.find('a') != std::string::npos && !a_at)
+      a_at = seen.times[i];
+    if (e.data.find('b') != std::string::npos && !b_at)
+      b_at = seen.times[i];
+  }
+  EXPECT_EQ(seen.data(Kind::stdout_data), "a\nb\n");
+  if (!a_at || !b_at) {
+    ADD_FAILURE() << "no stdout event carrying a or b";
+    co_return;
+  }
+  EXPECT_GE(seconds_between(*a_at, *b_at), 0.4) << "a arrived with b: the output was held back";
+  EXPECT_LE(*b_at, returned);
+  EXPECT_TRUE(end && end->exit_code == 0);
+}
+
+TEST_P(ProcessesTest, OutputStreamsAsItIsProduced) {
+  run(output_streams_as_produced(rt()));
+}
+
+// --- 3. stdin: listed, written by tag, closed ---------------------------------------------
+
+asio::awaitable<void> stdin_written_and_closed(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  ProcessConfig config{.argv = {"cat"}, .tag = "the-cat", .stdin_pipe = true};
+  auto cat = start_beside(rt, std::move(config), ex);
+  auto started = [cat] { return cat->seen.started_pid() > 0 || cat->done; };
+  auto wait_started = wait_until(started, "cat has started");
+  co_await std::move(wait_started);
+  const long pid = cat->seen.started_pid();
+  if (pid <= 0) {
+    ADD_FAILURE() << "cat did not start";
+    co_return;
+  }
+
+  auto find = listed(rt, pid);
+  const std::optional<ProcessInfo> info = co_await std::move(find);
+  if (!info) {
+    ADD_FAILURE() << "cat (pid " << pid << ") is not listed";
+  } else {
+    EXPECT_EQ(info->tag, "the-cat");
+    EXPECT_EQ(info->argv, std::vector<std::string>{"cat"});
+    EXPECT_TRUE(info->stdin_pipe);
+  }
+
+  ProcessInput hello{.tag = "the-cat", .data = "hello\n"};
+  auto write = rt.send_process_input(std::move(hello));
+  co_await std::move(write);
+  auto echoed = [cat] { return cat->seen.data(Kind::stdout_data).size() >= 6 || cat->done; };
+  auto wait_echoed = wait_until(echoed, "cat echoes its input");
+  co_await std::move(wait_echoed);
+  EXPECT_EQ(cat->seen.data(Kind::stdout_data), "hello\n");
+  EXPECT_FALSE(cat->done) << "cat ended before its stdin was closed";
+
+  ProcessInput close{.pid = pid, .close = true};
+  auto closing = rt.send_process_input(std::move(close));
+  co_await std::move(closing);
+  auto ended = end_of(cat, "start_process of cat");
+  const ProcessEnd end = co_await std::move(ended);
+  EXPECT_EQ(end.exit_code, 0);
+  EXPECT_EQ(end.status, "exit status 0");
+
+  auto list_op = rt.list_processes();
+  const ProcessListResponse after = co_await std::move(list_op);
+  EXPECT_TRUE(after.processes.empty()) << after.processes.size() << " processes still listed";
+}
+
+TEST_P(ProcessesTest, StdinIsWrittenByTagAndClosed) {
+  run(stdin_written_and_closed(rt()));
+}
+
+// --- 4. Signals ----------------------------------------------------------------------------
+
+asio::awaitable<void> signals(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  ProcessConfig config{.argv = {"sleep", "30"}};
+  auto sleeper = start_beside(rt, std::move(config), ex);
+  auto started = [sleeper] { return sleeper->seen.started_pid() > 0 || sleeper->done; };
+  auto wait_started = wait_until(started, "sleep has started");
+  co_await std::move(wait_started);
+  const long pid = sleeper->seen.started_pid();
+  if (pid <= 0) {
+    ADD_FAILURE() << "sleep did not start";
+    co_return;
+  }
+
+  // An unknown name is refused, and nothing is sent.
+  ProcessSignal bogus{.pid = pid, .signal = "SIGBOGUS"};
+  REX_CO_EXPECT_THROW(co_await rt.signal_process(bogus), ValueError);
+  auto find = listed(rt, pid);
+  const std::optional<ProcessInfo> still = co_await std::move(find);
+  EXPECT_TRUE(still.has_value()) << "sleep is gone after an unknown signal";
+  EXPECT_FALSE(sleeper->done);
+
+  ProcessSignal term{.pid = pid, .signal = "SIGTERM"};
+  auto signalling = rt.signal_process(std::move(term));
+  co_await std::move(signalling);
+  auto ended = end_of(sleeper, "start_process of sleep");
+  const ProcessEnd end = co_await std::move(ended);
+  EXPECT_FALSE(end.exit_code.has_value());
+  EXPECT_EQ(end.signal, 15);
+  EXPECT_EQ(end.status, "signal: terminated");
+
+  // Ended: it is no more.
+  ProcessSignal again{.pid = pid, .signal = "SIGTERM"};
+  REX_CO_EXPECT_THROW(co_await rt.signal_process(again), ProcessDoesNotExistError);
+}
+
+TEST_P(ProcessesTest, SignalsEndItThenItIsGone) {
+  run(signals(rt()));
+}
+
+// --- 5. A listener that stops, and another that connects -------------------------------------
+
+asio::awaitable<void> listener_stops_then_another_connects(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  Seen seen;
+  Runtime::ProcessListener first = [&seen](const ProcessEvent& e) {
+    seen.add(e);
+    return e.kind != Kind::stdout_data;
+  };
+  ProcessConfig config{.argv = {"bash", "-c", "echo x; sleep 30"}};
+  const auto start = Clock::now();
+  auto op = rt.start_process(std::move(config), std::move(first));
+  const std::optional<ProcessEnd> end = co_await std::move(op);
+  EXPECT_FALSE(end.has_value()) << "the listener stopped: no end expected, got " << end->status;
+  EXPECT_LT(seconds_between(start, Clock::now()), 3.0);
+  EXPECT_EQ(seen.data(Kind::stdout_data), "x\n");
+  const long pid = seen.started_pid();
+  if (pid <= 0) {
+    ADD_FAILURE() << "no started event";
+    co_return;
+  }
+  auto find = listed(rt, pid);
+  const std::optional<ProcessInfo> info = co_await std::move(find);
+  EXPECT_TRUE(info.has_value()) << "the process ended with its first listener";
+
+  // A new listener: its `started` (queued as it joins) shows it listens; then the kill ends it,
+  // with that end.
+  ProcessSelector which{.pid = pid, .keepalive = 0.1};
+  auto second = connect_beside(rt, which, ex);
+  auto listening = [second] { return second->seen.started_pid() > 0 || second->done; };
+  auto wait_listening = wait_until(listening, "the connected listener sees started");
+  co_await std::move(wait_listening);
+  EXPECT_FALSE(second->done) << "connect_process returned before the kill";
+
+  ProcessSignal kill{.pid = pid, .signal = "SIGKILL"};
+  auto signalling = rt.signal_process(std::move(kill));
+  co_await std::move(signalling);
+  auto ended = end_of(second, "connect_process");
+  const ProcessEnd killed = co_await std::move(ended);
+  EXPECT_EQ(killed.signal, 9);
+  EXPECT_FALSE(killed.exit_code.has_value());
+  EXPECT_EQ(killed.status, "signal: killed");
+  // A connect's listener sees `started` too: once, first, with the pid.
+  EXPECT_EQ(second->seen.count(Kind::started), 1);
+  if (!second->seen.events.empty()) {
+    EXPECT_EQ(second->seen.events.front().kind, Kind::started);
+    EXPECT_EQ(second->seen.events.front().pid, pid);
+  }
+  EXPECT_EQ(second->seen.data(Kind::stdout_data), "") << "output from before it connected";
+}
+
+TEST_P(ProcessesTest, ListenerThatStopsLeavesItRunningForAnotherToConnect) {
+  run(listener_stops_then_another_connects(rt()));
+}
+
+// --- 6. Keepalives ---------------------------------------------------------------------------
+
+asio::awaitable<void> keepalives(Runtime& rt) {
+  Seen seen;
+  Runtime::ProcessListener listener = [&seen](const ProcessEvent& e) {
+    seen.add(e);
+    return true;
+  };
+  ProcessConfig config{.argv = {"sleep", "0.7"}, .keepalive = 0.2};
+  auto op = rt.start_process(std::move(config), std::move(listener));
+  const std::optional<ProcessEnd> end = co_await std::move(op);
+  EXPECT_GE(seen.count(Kind::keepalive), 2);
+  EXPECT_LE(seen.count(Kind::keepalive), 5);
+  EXPECT_TRUE(end && end->exit_code == 0);
+}
+
+TEST_P(ProcessesTest, KeepalivesWhileQuiet) {
+  run(keepalives(rt()));
+}
+
+// --- 7. Errors -------------------------------------------------------------------------------
+
+asio::awaitable<void> errors(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  int events = 0;
+  Runtime::ProcessListener count = [&events](const ProcessEvent&) {
+    ++events;
+    return true;
+  };
+
+  ProcessConfig empty{};
+  REX_CO_EXPECT_THROW(co_await rt.start_process(empty, count), ValueError);
+
+  // What spawn's throw_os_error makes of ENOENT: Python's FileNotFoundError, naming the program.
+  ProcessConfig missing{.argv = {"rex-no-such-program-here", "arg"}};
+  std::string message;
+  bool not_found = false;
+  try {
+    co_await rt.start_process(missing, count);
+    ADD_FAILURE() << "a missing program started";
+  } catch (const FileNotFoundError& e) {
+    not_found = true;
+    message = e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected FileNotFoundError, got: " << e.what();
+  }
+  EXPECT_TRUE(not_found);
+  EXPECT_EQ(message, "[Errno 2] No such file or directory: 'rex-no-such-program-here'");
+  EXPECT_EQ(events, 0) << "a process that never started has no events";
+
+  ProcessSelector nobody{.pid = 999999};
+  REX_CO_EXPECT_THROW(co_await rt.connect_process(nobody, count), ProcessDoesNotExistError);
+  ProcessSelector untagged{.tag = "no-such-tag"};
+  REX_CO_EXPECT_THROW(co_await rt.connect_process(untagged, count), ProcessDoesNotExistError);
+  ProcessSelector neither{};
+  REX_CO_EXPECT_THROW(co_await rt.connect_process(neither, count), ValueError);
+
+  // Input for a process without a stdin pipe.
+  ProcessConfig config{.argv = {"sleep", "30"}, .tag = "no-stdin"};
+  auto sleeper = start_beside(rt, std::move(config), ex);
+  auto started = [sleeper] { return sleeper->seen.started_pid() > 0 || sleeper->done; };
+  auto wait_started = wait_until(started, "sleep has started");
+  co_await std::move(wait_started);
+  const long pid = sleeper->seen.started_pid();
+  if (pid <= 0) {
+    ADD_FAILURE() << "sleep did not start";
+    co_return;
+  }
+  auto find = listed(rt, pid);
+  const std::optional<ProcessInfo> info = co_await std::move(find);
+  EXPECT_TRUE(info.has_value() && !info->stdin_pipe);
+  ProcessInput input{.pid = pid, .data = "hello\n"};
+  REX_CO_EXPECT_THROW(co_await rt.send_process_input(input), ValueError);
+  ProcessSignal kill{.tag = "no-stdin", .signal = "9"};
+  auto signalling = rt.signal_process(std::move(kill));
+  co_await std::move(signalling);
+  auto ended = end_of(sleeper, "start_process of sleep");
+  const ProcessEnd end = co_await std::move(ended);
+  EXPECT_EQ(end.signal, 9);
+  EXPECT_EQ(events, 0);
+}
+
+TEST_P(ProcessesTest, ErrorsHaveTheirTypes) {
+  run(errors(rt()));
+}
+
+// --- 8. Environment and working directory ---------------------------------------------------
+
+asio::awaitable<void> env_and_cwd(Runtime& rt, std::string dir) {
+  Seen seen;
+  Runtime::ProcessListener listener = [&seen](const ProcessEvent& e) {
+    seen.add(e);
+    return true;
+  };
+  ProcessConfig with_env{.argv = {"bash", "-c", "echo $REX_T:${PATH:+set}"},
+                         .env = std::map<std::string, std::string>{{"REX_T", "v"}}};
+  auto op = rt.start_process(std::move(with_env), listener);
+  const std::optional<ProcessEnd> end = co_await std::move(op);
+  EXPECT_EQ(seen.data(Kind::stdout_data), "v:set\n");
+  EXPECT_EQ(seen.data(Kind::stderr_data), "");
+  EXPECT_TRUE(end && end->exit_code == 0);
+
+  Seen in_dir;
+  Runtime::ProcessListener dir_listener = [&in_dir](const ProcessEvent& e) {
+    in_dir.add(e);
+    return true;
+  };
+  ProcessConfig with_cwd{.argv = {"pwd"}, .cwd = dir};
+  auto op2 = rt.start_process(std::move(with_cwd), std::move(dir_listener));
+  const std::optional<ProcessEnd> end2 = co_await std::move(op2);
+  EXPECT_EQ(in_dir.data(Kind::stdout_data), dir + "\n");
+  EXPECT_TRUE(end2 && end2->exit_code == 0);
+}
+
+TEST_P(ProcessesTest, EnvIsAddedAndCwdIsUsed) {
+  TempDir dir;
+  run(env_and_cwd(rt(), dir.path()));
+}
+
+// --- 9. A LocalRuntime destroyed with a process running ---------------------------------------
+
+asio::awaitable<long> start_and_leave(Runtime& rt, std::vector<std::string> argv) {
+  long pid = 0;
+  Runtime::ProcessListener stop_at_start = [&pid](const ProcessEvent& e) {
+    if (e.kind == Kind::started)
+      pid = e.pid;
+    return false;
+  };
+  ProcessConfig config{.argv = std::move(argv)};
+  auto op = rt.start_process(std::move(config), std::move(stop_at_start));
+  const std::optional<ProcessEnd> end = co_await std::move(op);
+  EXPECT_FALSE(end.has_value());
+  co_return pid;
+}
+
+// True once kill(pid, 0) fails with ESRCH (not even a zombie is left), checking every 5 ms for
+// at most `within`; `between` runs before each check.
+bool gone_within(
+    pid_t pid, std::chrono::milliseconds within, const std::function<void()>& between = [] {}) {
+  const auto until = Clock::now() + within;
+  while (true) {
+    between();
+    if (::kill(pid, 0) != 0 && errno == ESRCH)
+      return true;
+    if (Clock::now() > until)
+      return false;
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+TEST(ProcessesLocalRuntime, DestroyingItKillsItsRunningProcesses) {
+  asio::io_context io;
+  auto runtime = std::make_unique<LocalRuntime>(io.get_executor());
+  const long pid = test::run_async(io, start_and_leave(*runtime, {"sleep", "30"}), 10s);
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(test::process_running(static_cast<pid_t>(pid)));
+  const auto listed_pids = test::run_async(io, runtime->list_processes(), 10s);
+  ASSERT_EQ(listed_pids.processes.size(), 1u);
+
+  runtime.reset();
+  // Killed at once: not running any more (a zombie until reaped counts as ended here) ...
+  const auto until = Clock::now() + 1s;
+  while (test::process_running(static_cast<pid_t>(pid)) && Clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  EXPECT_FALSE(test::process_running(static_cast<pid_t>(pid))) << "sleep runs on";
+  // ... and reaped once the io_context runs what is left of its reader. (Not before: the
+  // table's destructor only sends SIGKILL; until the io_context runs the reader, or is
+  // destroyed, the killed child stays a zombie and kill(pid, 0) still succeeds.)
+  EXPECT_TRUE(gone_within(static_cast<pid_t>(pid), 1000ms,
+                          [&io] {
+                            io.restart();
+                            io.poll();
+                          }))
+      << "pid " << pid << " still exists (a zombie?)";
+}
+
+// --- The rex-server executable stopped with a process running -------------------------------
+
+// On SIGTERM rex-server closes its runtime, which ends its background processes: it exits at
+// once, not when the last of them ends by itself.
+TEST(ProcessesRexServer, SigtermStopsTheServerAndItsRunningProcesses) {
+  const std::string binary = rex_server_binary();
+  ASSERT_FALSE(binary.empty())
+      << "no rex-server executable: build the rex-server target or set REX_SERVER_PATH";
+  asio::io_context io;
+  RexServerProcess server(binary);
+  long pid = 0;
+  {
+    RemoteRuntime remote(io.get_executor(), server.config());
+    test::run_async(io, remote.wait_until_alive(10s), 15s);
+    pid = test::run_async(io, start_and_leave(remote, {"sleep", "30"}), 10s);
+  }
+  ASSERT_GT(pid, 0);
+  ASSERT_TRUE(test::process_running(static_cast<pid_t>(pid)));
+  const auto start = Clock::now();
+  const bool exited = server.stop(5s);
+  EXPECT_TRUE(exited) << "rex-server did not exit within 5 s of SIGTERM while a process ran; "
+                         "log:\n"
+                      << server.log();
+  if (exited) {
+    EXPECT_TRUE(WIFEXITED(server.status()) && WEXITSTATUS(server.status()) == 0)
+        << "status " << server.status() << " after " << seconds_between(start, Clock::now())
+        << " s; log:\n"
+        << server.log();
+  }
+  // Its process went with it (not a child of ours: a zombie left to init counts as ended).
+  const auto until = Clock::now() + 1s;
+  while (test::process_running(static_cast<pid_t>(pid)) && Clock::now() < until)
+    std::this_thread::sleep_for(5ms);
+  const bool still_running = test::process_running(static_cast<pid_t>(pid));
+  EXPECT_FALSE(still_running) << "sleep (pid " << pid << ") outlived rex-server";
+  if (still_running)
+    ::kill(static_cast<pid_t>(-pid), SIGKILL);
+}
+
+}  // namespace
+}  // namespace rex
