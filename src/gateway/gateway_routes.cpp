@@ -966,11 +966,12 @@ struct SwerexEndpoint {
 const std::vector<SwerexEndpoint>& swerex_endpoints() {
   static const std::vector<SwerexEndpoint> endpoints = [] {
     std::vector<SwerexEndpoint> out;
-    for (const char* p : {"/", "/is_alive"})
+    for (const char* p : {"/", "/is_alive", "/processes"})
       out.push_back({bhttp::verb::get, p});
     for (const char* p :
          {"/create_session", "/run_in_session", "/run_in_session_stream", "/close_session",
-          "/execute", "/read_file", "/write_file", "/upload", "/download", "/close"})
+          "/execute", "/read_file", "/write_file", "/upload", "/download", "/close",
+          "/processes/start", "/processes/connect", "/processes/input", "/processes/signal"})
       out.push_back({bhttp::verb::post, p});
     return out;
   }();
@@ -1206,7 +1207,8 @@ server::RouteTable Gateway::Impl::routes() {
   for (const auto& endpoint : swerex_endpoints()) {
     const std::string pattern =
         "/api/sessions/{id}/swerex" + (endpoint.path == "/" ? std::string() : endpoint.path);
-    if (endpoint.path == "/run_in_session_stream") {
+    if (endpoint.path == "/run_in_session_stream" || endpoint.path == "/processes/start" ||
+        endpoint.path == "/processes/connect") {
       t.add(endpoint.method, pattern, proxy_stream(self, endpoint));
     } else if (endpoint.path == "/upload") {
       t.add(endpoint.method, pattern, proxy_upload(self, endpoint));

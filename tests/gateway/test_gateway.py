@@ -1410,6 +1410,55 @@ asyncio.run(main(*sys.argv[1:]))
 """
 
 
+class TestProcessesThroughTheProxy(GatewayTestCase):
+    """rex's background processes of a session's sandbox, through the proxied protocol."""
+
+    def test_a_process_is_listed_fed_and_streamed(self):
+        sid = self.create()["session_id"]
+        base = f"/api/sessions/{sid}/swerex"
+        started = {}
+
+        def start():
+            started["answer"] = self.gw.request(
+                "POST", base + "/processes/start",
+                {"argv": ["bash", "-c", "read x; echo got $x; echo warn >&2"],
+                 "stdin_pipe": True, "tag": "reader"})
+
+        runner = threading.Thread(target=start)
+        runner.start()
+
+        def listed():
+            status, data = self.gw.json("GET", base + "/processes")
+            self.assertEqual(status, 200, data)
+            return [p for p in data["processes"] if p["tag"] == "reader"]
+
+        wait_until(lambda: listed(), 10, interval=0.05, what="the process to be listed")
+        self.assertEqual(listed()[0]["stdin_pipe"], True)
+        status, data = self.gw.json("POST", base + "/processes/input",
+                                    {"tag": "reader", "data": base64.b64encode(b"line\n").decode(),
+                                     "close": True})
+        self.assertEqual(status, 200, data)
+        runner.join(20)
+        self.assertFalse(runner.is_alive(), "the stream did not end with the process")
+        status, headers, body = started["answer"]
+        self.assertEqual((status, headers.get("content-type")), (200, "text/event-stream"))
+        text = body.decode()
+        self.assertTrue(text.startswith("event: start\n"), text)
+        self.assertIn(base64.b64encode(b"got line\n").decode(), text)
+        warn = base64.b64encode(b"warn\n").decode()
+        self.assertIn(f'event: stderr\ndata: {{"data":"{warn}"}}', text)
+        self.assertIn('event: end\ndata: {"exit_code":0', text)
+        self.assertEqual(listed(), [])
+        status, data = self.gw.json("POST", base + "/processes/signal",
+                                    {"tag": "reader", "signal": "SIGTERM"})
+        self.assertEqual(status, 511, data)
+        self.assertEqual(data["swerexception"]["extra_info"]["rex_error"],
+                         "ProcessDoesNotExistError", data)
+        calls = [x["call"] for x in self.log_lines(sid)]
+        for call in ("processes/start", "processes", "processes/input", "processes/signal"):
+            self.assertIn(f"swerex/{call}", calls, calls)
+
+
 class TestSwerexClient(GatewayTestCase):
     tenant_keys = {"default": "gw-key-" + uuid.uuid4().hex}
     default_key = tenant_keys["default"]
