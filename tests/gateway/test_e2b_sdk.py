@@ -273,7 +273,8 @@ class TestInSandbox(E2bTestCase):
         cat = sbx.commands.run("cat", background=True, stdin=True)
         listed = {p.pid: p for p in sbx.commands.list()}
         self.assertIn(cat.pid, listed, listed)
-        self.assertEqual((listed[cat.pid].cmd, listed[cat.pid].args), ("/bin/bash", ["-l", "-c", "cat"]))
+        self.assertEqual((listed[cat.pid].cmd, listed[cat.pid].args),
+                         ("/bin/bash", ["-l", "-c", "cat"]))
         sbx.commands.send_stdin(cat.pid, "fed\n")
         sbx.commands.close_stdin(cat.pid)
         self.assertEqual(cat.wait().stdout, "fed\n")
