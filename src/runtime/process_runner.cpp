@@ -407,7 +407,9 @@ asio::awaitable<void> pump(std::shared_ptr<ProcessTable::Processes> table,
   auto err = forward(p, p->err, ProcessEvent::Kind::stderr_data);
   auto exited = wait_for_exit(p->pidfd);
   auto done = all_of(std::move(out), std::move(err), std::move(exited));
-  co_await capture(std::move(done));
+  const Outcome<void> finished = co_await capture(std::move(done));
+  if (!finished)
+    p->reaper->kill_group();  // waiting failed: make sure the reap below cannot block
   const ProcessEnd end = end_of(p->reaper->reap());
   p->reaper.reset();
   for (const auto& l : p->listeners) {
