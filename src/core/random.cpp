@@ -1,4 +1,5 @@
 #include <rex/core/random.hpp>
+#include <rex/core/text.hpp>
 
 #include <sys/random.h>
 
@@ -8,22 +9,6 @@
 #include <vector>
 
 namespace rex {
-
-namespace {
-
-constexpr char kDigits[] = "0123456789abcdef";
-
-std::string hex_of(const unsigned char* raw, std::size_t bytes) {
-  std::string out;
-  out.reserve(2 * bytes);
-  for (std::size_t i = 0; i < bytes; ++i) {
-    out.push_back(kDigits[raw[i] >> 4]);
-    out.push_back(kDigits[raw[i] & 0xf]);
-  }
-  return out;
-}
-
-}  // namespace
 
 std::string random_hex(std::size_t bytes) {
   std::vector<unsigned char> raw(bytes);

@@ -357,4 +357,23 @@ SpawnedChild spawn_process(const SpawnOptions& options) {
   return {pid, pidfd};
 }
 
+std::map<std::string, std::string> current_environment() {
+  std::map<std::string, std::string> env;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (eq != std::string_view::npos)
+      env[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
+  }
+  return env;
+}
+
+std::vector<std::string> environment_entries(const std::map<std::string, std::string>& env) {
+  std::vector<std::string> out;
+  out.reserve(env.size());
+  for (const auto& [name, value] : env)
+    out.push_back(name + "=" + value);
+  return out;
+}
+
 }  // namespace rex::detail

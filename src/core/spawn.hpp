@@ -5,6 +5,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 #include <system_error>
@@ -47,6 +48,13 @@ struct SpawnedChild {
 /// Starts a child. Every fd of ours above 2 is closed in the child, signal dispositions and
 /// mask are reset. Throws std::system_error naming the program when it cannot be started.
 SpawnedChild spawn_process(const SpawnOptions& options);
+
+/// This process's environment, name -> value.
+std::map<std::string, std::string> current_environment();
+
+/// An environment as the "NAME=value" entries a child is given (SpawnOptions::env), in name
+/// order.
+std::vector<std::string> environment_entries(const std::map<std::string, std::string>& env);
 
 /// Resolves a program name through PATH (from `env` when given, else ours), as execvp would.
 std::string find_program(const std::string& name,

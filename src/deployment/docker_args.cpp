@@ -1,3 +1,4 @@
+#include <rex/core/text.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/docker_args.hpp>
 
@@ -27,13 +28,6 @@ namespace {
   throw DeploymentConfigError(std::move(message));
 }
 
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
 double parse_number(std::string_view text, std::string_view what) {
   double value = 0;
   const auto* end = text.data() + text.size();
@@ -53,7 +47,7 @@ std::int64_t parse_integer(std::string_view text, std::string_view what) {
 }
 
 bool parse_bool(std::string_view text, std::string_view what) {
-  const std::string v = lower(text);
+  const std::string v = ascii_lower(text);
   if (v == "true" || v == "1")
     return true;
   if (v == "false" || v == "0")
@@ -255,7 +249,7 @@ std::int64_t parse_size(std::string_view text, std::string_view what) {
   if (digits == 0)
     fail(fmt::format("{}: '{}' is not a size (examples: 512m, 2g, 1048576)", what, text));
   const double number = parse_number(text.substr(0, digits), what);
-  const std::string unit = lower(text.substr(digits));
+  const std::string unit = ascii_lower(text.substr(digits));
   double scale = 0;
   if (unit.empty() || unit == "b")
     scale = 1;

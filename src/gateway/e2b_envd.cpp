@@ -128,15 +128,30 @@ json::object error_body(const ConnectError& e) {
   return json::object{{"code", e.code}, {"message", utf8_backslashreplace(e.what())}};
 }
 
+// A unary call's failure: the error as its body, with the status of its code.
+Answer unary_error(const ConnectError& e) {
+  return server::json_answer(connect_status(e.code), error_body(e));
+}
+
 // One Connect envelope: a flags byte, the payload's length (4 bytes, big-endian), the payload.
-void append_envelope(std::string& out, std::uint8_t flags, std::string_view payload) {
+std::string envelope(std::uint8_t flags, const json::value& message) {
+  const std::string payload = json::serialize(message);
+  std::string out;
   out += static_cast<char>(flags);
   for (int shift = 24; shift >= 0; shift -= 8)
     out += static_cast<char>((payload.size() >> shift) & 0xff);
   out += payload;
+  return out;
 }
 
 constexpr std::uint8_t kEndStream = 0x02;
+
+// A Connect stream's last envelope: its end, with the error when the call failed.
+std::string end_of_stream(const ConnectError* failure) {
+  if (failure == nullptr)
+    return envelope(kEndStream, json::object{});
+  return envelope(kEndStream, json::object{{"error", error_body(*failure)}});
+}
 constexpr std::size_t kMaxEnvelope = 4 << 20;  // a StartRequest is a few hundred bytes
 
 // The one message of a client's enveloped request body (a server-streaming call's request).
@@ -173,11 +188,9 @@ Answer stream_answer(std::string body) {
   return a;
 }
 
-// A Connect stream's last envelope: its end, with an error.
+// A stream refused at once: only its last envelope, with the error.
 Answer stream_error(const ConnectError& e) {
-  std::string body;
-  append_envelope(body, kEndStream, json::serialize(json::object{{"error", error_body(e)}}));
-  return stream_answer(std::move(body));
+  return stream_answer(end_of_stream(&e));
 }
 
 struct Call {
@@ -563,12 +576,6 @@ struct Envd {
 
 // --- process streams ---------------------------------------------------------------------------
 
-std::string envelope(std::uint8_t flags, const json::value& message) {
-  std::string out;
-  append_envelope(out, flags, json::serialize(message));
-  return out;
-}
-
 json::object process_event(const ProcessEvent& e) {
   switch (e.kind) {
     case ProcessEvent::Kind::started:
@@ -662,14 +669,27 @@ asio::awaitable<void> follow_process(std::shared_ptr<Gateway::Impl> s, SessionRe
     line["exit_code"] = end->exit_code ? json::value(*end->exit_code) : json::value(nullptr);
     line["status"] = end->status;
     out->send_bytes(envelope(0, end_event(*end)));
-    out->send_bytes(envelope(kEndStream, json::object{}));
+    out->send_bytes(end_of_stream(nullptr));
   } else if (failure) {
     line["error"] = failure->code;
-    out->send_bytes(envelope(kEndStream, json::object{{"error", error_body(*failure)}}));
+    out->send_bytes(end_of_stream(&*failure));
   } else {
     line["detached"] = true;  // the client left before the process ended
   }
   s->append_log(rec, who, std::move(line));
+}
+
+// A header's number; none when absent, invalid_argument naming it when it is not a number.
+std::optional<double> header_number(const Request& r, std::string_view name,
+                                    std::string_view unit) {
+  const auto v = r.field(name);
+  if (!v)
+    return std::nullopt;
+  try {
+    return std::stod(std::string(*v));
+  } catch (const std::exception&) {
+    throw ConnectError("invalid_argument", fmt::format("{}: expected {}", name, unit));
+  }
 }
 
 // process.Process/Start and /Connect: the request checked and its caller admitted at once (a
@@ -692,24 +712,9 @@ std::variant<Answer, server::EventProducer> process_stream(std::shared_ptr<Gatew
       f.what = envd.process_config(c, message);
     else
       f.what = Envd::selector_of(message);
-    if (const auto ms = r.field("Connect-Timeout-Ms")) {
-      double seconds = 0;
-      try {
-        seconds = std::stod(std::string(*ms)) / 1000;
-      } catch (const std::exception&) {
-        throw ConnectError("invalid_argument", "Connect-Timeout-Ms: expected milliseconds");
-      }
-      if (seconds > 0)
-        f.timeout = seconds;
-    }
-    double keepalive = 50;
-    if (const auto v = r.field("Keepalive-Ping-Interval")) {
-      try {
-        keepalive = std::stod(std::string(*v));
-      } catch (const std::exception&) {
-        throw ConnectError("invalid_argument", "Keepalive-Ping-Interval: expected seconds");
-      }
-    }
+    if (const auto ms = header_number(r, "Connect-Timeout-Ms", "milliseconds"); ms && *ms > 0)
+      f.timeout = *ms / 1000;
+    const double keepalive = header_number(r, "Keepalive-Ping-Interval", "seconds").value_or(50);
     if (auto* config = std::get_if<ProcessConfig>(&f.what))
       config->keepalive = keepalive;
     else
@@ -726,7 +731,7 @@ std::variant<Answer, server::EventProducer> process_stream(std::shared_ptr<Gatew
   }
   if (streaming)
     return stream_error(*failure);
-  return server::json_answer(connect_status(failure->code), error_body(*failure));
+  return unary_error(*failure);
 }
 
 // The HTTP endpoints answer errors as {"code": status, "message"}.
@@ -787,8 +792,7 @@ void add_e2b_envd_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s
           } catch (const std::exception& e) {
             failure = connect_error_of(e);
           }
-          const unsigned status = connect_status(failure->code);
-          co_return server::json_answer(status, error_body(*failure));
+          co_return unary_error(*failure);
         }));
   // The two server-streaming calls first: the route of the unary ones would take them.
   t.add(verb::post, "/process.Process/Start",
@@ -819,7 +823,7 @@ void add_e2b_envd_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s
                           json::object{{"call", "e2b.process." + method},
                                        {"request", std::move(body)},
                                        {"error", failure->code}});
-          co_return server::json_answer(connect_status(failure->code), error_body(*failure));
+          co_return unary_error(*failure);
         }));
 }
 

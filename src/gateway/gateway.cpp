@@ -3,6 +3,7 @@
 #include <rex/gateway/gateway.hpp>
 
 #include <rex/core/random.hpp>
+#include <rex/core/text.hpp>
 #include <rex/core/timeout.hpp>
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/gateway/docker_provider.hpp>
@@ -67,13 +68,6 @@ std::string file_sha256(const fs::path& file) {
 }
 
 }  // namespace
-
-std::string hex_of(const unsigned char* bytes, unsigned int n) {
-  std::string out;
-  for (unsigned int i = 0; i < n; ++i)
-    out += fmt::format("{:02x}", bytes[i]);
-  return out;
-}
 
 std::string sha256_hex(std::string_view data) {
   unsigned char digest[EVP_MAX_MD_SIZE];

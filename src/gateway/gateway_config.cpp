@@ -6,6 +6,7 @@
 //
 // Every message is "SOURCE:LINE: FIELD: PROBLEM". The line is that of the field's key (yaml-cpp
 // marks a null value on the token after it), or of the list element at fault.
+#include <rex/core/text.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/docker_args.hpp>
 #include <rex/gateway/gateway_config.hpp>
@@ -326,10 +327,7 @@ bool plain(const YAML::Node& node) {
 std::optional<double> number_of(const YAML::Node& node) {
   if (!plain(node))
     return std::nullopt;
-  std::string text = node.Scalar();
-  std::transform(text.begin(), text.end(), text.begin(), [](char c) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  });
+  const std::string text = ascii_lower(node.Scalar());
   if (text == ".inf" || text == "+.inf")
     return HUGE_VAL;
   if (text == "-.inf")
@@ -843,10 +841,7 @@ Environment parse_environment(std::string_view yaml_text, std::string_view sourc
 
 json::value parse_data_file(std::string_view text, std::string_view source,
                             std::string_view extension) {
-  std::string lower(extension);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  });
+  const std::string lower = ascii_lower(extension);
   if (lower == ".yaml" || lower == ".yml") {
     DataConverter converter;
     return converter.convert(load_document(text, source), 0);

@@ -170,8 +170,6 @@ void add_e2b_envd_routes(server::RouteTable& table, std::shared_ptr<Gateway::Imp
 /// The X-Access-Token of a session's in-sandbox API (envdAccessToken in the control API).
 std::string envd_access_token(const SessionRecord& rec);
 
-/// Bytes (a digest) as lowercase hex.
-std::string hex_of(const unsigned char* bytes, unsigned int n);
 /// sha256 of a string, lowercase hex.
 std::string sha256_hex(std::string_view data);
 

@@ -10,6 +10,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
+#include "core/spawn.hpp"
 #include "gateway/session_record.hpp"
 
 #include <fcntl.h>
@@ -27,8 +28,6 @@
 #include <sstream>
 #include <system_error>
 #include <vector>
-
-extern char** environ;
 
 namespace rex::gateway {
 
@@ -329,19 +328,11 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
       args.emplace_back("--max-lifetime");
       args.push_back(fmt::format("{}", spec.max_lifetime));
     }
-    std::map<std::string, std::string> env_map;
-    for (char** e = environ; *e != nullptr; ++e) {
-      const std::string_view entry(*e);
-      const auto eq = entry.find('=');
-      if (eq != std::string_view::npos)
-        env_map[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
-    }
+    std::map<std::string, std::string> env_map = detail::current_environment();
     for (const auto& [k, v] : spec.env)
       env_map[k] = v;
     env_map["REX_SANDBOX"] = id;
-    std::vector<std::string> env;
-    for (const auto& [k, v] : env_map)
-      env.push_back(k + "=" + v);
+    const std::vector<std::string> env = detail::environment_entries(env_map);
 
     SandboxFile file{s.cfg.gateway_id, id, unix_now(), 0};
     write_sandbox_file(dir, file);  // before the process: a crash between leaves a record

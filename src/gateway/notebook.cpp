@@ -48,8 +48,7 @@ Notebook::Notebook(asio::any_io_executor executor, Runtime& runtime, std::string
 
 asio::awaitable<json::object> Notebook::execute(std::string code, std::string language,
                                                 std::optional<double> timeout) {
-  for (auto& c : language)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  language = ascii_lower(language);
   const bool python =
       language.empty() || language == "python" || language == "python3" || language == "py";
   const bool bash = language == "bash" || language == "sh" || language == "shell";

@@ -1,6 +1,7 @@
 // The registry and the gateway's files on disk: the built-in environments, walking a registry
 // directory, and reading files (the registry's and --config's) for the parsers of
 // gateway_config.cpp, which do no I/O.
+#include <rex/core/text.hpp>
 #include <rex/gateway/gateway_config.hpp>
 #include <rex/gateway/registry.hpp>
 
@@ -40,15 +41,8 @@ std::string read_text(const fs::path& file) {
   return text;
 }
 
-std::string lower(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](char c) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  });
-  return text;
-}
-
 bool is_yaml(const fs::path& file) {
-  const std::string extension = lower(file.extension().string());
+  const std::string extension = ascii_lower(file.extension().string());
   return extension == ".yaml" || extension == ".yml";
 }
 

@@ -1,3 +1,4 @@
+#include <rex/core/text.hpp>
 #include <rex/http/url.hpp>
 
 #include <fmt/format.h>
@@ -15,13 +16,6 @@ constexpr std::size_t kMaxSocketPath = 107;  // sun_path holds 108 bytes with th
 
 [[noreturn]] void fail(std::string_view url, std::string_view problem) {
   throw InvalidUrlError(fmt::format("invalid URL '{}': {}", url, problem));
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
 }
 
 std::string percent_decode(std::string_view url, std::string_view s) {
@@ -148,7 +142,7 @@ Url parse_url(std::string_view text) {
   const auto sep = text.find("://");
   if (sep == std::string_view::npos)
     fail(text, "no scheme (expected http://, https:// or http+unix://)");
-  const std::string scheme = lower(text.substr(0, sep));
+  const std::string scheme = ascii_lower(text.substr(0, sep));
   Url out;
   if (scheme == "http") {
     out.scheme = Url::Scheme::http;

@@ -1,5 +1,6 @@
 #include <rex/core/event.hpp>
 #include <rex/core/outcome.hpp>
+#include <rex/core/text.hpp>
 #include <rex/core/timeout.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/runtime/file_ops.hpp>
@@ -26,7 +27,6 @@
 #include <boost/asio/write.hpp>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -122,17 +122,21 @@ void reject_nul(std::string_view value) {
     throw ValueError("embedded null byte");
 }
 
+// ValueError for a variable a child cannot be given.
+void check_variable(const std::string& name, const std::string& value) {
+  if (name.empty() || name.find('=') != std::string::npos)
+    throw ValueError("illegal environment variable name", {{"name", name}});
+  reject_nul(name);
+  reject_nul(value);
+}
+
 std::optional<std::vector<std::string>> build_env(const Command& command) {
   if (!command.env)
     return std::nullopt;
   std::vector<std::string> env;
   env.reserve(command.env->size());
   for (const auto& [name, value] : *command.env) {
-    if (name.empty() || name.find('=') != std::string::npos) {
-      throw ValueError("illegal environment variable name", {{"name", name}});
-    }
-    reject_nul(name);
-    reject_nul(value);
+    check_variable(name, value);
     env.push_back(name + "=" + value);
   }
   return env;
@@ -338,12 +342,6 @@ struct Listener {
   Event wake;
 };
 
-std::string lowercase(std::string text) {
-  for (char& c : text)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return text;
-}
-
 ProcessEnd end_of(const std::optional<int>& code) {
   ProcessEnd end;
   if (!code) {
@@ -354,7 +352,7 @@ ProcessEnd end_of(const std::optional<int>& code) {
   } else {
     end.signal = -*code;
     const char* name = ::strsignal(-*code);
-    end.status = "signal: " + lowercase(name != nullptr ? name : std::to_string(-*code));
+    end.status = "signal: " + ascii_lower(name != nullptr ? name : std::to_string(-*code));
   }
   return end;
 }
@@ -363,10 +361,6 @@ ProcessEnd end_of(const std::optional<int>& code) {
 
 struct ProcessTable::Process {
   explicit Process(asio::any_io_executor ex) : pidfd(ex), out(ex), err(ex), in(ex) {}
-  ~Process() {
-    if (reaper)
-      reaper->kill_group();  // the table or the io_context went before it ended
-  }
 
   void publish(const ProcessEvent& e) {
     for (const auto& l : listeners) {
@@ -376,7 +370,9 @@ struct ProcessTable::Process {
   }
 
   ProcessInfo info;
-  std::optional<ChildReaper> reaper;  // until reaped
+  // Until reaped, which is when the process leaves the table. A record that goes first (its
+  // io_context went away) kills the group and reaps it on the way.
+  std::optional<ChildReaper> reaper;
   stream_descriptor pidfd, out, err, in;
   std::vector<std::shared_ptr<Listener>> listeners;
 };
@@ -412,11 +408,11 @@ asio::awaitable<void> pump(std::shared_ptr<ProcessTable::Processes> table,
     p->reaper->kill_group();  // waiting failed: make sure the reap below cannot block
   const ProcessEnd end = end_of(p->reaper->reap());
   p->reaper.reset();
+  table->erase(p->info.pid);  // in the same step: the table holds only unreaped processes
   for (const auto& l : p->listeners) {
     l->end = end;
     l->wake.set();
   }
-  table->erase(p->info.pid);
 }
 
 // Hands a listener's events to `on_event` until the process ends (its end), the listener says
@@ -453,6 +449,14 @@ asio::awaitable<std::optional<ProcessEnd>> listen(std::shared_ptr<Process> p,
   }
 }
 
+// A new listener of the process, its first event `started` with the pid.
+std::shared_ptr<Listener> attach(Process& p) {
+  auto l = std::make_shared<Listener>(p.pidfd.get_executor());
+  l->queue.push_back(ProcessEvent{ProcessEvent::Kind::started, p.info.pid, {}});
+  p.listeners.push_back(l);
+  return l;
+}
+
 std::shared_ptr<Process> select(const ProcessTable::Processes& table, long pid,
                                 const std::string& tag) {
   if (pid != 0) {
@@ -472,31 +476,18 @@ std::shared_ptr<Process> select(const ProcessTable::Processes& table, long pid,
 }
 
 std::vector<std::string> environment_with(const std::map<std::string, std::string>& added) {
-  std::map<std::string, std::string> merged;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const std::string_view entry(*e);
-    const auto eq = entry.find('=');
-    if (eq != std::string_view::npos)
-      merged[std::string(entry.substr(0, eq))] = std::string(entry.substr(eq + 1));
-  }
+  std::map<std::string, std::string> merged = current_environment();
   for (const auto& [name, value] : added) {
-    if (name.empty() || name.find('=') != std::string::npos)
-      throw ValueError("illegal environment variable name", {{"name", name}});
-    reject_nul(name);
-    reject_nul(value);
+    check_variable(name, value);
     merged[name] = value;
   }
-  std::vector<std::string> out;
-  out.reserve(merged.size());
-  for (const auto& [name, value] : merged)
-    out.push_back(name + "=" + value);
-  return out;
+  return environment_entries(merged);
 }
 
 }  // namespace
 
 int parse_signal(std::string_view name) {
-  std::string text = lowercase(std::string(name));
+  std::string text = ascii_lower(name);
   if (!text.empty() &&
       std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; })) {
     const int n = std::atoi(text.c_str());
@@ -507,7 +498,7 @@ int parse_signal(std::string_view name) {
     text.erase(0, 3);
   for (int n = 1; n < NSIG; ++n) {
     const char* abbrev = ::sigabbrev_np(n);
-    if (abbrev != nullptr && lowercase(abbrev) == text)
+    if (abbrev != nullptr && ascii_lower(abbrev) == text)
       return n;
   }
   throw ValueError(fmt::format("unknown signal {}", python_repr(std::string(name))));
@@ -522,8 +513,7 @@ ProcessTable::~ProcessTable() {
 
 void ProcessTable::kill_all() noexcept {
   for (const auto& [_, p] : *processes_)
-    if (p->reaper)
-      p->reaper->kill_group();
+    p->reaper->kill_group();
 }
 
 asio::awaitable<std::optional<ProcessEnd>> ProcessTable::start(ProcessConfig config,
@@ -560,9 +550,7 @@ asio::awaitable<std::optional<ProcessEnd>> ProcessTable::start(ProcessConfig con
                         .tag = std::move(config.tag),
                         .stdin_pipe = config.stdin_pipe};
   (*processes_)[child.pid] = p;
-  auto l = std::make_shared<Listener>(ex_);
-  l->queue.push_back(ProcessEvent{ProcessEvent::Kind::started, child.pid, {}});
-  p->listeners.push_back(l);
+  auto l = attach(*p);
   asio::co_spawn(ex_, pump(processes_, p), asio::detached);
   co_return co_await listen(p, l, config.keepalive, std::move(on_event));
 }
@@ -570,17 +558,14 @@ asio::awaitable<std::optional<ProcessEnd>> ProcessTable::start(ProcessConfig con
 asio::awaitable<std::optional<ProcessEnd>> ProcessTable::connect(ProcessSelector which,
                                                                  ProcessListener on_event) {
   auto p = select(*processes_, which.pid, which.tag);
-  auto l = std::make_shared<Listener>(ex_);
-  l->queue.push_back(ProcessEvent{ProcessEvent::Kind::started, p->info.pid, {}});
-  p->listeners.push_back(l);
+  auto l = attach(*p);
   co_return co_await listen(p, l, which.keepalive, std::move(on_event));
 }
 
 ProcessListResponse ProcessTable::list() const {
   ProcessListResponse out;
   for (const auto& [_, p] : *processes_)
-    if (p->reaper)
-      out.processes.push_back(p->info);
+    out.processes.push_back(p->info);
   return out;
 }
 
@@ -608,7 +593,7 @@ asio::awaitable<void> ProcessTable::input(ProcessInput input) {
 void ProcessTable::signal(const ProcessSignal& signal) {
   const int number = parse_signal(signal.signal);
   auto p = select(*processes_, signal.pid, signal.tag);
-  if (p->reaper && ::kill(-static_cast<pid_t>(p->info.pid), number) != 0 && errno != ESRCH)
+  if (::kill(-static_cast<pid_t>(p->info.pid), number) != 0 && errno != ESRCH)
     throw_os_error(errno);
 }
 

@@ -118,6 +118,18 @@ void move_into_place(const std::string& from, const std::string& to) {
     throw_os_error(errno, to);
 }
 
+// The "error" event of a stream: the same body a 511 (a runtime exception) or 422 (a bad
+// request) answer would carry, thrown as that answer would be.
+[[noreturn]] void throw_stream_error(const json::value& error, const std::string& url) {
+  const json::object* o = error.if_object();
+  const json::value* transfer = o ? o->if_contains("swerexception") : nullptr;
+  if (transfer != nullptr && transfer->is_object())
+    throw_wire(transfer->as_object());
+  const std::string text = json::serialize(error);
+  throw http::HttpError(fmt::format("POST {} reported an error: {}", url, excerpt(text)), 422, url,
+                        text);
+}
+
 }  // namespace
 
 struct RemoteRuntime::Impl {
@@ -380,16 +392,8 @@ asio::awaitable<BashObservation> RemoteRuntime::run_in_session_streaming(Action 
   }
   impl_->check(request, response);
   const std::string url = impl_->client.url_of(request.target);
-  if (error) {
-    // The same body a 511 (a runtime exception) or 422 (a bad action) answer would carry.
-    const json::object* body = error->if_object();
-    const json::value* transfer = body ? body->if_contains("swerexception") : nullptr;
-    if (transfer != nullptr && transfer->is_object())
-      throw_wire(transfer->as_object());
-    const std::string text = json::serialize(*error);
-    throw http::HttpError(fmt::format("POST {} reported an error: {}", url, excerpt(text)), 422,
-                          url, text);
-  }
+  if (error)
+    throw_stream_error(*error, url);
   if (!observation)
     throw http::HttpError(fmt::format("POST {} ended its event stream without an observation{}{}",
                                       url, bad_event.empty() ? "" : ": ", bad_event),
@@ -554,15 +558,8 @@ asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::Impl::follow_process(
                                                 client.base_url().text, response.status, target));
   check(request, response);
   const std::string url = client.url_of(request.target);
-  if (error) {
-    const json::object* o = error->if_object();
-    const json::value* transfer = o ? o->if_contains("swerexception") : nullptr;
-    if (transfer != nullptr && transfer->is_object())
-      throw_wire(transfer->as_object());
-    const std::string text = json::serialize(*error);
-    throw http::HttpError(fmt::format("POST {} reported an error: {}", url, excerpt(text)), 422,
-                          url, text);
-  }
+  if (error)
+    throw_stream_error(*error, url);
   if (!end)
     throw http::HttpError(fmt::format("POST {} ended its event stream without an end{}{}", url,
                                       bad_event.empty() ? "" : ": ", bad_event),

@@ -109,9 +109,7 @@ Answer error_answer(std::exception_ptr error) {
 
 // FastAPI's reading of a boolean form field.
 std::optional<bool> form_bool(std::string_view v) {
-  std::string s(v);
-  for (auto& c : s)
-    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  const std::string s = ascii_lower(v);
   if (s == "true" || s == "1" || s == "yes" || s == "on" || s == "y" || s == "t")
     return true;
   if (s == "false" || s == "0" || s == "no" || s == "off" || s == "n" || s == "f")

@@ -45,8 +45,6 @@
 #include <system_error>
 #include <utility>
 
-extern char** environ;
-
 namespace rex {
 namespace {
 
@@ -537,13 +535,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     ws.ws_row = cfg.rows;
     ::ioctl(slave.get(), TIOCSWINSZ, &ws);
 
-    std::map<std::string, std::string> env;
-    for (char** e = environ; e && *e; ++e) {
-      std::string_view kv(*e);
-      const auto eq = kv.find('=');
-      if (eq != std::string_view::npos)
-        env[std::string(kv.substr(0, eq))] = kv.substr(eq + 1);
-    }
+    std::map<std::string, std::string> env = detail::current_environment();
     for (const auto& [k, v] : cfg.environment)
       env[k] = v;
     env["TERM"] = cfg.term;

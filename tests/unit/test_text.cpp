@@ -21,6 +21,14 @@ TEST(Text, ShellQuote) {
   EXPECT_EQ(shell_quote("$HOME"), "'$HOME'");
 }
 
+TEST(Text, HexAndLowercase) {
+  const unsigned char bytes[] = {0x00, 0x0f, 0xa5, 0xff};
+  EXPECT_EQ(hex_of(bytes, 4), "000fa5ff");
+  EXPECT_EQ(hex_of(bytes, 0), "");
+  EXPECT_EQ(ascii_lower("SIGTerm .YAML"), "sigterm .yaml");
+  EXPECT_EQ(ascii_lower("\xc3\x89t\xc3\xa9"), "\xc3\x89t\xc3\xa9");  // only ASCII letters change
+}
+
 TEST(Text, Base64RoundTripsEveryLengthAndByte) {
   EXPECT_EQ(base64_encode(""), "");
   EXPECT_EQ(base64_encode("f"), "Zg==");

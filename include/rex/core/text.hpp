@@ -1,8 +1,9 @@
 // Small text helpers shared by messages, command lines and wire formats: how rex writes a
-// duration in a message, how it quotes a word for a POSIX shell, and base64.
+// duration in a message, how it quotes a word for a POSIX shell, lowercase, hex and base64.
 #pragma once
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -14,6 +15,12 @@ std::string seconds_text(std::chrono::duration<double> duration);
 
 /// `text` as one word for a POSIX shell, in single quotes: it's -> 'it'\''s'.
 std::string shell_quote(std::string_view text);
+
+/// Bytes (a digest, a random id) as lowercase hex.
+std::string hex_of(const unsigned char* bytes, std::size_t n);
+
+/// ASCII letters lowered; every other byte as it is.
+std::string ascii_lower(std::string_view text);
 
 /// Standard base64, padded.
 std::string base64_encode(std::string_view bytes);
