@@ -103,10 +103,12 @@
 #include <exception>
 #include <fstream>
 #include <functional>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -1568,13 +1570,50 @@ FloorTeardown floor_kill_reap(int n) {
 // close_all: POST /close (RemoteRuntime::close) with every session of the set open, against
 // the floor above with as many shells. The floor runs after /close, so that rex's terminals
 // and the floor's are never open at once (the system has a few thousand).
-Result bench_close_all(asio::io_context& io, TeardownSessions& sessions, const Options& opt) {
+// The processor time `pid` has used so far, in clock ticks (/proc/PID/stat: utime + stime).
+long cpu_ticks(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const auto close = text.rfind(')');
+  if (close == std::string::npos)
+    return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  long utime = 0, stime = 0;
+  for (int k = 3; fields >> field; ++k) {  // field 3 is the state
+    if (k == 14)
+      utime = std::stol(field);
+    if (k == 15) {
+      stime = std::stol(field);
+      break;
+    }
+  }
+  return utime + stime;
+}
+
+// Waits (at most `bound`) until `pid` uses no processor for 100 ms: what it still does after
+// answering (it removes the empty cgroups of ended sessions then) must not run beside a floor.
+void wait_until_idle(pid_t pid, std::chrono::milliseconds bound) {
+  const auto until = Clock::now() + bound;
+  long last = cpu_ticks(pid);
+  while (Clock::now() < until) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const long now = cpu_ticks(pid);
+    if (now == last)
+      return;
+    last = now;
+  }
+}
+
+Result bench_close_all(asio::io_context& io, const ChildServer& server, TeardownSessions& sessions,
+                       const Options& opt) {
   const int n = opt.teardown_sessions;
   const double open_ms = sessions.open_to(n);
   const auto t0 = Clock::now();
   run_on(io, sessions.runtime().close());
   const double rex_ms = ms_since(t0);
   sessions.forget_all();
+  wait_until_idle(server.pid(), std::chrono::seconds(10));
   const FloorTeardown floor = floor_kill_reap(n);
 
   Result r;
@@ -1622,7 +1661,7 @@ std::vector<Result> bench_teardown(asio::io_context& io, const ChildServer& serv
   if (during)
     step("echo_during_closes", [&] { return bench_echo_during_closes(io, server, sessions, opt); });
   if (all)
-    step("close_all", [&] { return bench_close_all(io, sessions, opt); });
+    step("close_all", [&] { return bench_close_all(io, server, sessions, opt); });
   if (sessions.open() > 0) {
     try {
       run_on(io, sessions.runtime().close());

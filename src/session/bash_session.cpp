@@ -219,17 +219,27 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // Synchronous last resort (destructor, a failed start): bash's process group is killed now,
   // the rest of the session and collecting bash are left to the reaper's thread.
   void kill_everything() {
-    if (pid > 0 && !reaped) {
+    if (pid > 0 && !reaped)
       ::kill(-pid, SIGKILL);
-      processes.end_detached(pid);
-      reaped = true;
-    } else {
-      processes.end_detached(-1);
-    }
-    error_code ignored;
-    master.close(ignored);
-    pidfd.close(ignored);
+    processes.end_detached(remains());
     state = State::closed;
+  }
+
+  // What the session's ending finishes off the event loop: its descriptors, and bash when it
+  // has not been collected. Waits on them end (with operation_aborted).
+  detail::SessionProcesses::Remains remains() {
+    detail::SessionProcesses::Remains r;
+    if (master.is_open())
+      r.fds.push_back(master.release());
+    const int exit_fd = pidfd.is_open() ? pidfd.release() : -1;
+    if (pid > 0 && !reaped) {
+      r.child = pid;
+      r.child_pidfd = exit_fd;
+      reaped = true;
+    } else if (exit_fd >= 0) {
+      r.fds.push_back(exit_fd);
+    }
+    return r;
   }
 
   std::string death_description() const {
@@ -1053,21 +1063,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       co_return;
     }
     state = State::closed;  // a command still reading sees the end and reports it
-    error_code ignored;
-    master.cancel(ignored);
-    // bash (not reaped yet: its pid is still its own) and everything else the session started,
-    // daemons included, off this thread.
-    co_await processes.end(ex, pid > 0 && !reaped);
-    if (!reaped) {
-      // SIGKILL was sent: the pidfd becomes readable promptly; the bound only guards a kernel
-      // that cannot deliver it.
-      auto exit = exited.wait();
-      co_await with_timeout(std::move(exit), std::chrono::seconds(10));
-      reap();
-    }
-    master.close(ignored);
-    pidfd.close(ignored);
-    state = State::closed;
+    // bash (not collected yet: its pid is still its own), everything else the session started,
+    // daemons included, and the terminal: all ended off this thread, which only waits.
+    co_await processes.end(ex, remains());
   }
 };
 

@@ -10,6 +10,7 @@
 
 #include <string>
 #include <system_error>
+#include <vector>
 
 namespace rex::detail {
 
@@ -35,12 +36,21 @@ class SessionProcesses {
   /// environment and so in that of everything it starts.
   void started(pid_t pid, std::string tag);
 
-  /// Kills every process of the session; completes on `executor` once they are gone (cgroup)
-  /// or were all sent SIGKILL (scan). `bash_alive`: bash has not been collected yet, so its
-  /// process group may be signalled. bash itself is left for its parent to collect.
-  asio::awaitable<void> end(asio::any_io_executor executor, bool bash_alive);
-  /// The same without waiting; `child` (bash, when nobody else will collect it) is collected.
-  void end_detached(pid_t child);
+  /// What a session leaves to be finished off its event loop once its processes are gone: its
+  /// descriptors (closing a terminal can take milliseconds) and bash, when it has not been
+  /// collected yet (it is the leader of the session; its process group is killed first).
+  struct Remains {
+    std::vector<int> fds;
+    pid_t child = -1;
+    int child_pidfd = -1;  // says when `child` has exited (owned by the remains)
+  };
+
+  /// Kills every process of the session, closes `remains.fds` and collects `remains.child`, all
+  /// on the teardown thread; completes on `executor` once that is done. With the scan, the
+  /// other processes were sent SIGKILL by then; with a cgroup, they are gone too.
+  asio::awaitable<void> end(asio::any_io_executor executor, Remains remains);
+  /// The same without waiting.
+  void end_detached(Remains remains);
 
  private:
   void close_join_fds();

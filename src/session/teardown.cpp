@@ -137,8 +137,10 @@ class Reaper {
     std::string cgroup;          // the session's cgroup; empty: scan
     pid_t sid = -1;              // bash's pid, the id of its session (scan)
     std::string tag;             // "REX_SESSION=..." (scan)
-    pid_t collect = -1;          // a child of ours nobody else will wait for
     pid_t leader = -1;           // bash, not collected yet: its process group is killed first
+    std::vector<int> fds;        // closed once the session's processes are gone
+    pid_t collect = -1;          // a child of ours (bash): collected then, before `done`
+    int collect_pidfd = -1;      // says when `collect` has exited
     std::function<void()> done;  // called on this thread when the job is finished
   };
 
@@ -271,8 +273,19 @@ class Reaper {
 
   // ---- the thread -------------------------------------------------------------------------
 
-  // Tells the job's owner, and lets go of what the notice holds (its eventfd) at once.
-  static void complete(Job& job) {
+  // The session's processes are gone (or as gone as they will get): its descriptors are
+  // closed and bash collected, then the job's owner is told, and what the notice holds (its
+  // eventfd) let go of at once.
+  void finish(Job& job) {
+    for (const int fd : std::exchange(job.fds, {}))
+      ::close(fd);
+    if (job.collect_pidfd >= 0)
+      ::close(std::exchange(job.collect_pidfd, -1));
+    if (const pid_t child = std::exchange(job.collect, -1); child > 0) {
+      const pid_t r = ::waitpid(child, nullptr, WNOHANG);
+      if (r == 0)
+        uncollected_.push_back(child);  // still dying (a deadline passed): collected later
+    }
     if (auto done = std::exchange(job.done, nullptr))
       done();
   }
@@ -306,8 +319,6 @@ class Reaper {
           if (job.cgroup.empty())
             ::kill(-job.leader, SIGKILL);
         }
-        if (job.collect > 0)
-          uncollected_.push_back(job.collect);
         if (!job.cgroup.empty())
           kill_cgroup(std::move(job));
         else
@@ -316,10 +327,14 @@ class Reaper {
       if (!scans.empty())
         scan_and_kill(scans);
       collect_children();
-      remove_stale_roots();
       expire(Clock::now());
-      if (stopping && jobs.empty() && dying_.empty() && uncollected_.empty())
+      if (stopping && jobs.empty() && dying_.empty() && uncollected_.empty()) {
+        remove_ended(to_remove_.size());
+        remove_stale_roots();
         return;
+      }
+      remove_ended(kRemovalsBetweenLooks);
+      remove_stale_roots();
       wait_for_news(stopping);
     }
   }
@@ -327,6 +342,8 @@ class Reaper {
   // What the thread's epoll reports: a new job, or (any other value, a pidfd + kMember) the end
   // of a process of a dying session.
   static constexpr std::uint64_t kWake = 0;
+  // Empty cgroups removed before the thread looks for new work again: each takes about 0.1 ms.
+  static constexpr std::size_t kRemovalsBetweenLooks = 4;
   static constexpr std::uint64_t kMember = 1;
 
   void watch_fd(int fd, std::uint64_t key) {
@@ -348,6 +365,8 @@ class Reaper {
     int timeout = -1;
     if (!uncollected_.empty() || stopping)
       timeout = 5;
+    if (!to_remove_.empty())
+      timeout = 0;
     if (!dying_.empty()) {
       const auto now = Clock::now();
       Clock::time_point first = Clock::time_point::max();
@@ -376,7 +395,7 @@ class Reaper {
 
   void look_again() {
     const auto now = Clock::now();
-    finish_where([&](Dying& d) { return d.pidfds.empty() && now >= d.look_at && removed(d, now); });
+    finish_where([&](Dying& d) { return d.pidfds.empty() && now >= d.look_at && ended(d, now); });
   }
 
   // Finishes (and forgets) every dying session for which `over` says so.
@@ -395,6 +414,21 @@ class Reaper {
 
   // ---- cgroups ----------------------------------------------------------------------------
 
+  Dying dying(Job job) {
+    Dying d;
+    d.id = ++dying_count_;
+    d.killed = Clock::now();
+    d.deadline = d.killed + kEndDeadline;
+    d.job = std::move(job);
+    return d;
+  }
+
+  void watch_member(Dying& d, int pidfd) {
+    d.pidfds.push_back(pidfd);
+    member_of_[pidfd] = d.id;
+    watch_fd(pidfd, kMember + static_cast<std::uint64_t>(pidfd));
+  }
+
   void kill_cgroup(Job job) {
     ++kills_;
     if (has_kill_) {
@@ -403,22 +437,20 @@ class Reaper {
     } else {
       kill_members(job.cgroup);
     }
-    Dying d;
-    d.id = ++dying_count_;
-    d.killed = Clock::now();
-    d.deadline = d.killed + kEndDeadline;
-    d.job = std::move(job);
-    // A pidfd for each member says when it has exited, at once (cgroup.events notices come at
-    // most every 10 ms, the kernel's rate limit for them).
-    for (const pid_t pid : members(d.job.cgroup)) {
-      const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
-      if (fd < 0)
-        continue;  // gone already
-      d.pidfds.push_back(fd);
-      member_of_[fd] = d.id;
-      watch_fd(fd, kMember + static_cast<std::uint64_t>(fd));
+    Dying d = dying(std::move(job));
+    // A pidfd says when a process has exited, at once (cgroup.events notices come at most every
+    // 10 ms, the kernel's rate limit for them). bash's own is enough to start with: the others
+    // were killed in the same step, and the cgroup says whether any is left once bash is gone.
+    if (d.job.collect_pidfd >= 0) {
+      watch_member(d, std::exchange(d.job.collect_pidfd, -1));
+    } else {
+      for (const pid_t pid : members(d.job.cgroup)) {
+        const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+        if (fd >= 0)  // else gone already
+          watch_member(d, fd);
+      }
     }
-    if (d.pidfds.empty() && removed(d, d.killed)) {
+    if (d.pidfds.empty() && ended(d, d.killed)) {
       finish_cgroup(d);
       return;
     }
@@ -426,13 +458,36 @@ class Reaper {
     dying_.emplace(id, std::move(d));
   }
 
-  // Removing the cgroup succeeds only once it is empty: no process and no cgroup of its own
-  // with one. That is the end of the session; otherwise it is looked at again a little later.
-  bool removed(Dying& d, Clock::time_point now) {
-    if (remove_cgroup_tree(d.job.cgroup))
+  // The session has ended once its cgroup holds no process, in it or in a cgroup of its own;
+  // otherwise it is looked at again a little later. The empty cgroup is removed after the
+  // session's owner has been told (removing one takes longer than all the rest of an end).
+  bool ended(Dying& d, Clock::time_point now) {
+    if (d.job.cgroup.empty())
       return true;
+    if (!populated(d.job.cgroup)) {
+      to_remove_.push_back(d.job.cgroup);
+      return true;
+    }
     d.look_at = next_look(d, now);
     return false;
+  }
+
+  // Whether a process is left in `cgroup` or below it (cgroup.events: "populated 0|1").
+  static bool populated(const std::string& cgroup) {
+    const int fd = ::open((cgroup + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+      return false;  // gone
+    const std::string text = read_text(fd);
+    ::close(fd);
+    return text.find("populated 1") != std::string::npos;
+  }
+
+  // Empty cgroups of ended sessions, a few at a time between the other work.
+  void remove_ended(std::size_t count) {
+    for (; count > 0 && !to_remove_.empty(); --count) {
+      remove_cgroup_tree(to_remove_.front());
+      to_remove_.pop_front();
+    }
   }
 
   static std::vector<pid_t> members(const std::string& cgroup) {
@@ -466,7 +521,7 @@ class Reaper {
     if (it == dying_.end())
       return;
     forget_member(it->second, fd);
-    if (it->second.pidfds.empty() && removed(it->second, Clock::now())) {
+    if (it->second.pidfds.empty() && ended(it->second, Clock::now())) {
       Dying d = std::move(it->second);
       dying_.erase(it);
       finish_cgroup(d);
@@ -489,8 +544,14 @@ class Reaper {
     finish_where([&](const Dying& d) {
       if (d.deadline > now)
         return false;
-      spdlog::warn("session teardown: cgroup {} still has processes {} s after SIGKILL; it stays",
-                   d.job.cgroup, kEndDeadline.count());
+      if (d.job.cgroup.empty())
+        spdlog::warn("session teardown: bash ({}) still runs {} s after SIGKILL", d.job.collect,
+                     kEndDeadline.count());
+      else
+        spdlog::warn(
+            "session teardown: cgroup {} still has processes {} s after SIGKILL; it "
+            "stays",
+            d.job.cgroup, kEndDeadline.count());
       return true;
     });
   }
@@ -498,7 +559,7 @@ class Reaper {
   void finish_cgroup(Dying& d) {
     while (!d.pidfds.empty())
       forget_member(d, d.pidfds.back());
-    complete(d.job);
+    finish(d.job);
   }
 
   // cgroups of rex processes that are gone (a crash, SIGKILL): their sessions end now.
@@ -555,8 +616,16 @@ class Reaper {
     }
     for (int pass = 0; pass < 2; ++pass)
       walk(sids, tags, others);
+    // Every process found was sent SIGKILL; bash, when it is to be collected, is waited for.
     for (Job& job : jobs) {
-      complete(job);
+      if (job.collect <= 0 || job.collect_pidfd < 0) {
+        finish(job);
+        continue;
+      }
+      Dying d = dying(std::move(job));
+      watch_member(d, std::exchange(d.job.collect_pidfd, -1));
+      const int id = d.id;
+      dying_.emplace(id, std::move(d));
     }
   }
 
@@ -644,6 +713,7 @@ class Reaper {
   int dying_count_ = 0;
   std::vector<pid_t> uncollected_;
   std::vector<std::string> stale_roots_;
+  std::deque<std::string> to_remove_;  // empty cgroups of ended sessions
 };
 
 }  // namespace
@@ -730,9 +800,23 @@ struct StopWaiting {
 };
 }  // namespace
 
-asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor, bool bash_alive) {
-  if (ended_ || sid_ <= 0)
+namespace {
+// Remains that no job takes (a session that never started): finished here.
+void finish_here(SessionProcesses::Remains& remains) {
+  for (const int fd : std::exchange(remains.fds, {}))
+    ::close(fd);
+  if (remains.child_pidfd >= 0)
+    ::close(std::exchange(remains.child_pidfd, -1));
+  if (remains.child > 0)
+    ::waitpid(remains.child, nullptr, WNOHANG);
+}
+}  // namespace
+
+asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor, Remains remains) {
+  if (ended_ || sid_ <= 0) {
+    finish_here(remains);
     co_return;
+  }
   ended_ = true;
   auto handoff = std::make_shared<Handoff>();
   handoff->fd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -741,7 +825,10 @@ asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor, bool
   asio::posix::stream_descriptor woken(executor, handoff->fd);
   StopWaiting stop{handoff};  // destroyed before `woken` closes the descriptor
   Reaper::Job job = ending(cgroup_, sid_, tag_);
-  job.leader = bash_alive ? sid_ : -1;
+  job.leader = remains.child > 0 ? sid_ : -1;
+  job.collect = remains.child;
+  job.collect_pidfd = std::exchange(remains.child_pidfd, -1);
+  job.fds = std::move(remains.fds);
   job.done = [handoff] {
     std::lock_guard lock(handoff->mutex);
     if (!handoff->waiting)
@@ -753,12 +840,17 @@ asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor, bool
   co_await woken.async_wait(asio::posix::descriptor_base::wait_read, asio::use_awaitable);
 }
 
-void SessionProcesses::end_detached(pid_t child) {
-  if (ended_ || sid_ <= 0)
+void SessionProcesses::end_detached(Remains remains) {
+  if (ended_ || sid_ <= 0) {
+    finish_here(remains);
     return;
+  }
   ended_ = true;
   Reaper::Job job = ending(cgroup_, sid_, tag_);
-  job.collect = child;
+  job.leader = remains.child > 0 ? sid_ : -1;
+  job.collect = remains.child;
+  job.collect_pidfd = std::exchange(remains.child_pidfd, -1);
+  job.fds = std::move(remains.fds);
   Reaper::get().submit(std::move(job));
 }
 
