@@ -35,6 +35,8 @@
 //   echo_during_closes  with 2,000 sessions open, `echo` p99 in one session (one client, one
 //                     echo after the other) while another client closes 100 sessions, 10 at
 //                     once, vs the idle echo p99 just before  target: p99 ratio <= 2
+//                     (and beside it the same without rex: `echo` in a bash on a raw pty while
+//                     this process ends as many shells, as many at once: the kernel's share)
 //   close_all         one POST /close (RemoteRuntime::close) of 2,000 sessions, vs this process
 //                     SIGKILLing and reaping 2,000 `bash -i` process groups, each in its own
 //                     pty and session (what a rex session is) target: <= 2x
@@ -94,6 +96,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -1351,6 +1354,223 @@ Result bench_close_session_scaling(asio::io_context& io, const ChildServer& serv
   return r;
 }
 
+// The floor of close_all: `n` interactive bashes started by this process, each in a pty of its
+// own as its session leader with the pty as its controlling terminal: what a rex session is.
+// (A bare `sleep` in a process group would be cheaper to kill than the shells rex must end, so
+// it would not be the same work.) Each has shown its prompt before the clock starts; timed:
+// SIGKILL to every process group, then reaping every bash.
+struct FloorTeardown {
+  double kill_reap_ms = 0;
+  double start_ms = 0;
+};
+
+// Interactive bashes started by this process, each in a pty of its own as its session leader
+// with the pty as its controlling terminal, up and waiting for input; killed, collected and
+// their terminals closed when the set goes.
+class FloorShells {
+ public:
+  struct Shell {
+    pid_t pid = -1;
+    int master = -1;
+    bool ready = false;
+  };
+
+  FloorShells() = default;
+  FloorShells(const FloorShells&) = delete;
+  FloorShells& operator=(const FloorShells&) = delete;
+  ~FloorShells() { end_all(); }
+
+  // Starts `n` more, with `env` (NAME=value entries) over this process's environment, and
+  // returns once each has shown its first output (its prompt).
+  void start(int n, const std::vector<std::string>& env = {}) {
+    posix_spawnattr_t attr;
+    ::posix_spawnattr_init(&attr);
+    sigset_t all, none;
+    sigfillset(&all);
+    sigemptyset(&none);
+    ::posix_spawnattr_setsigdefault(&attr, &all);  // this process ignores SIGPIPE
+    ::posix_spawnattr_setsigmask(&attr, &none);
+    ::posix_spawnattr_setflags(&attr,
+                               POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+    std::vector<std::string> args{"bash", "--noediting", "--norc", "-i"};
+    std::vector<char*> argv;
+    for (auto& a : args)
+      argv.push_back(a.data());
+    argv.push_back(nullptr);
+    std::vector<std::string> entries = env;
+    for (char** e = environ; *e; ++e)
+      entries.emplace_back(*e);  // the first of a name wins in getenv
+    std::vector<char*> envp;
+    for (auto& e : entries)
+      envp.push_back(e.data());
+    envp.push_back(nullptr);
+    const std::size_t first = shells_.size();
+    for (int i = 0; i < n; ++i) {
+      Shell s;
+      s.master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+      if (s.master < 0)
+        throw_errno("posix_openpt");
+      shells_.push_back(s);
+      std::array<char, 64> slave{};
+      if (::grantpt(s.master) != 0 || ::unlockpt(s.master) != 0 ||
+          ::ptsname_r(s.master, slave.data(), slave.size()) != 0)
+        throw_errno("pty");
+      posix_spawn_file_actions_t fa;
+      ::posix_spawn_file_actions_init(&fa);
+      // setsid() runs before the file actions: opening the terminal without O_NOCTTY makes it
+      // the new session's controlling terminal.
+      ::posix_spawn_file_actions_addopen(&fa, 0, slave.data(), O_RDWR, 0);
+      ::posix_spawn_file_actions_adddup2(&fa, 0, 1);
+      ::posix_spawn_file_actions_adddup2(&fa, 0, 2);
+      pid_t pid = -1;
+      const int rc = ::posix_spawnp(&pid, "bash", &fa, &attr, argv.data(), envp.data());
+      ::posix_spawn_file_actions_destroy(&fa);
+      if (rc != 0)
+        throw std::system_error(rc, std::generic_category(), "cannot start bash");
+      shells_.back().pid = pid;
+    }
+    ::posix_spawnattr_destroy(&attr);
+
+    const auto deadline = Clock::now() + std::chrono::seconds(120);
+    std::vector<pollfd> fds;
+    std::vector<std::size_t> which;
+    std::array<char, 4096> chunk{};
+    int waiting = n;
+    while (waiting > 0) {
+      if (Clock::now() > deadline)
+        throw std::runtime_error(fmt::format("{} of {} floor shells showed no prompt", waiting, n));
+      fds.clear();
+      which.clear();
+      for (std::size_t k = first; k < shells_.size(); ++k) {
+        if (!shells_[k].ready) {
+          fds.push_back({shells_[k].master, POLLIN, 0});
+          which.push_back(k);
+        }
+      }
+      if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR)
+        throw_errno("poll");
+      for (std::size_t k = 0; k < fds.size(); ++k) {
+        if (fds[k].revents == 0)
+          continue;
+        if (::read(fds[k].fd, chunk.data(), chunk.size()) <= 0)
+          throw std::runtime_error("a floor shell ended before its prompt");
+        shells_[which[k]].ready = true;
+        --waiting;
+      }
+    }
+  }
+
+  std::vector<Shell>& shells() { return shells_; }
+
+  // SIGKILL to each process group, then collecting each bash; the terminals stay open.
+  void kill_and_reap(std::size_t from, std::size_t to) {
+    for (std::size_t k = from; k < to; ++k)
+      ::kill(-shells_[k].pid, SIGKILL);
+    for (std::size_t k = from; k < to; ++k) {
+      while (::waitpid(shells_[k].pid, nullptr, 0) < 0 && errno == EINTR) {
+      }
+      shells_[k].pid = -1;
+    }
+  }
+
+  void end_all() {
+    for (Shell& s : shells_) {
+      if (s.pid > 0) {
+        ::kill(-s.pid, SIGKILL);
+        ::waitpid(s.pid, nullptr, 0);
+      }
+      if (s.master >= 0)
+        ::close(s.master);
+    }
+    shells_.clear();
+  }
+
+ private:
+  std::vector<Shell> shells_;
+};
+
+FloorTeardown floor_kill_reap(int n) {
+  FloorTeardown f;
+  FloorShells shells;
+  const auto t0 = Clock::now();
+  shells.start(n);
+  f.start_ms = ms_since(t0);
+  const auto k0 = Clock::now();
+  shells.kill_and_reap(0, shells.shells().size());
+  f.kill_reap_ms = ms_since(k0);
+  return f;
+}
+
+// The floor of echo_during_closes: `echo hi` in a bash on a raw pty, driven by this process, idle
+// and while another thread of this process ends `victims` other bashes `width` at a time (SIGKILL
+// to their process groups, collecting them, closing their terminals), in `rounds` rounds: what
+// the kernel's own work of ending shells does to a shell's latency on this machine.
+struct FloorEchoDuringKills {
+  Stats idle;
+  Stats busy;
+  std::size_t busy_samples = 0;
+};
+
+FloorEchoDuringKills floor_echo_during_kills(int victims, int width, int idle_echos, int rounds) {
+  constexpr std::string_view kPrompt = "@floor-prompt@";
+  FloorShells echo_shell;
+  echo_shell.start(1, {"PS1=" + std::string(kPrompt)});
+  const int master = echo_shell.shells()[0].master;
+  std::string seen;
+  std::array<char, 4096> chunk{};
+  auto echo = [&] {
+    const auto t0 = Clock::now();
+    constexpr std::string_view line = "echo hi\n";
+    if (::write(master, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      throw_errno("write to the floor's echo shell");
+    seen.clear();
+    // The answer, then the next prompt (the typed line's echo comes first).
+    while (seen.find(fmt::format("hi\r\n{}", kPrompt)) == std::string::npos) {
+      pollfd pfd{master, POLLIN, 0};
+      if (::poll(&pfd, 1, 10'000) <= 0)
+        throw std::runtime_error("the floor's echo shell did not answer");
+      const ssize_t n = ::read(master, chunk.data(), chunk.size());
+      if (n <= 0)
+        throw std::runtime_error("the floor's echo shell ended");
+      seen.append(chunk.data(), static_cast<std::size_t>(n));
+    }
+    return ms_since(t0);
+  };
+  for (int i = 0; i < 20; ++i)
+    echo();  // warm-up
+  std::vector<double> idle_ms, busy_ms;
+  for (int round = 0; round < rounds; ++round) {
+    FloorShells doomed;
+    doomed.start(victims);
+    for (int i = 0; i < idle_echos; ++i)
+      idle_ms.push_back(echo());
+    std::atomic<bool> killing{true};
+    std::thread killer([&] {
+      auto& all = doomed.shells();
+      for (std::size_t at = 0; at < all.size(); at += static_cast<std::size_t>(width)) {
+        const std::size_t to = std::min(all.size(), at + static_cast<std::size_t>(width));
+        doomed.kill_and_reap(at, to);
+        for (std::size_t k = at; k < to; ++k)
+          ::close(std::exchange(all[k].master, -1));
+      }
+      killing = false;
+    });
+    try {
+      while (killing)
+        busy_ms.push_back(echo());
+    } catch (...) {
+      killer.join();
+      throw;
+    }
+    killer.join();
+  }
+  FloorEchoDuringKills f;
+  f.idle = stats_of(idle_ms);
+  f.busy = stats_of(busy_ms);
+  f.busy_samples = busy_ms.size();
+  return f;
+}
+
 // echo_during_closes: echo p99 in one session while another client closes sessions, against
 // the idle p99 in the same state just before. Rounds repeat (reopening the closed sessions,
 // not timed) until the busy side has enough samples for a p99, within a bound on rounds.
@@ -1420,6 +1640,10 @@ Result bench_echo_during_closes(asio::io_context& io, const ChildServer& server,
     sessions.forget_last(victims);
   }
   reopen_ms += sessions.open_to(n);
+  // The same kills without rex, beside a raw pty's echo (the sessions stay open meanwhile).
+  const FloorEchoDuringKills bare =
+      floor_echo_during_kills(victims, opt.close_concurrency, opt.idle_echos, rounds);
+  const double bare_ratio = bare.idle.p99 > 0 ? bare.busy.p99 / bare.idle.p99 : 0;
 
   const Stats idle = stats_of(idle_ms);
   Result r;
@@ -1436,7 +1660,15 @@ Result bench_echo_during_closes(asio::io_context& io, const ChildServer& server,
       "rounds); idle just before: p99 {:.3f} ms (p50 {:.3f}; {} echos)",
       n, r.rex.p99, r.rex.p50, r.rex.max, busy_ms.size(), victims, opt.close_concurrency,
       median(close_wall_ms) / 1000, rounds, idle.p99, idle.p50, idle_ms.size());
+  r.note += fmt::format(
+      "; without rex (this process ends {} bash process groups {} at a time beside `echo hi` in "
+      "a bash on a raw pty): p99 {:.3f} ms against {:.3f} ms idle, {:.2f}x",
+      victims, opt.close_concurrency, bare.busy.p99, bare.idle.p99, bare_ratio);
   r.extra["samples"] = busy_ms.size();
+  r.extra["bare_idle_p99_ms"] = bare.idle.p99;
+  r.extra["bare_busy_p99_ms"] = bare.busy.p99;
+  r.extra["bare_busy_samples"] = bare.busy_samples;
+  r.extra["bare_p99_ratio"] = bare_ratio;
   r.extra["idle_samples"] = idle_ms.size();
   r.extra["idle_p99_ms"] = idle.p99;
   r.extra["floor_p99_ms"] = idle.p99;
@@ -1447,124 +1679,6 @@ Result bench_echo_during_closes(asio::io_context& io, const ChildServer& server,
   r.extra["closes_wall_ms"] = median(close_wall_ms);
   r.extra["reopen_ms"] = reopen_ms;
   return r;
-}
-
-// The floor of close_all: `n` interactive bashes started by this process, each in a pty of its
-// own as its session leader with the pty as its controlling terminal: what a rex session is.
-// (A bare `sleep` in a process group would be cheaper to kill than the shells rex must end, so
-// it would not be the same work.) Each has shown its prompt before the clock starts; timed:
-// SIGKILL to every process group, then reaping every bash.
-struct FloorTeardown {
-  double kill_reap_ms = 0;
-  double start_ms = 0;
-};
-
-FloorTeardown floor_kill_reap(int n) {
-  struct Shell {
-    pid_t pid = -1;
-    int master = -1;
-    bool ready = false;
-  };
-  std::vector<Shell> shells;
-  shells.reserve(static_cast<std::size_t>(n));
-  auto cleanup = [&shells] {
-    for (Shell& s : shells) {
-      if (s.pid > 0) {
-        ::kill(-s.pid, SIGKILL);
-        ::waitpid(s.pid, nullptr, 0);
-      }
-      if (s.master >= 0)
-        ::close(s.master);
-    }
-  };
-  FloorTeardown f;
-  const auto t0 = Clock::now();
-  try {
-    posix_spawnattr_t attr;
-    ::posix_spawnattr_init(&attr);
-    sigset_t all, none;
-    sigfillset(&all);
-    sigemptyset(&none);
-    ::posix_spawnattr_setsigdefault(&attr, &all);  // this process ignores SIGPIPE
-    ::posix_spawnattr_setsigmask(&attr, &none);
-    ::posix_spawnattr_setflags(&attr,
-                               POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-    std::vector<std::string> args{"bash", "--noediting", "--norc", "-i"};
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    for (int i = 0; i < n; ++i) {
-      Shell s;
-      s.master = ::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-      if (s.master < 0)
-        throw_errno("posix_openpt");
-      shells.push_back(s);
-      std::array<char, 64> slave{};
-      if (::grantpt(s.master) != 0 || ::unlockpt(s.master) != 0 ||
-          ::ptsname_r(s.master, slave.data(), slave.size()) != 0)
-        throw_errno("pty");
-      posix_spawn_file_actions_t fa;
-      ::posix_spawn_file_actions_init(&fa);
-      // setsid() runs before the file actions: opening the terminal without O_NOCTTY makes it
-      // the new session's controlling terminal.
-      ::posix_spawn_file_actions_addopen(&fa, 0, slave.data(), O_RDWR, 0);
-      ::posix_spawn_file_actions_adddup2(&fa, 0, 1);
-      ::posix_spawn_file_actions_adddup2(&fa, 0, 2);
-      pid_t pid = -1;
-      const int rc = ::posix_spawnp(&pid, "bash", &fa, &attr, argv.data(), environ);
-      ::posix_spawn_file_actions_destroy(&fa);
-      if (rc != 0)
-        throw std::system_error(rc, std::generic_category(), "cannot start bash");
-      shells.back().pid = pid;
-    }
-    ::posix_spawnattr_destroy(&attr);
-
-    // Every shell's first output (its prompt): it is up and waiting for input.
-    const auto deadline = Clock::now() + std::chrono::seconds(120);
-    std::vector<pollfd> fds;
-    std::vector<std::size_t> which;
-    std::array<char, 4096> chunk{};
-    int waiting = n;
-    while (waiting > 0) {
-      if (Clock::now() > deadline)
-        throw std::runtime_error(fmt::format("{} of {} floor shells showed no prompt", waiting, n));
-      fds.clear();
-      which.clear();
-      for (std::size_t k = 0; k < shells.size(); ++k) {
-        if (!shells[k].ready) {
-          fds.push_back({shells[k].master, POLLIN, 0});
-          which.push_back(k);
-        }
-      }
-      if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR)
-        throw_errno("poll");
-      for (std::size_t k = 0; k < fds.size(); ++k) {
-        if (fds[k].revents == 0)
-          continue;
-        if (::read(fds[k].fd, chunk.data(), chunk.size()) <= 0)
-          throw std::runtime_error("a floor shell ended before its prompt");
-        shells[which[k]].ready = true;
-        --waiting;
-      }
-    }
-    f.start_ms = ms_since(t0);
-
-    const auto k0 = Clock::now();
-    for (const Shell& s : shells)
-      ::kill(-s.pid, SIGKILL);
-    for (Shell& s : shells) {
-      while (::waitpid(s.pid, nullptr, 0) < 0 && errno == EINTR) {
-      }
-      s.pid = -1;
-    }
-    f.kill_reap_ms = ms_since(k0);
-  } catch (...) {
-    cleanup();
-    throw;
-  }
-  cleanup();  // closes the masters
-  return f;
 }
 
 // close_all: POST /close (RemoteRuntime::close) with every session of the set open, against

@@ -27,8 +27,8 @@ class SessionProcesses {
   /// Before bash starts: makes the session's cgroup when this process uses them. Returns the
   /// cgroup.procs descriptor bash joins through (owned here until started()), or -1.
   int prepare();
-  /// The same cgroup's directory, open for clone3's CLONE_INTO_CGROUP (owned here until
-  /// started()), or -1.
+  /// The same cgroup's directory, open for clone3's CLONE_INTO_CGROUP and for the session's
+  /// end (owned here until then), or -1.
   int cgroup_dir_fd() const noexcept { return dir_fd_; }
   /// bash could not join the cgroup: the session (and every later one) is found by scan.
   void cgroup_refused(const std::system_error& why);

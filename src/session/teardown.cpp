@@ -46,8 +46,7 @@ std::string errno_text(int err) {
   return fmt::format("[Errno {}] {}", err, std::strerror(err));
 }
 
-bool write_text(const std::string& path, std::string_view text) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+bool write_text(int fd, std::string_view text) {
   if (fd < 0)
     return false;
   const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
@@ -135,6 +134,7 @@ class Reaper {
  public:
   struct Job {
     std::string cgroup;          // the session's cgroup; empty: scan
+    int cgroup_fd = -1;          // the same, open (-1: by its path)
     pid_t sid = -1;              // bash's pid, the id of its session (scan)
     std::string tag;             // "REX_SESSION=..." (scan)
     pid_t leader = -1;           // bash, not collected yet: its process group is killed first
@@ -281,6 +281,8 @@ class Reaper {
       ::close(fd);
     if (job.collect_pidfd >= 0)
       ::close(std::exchange(job.collect_pidfd, -1));
+    if (job.cgroup_fd >= 0)
+      ::close(std::exchange(job.cgroup_fd, -1));
     if (const pid_t child = std::exchange(job.collect, -1); child > 0) {
       const pid_t r = ::waitpid(child, nullptr, WNOHANG);
       if (r == 0)
@@ -333,7 +335,10 @@ class Reaper {
         remove_stale_roots();
         return;
       }
-      remove_ended(kRemovalsBetweenLooks);
+      // Removals wait until no session is ending (they would take the processor from the
+      // ends, and from everything else) unless too many wait.
+      if (dying_.empty() || to_remove_.size() > kRemovalsWaitingAtMost)
+        remove_ended(kRemovalsBetweenLooks);
       remove_stale_roots();
       wait_for_news(stopping);
     }
@@ -344,6 +349,7 @@ class Reaper {
   static constexpr std::uint64_t kWake = 0;
   // Empty cgroups removed before the thread looks for new work again: each takes about 0.1 ms.
   static constexpr std::size_t kRemovalsBetweenLooks = 4;
+  static constexpr std::size_t kRemovalsWaitingAtMost = 4096;
   static constexpr std::uint64_t kMember = 1;
 
   void watch_fd(int fd, std::uint64_t key) {
@@ -365,7 +371,7 @@ class Reaper {
     int timeout = -1;
     if (!uncollected_.empty() || stopping)
       timeout = 5;
-    if (!to_remove_.empty())
+    if (!to_remove_.empty() && (dying_.empty() || to_remove_.size() > kRemovalsWaitingAtMost))
       timeout = 0;
     if (!dying_.empty()) {
       const auto now = Clock::now();
@@ -432,10 +438,10 @@ class Reaper {
   void kill_cgroup(Job job) {
     ++kills_;
     if (has_kill_) {
-      if (!write_text(job.cgroup + "/cgroup.kill", "1"))
+      if (!write_text(open_file(job, "cgroup.kill", O_WRONLY), "1"))
         spdlog::warn("session teardown: writing {}/cgroup.kill: {}", job.cgroup, errno_text(errno));
     } else {
-      kill_members(job.cgroup);
+      kill_members(job);
     }
     Dying d = dying(std::move(job));
     // A pidfd says when a process has exited, at once (cgroup.events notices come at most every
@@ -444,7 +450,7 @@ class Reaper {
     if (d.job.collect_pidfd >= 0) {
       watch_member(d, std::exchange(d.job.collect_pidfd, -1));
     } else {
-      for (const pid_t pid : members(d.job.cgroup)) {
+      for (const pid_t pid : members(d.job)) {
         const int fd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
         if (fd >= 0)  // else gone already
           watch_member(d, fd);
@@ -464,7 +470,7 @@ class Reaper {
   bool ended(Dying& d, Clock::time_point now) {
     if (d.job.cgroup.empty())
       return true;
-    if (!populated(d.job.cgroup)) {
+    if (!populated(d.job)) {
       to_remove_.push_back(d.job.cgroup);
       return true;
     }
@@ -473,8 +479,8 @@ class Reaper {
   }
 
   // Whether a process is left in `cgroup` or below it (cgroup.events: "populated 0|1").
-  static bool populated(const std::string& cgroup) {
-    const int fd = ::open((cgroup + "/cgroup.events").c_str(), O_RDONLY | O_CLOEXEC);
+  static bool populated(const Job& job) {
+    const int fd = open_file(job, "cgroup.events", O_RDONLY);
     if (fd < 0)
       return false;  // gone
     const std::string text = read_text(fd);
@@ -490,9 +496,17 @@ class Reaper {
     }
   }
 
-  static std::vector<pid_t> members(const std::string& cgroup) {
+  // A file of the job's cgroup, opened through the directory the session kept open (a path
+  // from the root of the cgroup file system costs a lookup of each of its parts).
+  static int open_file(const Job& job, const char* name, int flags) {
+    if (job.cgroup_fd >= 0)
+      return ::openat(job.cgroup_fd, name, flags | O_CLOEXEC);
+    return ::open((job.cgroup + "/" + name).c_str(), flags | O_CLOEXEC);
+  }
+
+  static std::vector<pid_t> members(const Job& job) {
     std::vector<pid_t> out;
-    const int fd = ::open((cgroup + "/cgroup.procs").c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = open_file(job, "cgroup.procs", O_RDONLY);
     if (fd < 0)
       return out;
     const std::string text = read_text(fd);
@@ -530,9 +544,9 @@ class Reaper {
 
   // Without cgroup.kill (Linux before 5.14): SIGKILL to each member until none is left. A killed
   // process cannot fork any more, so each round finds fewer.
-  static void kill_members(const std::string& cgroup) {
+  static void kill_members(const Job& job) {
     for (int round = 0; round < 100; ++round) {
-      const std::vector<pid_t> pids = members(cgroup);
+      const std::vector<pid_t> pids = members(job);
       if (pids.empty())
         return;
       for (const pid_t pid : pids)
@@ -772,7 +786,9 @@ void SessionProcesses::cgroup_refused(const std::system_error& why) {
 }
 
 void SessionProcesses::started(pid_t pid, std::string tag) {
-  close_join_fds();
+  // The directory stays open: the session's end opens its files through it.
+  if (procs_fd_ >= 0)
+    ::close(std::exchange(procs_fd_, -1));
   sid_ = pid;
   tag_ = std::move(tag);
   Reaper::get().opened(pid);
@@ -828,6 +844,7 @@ asio::awaitable<void> SessionProcesses::end(asio::any_io_executor executor, Rema
   job.leader = remains.child > 0 ? sid_ : -1;
   job.collect = remains.child;
   job.collect_pidfd = std::exchange(remains.child_pidfd, -1);
+  job.cgroup_fd = std::exchange(dir_fd_, -1);
   job.fds = std::move(remains.fds);
   job.done = [handoff] {
     std::lock_guard lock(handoff->mutex);
@@ -850,6 +867,7 @@ void SessionProcesses::end_detached(Remains remains) {
   job.leader = remains.child > 0 ? sid_ : -1;
   job.collect = remains.child;
   job.collect_pidfd = std::exchange(remains.child_pidfd, -1);
+  job.cgroup_fd = std::exchange(dir_fd_, -1);
   job.fds = std::move(remains.fds);
   Reaper::get().submit(std::move(job));
 }
