@@ -431,6 +431,29 @@ def gateway_request_seeds():
               bytes([method]) + f"{target}\n{headers}\n{body}".encode())
 
 
+# --- connect_envelope: a byte choosing the pieces' sizes, then a Connect stream -----------------
+
+def envelope(flags, payload):
+    if isinstance(payload, str):
+        payload = payload.encode()
+    return bytes([flags]) + len(payload).to_bytes(4, "big") + payload
+
+
+def connect_envelope_seeds():
+    start = envelope(0, json.dumps({"event": {"start": {"pid": 42}}}))
+    data = envelope(0, json.dumps({"event": {"data": {"stderr": "bGlzdGVuaW5nIG9uIGh0dHA6"
+                                                                 "Ly8xMjcuMC4wLjE6NDM2Mzcg"}}}))
+    end = envelope(0, json.dumps({"event": {"end": {"exitCode": 0, "exited": True,
+                                                    "status": "exit status 0"}}}))
+    write("connect_envelope", "process_stream",
+          b"\x03" + start + data + end + envelope(2, "{}"))
+    write("connect_envelope", "error_end",
+          b"\x00" + envelope(2, json.dumps({"error": {"code": "not_found", "message": "x"}})))
+    write("connect_envelope", "truncated", b"\x05" + start[:7])
+    write("connect_envelope", "over_limit", b"\x01" + b"\x00\x00\x01\x00\x00" + b"x" * 16)
+    write("connect_envelope", "empty_payloads", b"\x02" + envelope(0, "") + envelope(1, ""))
+
+
 if __name__ == "__main__":
     http_seeds()
     json_seeds()
@@ -439,3 +462,4 @@ if __name__ == "__main__":
     terminal_seeds()
     gateway_yaml_seeds()
     gateway_request_seeds()
+    connect_envelope_seeds()

@@ -24,26 +24,27 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::array<std::string_view, 5> type_names = {"local", "remote", "docker", "dummy",
-                                                        "gateway"};
+constexpr std::array<std::string_view, 6> type_names = {"local", "remote",  "docker",
+                                                        "dummy", "gateway", "e2b"};
 
 // The config field each flag sets, per deployment type; empty where the flag does not apply.
 struct FlagRule {
   std::string_view flag;
-  std::string_view local, remote, docker, gateway;
+  std::string_view local, remote, docker, gateway, e2b;
 };
 constexpr FlagRule flag_rules[] = {
-    {"--image", "", "", "image", ""},
-    {"--url", "", "host", "", "url"},
-    {"--token", "", "auth_token", "", "token"},
-    {"--port", "", "port", "port", ""},
-    {"--pull", "", "", "pull", ""},
-    {"--docker-arg", "", "", "docker_args", ""},
-    {"--startup-timeout", "", "startup_timeout", "startup_timeout", "startup_timeout"},
-    {"--workdir", "working_dir", "", "working_dir", ""},
-    {"--env", "env", "", "env", "env"},
-    {"--keep", "", "", "remove_container", ""},
-    {"--environment", "", "", "", "environment"},
+    {"--image", "", "", "image", "", ""},
+    {"--url", "", "host", "", "url", "api_url"},
+    {"--token", "", "auth_token", "", "token", "api_key"},
+    {"--port", "", "port", "port", "", "server_port"},
+    {"--pull", "", "", "pull", "", ""},
+    {"--docker-arg", "", "", "docker_args", "", ""},
+    {"--startup-timeout", "", "startup_timeout", "startup_timeout", "startup_timeout",
+     "startup_timeout"},
+    {"--workdir", "working_dir", "", "working_dir", "", ""},
+    {"--env", "env", "", "env", "env", "env"},
+    {"--keep", "", "", "remove_container", "", ""},
+    {"--environment", "", "", "", "environment", "template"},
 };
 
 std::string field_for(std::string_view flag, std::string_view type) {
@@ -54,6 +55,7 @@ std::string field_for(std::string_view flag, std::string_view type) {
                                    : type == "remote"  ? rule.remote
                                    : type == "docker"  ? rule.docker
                                    : type == "gateway" ? rule.gateway
+                                   : type == "e2b"     ? rule.e2b
                                                        : std::string_view{};
     if (!field.empty())
       return std::string(field);
@@ -61,11 +63,13 @@ std::string field_for(std::string_view flag, std::string_view type) {
     if (!rule.local.empty())
       types += "local";
     if (!rule.remote.empty())
-      types += std::string(types.empty() ? "" : " and ") + "remote";
+      types += std::string(types.empty() ? "" : ", ") + "remote";
     if (!rule.docker.empty())
-      types += std::string(types.empty() ? "" : " and ") + "docker";
+      types += std::string(types.empty() ? "" : ", ") + "docker";
     if (!rule.gateway.empty())
-      types += std::string(types.empty() ? "" : " and ") + "gateway";
+      types += std::string(types.empty() ? "" : ", ") + "gateway";
+    if (!rule.e2b.empty())
+      types += std::string(types.empty() ? "" : ", ") + "e2b";
     throw DeploymentConfigError(
         fmt::format("{} does not apply to a {} deployment (only to {})", flag, type, types));
   }
@@ -80,9 +84,8 @@ json::object base_config(const std::string& deployment) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(deployment, ec)) {
     throw DeploymentConfigError(fmt::format(
-        "--deployment: \"{}\" is neither a deployment type (local, docker, remote, dummy, gateway) "
-        "nor a "
-        "JSON config file",
+        "--deployment: \"{}\" is neither a deployment type (local, docker, remote, dummy, gateway, "
+        "e2b) nor a JSON config file",
         deployment));
   }
   return to_json(load_deployment_config(deployment));
@@ -99,16 +102,20 @@ std::pair<std::string, std::string> split_env(const std::string& item) {
 
 void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
   app.add_option("--deployment", o.deployment,
-                 "local, docker, remote, dummy, gateway, or the path of a JSON deployment config")
+                 "local, docker, remote, dummy, gateway, e2b, or the path of a JSON deployment "
+                 "config")
       ->capture_default_str();
   auto set_string = [&app](const char* name, std::optional<std::string>& target, const char* help) {
     app.add_option_function<std::string>(
         name, [&target](const std::string& v) { target = v; }, help);
   };
   set_string("--image", o.image, "docker: the image to start");
-  set_string("--url", o.url, "remote: the server's base URL (or host); gateway: its base URL");
-  set_string("--token", o.token, "remote: the server's auth token; gateway: an API key");
-  set_string("--environment", o.environment, "gateway: the environment of the session");
+  set_string("--url", o.url,
+             "remote: the server's base URL (or host); gateway: its base URL; e2b: the API's URL");
+  set_string("--token", o.token,
+             "remote: the server's auth token; gateway: an API key; e2b: an API key");
+  set_string("--environment", o.environment,
+             "gateway: the environment of the session; e2b: the template");
   app.add_option_function<std::int64_t>(
       "--port", [&o](std::int64_t v) { o.port = v; },
       "remote: the server's port; docker: the host port to publish the server on");
@@ -175,6 +182,9 @@ std::string describe_deployment(const DeploymentConfig& config) {
     return "docker " + docker->image;
   if (const auto* gateway = std::get_if<GatewayDeploymentConfig>(&config))
     return fmt::format("gateway {} ({})", gateway->url, gateway->environment);
+  if (const auto* e2b = std::get_if<E2BDeploymentConfig>(&config))
+    return fmt::format("e2b {}{}", e2b->template_id,
+                       e2b->api_url.empty() ? "" : " at " + e2b->api_url);
   return std::string(deployment_type(config));
 }
 

@@ -4,6 +4,7 @@
 #include <rex/deployment/docker_args.hpp>
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/deployment/dummy_deployment.hpp>
+#include <rex/deployment/e2b_deployment.hpp>
 #include <rex/deployment/gateway_deployment.hpp>
 #include <rex/deployment/local_deployment.hpp>
 #include <rex/deployment/remote_deployment.hpp>
@@ -233,6 +234,28 @@ GatewayDeploymentConfig read_gateway(Reader& r) {
   return c;
 }
 
+E2BDeploymentConfig read_e2b(Reader& r) {
+  E2BDeploymentConfig c;
+  r.string("api_key", c.api_key);
+  r.string("api_url", c.api_url);
+  r.string("sandbox_url", c.sandbox_url);
+  r.string("domain", c.domain);
+  r.string("template", c.template_id);
+  r.number("timeout", c.timeout);
+  r.string_map("metadata", c.metadata);
+  r.string_map("env", c.env);
+  r.string("server_path", c.server_path);
+  std::optional<std::int64_t> port;
+  r.optional_integer("server_port", port, 0, 65535);
+  c.server_port = port ? static_cast<int>(*port) : 0;
+  r.number("startup_timeout", c.startup_timeout);
+  if (c.template_id.empty())
+    r.fail("template", "must not be empty");
+  if (!(c.timeout > 0))
+    r.fail("timeout", "must be a positive number of seconds");
+  return c;
+}
+
 DummyDeploymentConfig read_dummy(Reader& r) {
   DummyDeploymentConfig c;
   if (const json::value* v = r.raw("run_in_session_outputs")) {
@@ -333,7 +356,8 @@ json::array list_value(const std::vector<std::string>& v) {
 }  // namespace
 
 std::string_view deployment_type(const DeploymentConfig& config) noexcept {
-  static constexpr std::string_view names[] = {"local", "remote", "docker", "dummy", "gateway"};
+  static constexpr std::string_view names[] = {"local", "remote",  "docker",
+                                               "dummy", "gateway", "e2b"};
   return names[config.index()];
 }
 
@@ -379,10 +403,13 @@ DeploymentConfig deployment_config_from_json(const json::value& value) {
     config = read_dummy(r);
   else if (type == "gateway")
     config = read_gateway(r);
+  else if (type == "e2b")
+    config = read_e2b(r);
   else
-    throw DeploymentConfigError(fmt::format(
-        "deployment config: unknown type \"{}\" (expected local, remote, docker, dummy or gateway)",
-        type));
+    throw DeploymentConfigError(
+        fmt::format("deployment config: unknown type \"{}\" (expected local, remote, docker, "
+                    "dummy, gateway or e2b)",
+                    type));
   r.finish();
   return config;
 }
@@ -425,6 +452,18 @@ json::object to_json(const DeploymentConfig& config) {
     o["max_lifetime"] = c->max_lifetime ? json::value(*c->max_lifetime) : json::value(nullptr);
     o["metadata"] = map_value(c->metadata);
     o["env"] = map_value(c->env);
+    o["startup_timeout"] = c->startup_timeout;
+  } else if (const auto* c = std::get_if<E2BDeploymentConfig>(&config)) {
+    o["api_key"] = c->api_key;
+    o["api_url"] = c->api_url;
+    o["sandbox_url"] = c->sandbox_url;
+    o["domain"] = c->domain;
+    o["template"] = c->template_id;
+    o["timeout"] = c->timeout;
+    o["metadata"] = map_value(c->metadata);
+    o["env"] = map_value(c->env);
+    o["server_path"] = c->server_path;
+    o["server_port"] = c->server_port;
     o["startup_timeout"] = c->startup_timeout;
   } else if (const auto* c = std::get_if<DummyDeploymentConfig>(&config)) {
     json::array outputs;
@@ -477,6 +516,8 @@ std::unique_ptr<Deployment> make_deployment(asio::any_io_executor executor,
           return std::make_unique<DockerDeployment>(executor, std::move(c));
         else if constexpr (std::is_same_v<T, GatewayDeploymentConfig>)
           return std::make_unique<GatewayDeployment>(executor, std::move(c));
+        else if constexpr (std::is_same_v<T, E2BDeploymentConfig>)
+          return std::make_unique<E2BDeployment>(executor, std::move(c));
         else
           return std::make_unique<DummyDeployment>(std::move(c));
       },

@@ -5,6 +5,8 @@
 #include <rex/http/client_errors.hpp>
 #include <rex/http/url.hpp>
 
+#include "deployment/service_client.hpp"
+
 #include <fmt/format.h>
 #include <boost/json.hpp>
 
@@ -16,21 +18,7 @@ namespace json = boost::json;
 
 namespace {
 
-std::string base_url(const GatewayDeploymentConfig& c) {
-  std::string url = c.url;
-  while (url.ends_with('/'))
-    url.pop_back();
-  try {
-    (void)http::parse_url(url);
-  } catch (const http::InvalidUrlError& e) {
-    throw DeploymentConfigError(fmt::format("gateway.url: {}", e.what()));
-  }
-  return url;
-}
-
-std::chrono::milliseconds to_ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
-}
+using detail::json_string_map;
 
 // The gateway's error shape, {"error": {"code", "message"}}, as one line.
 std::string gateway_error(const http::ClientResponse& r) {
@@ -49,18 +37,11 @@ std::string gateway_error(const http::ClientResponse& r) {
   return fmt::format("HTTP {}: {}", r.status, r.body.substr(0, 500));
 }
 
-json::object string_map(const std::map<std::string, std::string>& m) {
-  json::object o;
-  for (const auto& [k, v] : m)
-    o[k] = v;
-  return o;
-}
-
 }  // namespace
 
 GatewayDeployment::GatewayDeployment(asio::any_io_executor executor, GatewayDeploymentConfig config)
     : executor_(std::move(executor)), config_(std::move(config)) {
-  config_.url = base_url(config_);
+  config_.url = detail::checked_base_url(config_.url, "gateway.url");
 }
 
 GatewayDeployment::~GatewayDeployment() = default;
@@ -71,8 +52,8 @@ asio::awaitable<void> GatewayDeployment::start() {
   emit(DeploymentStage::creating,
        fmt::format("creating a {} session on {}", config_.environment, config_.url));
   json::object body{{"environment", config_.environment},
-                    {"metadata", string_map(config_.metadata)},
-                    {"env", string_map(config_.env)}};
+                    {"metadata", json_string_map(config_.metadata)},
+                    {"env", json_string_map(config_.env)}};
   if (!config_.provider.empty())
     body["provider"] = config_.provider;
   if (config_.timeout)
@@ -81,7 +62,7 @@ asio::awaitable<void> GatewayDeployment::start() {
     body["max_lifetime"] = *config_.max_lifetime;
 
   http::ClientConfig cc;
-  cc.timeout = to_ms(config_.startup_timeout);
+  cc.timeout = detail::seconds_to_ms(config_.startup_timeout);
   http::Client client(executor_, config_.url, cc);
   http::ClientRequest create;
   create.method = "POST";
@@ -118,7 +99,7 @@ asio::awaitable<void> GatewayDeployment::start() {
   emit(DeploymentStage::waiting, fmt::format("session {} on {}", session_id_, config_.url));
   std::exception_ptr failure;
   try {
-    co_await runtime_->wait_until_alive(to_ms(config_.startup_timeout));
+    co_await runtime_->wait_until_alive(detail::seconds_to_ms(config_.startup_timeout));
   } catch (...) {
     failure = std::current_exception();
   }

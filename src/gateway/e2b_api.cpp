@@ -31,6 +31,12 @@ namespace bhttp = boost::beast::http;
 using server::Answer;
 using server::Request;
 
+// The message may quote what the request held (an id from the path): kept valid UTF-8.
+Answer e2b_error(unsigned status, std::string_view message) {
+  return server::json_answer(
+      status, json::object{{"code", status}, {"message", utf8_backslashreplace(message)}});
+}
+
 namespace {
 
 // The envd version the SDKs are told: the one whose features they may use (0.5 and later).
@@ -40,12 +46,6 @@ constexpr std::size_t kDefaultListLimit = 100;
 
 Answer e2b_json(unsigned status, const json::value& body) {
   return server::json_answer(status, body);
-}
-
-// The message may quote what the request held (an id from the path): kept valid UTF-8.
-Answer e2b_error(unsigned status, std::string_view message) {
-  return e2b_json(status,
-                  json::object{{"code", status}, {"message", utf8_backslashreplace(message)}});
 }
 
 Answer no_content() {

@@ -8,9 +8,10 @@
 // protocol with the JSON codec; process.Process's Start and Connect (server streams: the
 // process's output as it comes, in Connect's envelopes), List, SendSignal, SendInput and
 // CloseStdin, over the background processes of the sandbox's server (rex/protocol/processes.hpp),
-// so a process outlives the call that started it and the gateway itself. Paths are the sandbox's; a
-// relative one is relative to the session's working directory, and the local provider keeps
-// them inside it, as the gateway's own file calls do.
+// so a process outlives the call that started it and the gateway itself. Paths are the
+// sandbox's; a relative one is relative to the session's working directory, and the local
+// provider keeps them inside it, as the gateway's own file calls do. Other ports of the sandbox
+// than envd's: e2b_ports.cpp.
 #include <rex/core/random.hpp>
 #include <rex/core/text.hpp>
 #include <rex/core/timeout.hpp>
@@ -736,9 +737,7 @@ std::variant<Answer, server::EventProducer> process_stream(std::shared_ptr<Gatew
 
 // The HTTP endpoints answer errors as {"code": status, "message"}.
 Answer http_error(const ConnectError& e) {
-  const unsigned status = connect_status(e.code);
-  return server::json_answer(
-      status, json::object{{"code", status}, {"message", utf8_backslashreplace(e.what())}});
+  return e2b_error(connect_status(e.code), e.what());
 }
 
 // An HTTP endpoint of the in-sandbox API: the caller admitted, then `handle`; a failure as

@@ -7,6 +7,7 @@
 #include <rex/core/timeout.hpp>
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/gateway/docker_provider.hpp>
+#include <rex/gateway/e2b_provider.hpp>
 #include <rex/gateway/local_provider.hpp>
 #include <rex/runtime/archive.hpp>
 
@@ -112,6 +113,20 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
       spdlog::warn("gateway: no {} provider: {}", name, x.what());
     }
   }
+  // E2B (or an E2B-compatible endpoint) when configured, or when E2B's own variable says so.
+  if (cfg.e2b.enabled || std::getenv("E2B_API_KEY") != nullptr) {
+    E2BProviderConfig e2b;
+    e2b.gateway_id = gateway_id;
+    e2b.api_key = cfg.e2b.api_key;
+    e2b.api_url = cfg.e2b.api_url;
+    e2b.sandbox_url = cfg.e2b.sandbox_url;
+    e2b.domain = cfg.e2b.domain;
+    try {
+      providers["e2b"] = std::make_unique<E2BProvider>(ex, std::move(e2b));
+    } catch (const std::exception& x) {
+      spdlog::warn("gateway: no e2b provider: {}", x.what());
+    }
+  }
 }
 
 Provider* Gateway::Impl::provider(std::string_view name) {
@@ -195,6 +210,7 @@ std::shared_ptr<Live> Gateway::Impl::live_of(Entry& e) {
     RemoteRuntimeConfig rc;
     rc.url = e.rec.url;
     rc.auth_token = e.rec.token;
+    rc.client.headers = e.rec.headers;
     live->runtime = std::make_unique<RemoteRuntime>(ex, rc);
     const std::string scratch =
         e.rec.scratch_dir.empty() ? "/tmp/rex-notebook-" + e.rec.id : e.rec.scratch_dir;
@@ -204,9 +220,10 @@ std::shared_ptr<Live> Gateway::Impl::live_of(Entry& e) {
   return e.live;
 }
 
-void Gateway::Impl::touch(Entry& e) {
+void Gateway::Impl::touch(Entry& e, bool new_call) {
   e.rec.last_active = unix_now();
-  ++e.rec.calls;
+  if (new_call)
+    ++e.rec.calls;
   // Activity is committed lazily (a commit per call would cost every call a disk flush): at
   // most a tenth of the idle timeout, and a second, behind. A restart may expire a session
   // that much early, never late.

@@ -689,6 +689,18 @@ GatewayConfig parse_gateway_config(std::string_view yaml_text, std::string_view 
     config.docker_engine = read_string(*f);
   if (auto f = fields.take("podman_engine"))
     config.podman_engine = read_string(*f);
+  if (auto f = fields.take("e2b"); f && !f->node.IsNull()) {
+    Mapping e2b(*f, "E2B settings");
+    config.e2b.enabled = true;
+    for (auto [key, out] :
+         {std::pair{"api_key", &config.e2b.api_key}, std::pair{"api_url", &config.e2b.api_url},
+          std::pair{"sandbox_url", &config.e2b.sandbox_url},
+          std::pair{"domain", &config.e2b.domain}}) {
+      if (auto v = e2b.take(key))
+        *out = read_string(*v);
+    }
+    e2b.finish();
+  }
   fields.finish();
 
   // Names and keys across tenants, at the line of the second occurrence.
@@ -814,6 +826,8 @@ Environment parse_environment(std::string_view yaml_text, std::string_view sourc
     env.provider = read_name(*f, "a provider name (local, docker, podman...)");
   if (auto f = fields.take("image"))
     env.image = read_string(*f);
+  if (auto f = fields.take("template"))
+    env.e2b_template = read_string(*f);
   if (auto f = fields.take("memory"); f && !f->node.IsNull()) {
     if (!f->node.IsScalar() || !size_of(f->node.Scalar()))
       f->expected("a size such as 512m or 2g");

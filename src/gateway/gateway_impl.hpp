@@ -133,7 +133,9 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   Provider* provider(std::string_view name);
   Quota quota_of(const std::string& tenant) const;
   std::shared_ptr<Live> live_of(Entry& e);
-  void touch(Entry& e);
+  /// Activity of the session: resets its idle clock, and counts a call unless `new_call` is
+  /// false (a long answer still flowing).
+  void touch(Entry& e, bool new_call = true);
   asio::awaitable<void> persist_activity(std::string id);
   fs::path log_path(const std::string& id) const { return storage / "logs" / (id + ".jsonl"); }
   fs::path artifact_path(const std::string& sha256) const { return storage / "artifacts" / sha256; }
@@ -169,6 +171,11 @@ void add_e2b_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> se
 void add_e2b_envd_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
 /// The X-Access-Token of a session's in-sandbox API (envdAccessToken in the control API).
 std::string envd_access_token(const SessionRecord& rec);
+/// E2B's port routing (e2b_ports.cpp): a request naming a port of a sandbox other than envd's
+/// (E2b-Sandbox-Port, or a Host of `P-<id>.<domain>`) is relayed to that port, before any route.
+void add_e2b_port_routing(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
+/// E2B's error shape, {"code": status, "message"} (the message kept valid UTF-8).
+server::Answer e2b_error(unsigned status, std::string_view message);
 
 /// sha256 of a string, lowercase hex.
 std::string sha256_hex(std::string_view data);

@@ -449,6 +449,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     rec.token = address.token;
     rec.working_dir = address.working_dir;
     rec.scratch_dir = address.scratch_dir;
+    rec.headers = address.headers;
   } catch (const std::exception& x) {
     failure = x.what();
   }
@@ -1170,6 +1171,7 @@ server::RouteTable Gateway::Impl::routes() {
 
   add_e2b_routes(t, self);
   add_e2b_envd_routes(t, self);
+  add_e2b_port_routing(t, self);  // before all of these: E2b-Sandbox-Port names another server
 
   t.add(verb::get, "/api/events",
         server::StreamRoute([self](Request r) -> std::variant<Answer, server::EventProducer> {

@@ -97,6 +97,7 @@ json::object Environment::to_json() const {
       {"description", description},
       {"provider", provider},
       {"image", image},
+      {"template", e2b_template},
       {"memory", memory ? json::value(*memory) : json::value(nullptr)},
       {"cpus", cpus ? json::value(*cpus) : json::value(nullptr)},
       {"network", network},

@@ -24,6 +24,9 @@ bool SessionRecord::active() const {
 }
 
 json::object SessionRecord::to_json() const {
+  json::array headers_json;
+  for (const auto& [name, value] : headers)
+    headers_json.push_back(json::array{json::string(name), json::string(value)});
   json::object env_json;
   for (const auto& [k, v] : env)
     env_json[k] = v;
@@ -39,6 +42,7 @@ json::object SessionRecord::to_json() const {
                       {"token", token},
                       {"working_dir", working_dir},
                       {"scratch_dir", scratch_dir},
+                      {"headers", std::move(headers_json)},
                       {"metadata", metadata},
                       {"env", std::move(env_json)},
                       {"created_at", created_at},
@@ -128,6 +132,15 @@ SessionRecord SessionRecord::from_json(const json::object& o) {
   r.working_dir = text(o, "working_dir");
   if (const auto* v = o.if_contains("scratch_dir"); v != nullptr && v->is_string())
     r.scratch_dir = std::string(v->get_string());
+  // [[name, value], ...]; records written before there were headers have none.
+  if (const auto* v = o.if_contains("headers"); v != nullptr && v->is_array()) {
+    for (const auto& pair : v->get_array()) {
+      const auto* a = pair.if_array();
+      if (a == nullptr || a->size() != 2 || !(*a)[0].is_string() || !(*a)[1].is_string())
+        throw std::invalid_argument("session record: headers holds something else than pairs");
+      r.headers.emplace_back(std::string((*a)[0].get_string()), std::string((*a)[1].get_string()));
+    }
+  }
   const auto& metadata = field(o, "metadata");
   if (!metadata.is_object())
     throw std::invalid_argument("session record: metadata is not an object");

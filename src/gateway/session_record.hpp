@@ -10,6 +10,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace rex::gateway {
 
@@ -37,6 +39,8 @@ struct SessionRecord {
   std::string token;
   std::string working_dir;
   std::string scratch_dir;  // empty: /tmp/rex-notebook-<id> in the sandbox
+  // Sent with every request to the sandbox's server (SandboxAddress::headers).
+  std::vector<std::pair<std::string, std::string>> headers;
   boost::json::object metadata;
   std::map<std::string, std::string> env;
   // Unix seconds; 0 when not yet.

@@ -478,6 +478,10 @@ OutgoingRequest build_message(const State& st, ClientRequest& request) {
   OutgoingRequest message(verb, st.url.prefix + request.target, 11);
   for (const auto& [name, value] : request.headers)
     message.insert(name, value);
+  for (const auto& [name, value] : st.cfg.headers) {
+    if (message.find(name) == message.end())
+      message.insert(name, value);
+  }
   if (message.find(bhttp::field::host) == message.end())
     message.set(bhttp::field::host, st.url.host_header());
   if (message.find(bhttp::field::user_agent) == message.end() && !st.cfg.user_agent.empty())

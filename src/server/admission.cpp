@@ -27,8 +27,12 @@ Admission admit(const bhttp::request<bhttp::empty_body>& header,
   a.keep_alive = header.keep_alive();
   // HEAD is GET without the body, as FastAPI serves it.
   a.head_only = header.method() == bhttp::verb::head;
-  auto match = routes.find(header.method(), header.target());
-  const Route* route = match.route;
+  // A request the interceptor takes reaches no route, whatever its path.
+  const Route* claimed = routes.intercepted(header);
+  RouteTable::Match match;
+  if (claimed == nullptr)
+    match = routes.find(header.method(), header.target());
+  const Route* route = claimed != nullptr ? claimed : match.route;
 
   // Authentication comes first, for every route (known or not).
   if (!config.auth_token.empty()) {

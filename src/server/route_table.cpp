@@ -141,6 +141,15 @@ void RouteTable::add(bhttp::verb method, std::string path, UploadRoute handler) 
   routes_.push_back(Route{method, std::move(path), std::move(handler)});
 }
 
+void RouteTable::intercept(Claim claims, RelayRoute handler) {
+  claims_ = std::move(claims);
+  interceptor_ = Route{bhttp::verb::unknown, std::string(), std::move(handler)};
+}
+
+const Route* RouteTable::intercepted(const bhttp::request_header<>& header) const {
+  return interceptor_ && claims_(header) ? &*interceptor_ : nullptr;
+}
+
 RouteTable::Match RouteTable::find(bhttp::verb method, std::string_view target) const {
   const std::string_view path = without_query(target);
   const bhttp::verb wanted = method == bhttp::verb::head ? bhttp::verb::get : method;

@@ -1,6 +1,7 @@
 #include <rex/server/service.hpp>
 
 #include <rex/core/event.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/http/url.hpp>
 #include <rex/server/admission.hpp>
 #include <rex/version.hpp>
@@ -55,6 +56,26 @@ asio::awaitable<void> produce(EventProducer producer, std::shared_ptr<EventStrea
   events->finish();
 }
 
+// Completes when the client of a connection that waits for its answer has left: its side has
+// ended or failed (or stop() closed the connection). A client that sends its next request
+// meanwhile is still there: this then waits until it is cancelled.
+template <class S>
+asio::awaitable<void> client_gone(S& stream) {
+  auto& socket = stream.socket();
+  auto [ec] = co_await socket.async_wait(asio::socket_base::wait_read, use_tuple);
+  if (ec)
+    co_return;
+  char byte = 0;
+  boost::system::error_code peek_ec;
+  const std::size_t n =
+      socket.receive(asio::buffer(&byte, 1), asio::socket_base::message_peek, peek_ec);
+  if (peek_ec || n == 0)
+    co_return;
+  asio::steady_timer never(socket.get_executor(), asio::steady_timer::time_point::max());
+  auto [never_ec] = co_await never.async_wait(use_tuple);
+  (void)never_ec;
+}
+
 // How reading a whole body ended.
 enum class BodyRead {
   done,
@@ -79,6 +100,7 @@ struct Service::Impl : std::enable_shared_from_this<Service::Impl> {
   struct Connection {
     std::function<void()> close;  // cancels its I/O
     bool busy = false;            // a request is being answered
+    bool relaying = false;        // ...by a relay, which stop() ends as it ends idle ones
   };
 
   void listen();
@@ -118,6 +140,12 @@ struct Service::Impl : std::enable_shared_from_this<Service::Impl> {
   asio::awaitable<bool> write_events(S& stream, EventProducer producer,
                                      const std::string& content_type, unsigned version,
                                      bool keep_alive);
+  template <class S>
+  asio::awaitable<bool> relay(S& stream, const RelayRoute& route, Request request, unsigned version,
+                              bool keep_alive, bool head_only, Connection& conn);
+  template <class S>
+  asio::awaitable<bool> write_relayed(S& stream, RelayedAnswer relayed, unsigned version,
+                                      bool keep_alive, bool head_only);
 
   void connection_ended(std::list<Connection>::iterator it) {
     connections.erase(it);
@@ -199,7 +227,7 @@ void Service::Impl::stop() {
   tcp_acceptor.close(ignored);
   unix_acceptor.close(ignored);
   for (auto& c : connections) {
-    if (!c.busy)
+    if (!c.busy || c.relaying)
       c.close();
   }
   if (connections.empty())
@@ -382,6 +410,9 @@ asio::awaitable<bool> Service::Impl::serve_one(S& stream, beast::flat_buffer& bu
       if (auto* file = std::get_if<FileAnswer>(&prepared))
         co_return co_await write_file(stream, std::move(*file), version, keep_alive && !stopping);
       answer = std::move(std::get<Answer>(prepared));
+    } else if (const auto* relay_route = std::get_if<RelayRoute>(&handler)) {
+      co_return co_await relay(stream, *relay_route, std::move(request), version,
+                               keep_alive && !stopping, admission.head_only, conn);
     }
   }
   keep_alive = keep_alive && !stopping && !answer->close_connection;
@@ -574,6 +605,116 @@ asio::awaitable<bool> Service::Impl::write_events(S& stream, EventProducer produ
   auto [last_ec, last_n] = co_await asio::async_write(stream, last, use_tuple);
   (void)last_n;
   co_return keep_alive && !last_ec && !stopping;
+}
+
+// A relayed answer: the handler runs while the client is watched (it is cancelled when the
+// client leaves), then its answer is written.
+template <class S>
+asio::awaitable<bool> Service::Impl::relay(S& stream, const RelayRoute& route, Request request,
+                                           unsigned version, bool keep_alive, bool head_only,
+                                           Connection& conn) {
+  if (stopping) {  // stop() has passed this connection by: a relay may last hours
+    Answer refused = detail_answer(503, "the service is stopping");
+    co_return co_await write_answer(stream, std::move(refused), version, false, head_only);
+  }
+  conn.relaying = true;
+  struct Done {
+    Connection& c;
+    ~Done() { c.relaying = false; }
+  } done{conn};
+  // g++ 12 miscompiles temporaries inside co_await expressions: named locals only.
+  auto handled = route(std::move(request));
+  auto gone = client_gone(stream);
+  auto race = first_of(std::move(handled), std::move(gone));
+  auto raced = co_await std::move(race);
+  if (raced.index() == 1)
+    co_return false;  // the client left, or the service stops: the handler was cancelled
+  auto result = std::get<0>(std::move(raced));
+  if (auto* relayed = std::get_if<RelayedAnswer>(&result))
+    co_return co_await write_relayed(stream, std::move(*relayed), version, keep_alive, head_only);
+  Answer& answer = std::get<Answer>(result);
+  const bool keep = keep_alive && !answer.close_connection;
+  co_return co_await write_answer(stream, std::move(answer), version, keep, head_only);
+}
+
+// The head the handler chose, then each piece of the body as it comes: raw after a
+// Content-Length, else as chunks (or, to an HTTP/1.0 client, up to the connection's end).
+template <class S>
+asio::awaitable<bool> Service::Impl::write_relayed(S& stream, RelayedAnswer relayed,
+                                                   unsigned version, bool keep_alive,
+                                                   bool head_only) {
+  bhttp::response<bhttp::empty_body> res(static_cast<bhttp::status>(relayed.status), version);
+  for (const auto& [name, value] : relayed.headers)
+    res.insert(name, value);
+  const unsigned status = relayed.status;
+  const bool bodyless = head_only || status / 100 == 1 || status == 204 || status == 304;
+  const bool chunked = !bodyless && !relayed.content_length && version >= 11;
+  if (relayed.content_length)
+    res.content_length(*relayed.content_length);
+  else if (chunked)
+    res.chunked(true);
+  else if (!bodyless)
+    keep_alive = false;  // the body ends with the connection
+  res.keep_alive(keep_alive);
+  bhttp::response_serializer<bhttp::empty_body> head(res);
+  stream.expires_after(cfg.read_timeout);
+  auto [ec, n] = co_await bhttp::async_write_header(stream, head, use_tuple);
+  (void)n;
+  if (ec)
+    co_return false;
+  if (bodyless)
+    co_return keep_alive && !stopping;
+
+  std::uint64_t sent = 0;
+  while (true) {
+    auto piece = relayed.next();
+    auto gone = client_gone(stream);
+    std::optional<std::string> got;
+    bool cut_off = false;
+    try {
+      auto race = first_of(std::move(piece), std::move(gone));
+      auto raced = co_await std::move(race);
+      cut_off = raced.index() == 1;  // the client left, or the service stops
+      if (!cut_off)
+        got = std::get<0>(std::move(raced));
+    } catch (const std::exception& e) {
+      spdlog::debug("rex-server: a relayed answer was cut off: {}", e.what());
+      cut_off = true;  // its body cannot be completed: the client sees it end early
+    }
+    if (cut_off)
+      co_return false;
+    if (!got)
+      break;
+    if (got->empty())
+      continue;
+    stream.expires_after(cfg.read_timeout);
+    boost::system::error_code write_ec;
+    if (chunked) {
+      auto chunk = bhttp::make_chunk(asio::buffer(*got));
+      auto [chunk_ec, written] = co_await asio::async_write(stream, chunk, use_tuple);
+      (void)written;
+      write_ec = chunk_ec;
+    } else {
+      const auto bytes = asio::buffer(*got);
+      auto [raw_ec, written] = co_await asio::async_write(stream, bytes, use_tuple);
+      (void)written;
+      write_ec = raw_ec;
+    }
+    if (write_ec)
+      co_return false;
+    sent += got->size();
+  }
+  if (relayed.content_length && sent != *relayed.content_length)
+    co_return false;  // shorter than announced: only the connection's end says so
+  if (chunked) {
+    auto last = bhttp::make_chunk_last();
+    stream.expires_after(cfg.read_timeout);
+    auto [last_ec, last_n] = co_await asio::async_write(stream, last, use_tuple);
+    (void)last_n;
+    if (last_ec)
+      co_return false;
+  }
+  co_return keep_alive && !stopping;
 }
 
 // --- Service -------------------------------------------------------------------------------

@@ -36,8 +36,8 @@ import uuid
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway_process import (EventStream, Gateway, cmdline, is_gone,  # noqa: E402
-                             multipart, wait_until)
+from gateway_process import (EventStream, Gateway, cmdline, free_port,  # noqa: E402
+                             is_gone, multipart, wait_until)
 
 BINARY = os.environ.get("REX_BINARY", "")
 SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -1521,6 +1521,328 @@ class TestSwerexClient(GatewayTestCase):
                                     headers={"Authorization": "Bearer wrong"})
         self.assertError(status, data, 401, "auth.invalid_key")
 
+
+# --- E2B's port routing: E2b-Sandbox-Port (or a Host of P-<id>.<domain>) reaches a server in the
+# sandbox ----------------------------------------------------------------------------------------
+
+# A server of Server-Sent Events for the streamed tests: GET /NAME writes `data: 1`, then waits
+# (at most 20 s) for the file NAME.go before it writes `data: 2` and ends; when its caller's
+# connection closes meanwhile it leaves the file NAME.closed instead. POST and PUT answer what
+# they received: {"method", "path", "headers", "body" (its sha256), "size"}.
+SSE_SERVER = r"""
+import hashlib, http.server, json, os, select, socket, sys, time
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def do_GET(self):
+        name = self.path.strip("/")
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self.chunk(b"data: 1\n\n")
+        deadline = time.monotonic() + 20
+        while not os.path.exists(os.path.join(HERE, name + ".go")):
+            if time.monotonic() > deadline:
+                return
+            readable, _, _ = select.select([self.connection], [], [], 0.05)
+            if readable and not self.connection.recv(1, socket.MSG_PEEK):
+                open(os.path.join(HERE, name + ".closed"), "w").close()
+                return
+        self.chunk(b"data: 2\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        seen = json.dumps({"method": self.command, "path": self.path,
+                           "headers": {k.lower(): v for k, v in self.headers.items()},
+                           "body": hashlib.sha256(body).hexdigest(), "size": len(body)}).encode()
+        self.send_response(201)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("X-Seen-By", "the sandbox")
+        self.send_header("Content-Length", str(len(seen)))
+        self.end_headers()
+        self.wfile.write(seen)
+
+    do_PUT = do_POST
+
+    def log_message(self, *args):
+        pass
+
+http.server.ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler).serve_forever()
+"""
+
+
+class TestE2bPortRouting(GatewayTestCase):
+    """A request with E2b-Sandbox-Port (not envd's 49983) goes to that port of the sandbox,
+    whatever its path: here to python3's http.server started in a local sandbox."""
+
+    def sandbox(self):
+        """A local sandbox made through E2B's control API: (id, envdAccessToken, working dir)."""
+        status, data = self.gw.json("POST", "/sandboxes", {})
+        self.assertEqual(status, 201, data)
+        sid = data["sandboxID"]
+        self.known_sids.add(sid)
+        return sid, data["envdAccessToken"], self.get(sid)["working_dir"]
+
+    def serve_in_sandbox(self, sid, command, port):
+        """Starts `command` in the background in the sandbox and waits (bounded) for `port`."""
+        self.execute(sid, f"nohup {command} >/dev/null 2>&1 &", language="bash")
+
+        def listening():
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        wait_until(listening, 15, interval=0.05, what=f"a server on port {port}")
+
+    @staticmethod
+    def port_headers(sid, token, port):
+        h = {"E2b-Sandbox-Id": sid, "E2b-Sandbox-Port": str(port)}
+        if token is not None:
+            h["X-Access-Token"] = token
+        return h
+
+    def assertE2bError(self, status, body, expect, *words):
+        self.assertEqual(status, expect, body)
+        data = json.loads(body)
+        self.assertEqual(set(data), {"code", "message"}, data)
+        self.assertEqual(data["code"], expect, data)
+        for word in words:
+            self.assertIn(word, data["message"], data)
+
+    def file_server(self):
+        """A sandbox running python3's http.server on www/ (www/hello.txt): (id, token, port)."""
+        sid, token, work = self.sandbox()
+        hello = {"path": "www/hello.txt", "content": "hello from the sandbox\n"}
+        status, data = self.gw.json("POST", f"/api/sessions/{sid}/files", hello)
+        self.assertEqual(status, 200, data)
+        port = free_port()
+        self.serve_in_sandbox(
+            sid, f"python3 -m http.server {port} --bind 127.0.0.1 --directory {work}/www", port)
+        return sid, token, port
+
+    def test_requests_and_answers_pass_through(self):
+        sid, token, port = self.file_server()
+        h = self.port_headers(sid, token, port)
+        status, headers, body = self.gw.request("GET", "/hello.txt", headers=h)
+        self.assertEqual((status, body), (200, b"hello from the sandbox\n"), headers)
+        self.assertEqual(headers.get("content-length"), str(len(body)), headers)
+        self.assertTrue(headers.get("content-type", "").startswith("text/plain"), headers)
+        self.assertIn("SimpleHTTP", headers.get("server", ""), headers)  # the sandbox's answer
+
+        # The other token header; HEAD: the headers of GET and no body; a query is kept.
+        h2 = {**self.port_headers(sid, None, port), "e2b-traffic-access-token": token}
+        status, headers, body = self.gw.request("GET", "/hello.txt?x=1", headers=h2)
+        self.assertEqual((status, body), (200, b"hello from the sandbox\n"))
+        status, headers, body = self.gw.request("HEAD", "/hello.txt", headers=h)
+        self.assertEqual((status, body), (200, b""))
+        self.assertEqual(headers.get("content-length"), "23", headers)
+
+        # A POST with a body: http.server answers 501, passed on as it is.
+        status, headers, body = self.gw.request("POST", "/hello.txt", b"a body", headers=h)
+        self.assertEqual(status, 501, body)
+        self.assertIn(b"Unsupported method", body)
+
+        # The gateway's own paths, with the headers, are the sandbox's too.
+        for path in ("/health", "/api/sessions", "/files?path=hello.txt"):
+            status, _, body = self.gw.request("GET", path, headers=h)
+            self.assertEqual(status, 404, (path, body))
+            self.assertIn(b"File not found", body, path)
+
+        # The host form: P-<id>.<domain>, the port in the host name.
+        conn = self.gw.connection(10)
+        try:
+            conn.putrequest("GET", "/hello.txt", skip_host=True)
+            conn.putheader("Host", f"{port}-{sid}.sandboxes.test:{self.gw.port}")
+            conn.putheader("X-Access-Token", token)
+            conn.endheaders()
+            resp = conn.getresponse()
+            self.assertEqual((resp.status, resp.read()), (200, b"hello from the sandbox\n"))
+        finally:
+            conn.close()
+
+        # One transcript line per request, as it ended.
+        lines = [x for x in self.log_lines(sid) if x["call"] == "e2b.port"]
+        self.assertEqual(len(lines), 8, lines)
+        self.assertEqual({k: lines[0][k] for k in ("method", "path", "port", "status")},
+                         {"method": "GET", "path": "/hello.txt", "port": port, "status": 200})
+        self.assertEqual(lines[0]["bytes"], 23, lines[0])
+        self.assertEqual([x["status"] for x in lines], [200, 200, 200, 501, 404, 404, 404, 200])
+        self.assertEqual(lines[3]["method"], "POST", lines[3])
+        self.assertEqual(lines[1]["path"], "/hello.txt?x=1", lines[1])
+        self.assertGreaterEqual(self.get(sid)["calls"], 8)
+
+    def test_refusals(self):
+        sid, token, port = self.file_server()
+        status, _, body = self.gw.request("GET", "/hello.txt",
+                                          headers=self.port_headers(sid, None, port))
+        self.assertE2bError(status, body, 401, "X-Access-Token", sid)
+        status, _, body = self.gw.request("GET", "/hello.txt",
+                                          headers=self.port_headers(sid, "wrong", port))
+        self.assertE2bError(status, body, 401, sid)
+        status, _, body = self.gw.request("GET", "/hello.txt",
+                                          headers=self.port_headers("s-no-such", token, port))
+        self.assertE2bError(status, body, 404, "s-no-such")
+        idle = free_port()
+        status, _, body = self.gw.request("GET", "/", headers=self.port_headers(sid, token, idle))
+        self.assertE2bError(status, body, 502, sid, str(idle), "connection refused")
+        for bad in ("http", "0", "65536", "-1", "80 80"):
+            status, _, body = self.gw.request("GET", "/",
+                                              headers=self.port_headers(sid, token, bad))
+            self.assertE2bError(status, body, 400, "E2b-Sandbox-Port", "1 to 65535")
+        status, _, body = self.gw.request("GET", "/", headers={"E2b-Sandbox-Port": str(port),
+                                                               "X-Access-Token": token})
+        self.assertE2bError(status, body, 400, "E2b-Sandbox-Id")
+        # Nothing was wedged: the server still answers through the gateway.
+        status, _, body = self.gw.request("GET", "/hello.txt",
+                                          headers=self.port_headers(sid, token, port))
+        self.assertEqual((status, body), (200, b"hello from the sandbox\n"))
+        status, data = self.gw.json("GET", "/readyz")
+        self.assertEqual(status, 200, data)
+
+    def test_envd_port_and_no_port_stay_with_the_gateway(self):
+        sid, token, _ = self.sandbox()
+        for extra in ({}, {"E2b-Sandbox-Port": "49983"}):
+            status, _, body = self.gw.request("GET", "/health", headers={
+                "E2b-Sandbox-Id": sid, "X-Access-Token": token, **extra})
+            self.assertEqual((status, body), (204, b""), extra)
+        # A Host that looks like the host form but names no session of this gateway.
+        conn = self.gw.connection(10)
+        try:
+            conn.putrequest("GET", "/healthz", skip_host=True)
+            conn.putheader("Host", f"8000-nosuch.sandboxes.test:{self.gw.port}")
+            conn.endheaders()
+            resp = conn.getresponse()
+            self.assertEqual(resp.status, 200)
+            self.assertEqual(json.loads(resp.read()), {"status": "ok"})
+        finally:
+            conn.close()
+
+    def sse_server(self):
+        """A sandbox running SSE_SERVER: (id, token, the server's folder, its port)."""
+        sid, token, work = self.sandbox()
+        status, data = self.gw.json("POST", f"/api/sessions/{sid}/files",
+                                    {"path": "sse/server.py", "content": SSE_SERVER})
+        self.assertEqual(status, 200, data)
+        port = free_port()
+        self.serve_in_sandbox(sid, f"python3 {work}/sse/server.py {port}", port)
+        return sid, token, os.path.join(work, "sse"), port
+
+    def open_stream(self, sid, token, port, name):
+        """GET /NAME of the SSE server through the gateway, on a raw socket."""
+        sock = socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
+        sock.sendall(f"GET /{name} HTTP/1.1\r\nHost: {self.gw.address}\r\n"
+                     f"E2b-Sandbox-Id: {sid}\r\nE2b-Sandbox-Port: {port}\r\n"
+                     f"X-Access-Token: {token}\r\n\r\n".encode())
+        return sock
+
+    def read_until(self, sock, got, marker):
+        deadline = time.monotonic() + 10
+        while marker not in got:
+            self.assertLess(time.monotonic(), deadline, f"no {marker!r} in {got!r}")
+            piece = sock.recv(65536)
+            self.assertTrue(piece, f"the connection ended before {marker!r}: {got!r}")
+            got += piece
+        return got
+
+    def test_a_streamed_answer_arrives_as_it_is_written(self):
+        sid, token, sse, port = self.sse_server()
+        sock = self.open_stream(sid, token, port, "one")
+        try:
+            got = self.read_until(sock, b"", b"data: 1\n\n")
+            # The first event is here while the server still waits to write the second.
+            self.assertNotIn(b"data: 2", got)
+            self.assertFalse(os.path.exists(os.path.join(sse, "one.go")))
+            head = got.split(b"\r\n\r\n", 1)[0].decode().lower()
+            self.assertTrue(head.startswith("http/1.1 200"), head)
+            self.assertIn("content-type: text/event-stream", head)
+            self.assertIn("transfer-encoding: chunked", head)
+            open(os.path.join(sse, "one.go"), "w").close()
+            got = self.read_until(sock, got, b"0\r\n\r\n")  # the answer's end
+            self.assertIn(b"data: 2\n\n", got)
+        finally:
+            sock.close()
+
+        # A caller that leaves closes the connection to the sandbox's server.
+        sock = self.open_stream(sid, token, port, "two")
+        try:
+            self.read_until(sock, b"", b"data: 1\n\n")
+        finally:
+            sock.close()
+        wait_until(lambda: os.path.exists(os.path.join(sse, "two.closed")), 10, interval=0.05,
+                   what="the sandbox's server to see the relay's connection close")
+        lines = [x for x in self.log_lines(sid) if x["call"] == "e2b.port"]
+        self.assertEqual([(x["path"], x["status"], x.get("detached", False)) for x in lines],
+                         [("/one", 200, False), ("/two", 200, True)], lines)
+
+    def test_the_request_goes_on_as_sent(self):
+        sid, token, _, port = self.sse_server()
+        body = os.urandom(3 << 20)
+        for method in ("POST", "PUT"):
+            h = {**self.port_headers(sid, token, port), "X-Custom": "kept",
+                 "Content-Type": "application/octet-stream", "Connection": "keep-alive, X-Hop",
+                 "X-Hop": "dropped", "Keep-Alive": "timeout=5"}
+            status, headers, answer = self.gw.request(method, "/upload?a=1&b=%20", body, h)
+            self.assertEqual(status, 201, answer)
+            self.assertEqual(headers.get("x-seen-by"), "the sandbox", headers)
+            seen = json.loads(answer)
+            self.assertEqual((seen["method"], seen["path"], seen["size"], seen["body"]),
+                             (method, "/upload?a=1&b=%20", len(body),
+                              hashlib.sha256(body).hexdigest()))
+            sent = seen["headers"]
+            self.assertEqual(sent.get("x-custom"), "kept", sent)
+            self.assertEqual(sent.get("host"), f"127.0.0.1:{port}", sent)
+            for gone in ("e2b-sandbox-id", "e2b-sandbox-port", "x-access-token", "x-hop",
+                         "keep-alive"):
+                self.assertNotIn(gone, sent)
+
+    def test_a_connection_goes_on_after_relayed_answers(self):
+        sid, token, sse, port = self.sse_server()
+        open(os.path.join(sse, "four.go"), "w").close()  # both events at once
+        h = self.port_headers(sid, token, port)
+        conn = self.gw.connection(10)
+        try:
+            for _ in range(2):  # chunked, then with a length, then the gateway's own route
+                conn.request("GET", "/four", headers=h)
+                resp = conn.getresponse()
+                self.assertEqual((resp.status, resp.read()), (200, b"data: 1\n\ndata: 2\n\n"))
+                conn.request("POST", "/echo", body=b"x" * 10, headers=h)
+                resp = conn.getresponse()
+                self.assertEqual(resp.status, 201)
+                self.assertEqual(json.loads(resp.read())["size"], 10)
+            conn.request("GET", "/healthz")
+            resp = conn.getresponse()
+            self.assertEqual((resp.status, json.loads(resp.read())), (200, {"status": "ok"}))
+        finally:
+            conn.close()
+
+    def test_a_relay_does_not_hold_up_the_gateways_stop(self):
+        sid, token, sse, port = self.sse_server()
+        sock = self.open_stream(sid, token, port, "three")
+        try:
+            got = self.read_until(sock, b"", b"data: 1\n\n")
+            started = time.monotonic()
+            self.assertEqual(self.gw.terminate(), 0, self.gw.output_tail())
+            self.assertLess(time.monotonic() - started, 10, "the stop waited for the relay")
+            while True:  # the caller's connection ends, its answer cut off
+                piece = sock.recv(65536)
+                if not piece:
+                    break
+                got += piece
+            self.assertNotIn(b"0\r\n\r\n", got)
+        finally:
+            sock.close()
+        wait_until(lambda: os.path.exists(os.path.join(sse, "three.closed")), 10, interval=0.05,
+                   what="the sandbox's server to see the relay's connection close")
 
 def main():
     global BINARY

@@ -37,6 +37,8 @@ TEST(DeploymentConfig, TypeSelectsTheStruct) {
   EXPECT_EQ(deployment_type(parse(R"({"type":"remote","auth_token":"t"})")), "remote");
   EXPECT_EQ(deployment_type(parse(R"({"type":"dummy"})")), "dummy");
   EXPECT_EQ(deployment_type(parse(R"({"type":"docker","image":"x"})")), "docker");
+  EXPECT_EQ(deployment_type(parse(R"({"type":"gateway"})")), "gateway");
+  EXPECT_EQ(deployment_type(parse(R"({"type":"e2b"})")), "e2b");
   // SWE-agent's default deployment is docker; a config without type means it.
   EXPECT_EQ(deployment_type(parse(R"({"image":"python:3.12"})")), "docker");
 }
@@ -102,6 +104,11 @@ TEST(DeploymentConfig, ErrorsNameTheField) {
   EXPECT_THAT(error_of(R"({"type":"local","env":{"A":[1]}})"), HasSubstr("local.env"));
   EXPECT_THAT(error_of(R"({"type":"dummy","run_in_session_outputs":[{"exit_code":"x"}]})"),
               HasSubstr("dummy.run_in_session_outputs"));
+  EXPECT_THAT(error_of(R"({"type":"e2b","templat":"base"})"),
+              HasSubstr("e2b: unknown field \"templat\""));
+  EXPECT_THAT(error_of(R"({"type":"e2b","template":""})"), HasSubstr("e2b.template"));
+  EXPECT_THAT(error_of(R"({"type":"e2b","timeout":0})"), HasSubstr("e2b.timeout"));
+  EXPECT_THAT(error_of(R"({"type":"e2b","server_port":70000})"), HasSubstr("e2b.server_port"));
   EXPECT_THAT(error_of(R"([1,2])"), HasSubstr("expected an object"));
   EXPECT_THAT(error_of(R"({"type":3})"), HasSubstr("type: expected a string"));
 }
@@ -117,7 +124,10 @@ TEST(DeploymentConfig, RoundTripsThroughJson) {
   EXPECT_EQ(json::serialize(to_json(original)), json::serialize(to_json(again)));
   for (const char* text : {R"({"type":"local","working_dir":"/w","env":{"K":"v"}})",
                            R"({"type":"remote","auth_token":"t","port":9})",
-                           R"({"type":"dummy","run_in_session_outputs":[{"output":"hi"}]})"}) {
+                           R"({"type":"dummy","run_in_session_outputs":[{"output":"hi"}]})",
+                           R"({"type":"e2b","api_key":"k","api_url":"http://a","template":"t",
+                               "timeout":60,"metadata":{"m":"1"},"env":{"E":"2"},
+                               "server_port":8000,"sandbox_url":"http://s","domain":"d"})"}) {
     const auto c = parse(text);
     EXPECT_EQ(json::serialize(to_json(c)),
               json::serialize(to_json(deployment_config_from_json(to_json(c)))))

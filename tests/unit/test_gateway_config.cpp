@@ -55,7 +55,7 @@ std::string add_key_error(GatewayConfig& config, std::string_view flag) {
 constexpr std::string_view kKnown =
     "known: listen, storage, registry, python_image, tenants, max_sessions, creates_per_minute, "
     "max_storage_bytes, idle_timeout, max_lifetime, orphan_grace, sweep_interval, drift_interval, "
-    "docker_engine, podman_engine";
+    "docker_engine, podman_engine, e2b";
 
 TEST(GatewayConfig, AnEmptyFileIsTheDefaults) {
   for (std::string_view text : {"", "# nothing yet\n", "---\n", "~\n"}) {
@@ -232,6 +232,20 @@ TEST(GatewayConfig, UnknownAndRepeatedKeysAreRefused) {
             "gw.yaml:2: idle_timout: unknown field (" + std::string(kKnown) + ")");
   EXPECT_EQ(error_of("storage: a\nstorage: b\n"), "gw.yaml:2: storage: given twice");
   EXPECT_EQ(error_of("[a]: 1\n"), "gw.yaml:1: expected a name as the key, got a list");
+}
+
+TEST(GatewayConfig, TheE2BSection) {
+  EXPECT_FALSE(parse("listen: 127.0.0.1:1\n").e2b.enabled);
+  const GatewayConfig c =
+      parse("e2b:\n  api_key: k\n  api_url: http://api\n  sandbox_url: http://sb\n  domain: d\n");
+  EXPECT_TRUE(c.e2b.enabled);
+  EXPECT_EQ(c.e2b.api_key, "k");
+  EXPECT_EQ(c.e2b.api_url, "http://api");
+  EXPECT_EQ(c.e2b.sandbox_url, "http://sb");
+  EXPECT_EQ(c.e2b.domain, "d");
+  EXPECT_TRUE(parse("e2b: {}\n").e2b.enabled);  // every field from E2B's variables
+  EXPECT_NE(error_of("e2b:\n  api_kye: k\n").find("api_kye: unknown field"), std::string::npos);
+  EXPECT_NE(error_of("e2b: [1]\n").find("a mapping of E2B settings"), std::string::npos);
 }
 
 TEST(GatewayConfig, TheDocumentMustBeOneMapping) {

@@ -48,8 +48,8 @@ void put(const test::TempDir& dir, const std::string& relative, const std::strin
 }
 
 constexpr std::string_view kKnown =
-    "known: name, description, provider, image, memory, cpus, network, env, working_dir, mounts, "
-    "idle_timeout, max_lifetime, collect";
+    "known: name, description, provider, image, template, memory, cpus, network, env, "
+    "working_dir, mounts, idle_timeout, max_lifetime, collect";
 constexpr std::string_view kNameRule =
     "1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit";
 
@@ -85,6 +85,7 @@ TEST(Registry, EveryEnvironmentField) {
 description: Python 3 with numpy
 provider: docker
 image: rex-python:3.11
+template: code-interpreter-v1
 memory: 2g
 cpus: 1.5
 network: none
@@ -99,6 +100,7 @@ collect: ["/work/out/*.csv", "/work/report.html"]
   EXPECT_EQ(env.description, "Python 3 with numpy");
   EXPECT_EQ(env.provider, "docker");
   EXPECT_EQ(env.image, "rex-python:3.11");
+  EXPECT_EQ(env.e2b_template, "code-interpreter-v1");
   EXPECT_EQ(env.memory, "2g");
   EXPECT_EQ(env.cpus, 1.5);
   EXPECT_EQ(env.network, "none");
@@ -114,7 +116,8 @@ collect: ["/work/out/*.csv", "/work/report.html"]
   // Every field under its own name (json::object compares regardless of order).
   EXPECT_EQ(env.to_json(), json::parse(R"({
     "name": "python-data", "description": "Python 3 with numpy", "provider": "docker",
-    "image": "rex-python:3.11", "memory": "2g", "cpus": 1.5, "network": "none",
+    "image": "rex-python:3.11", "template": "code-interpreter-v1", "memory": "2g", "cpus": 1.5,
+    "network": "none",
     "env": {"DEBUG": "true", "EMPTY": "", "LEVEL": "3", "PYTHONUNBUFFERED": "1"},
     "working_dir": "/work", "mounts": ["/data:/data:ro"], "idle_timeout": 300.0,
     "max_lifetime": 7200.0, "collect": ["/work/out/*.csv", "/work/report.html"]})")

@@ -124,11 +124,28 @@ struct GatewayDeploymentConfig {
   double startup_timeout = 120.0;  // the create's answer and the sandbox's first answer
 };
 
+/// A sandbox of E2B, or of any E2B-compatible endpoint (rex/deployment/e2b_deployment.hpp).
+/// Empty strings take E2B's environment variables, as its SDKs do.
+struct E2BDeploymentConfig {
+  std::string api_key{};      // X-API-KEY of the control API; empty: E2B_API_KEY
+  std::string api_url{};      // the control API; empty: E2B_API_URL, else https://api.DOMAIN
+  std::string sandbox_url{};  // one URL for every sandbox port (E2b-Sandbox-* headers); empty:
+                              // E2B_SANDBOX_URL, else https://PORT-SANDBOX.DOMAIN
+  std::string domain{};       // empty: E2B_DOMAIN, else e2b.app (or what the create answers)
+  std::string template_id = "base";  // E2B's template (on a rex gateway: an environment)
+  double timeout = 3600;             // the sandbox's lifetime in seconds; E2B ends it then
+  std::map<std::string, std::string> metadata{};
+  std::map<std::string, std::string> env{};  // the sandbox's environment variables
+  std::string server_path{};       // the static rex-server to upload; empty: found as Docker's is
+  int server_port = 0;             // rex-server's port in the sandbox; 0: any free one
+  double startup_timeout = 120.0;  // each step: the create, the upload, the server's start
+};
+
 using DeploymentConfig =
     std::variant<LocalDeploymentConfig, RemoteDeploymentConfig, DockerDeploymentConfig,
-                 DummyDeploymentConfig, GatewayDeploymentConfig>;
+                 DummyDeploymentConfig, GatewayDeploymentConfig, E2BDeploymentConfig>;
 
-/// "local", "remote", "docker", "dummy" or "gateway".
+/// "local", "remote", "docker", "dummy", "gateway" or "e2b".
 std::string_view deployment_type(const DeploymentConfig& config) noexcept;
 
 /// Decodes a config object; "type" selects the struct (absent: "docker", as SWE-agent's

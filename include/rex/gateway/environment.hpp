@@ -22,6 +22,7 @@ struct Environment {
   // allowed here; the gateway refuses a provider it does not have when the environment is used).
   std::string provider = "local";
   std::string image;                  // docker, podman: the image the sandbox runs
+  std::string e2b_template;           // e2b: the template ("template"); "": E2B's "base"
   std::optional<std::string> memory;  // "512m", "2g" or bytes, as DockerDeploymentConfig::memory
   std::optional<double> cpus;         // 1.5 = one and a half cores
   std::string network;  // "" (the engine's default), "none", "bridge"...: network_mode

@@ -57,6 +57,12 @@ struct GatewayConfig {
   double drift_interval = 10;    // seconds between checks of what the providers run
   std::string docker_engine;     // DOCKER_HOST form; "": the environment's
   std::string podman_engine;     // likewise, for podman
+  // The e2b provider: present when this section is (`e2b:` in YAML) or E2B_API_KEY is set; its
+  // empty fields take E2B's environment variables, as E2B's SDKs do.
+  struct E2B {
+    bool enabled = false;
+    std::string api_key, api_url, sandbox_url, domain;
+  } e2b;
 };
 
 /// Parses a --config file's YAML text: the top-level keys are GatewayConfig's fields, `tenants`

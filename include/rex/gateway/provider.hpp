@@ -22,6 +22,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace rex::gateway {
@@ -49,6 +50,8 @@ struct SandboxAddress {
   std::string token;        // the server's X-API-Key
   std::string working_dir;  // where execute runs and relative file paths point
   std::string scratch_dir;  // the gateway's own files in the sandbox (the notebook's kernel)
+  // Sent with every request to the server (a routing proxy's headers: e2b).
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 /// One sandbox a provider runs for this gateway.

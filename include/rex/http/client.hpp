@@ -61,6 +61,9 @@ struct ClientConfig {
   std::string key_file{};
   std::uint64_t max_body_in_memory = std::uint64_t{1} << 30;  // larger answers fail
   std::string user_agent = "rex";
+  // Sent with every request that does not set the same header itself (routing headers of a
+  // proxy in front of the server, for instance).
+  std::vector<std::pair<std::string, std::string>> headers{};
 };
 
 struct ClientRequest {

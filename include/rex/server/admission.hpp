@@ -2,8 +2,9 @@
 // pure function of the header, the route table and the settings (no I/O, unit-tested apart).
 //
 // The order of the decisions is part of the protocol: authentication first, for every target
-// (403 without X-API-Key, 401 with a wrong one); then the route (404 unknown, 405 wrong
-// method); then the body: a body too large to hold is refused with 413 before a byte of it is
+// (403 without X-API-Key, 401 with a wrong one); then the route: the interceptor's when it
+// takes the request (RouteTable::intercept), else the table's (404 unknown, 405 wrong method);
+// then the body: a body too large to hold is refused with 413 before a byte of it is
 // read, and the body of a request already refused is read (so the connection can serve the
 // next one) only when it is small.
 #pragma once

@@ -1,6 +1,6 @@
 // RouteTable: what a service serves, as method + path pattern -> handler. The service core
 // (Service) reads requests, admits them (rex/server/admission.hpp) and hands each to its route's
-// handler as a Request; the handler decides what the request means. Four kinds of handler, by
+// handler as a Request; the handler decides what the request means. Five kinds of handler, by
 // what they take and give:
 // - JsonRoute: the request with its body read whole (up to max_json_body_bytes) -> an Answer.
 //   The only kind a repeated X-Request-ID replays.
@@ -9,6 +9,10 @@
 //   (or an Answer when it fails).
 // - UploadRoute: the request without its body -> a BodyReceiver fed the body piece by piece as
 //   it arrives, never held whole (up to max_body_bytes).
+// - RelayRoute: the request with its body read whole -> an Answer, or a RelayedAnswer: another
+//   server's answer, its status and headers first, then its body as it arrives. Only the
+//   interceptor has one: a proxy whose requests are named by their headers, not their path, is
+//   consulted before any route (intercept()).
 //
 // A pattern is a path whose segments may be parameters: `{name}` takes one non-empty segment,
 // a last `{name...}` takes the rest of the path (one or more segments, slashes included).
@@ -27,6 +31,7 @@
 #include <boost/beast/http/message.hpp>
 #include <boost/beast/http/verb.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -78,16 +83,37 @@ struct Request {
 /// Produces a streamed answer's events, then returns (the service ends the answer).
 using EventProducer = std::function<asio::awaitable<void>(std::shared_ptr<EventStream>)>;
 
+/// An answer whose head its handler chose and whose body arrives piece by piece: another
+/// server's answer, relayed as it comes (RelayRoute).
+struct RelayedAnswer {
+  unsigned status = 200;
+  /// Written as they are. The handler leaves out the hop-by-hop fields (Connection,
+  /// Transfer-Encoding, Keep-Alive...) and Content-Length: the service frames the body itself.
+  std::vector<std::pair<std::string, std::string>> headers;
+  /// The body's length when it is known beforehand (sent as Content-Length); without it the
+  /// body is sent chunked, or to an HTTP/1.0 client up to the connection's end.
+  std::optional<std::uint64_t> content_length;
+  /// The body's next piece (possibly empty), none after its last. It throws when the body
+  /// cannot be completed: the connection then ends, the answer cut off, as the client must
+  /// see it. Cancelled (terminal) when the client leaves or the service stops; not called for
+  /// an answer without a body (HEAD, 1xx, 204, 304).
+  std::function<asio::awaitable<std::optional<std::string>>()> next;
+};
+
 using JsonRoute = std::function<asio::awaitable<Answer>(Request request)>;
 using FileRoute = std::function<asio::awaitable<std::variant<Answer, FileAnswer>>(Request request)>;
 using StreamRoute = std::function<std::variant<Answer, EventProducer>(Request request)>;
 using UploadRoute =
     std::function<std::variant<Answer, std::unique_ptr<BodyReceiver>>(const Request& request)>;
+/// Runs while the service watches the client: when it leaves (or the service stops) first, the
+/// handler is cancelled (terminal), so whatever it waits for is abandoned at once.
+using RelayRoute =
+    std::function<asio::awaitable<std::variant<Answer, RelayedAnswer>>(Request request)>;
 
 struct Route {
   boost::beast::http::verb method;
   std::string path;
-  std::variant<JsonRoute, FileRoute, StreamRoute, UploadRoute> handler;
+  std::variant<JsonRoute, FileRoute, StreamRoute, UploadRoute, RelayRoute> handler;
   // A StreamRoute's answer: its Content-Type, and so how its producer writes (EventStream).
   std::string stream_content_type = "text/event-stream";
 };
@@ -112,8 +138,18 @@ class RouteTable {
   /// HEAD finds GET routes.
   Match find(boost::beast::http::verb method, std::string_view target) const;
 
+  /// Whether the interceptor takes a request, from its header alone; cheap, and never throws.
+  using Claim = std::function<bool(const boost::beast::http::request_header<>& header)>;
+  /// Sends every request `claims` takes to `handler`, whatever its method and path and before
+  /// any route is tried. One interceptor at most: a second replaces the first.
+  void intercept(Claim claims, RelayRoute handler);
+  /// The interceptor's route when it takes the request; null otherwise.
+  const Route* intercepted(const boost::beast::http::request_header<>& header) const;
+
  private:
   std::vector<Route> routes_;  // a few dozen at most: a linear search is the fastest
+  Claim claims_;
+  std::optional<Route> interceptor_;
 };
 
 /// A query string (`a=1&b=x%20y`, without the `?`) as its key/value pairs in order,

@@ -1,8 +1,8 @@
 // Service: an HTTP/1.1 service core that serves a RouteTable, knowing nothing of what the
 // routes mean. It owns the connections: accepting (TCP or a unix socket), keep-alive, the idle
 // and read timeouts, the connection limit (503), admission (rex/server/admission.hpp),
-// X-Request-ID replay of JSON routes, writing answers (in memory, files, Server-Sent Events)
-// and draining on stop.
+// X-Request-ID replay of JSON routes, writing answers (in memory, files, Server-Sent Events,
+// relayed answers of another server) and draining on stop.
 //
 // Guarantees:
 // - Nothing blocks the io_context: each connection and each request is a coroutine.
@@ -11,6 +11,9 @@
 //   that answer. The store is bounded (least recently used entries go first).
 // - Every limit answers with a JSON error and the service goes on: header size (431), body
 //   size (413), concurrent connections (503), idle or slow connections (closed after a timeout).
+// - A relay (RouteTable::intercept) watches its client from the request's end to the answer's:
+//   when the client leaves (its side of the connection ends, so a client that half-closes after
+//   its request counts as gone) or stop() is called, what the relay waits for is cancelled.
 //
 // Threading: construct, run and stop from one thread that runs the executor's io_context; the
 // handlers are called from there.

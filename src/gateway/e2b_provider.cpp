@@ -1,0 +1,179 @@
+#include <rex/gateway/e2b_provider.hpp>
+
+#include <rex/deployment/e2b_deployment.hpp>
+#include <rex/http/client.hpp>
+#include <rex/http/url.hpp>
+#include <rex/protocol/commands.hpp>
+
+#include <fmt/format.h>
+#include <boost/json.hpp>
+
+#include <ctime>
+
+namespace rex::gateway {
+
+namespace json = boost::json;
+
+namespace {
+
+constexpr std::string_view kGatewayKey = "rex.gateway";
+constexpr std::string_view kSessionKey = "rex.session";
+// Where execute runs and relative paths point: the home of E2B's default user.
+constexpr std::string_view kWorkingDir = "/home/user";
+constexpr int kMaxPages = 100;
+
+// "2026-11-24T23:10:56.759Z" (E2B's startedAt) as unix seconds; 0 when it is not that.
+double unix_seconds(std::string_view iso) {
+  std::tm tm{};
+  const std::string text(iso.substr(0, 19));
+  if (::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr)
+    return 0;
+  return static_cast<double>(::timegm(&tm));
+}
+
+}  // namespace
+
+struct E2BProvider::Impl {
+  asio::any_io_executor executor;
+  E2BProviderConfig config;
+
+  E2BDeploymentConfig deployment_config() const {
+    E2BDeploymentConfig d;
+    d.api_key = config.api_key;
+    d.api_url = config.api_url;
+    d.sandbox_url = config.sandbox_url;
+    d.domain = config.domain;
+    d.server_path = config.server_path;
+    d.startup_timeout = config.startup_timeout;
+    return d;
+  }
+
+  // The control API's URL and key, as the deployment resolves them from the environment.
+  std::pair<std::string, std::string> api() const {
+    E2BDeployment probe(executor, deployment_config());
+    return {probe.api_url(), probe.api_key()};
+  }
+};
+
+E2BProvider::E2BProvider(asio::any_io_executor executor, E2BProviderConfig config)
+    : impl_(std::make_unique<Impl>(Impl{std::move(executor), std::move(config)})) {
+  (void)impl_->api();  // DeploymentConfigError now for a missing key or a bad URL
+}
+
+E2BProvider::~E2BProvider() = default;
+
+asio::awaitable<SandboxAddress> E2BProvider::create(SandboxSpec spec) {
+  E2BDeploymentConfig d = impl_->deployment_config();
+  d.template_id =
+      spec.environment.e2b_template.empty() ? std::string("base") : spec.environment.e2b_template;
+  d.env = spec.env;
+  d.metadata = {{std::string(kGatewayKey), impl_->config.gateway_id},
+                {std::string(kSessionKey), spec.session_id}};
+  d.timeout = spec.max_lifetime > 0 ? spec.max_lifetime : 3600;
+  SandboxAddress address;
+  address.working_dir = spec.environment.working_dir.empty() ? std::string(kWorkingDir)
+                                                             : spec.environment.working_dir;
+  std::string failure;
+  try {
+    E2BDeployment deployment(impl_->executor, std::move(d));
+    co_await deployment.start();  // kills its sandbox itself when it fails
+    if (spec.environment.working_dir.empty()) {
+      // Where the sandbox starts processes (E2B: the user's home; another endpoint may differ).
+      Command pwd;
+      pwd.command = "pwd";
+      pwd.shell = true;
+      pwd.timeout = 30;
+      const CommandResponse where = co_await deployment.runtime().execute(std::move(pwd));
+      const std::string dir = where.stdout_.substr(0, where.stdout_.find('\n'));
+      if (where.exit_code == 0 && dir.starts_with('/'))
+        address.working_dir = dir;
+    }
+    E2BHandoff handoff = deployment.handoff();
+    address.sandbox_id = std::move(handoff.sandbox_id);
+    address.url = std::move(handoff.url);
+    address.token = std::move(handoff.token);
+    address.headers = std::move(handoff.headers);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  if (!failure.empty())
+    throw ProviderError("e2b: " + failure);
+  co_return address;
+}
+
+asio::awaitable<void> E2BProvider::destroy(std::string sandbox_id) {
+  const auto [url, key] = impl_->api();
+  http::ClientConfig cc;
+  cc.timeout = std::chrono::seconds(30);
+  http::Client client(impl_->executor, url, cc);
+  http::ClientRequest kill;
+  kill.method = "DELETE";
+  kill.target = "/sandboxes/" + http::url_encode(sandbox_id);
+  kill.headers.emplace_back("X-API-KEY", key);
+  std::string failure;
+  try {
+    const auto answer = co_await client.request(std::move(kill));
+    if (answer.status / 100 != 2 && answer.status != 404)
+      failure = fmt::format("HTTP {}: {}", answer.status, answer.body.substr(0, 300));
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  if (!failure.empty())
+    throw ProviderError(fmt::format("e2b: cannot kill sandbox {}: {}", sandbox_id, failure));
+}
+
+asio::awaitable<std::vector<SandboxListing>> E2BProvider::list() {
+  const auto [url, key] = impl_->api();
+  http::ClientConfig cc;
+  cc.timeout = std::chrono::seconds(30);
+  http::Client client(impl_->executor, url, cc);
+  const std::string filter =
+      http::url_encode(fmt::format("{}={}", kGatewayKey, impl_->config.gateway_id));
+  std::vector<SandboxListing> out;
+  std::string next;
+  for (int page = 0; page < kMaxPages; ++page) {
+    http::ClientRequest get;
+    get.target = "/v2/sandboxes?metadata=" + filter +
+                 (next.empty() ? std::string() : "&nextToken=" + http::url_encode(next));
+    get.headers.emplace_back("X-API-KEY", key);
+    const auto answer = co_await client.request(std::move(get));
+    if (answer.status != 200)
+      throw ProviderError(fmt::format("e2b: listing sandboxes at {}: HTTP {}: {}", url,
+                                      answer.status, answer.body.substr(0, 300)));
+    boost::system::error_code ec;
+    const json::value v = json::parse(answer.body, ec);
+    if (ec || !v.is_array())
+      throw ProviderError(fmt::format("e2b: listing sandboxes at {}: not a JSON array: {}", url,
+                                      answer.body.substr(0, 300)));
+    for (const auto& item : v.get_array()) {
+      const json::object* o = item.if_object();
+      if (o == nullptr)
+        continue;
+      const json::value* id = o->if_contains("sandboxID");
+      const json::value* metadata = o->if_contains("metadata");
+      if (id == nullptr || !id->is_string() || metadata == nullptr || !metadata->is_object())
+        continue;
+      const json::value* gateway = metadata->get_object().if_contains(kGatewayKey);
+      const json::value* session = metadata->get_object().if_contains(kSessionKey);
+      if (gateway == nullptr || !gateway->is_string() ||
+          gateway->get_string() != impl_->config.gateway_id || session == nullptr ||
+          !session->is_string())
+        continue;  // the filter is the endpoint's; this checks it
+      SandboxListing s;
+      s.sandbox_id = std::string(id->get_string());
+      s.session_id = std::string(session->get_string());
+      const json::value* state = o->if_contains("state");
+      s.running = state == nullptr || !state->is_string() || state->get_string() == "running";
+      if (const json::value* started = o->if_contains("startedAt"); started && started->is_string())
+        s.created_at = unix_seconds(started->get_string());
+      out.push_back(std::move(s));
+    }
+    const auto token = answer.header("X-Next-Token");
+    if (!token || token->empty())
+      break;
+    next = std::string(*token);
+  }
+  co_return out;
+}
+
+}  // namespace rex::gateway
