@@ -39,6 +39,14 @@ TOKEN = "faults-token"
 OTHER_SESSIONS = int(os.environ.get("REX_FAULTS_OTHER_SESSIONS", "1000"))
 
 
+def session_leader(pid):
+    """Whether `pid` leads its own session; False when it is gone already."""
+    try:
+        return os.getsid(pid) == pid
+    except ProcessLookupError:
+        return False
+
+
 def processes_running(needle):
     """Pids of live processes whose command line contains `needle`."""
     found = []
@@ -303,7 +311,8 @@ class TestServerCrash(FaultTestCase):
         s.run(f"setsid {needle} & echo started", session="d", timeout=10)
         # `sleep` itself, in its own session: the `setsid` before it (whose command line holds
         # the needle too) would still die of the terminal's hangup.
-        wait_until(lambda: [p for p in processes_running(needle) if os.getsid(p) == p], 5,
+        # (That `setsid` may be gone between the listing and the look at its session.)
+        wait_until(lambda: [p for p in processes_running(needle) if session_leader(p)], 5,
                    what=needle)
         s.kill()  # SIGKILL: the server gets no chance to close anything
         time.sleep(0.3)
