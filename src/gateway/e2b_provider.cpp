@@ -48,16 +48,17 @@ struct E2BProvider::Impl {
     return d;
   }
 
-  // The control API's URL and key, as the deployment resolves them from the environment.
-  std::pair<std::string, std::string> api() const {
-    E2BDeployment probe(executor, deployment_config());
-    return {probe.api_url(), probe.api_key()};
-  }
+  // The control API's URL and key, as the deployment resolves them from the environment:
+  // once, at the start (DeploymentConfigError then for a missing key or a bad URL).
+  std::string api_url;
+  std::string api_key;
 };
 
 E2BProvider::E2BProvider(asio::any_io_executor executor, E2BProviderConfig config)
-    : impl_(std::make_unique<Impl>(Impl{std::move(executor), std::move(config)})) {
-  (void)impl_->api();  // DeploymentConfigError now for a missing key or a bad URL
+    : impl_(std::make_unique<Impl>(Impl{std::move(executor), std::move(config), {}, {}})) {
+  const E2BDeployment probe(impl_->executor, impl_->deployment_config());
+  impl_->api_url = probe.api_url();
+  impl_->api_key = probe.api_key();
 }
 
 E2BProvider::~E2BProvider() = default;
@@ -102,7 +103,8 @@ asio::awaitable<SandboxAddress> E2BProvider::create(SandboxSpec spec) {
 }
 
 asio::awaitable<void> E2BProvider::destroy(std::string sandbox_id) {
-  const auto [url, key] = impl_->api();
+  const std::string& url = impl_->api_url;
+  const std::string& key = impl_->api_key;
   http::ClientConfig cc;
   cc.timeout = std::chrono::seconds(30);
   http::Client client(impl_->executor, url, cc);
@@ -123,7 +125,8 @@ asio::awaitable<void> E2BProvider::destroy(std::string sandbox_id) {
 }
 
 asio::awaitable<std::vector<SandboxListing>> E2BProvider::list() {
-  const auto [url, key] = impl_->api();
+  const std::string& url = impl_->api_url;
+  const std::string& key = impl_->api_key;
   http::ClientConfig cc;
   cc.timeout = std::chrono::seconds(30);
   http::Client client(impl_->executor, url, cc);

@@ -56,6 +56,18 @@ asio::awaitable<void> produce(EventProducer producer, std::shared_ptr<EventStrea
   events->finish();
 }
 
+// The head of an answer whose body is written after it (events, a relayed answer); whether it
+// went out within `timeout`.
+template <class S>
+asio::awaitable<bool> write_head(S& stream, bhttp::response<bhttp::empty_body>& res,
+                                 std::chrono::steady_clock::duration timeout) {
+  bhttp::response_serializer<bhttp::empty_body> head(res);
+  stream.expires_after(timeout);
+  auto [ec, n] = co_await bhttp::async_write_header(stream, head, use_tuple);
+  (void)n;
+  co_return !ec;
+}
+
 // Completes when the client of a connection that waits for its answer has left: its side has
 // ended or failed (or stop() closed the connection). A client that sends its next request
 // meanwhile is still there: this then waits until it is cancelled.
@@ -572,11 +584,8 @@ asio::awaitable<bool> Service::Impl::write_events(S& stream, EventProducer produ
   res.set(bhttp::field::cache_control, "no-cache");
   res.chunked(true);
   res.keep_alive(keep_alive);
-  bhttp::response_serializer<bhttp::empty_body> head(res);
-  stream.expires_after(cfg.read_timeout);
-  auto [ec, n] = co_await bhttp::async_write_header(stream, head, use_tuple);
-  (void)n;
-  if (ec)
+  auto head_written = write_head(stream, res, cfg.read_timeout);
+  if (!co_await std::move(head_written))
     co_return false;
 
   auto events = std::make_shared<EventStream>(ex);
@@ -656,11 +665,8 @@ asio::awaitable<bool> Service::Impl::write_relayed(S& stream, RelayedAnswer rela
   else if (!bodyless)
     keep_alive = false;  // the body ends with the connection
   res.keep_alive(keep_alive);
-  bhttp::response_serializer<bhttp::empty_body> head(res);
-  stream.expires_after(cfg.read_timeout);
-  auto [ec, n] = co_await bhttp::async_write_header(stream, head, use_tuple);
-  (void)n;
-  if (ec)
+  auto head_written = write_head(stream, res, cfg.read_timeout);
+  if (!co_await std::move(head_written))
     co_return false;
   if (bodyless)
     co_return keep_alive && !stopping;
