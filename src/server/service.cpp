@@ -546,9 +546,17 @@ asio::awaitable<bool> Service::Impl::write_answer(S& stream, Answer answer, unsi
     (void)head_n;
     co_return keep_alive && !head_ec;
   }
-  auto [write_ec, written] = co_await bhttp::async_write(stream, res, use_tuple);
-  (void)written;
-  co_return keep_alive && !write_ec;
+  // The deadline bounds each piece, not the whole answer: a large output to a slow reader (a
+  // relay that passes it on as its own client takes it) is not cut off while it moves.
+  bhttp::response_serializer<bhttp::string_body> writer(res);
+  while (!writer.is_done()) {
+    stream.expires_after(cfg.read_timeout);
+    auto [write_ec, written] = co_await bhttp::async_write_some(stream, writer, use_tuple);
+    (void)written;
+    if (write_ec)
+      co_return false;
+  }
+  co_return keep_alive;
 }
 
 template <class S>
