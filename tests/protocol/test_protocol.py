@@ -13,6 +13,7 @@ import http.client
 import io
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -867,6 +868,34 @@ class TestReadTimeout(ServerTestCase):
             status, _, answer = read_response(sock, "POST")
         self.assertEqual((status, json.loads(answer)),
                          (200, {"stdout": "x" * 60 + "\n", "stderr": "", "exit_code": 0}))
+
+    # The same for answers: a reader that keeps taking a large answer slowly (a relay passing it
+    # on to its own slow client) gets all of it, however long the whole takes. 16 MB read at
+    # about 2.5 MB/s takes several seconds against a --read-timeout of 1 s.
+    def test_steady_slow_reader_gets_the_whole_answer(self):
+        size = 16 * 1024 * 1024
+        command = f"head -c {size} /dev/zero | tr '\\0' x"
+        body = json.dumps({"command": ["sh", "-c", command]}).encode()
+        with self.server.raw_socket(timeout=10) as sock:
+            sock.sendall(raw_request("POST", "/execute", self.token, body))
+            head = b""
+            while not head.endswith(b"\r\n\r\n"):
+                piece = sock.recv(1)
+                self.assertTrue(piece, f"closed after {head!r}")
+                head += piece
+            length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))
+            received = 0
+            started = time.monotonic()
+            while received < length:
+                piece = sock.recv(min(256 * 1024, length - received))
+                if not piece:
+                    self.fail(f"the server hung up after {received} of {length} bytes, "
+                              f"{time.monotonic() - started:.1f} s into the answer")
+                received += len(piece)
+                time.sleep(0.1)
+            took = time.monotonic() - started
+        self.assertGreater(took, 2, "the answer was read too fast to test the deadline")
+        self.assertGreater(length, size)
 
     def test_stalled_body_is_disconnected(self):
         with self.server.raw_socket() as sock:
