@@ -454,6 +454,62 @@ def connect_envelope_seeds():
     write("connect_envelope", "empty_payloads", b"\x02" + envelope(0, "") + envelope(1, ""))
 
 
+# --- kubeconfig: a kind byte (0 kubeconfig, 1 an exec plugin's ExecCredential), then the text --
+
+def kubeconfig_seeds():
+    full = """apiVersion: v1
+kind: Config
+current-context: dev
+clusters:
+- name: dev
+  cluster:
+    server: https://127.0.0.1:6443
+    certificate-authority-data: Q0E=
+    tls-server-name: kubernetes
+users:
+- name: admin
+  user:
+    client-certificate-data: Q0VSVA==
+    client-key-data: S0VZ
+- name: plugin
+  user:
+    exec:
+      apiVersion: client.authentication.k8s.io/v1
+      command: get-token
+      args: [--cluster, dev]
+      env: [{name: A, value: "1"}]
+      interactiveMode: Never
+      provideClusterInfo: true
+contexts:
+- name: dev
+  context: {cluster: dev, user: admin, namespace: sandboxes}
+- name: exec
+  context: {cluster: dev, user: plugin}
+"""
+    seeds = {
+        "full": (0, full),
+        "json": (0, json.dumps({"current-context": "a", "clusters": [
+            {"name": "c", "cluster": {"server": "https://s", "insecure-skip-tls-verify": True}}],
+            "contexts": [{"name": "a", "context": {"cluster": "c"}}]})),
+        "missing_user": (0, "current-context: a\nclusters: [{name: c, cluster: {server: x}}]\n"
+                            "contexts: [{name: a, context: {cluster: c, user: u}}]\n"),
+        "aliases": (0, "current-context: &c a\nclusters: &l [{name: *c, cluster: {server: x}}]\n"
+                       "contexts: [{name: a, context: {cluster: a}}]\nusers: *l\n"),
+        "credential": (1, json.dumps({"apiVersion": "client.authentication.k8s.io/v1",
+                                      "kind": "ExecCredential",
+                                      "status": {"token": "t",
+                                                 "expirationTimestamp": "2026-11-25T10:00:00Z"}})),
+        "credential_cert": (1, json.dumps({"apiVersion": "client.authentication.k8s.io/v1",
+                                           "kind": "ExecCredential",
+                                           "status": {"clientCertificateData": "C",
+                                                      "clientKeyData": "K",
+                                                      "expirationTimestamp":
+                                                          "2026-11-25T10:00:00.25-07:00"}})),
+    }
+    for name, (kind, text) in seeds.items():
+        write("kubeconfig", name, bytes([kind]) + text.encode())
+
+
 if __name__ == "__main__":
     http_seeds()
     json_seeds()
@@ -463,3 +519,4 @@ if __name__ == "__main__":
     gateway_yaml_seeds()
     gateway_request_seeds()
     connect_envelope_seeds()
+    kubeconfig_seeds()

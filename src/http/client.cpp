@@ -221,6 +221,28 @@ struct detail::ClientState {
             fmt::format("cannot load the CA file '{}': {}", cfg.ca_file, ec.message()));
       }
     }
+    if (!cfg.ca_pem.empty()) {
+      ctx.add_certificate_authority(asio::buffer(cfg.ca_pem), ec);
+      if (ec)
+        throw std::invalid_argument(
+            fmt::format("cannot load the CA certificates given as text: {}", ec.message()));
+    }
+    if (!cfg.cert_pem.empty() || !cfg.key_pem.empty()) {
+      if (cfg.cert_pem.empty() || cfg.key_pem.empty() || !cfg.cert_file.empty() ||
+          !cfg.key_file.empty())
+        throw std::invalid_argument(
+            "a TLS client certificate given as text needs its key as text, and no files");
+      ctx.use_certificate_chain(asio::buffer(cfg.cert_pem), ec);
+      if (ec)
+        throw std::invalid_argument(
+            fmt::format("cannot load the TLS client certificate given as text: {}", ec.message()));
+      ctx.use_private_key(asio::buffer(cfg.key_pem), ssl::context::pem, ec);
+      if (ec)
+        throw std::invalid_argument(
+            fmt::format("cannot load the TLS client key given as text: {}", ec.message()));
+      if (SSL_CTX_check_private_key(ctx.native_handle()) != 1)
+        throw std::invalid_argument("the TLS client key given does not match the certificate");
+    }
     if (cfg.cert_file.empty() != cfg.key_file.empty()) {
       throw std::invalid_argument(fmt::format(
           "a TLS client certificate needs both a certificate file and a key file (got '{}' and "
@@ -343,15 +365,16 @@ asio::awaitable<AttemptResult> open_connection(State& st, Connection& c, const W
   socket.set_option(tcp::no_delay(true), ignored);
   if (tls != nullptr) {
     r.stage = "in the TLS handshake";
+    const std::string& name = st.cfg.tls_server_name.empty() ? st.url.host : st.cfg.tls_server_name;
     error_code not_an_address;
-    asio::ip::make_address(st.url.host, not_an_address);
+    asio::ip::make_address(name, not_an_address);
     // Server name indication, for servers that host several names; not sent for addresses.
-    if (not_an_address && !SSL_set_tlsext_host_name(tls->native_handle(), st.url.host.c_str())) {
+    if (not_an_address && !SSL_set_tlsext_host_name(tls->native_handle(), name.c_str())) {
       r.error = error_code(static_cast<int>(::ERR_get_error()), asio::error::get_ssl_category());
       co_return r;
     }
     if (st.cfg.verify_peer)
-      tls->set_verify_callback(ssl::host_name_verification(st.url.host));
+      tls->set_verify_callback(ssl::host_name_verification(name));
     co_await tls->async_handshake(ssl::stream_base::client, token);
   }
   co_return r;

@@ -492,6 +492,31 @@ TEST_F(Tls, WrongHostNameFails) {
   EXPECT_THAT(alive.message, HasSubstr("certificate verify failed"));
 }
 
+TEST_F(Tls, CaGivenAsTextAndAServerNameOtherThanTheHost) {
+  // 127.0.0.2's certificate names localhost and 127.0.0.1: trusted when the client is told to
+  // expect localhost there (a kubeconfig's tls-server-name), with the CA given as PEM text.
+  ScriptedServer server(io_, alive);
+  const std::string url = server.listen_tls(server_tls_, "127.0.0.2", "127.0.0.2");
+  http::ClientConfig cfg;
+  cfg.ca_pem = certificate_.certificate_pem;
+  cfg.retry.max_retries = 0;
+  cfg.tls_server_name = "localhost";
+  http::Client client(io_.get_executor(), url, cfg);
+  http::ClientRequest request;
+  request.target = "/is_alive";
+  EXPECT_EQ(test::run_async(io_, client.request(request)).status, 200u);
+  cfg.tls_server_name = "elsewhere.example";
+  http::Client wrong(io_.get_executor(), url, cfg);
+  try {
+    test::run_async(io_, wrong.request(request));
+    ADD_FAILURE() << "a certificate without the expected name was accepted";
+  } catch (const http::ConnectionError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("certificate verify failed"));
+  }
+  cfg.ca_pem = "not a certificate";
+  EXPECT_THROW(http::Client(io_.get_executor(), url, cfg), std::invalid_argument);
+}
+
 TEST_F(Tls, VerificationCanBeTurnedOff) {
   ScriptedServer server(io_, alive);
   auto cfg = config_for(server.listen_tls(server_tls_, "127.0.0.1"));
@@ -543,6 +568,22 @@ TEST_F(ClientCertificate, IsPresentedWhenConfigured) {
   const http::ClientResponse response = test::run_async(io_, client.request(request));
   EXPECT_EQ(response.status, 200u);
   EXPECT_EQ(server.failed_handshakes, 0u);
+}
+
+TEST_F(ClientCertificate, IsPresentedWhenGivenAsText) {
+  ScriptedServer server(io_, alive);
+  const std::string url = server.listen_tls(server_tls_, "127.0.0.1");
+  auto cfg = client_config();
+  cfg.cert_pem = client_.certificate_pem;
+  cfg.key_pem = client_.key_pem;
+  http::Client client(io_.get_executor(), url, cfg);
+  http::ClientRequest request;
+  request.target = "/is_alive";
+  EXPECT_EQ(test::run_async(io_, client.request(request)).status, 200u);
+  cfg.key_pem = certificate_.key_pem;  // another certificate's key
+  EXPECT_THROW(http::Client(io_.get_executor(), url, cfg), std::invalid_argument);
+  cfg.key_pem.clear();
+  EXPECT_THROW(http::Client(io_.get_executor(), url, cfg), std::invalid_argument);
 }
 
 TEST_F(ClientCertificate, ServerRefusesAClientWithout) {

@@ -59,6 +59,13 @@ struct ClientConfig {
   // that authenticate their clients (a Docker engine with --tlsverify). Both or neither.
   std::string cert_file{};
   std::string key_file{};
+  // The same given as PEM text instead of files (a kubeconfig's inline data), besides them.
+  std::string ca_pem{};
+  std::string cert_pem{};  // with key_pem, instead of cert_file and key_file
+  std::string key_pem{};
+  // TLS: the name to send (SNI) and to find in the server's certificate, when it is not the
+  // URL's host (a server reached by address whose certificate names it otherwise).
+  std::string tls_server_name{};
   std::uint64_t max_body_in_memory = std::uint64_t{1} << 30;  // larger answers fail
   std::string user_agent = "rex";
   // Sent with every request that does not set the same header itself (routing headers of a
