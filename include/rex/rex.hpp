@@ -28,6 +28,7 @@
 #include <rex/http/retry_policy.hpp>
 #include <rex/http/sse.hpp>
 #include <rex/http/url.hpp>
+#include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/exec_credential.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
 #include <rex/pool/fan_out.hpp>

@@ -8,6 +8,7 @@
 
 #include "core/spawn.hpp"
 
+#include <algorithm>
 #include <ctime>
 
 namespace rex::kubernetes {
@@ -77,7 +78,10 @@ std::chrono::system_clock::time_point rfc3339(std::string_view s, const std::str
   }
   if (i != s.size())
     throw bad();
-  const std::time_t t = ::timegm(&tm) - offset;
+  // Kept within what the clocks hold in nanoseconds: before 1970 is already past, and
+  // beyond about 2190 is never in practice.
+  constexpr std::time_t kLatest = 7'000'000'000;
+  const std::time_t t = std::clamp<std::time_t>(::timegm(&tm) - offset, 0, kLatest);
   return std::chrono::system_clock::from_time_t(t);
 }
 
