@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds everything (warnings are errors), and runs the whole test
-# suite: unit, integration, docker (against a real engine, started here when needed) and the
-# benchmark smoke runs. Extra arguments go to ctest.
+# suite: unit, integration, docker (against a real engine, started here when needed), k8s
+# (against a local cluster, started here when needed) and the benchmark smoke runs. Extra
+# arguments go to ctest.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 rex_timed "installing packages" rex_install_packages
 # The engine and images the tests labelled `docker` use.
@@ -10,6 +11,10 @@ rex_timed "the container engines and test images" rex_docker_setup
 rex_timed "the SWE-ReX environment" rex_python_env
 # E2B's JavaScript SDK, pinned, for the tests labelled e2b.
 rex_timed "E2B's JavaScript SDK" rex_e2b_js_env
+# A single-node Kubernetes (built once from pinned Go modules, cached), for the tests labelled
+# k8s.
+source "$REX_ROOT/scripts/k8s.sh"
+rex_timed "the Kubernetes cluster" rex_k8s_setup
 rex_timed "building" rex_build release
 cd "$REX_ROOT"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true

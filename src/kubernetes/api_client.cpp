@@ -50,10 +50,11 @@ ApiError api_error(std::string_view method, std::string_view path,
     message = response.body.substr(0, 300);
   while (!message.empty() && message.back() == '\n')
     message.pop_back();
-  return ApiError(
+  // Formatted first: the arguments below are moved from.
+  std::string what =
       fmt::format("{} {}: {}{}{}{}", method, path, response.status, reason.empty() ? "" : " ",
-                  reason, message.empty() ? std::string() : ": " + message),
-      response.status, std::move(reason), std::move(message));
+                  reason, message.empty() ? std::string() : ": " + message);
+  return ApiError(what, response.status, std::move(reason), std::move(message));
 }
 
 struct ApiClient::Impl {

@@ -150,6 +150,7 @@ TEST_F(KubeCredentials, BearerToken) {
   } catch (const ApiError& e) {
     EXPECT_EQ(e.status(), 403u);
     EXPECT_EQ(e.reason(), "Forbidden");
+    EXPECT_THAT(e.message(), HasSubstr("cannot list resource \"pods\""));
     EXPECT_THAT(e.what(), HasSubstr("GET /api/v1/namespaces/" + ns_ + "/pods: 403 Forbidden"));
   }
 }
