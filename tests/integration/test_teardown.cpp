@@ -62,8 +62,12 @@ std::vector<pid_t> running(const std::string& needle) {
     const std::string name = entry.path().filename();
     if (name.find_first_not_of("0123456789") != std::string::npos)
       continue;
+    // A process that ends while it is read fails the read (ESRCH): `<<` takes that as the end,
+    // where an istreambuf_iterator would throw.
     std::ifstream in(entry.path() / "cmdline");
-    std::string cmdline((std::istreambuf_iterator<char>(in)), {});
+    std::ostringstream text;
+    text << in.rdbuf();
+    std::string cmdline = text.str();
     std::replace(cmdline.begin(), cmdline.end(), '\0', ' ');
     const pid_t pid = std::stoi(name);
     if (cmdline.find(needle) != std::string::npos && pid != ::getpid() && process_running(pid))
