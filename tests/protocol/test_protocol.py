@@ -1138,6 +1138,24 @@ class TestCommandLine(unittest.TestCase):
         p = self.run_binary("--version", binary=alias)
         self.assertEqual((p.returncode, p.stdout), (0, self.run_binary("--version").stdout))
 
+    # `--install PATH` copies the server (a Kubernetes init container hands it to the sandbox's
+    # container this way, from an image that holds nothing else).
+    def test_install_copies_the_server(self):
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp, True)
+        target = os.path.join(tmp, "rex-server")
+        p = self.run_binary("--install", target)
+        self.assertEqual(p.returncode, 0, p)
+        self.assertIn(f"installed at {target}", p.stdout)
+        self.assertEqual(os.stat(target).st_mode & 0o777, 0o755)
+        self.assertEqual(self.run_binary("--version", binary=target).stdout,
+                         self.run_binary("--version").stdout)
+        self.assertFalse(os.path.exists(target + ".part"))
+        p = self.run_binary("--install", os.path.join(tmp, "missing", "rex-server"))
+        self.assertEqual(p.returncode, 1)
+        self.assertIn("cannot create the file: No such file or directory", p.stderr)
+        self.assertEqual(self.run_binary("--install").returncode, 2)
+
     def test_auth_token_is_required(self):
         p = self.run_binary("--port", "0", "--host", "127.0.0.1")
         self.assertNotEqual(p.returncode, 0)
