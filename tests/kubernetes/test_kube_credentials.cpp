@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
 
+#include "kubernetes/local_cluster.hpp"
 #include "support/async_test.hpp"
 #include "support/test_helpers.hpp"
 
@@ -22,19 +23,11 @@ namespace {
 
 namespace json = boost::json;
 using namespace rex::kubernetes;
+using rex::test::admin_kubeconfig;
 using rex::test::run_async;
 using rex::test::TempDir;
 using testing::Contains;
 using testing::HasSubstr;
-
-std::string admin_kubeconfig() {
-  const char* env = std::getenv("REX_KUBECONFIG");
-  return env != nullptr && *env != '\0' ? env : "/var/lib/rex-k8s/admin.kubeconfig";
-}
-
-std::string pki_dir() {
-  return (std::filesystem::path(admin_kubeconfig()).parent_path() / "pki").string();
-}
 
 // Who the server takes the client's user for: its name and groups.
 struct Identity {
@@ -59,9 +52,8 @@ boost::asio::awaitable<Identity> who_am_i(ApiClient& api) {
 class KubeCredentials : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(admin_kubeconfig()))
-      GTEST_SKIP() << "no cluster: " << admin_kubeconfig()
-                   << " does not exist (scripts/k8s.sh up starts one; scripts/test.sh does)";
+    if (const std::string why = rex::test::no_cluster_reason(); !why.empty())
+      GTEST_SKIP() << why;
     admin_access_ = load_cluster_access({.path = admin_kubeconfig(), .context = {}});
     admin_ = std::make_unique<ApiClient>(io_.get_executor(), admin_access_);
     ns_ = "rex-cred-" + rex::random_hex(4);
@@ -119,13 +111,15 @@ TEST_F(KubeCredentials, ClientCertificateSignedByTheClusterCa) {
   const std::string cert = dir_.path() + "/user.crt";
   const std::string make =
       "openssl req -new -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout " + key +
-      " -subj '/O=rex-testers/CN=rex-cert-user' 2>/dev/null | openssl x509 -req -CA " + pki_dir() +
-      "/ca.crt -CAkey " + pki_dir() + "/ca.key -days 1 -out " + cert + " 2>/dev/null";
+      " -subj '/O=rex-testers/CN=rex-cert-user' 2>/dev/null | openssl x509 -req -CA " +
+      rex::test::cluster_pki_dir() + "/ca.crt -CAkey " + rex::test::cluster_pki_dir() +
+      "/ca.key -days 1 -out " + cert + " 2>/dev/null";
   ASSERT_EQ(std::system(make.c_str()), 0) << make;
   // Through a kubeconfig with the files, as a user would write it.
   const std::string config = dir_.file(
       "config", "current-context: c\nclusters: [{name: k, cluster: {server: \"" +
-                    admin_access_.server + "\", certificate-authority: \"" + pki_dir() +
+                    admin_access_.server + "\", certificate-authority: \"" +
+                    rex::test::cluster_pki_dir() +
                     "/ca.crt\"}}]\nusers: [{name: u, user: {client-certificate: user.crt, "
                     "client-key: user.key}}]\ncontexts: [{name: c, context: {cluster: k, user: "
                     "u, namespace: " +
@@ -172,7 +166,8 @@ TEST_F(KubeCredentials, ExecPluginRunsOnceWhileItsCredentialLasts) {
                 0755);
   const std::string config = dir_.file(
       "config", "current-context: c\nclusters: [{name: k, cluster: {server: \"" +
-                    admin_access_.server + "\", certificate-authority: \"" + pki_dir() +
+                    admin_access_.server + "\", certificate-authority: \"" +
+                    rex::test::cluster_pki_dir() +
                     "/ca.crt\"}}]\nusers: [{name: u, user: {exec: {apiVersion: "
                     "client.authentication.k8s.io/v1, command: ./plugin.sh, interactiveMode: "
                     "Never, env: [{name: ROBOT_TOKEN, value: \"" +

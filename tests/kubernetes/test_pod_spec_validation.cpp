@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
 
+#include "kubernetes/local_cluster.hpp"
 #include "support/async_test.hpp"
 
 #include <cstdlib>
@@ -20,20 +21,15 @@ namespace {
 
 namespace json = boost::json;
 using namespace rex::kubernetes;
+using rex::test::admin_kubeconfig;
 using rex::test::run_async;
 using testing::HasSubstr;
-
-std::string admin_kubeconfig() {
-  const char* env = std::getenv("REX_KUBECONFIG");
-  return env != nullptr && *env != '\0' ? env : "/var/lib/rex-k8s/admin.kubeconfig";
-}
 
 class PodValidation : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(admin_kubeconfig()))
-      GTEST_SKIP() << "no cluster: " << admin_kubeconfig()
-                   << " does not exist (scripts/k8s.sh up starts one; scripts/test.sh does)";
+    if (const std::string why = rex::test::no_cluster_reason(); !why.empty())
+      GTEST_SKIP() << why;
     api_ = std::make_unique<ApiClient>(
         io_.get_executor(), load_cluster_access({.path = admin_kubeconfig(), .context = {}}));
   }

@@ -1,0 +1,30 @@
+// The local cluster the tests labelled k8s run against (scripts/k8s.sh, started by
+// scripts/test.sh): where its admin kubeconfig and certificate authority are.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+namespace rex::test {
+
+/// $REX_KUBECONFIG, else where scripts/k8s.sh writes it.
+inline std::string admin_kubeconfig() {
+  const char* env = std::getenv("REX_KUBECONFIG");
+  return env != nullptr && *env != '\0' ? env : "/var/lib/rex-k8s/admin.kubeconfig";
+}
+
+/// The cluster's PKI folder (ca.crt, ca.key), beside the admin kubeconfig.
+inline std::string cluster_pki_dir() {
+  return (std::filesystem::path(admin_kubeconfig()).parent_path() / "pki").string();
+}
+
+/// Why the tests cannot run here, or empty when the cluster's kubeconfig is there.
+inline std::string no_cluster_reason() {
+  if (std::filesystem::exists(admin_kubeconfig()))
+    return {};
+  return "no cluster: " + admin_kubeconfig() +
+         " does not exist (scripts/k8s.sh up starts one; scripts/test.sh does)";
+}
+
+}  // namespace rex::test
