@@ -247,7 +247,8 @@ rex_dockerd_stop() {
   pid=$(pidof dockerd || true)
   [[ -n $pid ]] || return 0
   _rex_sudo kill -TERM $pid
-  while kill -0 $pid 2>/dev/null; do
+  # Not `kill -0`: dockerd's parent may be a PID 1 that takes seconds to reap a zombie.
+  while readlink "/proc/$pid/exe" >/dev/null 2>&1; do
     if ((waited >= 60)); then
       echo "rex: dockerd ($pid) did not stop within 30 s" >&2
       return 1

@@ -230,9 +230,11 @@ TEST(SandboxPoolFaults, DISABLED_DockerdRestartedMidRun) {
       std::this_thread::sleep_for(20ms);
     run.down_at = Clock::now().time_since_epoch().count();
     run.stop_status = engine_script("rex_dockerd_stop");
-    // Start it again once a start has met its absence (bounded: the test then fails on
-    // failed_attempts instead of waiting forever).
-    const auto gap_deadline = Clock::now() + 60s;
+    // Start it again once a start has met its absence, or after 10 s. A start that fell into
+    // the gap counts as failed only once its container is removed, and that removal waits up
+    // to 30 s for the engine to come back: waiting for the count alone let it give up just
+    // before the restart and leave the container behind.
+    const auto gap_deadline = Clock::now() + 10s;
     while (run.failed_attempts.load() == 0 && !run.jobs_done.load() && Clock::now() < gap_deadline)
       std::this_thread::sleep_for(20ms);
     run.start_status = engine_script("rex_dockerd_start");
