@@ -1,16 +1,17 @@
 // rex-server (also installed as swerex-remote): serves this machine's bash sessions, processes
 // and files over HTTP with SWE-ReX's protocol. `rex-server --auth-token TOKEN [--port 8000]`.
+#include <rex/protocol/exceptions.hpp>
 #include <rex/version.hpp>
 
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <iostream>
 #include <string>
 
+#include "core/file_system.hpp"
+#include "core/unique_fd.hpp"
 #include "server_command.hpp"
 
 namespace {
@@ -19,40 +20,19 @@ namespace {
 // for an image that holds nothing else to hand the server over (a Kubernetes init container
 // copying it into a volume the sandbox's container shares).
 int install(const std::string& target) {
-  const auto fail = [&](const char* what) {
-    std::cerr << "rex-server --install " << target << ": " << what << ": " << std::strerror(errno)
-              << '\n';
+  try {
+    rex::detail::UniqueFd self(::open("/proc/self/exe", O_RDONLY | O_CLOEXEC));
+    if (self.get() < 0)
+      rex::throw_os_error(errno, "/proc/self/exe");
+    rex::detail::ReplaceOptions options;
+    options.mode = 0755;
+    rex::detail::replace_file(
+        target, [&](int fd) { rex::detail::copy_fd(self.get(), fd, "/proc/self/exe", target); },
+        options);
+  } catch (const std::exception& e) {
+    std::cerr << "rex-server --install " << target << ": " << e.what() << '\n';
     return 1;
-  };
-  const int in = ::open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
-  if (in < 0)
-    return fail("cannot read this executable");
-  const std::string temp = target + ".part";
-  const int out = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0755);
-  if (out < 0)
-    return fail("cannot create the file");
-  char buffer[1 << 16];
-  while (true) {
-    const ssize_t n = ::read(in, buffer, sizeof buffer);
-    if (n == 0)
-      break;
-    if (n < 0) {
-      if (errno == EINTR)
-        continue;
-      return fail("cannot read this executable");
-    }
-    for (ssize_t done = 0; done < n;) {
-      const ssize_t w = ::write(out, buffer + done, static_cast<std::size_t>(n - done));
-      if (w < 0 && errno != EINTR)
-        return fail("cannot write");
-      done += w > 0 ? w : 0;
-    }
   }
-  if (::fchmod(out, 0755) != 0 || ::fsync(out) != 0 || ::close(out) != 0)
-    return fail("cannot finish the file");
-  ::close(in);
-  if (::rename(temp.c_str(), target.c_str()) != 0)
-    return fail("cannot move it into place");
   std::cout << "rex-server " << rex::version() << " installed at " << target << '\n';
   return 0;
 }

@@ -5,9 +5,9 @@
 #include <fmt/format.h>
 #include <boost/json.hpp>
 
-#include <fstream>
+#include "kubernetes/small_file.hpp"
+
 #include <optional>
-#include <sstream>
 
 namespace rex::kubernetes {
 
@@ -18,18 +18,6 @@ namespace {
 
 constexpr auto kTokenFileAge = std::chrono::minutes(1);
 constexpr auto kExpiryMargin = std::chrono::seconds(10);
-
-std::string trimmed_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw KubeconfigError(fmt::format("cannot read the token file {}", path));
-  std::ostringstream out;
-  out << in.rdbuf();
-  std::string text = out.str();
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' '))
-    text.pop_back();
-  return text;
-}
 
 }  // namespace
 
@@ -122,7 +110,8 @@ struct ApiClient::Impl {
       co_return "Bearer " + access.token;
     if (!access.token_file.empty()) {
       if (token_from_file.empty() || Clock::now() - token_read_at >= kTokenFileAge) {
-        token_from_file = trimmed_file(access.token_file);
+        token_from_file = detail::without_trailing_space(
+            detail::read_small_file(access.token_file, "the token file"));
         token_read_at = Clock::now();
       }
       co_return "Bearer " + token_from_file;

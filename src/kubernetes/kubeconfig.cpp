@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
 
+#include "kubernetes/small_file.hpp"
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 namespace rex::kubernetes {
 
@@ -23,22 +24,7 @@ namespace {
 constexpr std::string_view kPathFields[] = {"certificate-authority", "client-certificate",
                                             "client-key", "tokenFile"};
 
-// Kubeconfigs, certificates and keys are small; a larger file (or /dev/zero) is a mistake.
-constexpr std::size_t kLargestFile = 4 << 20;
-
-std::string read_file(const std::string& path, std::string_view what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    throw KubeconfigError(fmt::format("{}: cannot read {}: {}", what, path, std::strerror(errno)));
-  std::string out(kLargestFile + 1, '\0');
-  in.read(out.data(), static_cast<std::streamsize>(out.size()));
-  if (in.bad())
-    throw KubeconfigError(fmt::format("{}: cannot read {}", what, path));
-  out.resize(static_cast<std::size_t>(in.gcount()));
-  if (out.size() > kLargestFile)
-    throw KubeconfigError(fmt::format("{}: {} is larger than {} bytes", what, path, kLargestFile));
-  return out;
-}
+using detail::read_small_file;
 
 std::string anchored(const std::string& path, const std::string& file) {
   if (path.empty() || fs::path(path).is_absolute())
@@ -163,7 +149,7 @@ std::string data_or_file(const Kubeconfig::Entry& e, const std::string& key,
   if (const std::string data = field(e, key + "-data"); !data.empty())
     return decoded(data, fmt::format("{}.{}-data", where, key));
   if (const std::string path = field(e, key); !path.empty())
-    return read_file(path, fmt::format("{}.{}", where, key));
+    return read_small_file(path, fmt::format("{}.{}", where, key));
   return {};
 }
 
@@ -197,12 +183,11 @@ ClusterAccess in_cluster(const std::string& host, const std::string& port, const
         fmt::format("in a pod (KUBERNETES_SERVICE_HOST is set) but its service "
                     "account token {} cannot be read: {}",
                     a.token_file, std::strerror(errno)));
-  a.ca_pem = read_file((fs::path(dir) / "ca.crt").string(), "the service account's CA");
+  a.ca_pem = read_small_file((fs::path(dir) / "ca.crt").string(), "the service account's CA");
   const fs::path ns = fs::path(dir) / "namespace";
   if (fs::exists(ns)) {
-    std::string name = read_file(ns.string(), "the service account's namespace");
-    while (!name.empty() && (name.back() == '\n' || name.back() == ' '))
-      name.pop_back();
+    const std::string name = detail::without_trailing_space(
+        read_small_file(ns.string(), "the service account's namespace"));
     if (!name.empty())
       a.namespace_name = name;
   }
@@ -344,7 +329,7 @@ ClusterAccess load_cluster_access(const KubeconfigOptions& options) {
   for (const auto& file : files) {
     if (!must_exist && !fs::exists(file))
       continue;  // as kubectl: missing files of KUBECONFIG are skipped
-    merge_kubeconfig(merged, parse_kubeconfig(read_file(file, "the kubeconfig"), file));
+    merge_kubeconfig(merged, parse_kubeconfig(read_small_file(file, "the kubeconfig"), file));
     found = true;
   }
   if (found)

@@ -90,6 +90,20 @@ class KubeCredentials : public ::testing::Test {
 
   std::string robot() const { return "system:serviceaccount:" + ns_ + ":robot"; }
 
+  // A kubeconfig in the test's folder, as a user would write it: the cluster with its CA file,
+  // `user` (a YAML mapping) and, when given, the context's namespace. Returns its path.
+  std::string user_kubeconfig(const std::string& user, const std::string& ns = {}) const {
+    return dir_.file("config", "current-context: c\nclusters: [{name: k, cluster: {server: \"" +
+                                   admin_access_.server + "\", certificate-authority: \"" +
+                                   rex::test::cluster_pki_dir() +
+                                   "/ca.crt\"}}]\nusers: [{name: "
+                                   "u, user: " +
+                                   user +
+                                   "}]\ncontexts: [{name: c, context: "
+                                   "{cluster: k, user: u" +
+                                   (ns.empty() ? "" : ", namespace: " + ns) + "}}]\n");
+  }
+
   boost::asio::io_context io_;
   ClusterAccess admin_access_;
   std::unique_ptr<ApiClient> admin_;
@@ -116,14 +130,8 @@ TEST_F(KubeCredentials, ClientCertificateSignedByTheClusterCa) {
       "/ca.key -days 1 -out " + cert + " 2>/dev/null";
   ASSERT_EQ(std::system(make.c_str()), 0) << make;
   // Through a kubeconfig with the files, as a user would write it.
-  const std::string config = dir_.file(
-      "config", "current-context: c\nclusters: [{name: k, cluster: {server: \"" +
-                    admin_access_.server + "\", certificate-authority: \"" +
-                    rex::test::cluster_pki_dir() +
-                    "/ca.crt\"}}]\nusers: [{name: u, user: {client-certificate: user.crt, "
-                    "client-key: user.key}}]\ncontexts: [{name: c, context: {cluster: k, user: "
-                    "u, namespace: " +
-                    ns_ + "}}]\n");
+  const std::string config =
+      user_kubeconfig("{client-certificate: user.crt, client-key: user.key}", ns_);
   const ClusterAccess access = load_cluster_access({.path = config, .context = {}});
   EXPECT_EQ(access.namespace_name, ns_);
   ApiClient api(io_.get_executor(), access);
@@ -164,14 +172,10 @@ TEST_F(KubeCredentials, ExecPluginRunsOnceWhileItsCredentialLasts) {
                     "\nprintf '{\"apiVersion\":\"client.authentication.k8s.io/v1\",\"kind\":"
                     "\"ExecCredential\",\"status\":{\"token\":\"%s\"}}' \"$ROBOT_TOKEN\"\n",
                 0755);
-  const std::string config = dir_.file(
-      "config", "current-context: c\nclusters: [{name: k, cluster: {server: \"" +
-                    admin_access_.server + "\", certificate-authority: \"" +
-                    rex::test::cluster_pki_dir() +
-                    "/ca.crt\"}}]\nusers: [{name: u, user: {exec: {apiVersion: "
-                    "client.authentication.k8s.io/v1, command: ./plugin.sh, interactiveMode: "
-                    "Never, env: [{name: ROBOT_TOKEN, value: \"" +
-                    token_ + "\"}]}}}]\ncontexts: [{name: c, context: {cluster: k, user: u}}]\n");
+  const std::string config = user_kubeconfig(
+      "{exec: {apiVersion: client.authentication.k8s.io/v1, command: ./plugin.sh, "
+      "interactiveMode: Never, env: [{name: ROBOT_TOKEN, value: \"" +
+      token_ + "\"}]}}");
   ApiClient api(io_.get_executor(), load_cluster_access({.path = config, .context = {}}));
   EXPECT_EQ(run_async(io_, who_am_i(api)).username, robot());
   EXPECT_EQ(run_async(io_, who_am_i(api)).username, robot());

@@ -1150,10 +1150,11 @@ class TestCommandLine(unittest.TestCase):
         self.assertEqual(os.stat(target).st_mode & 0o777, 0o755)
         self.assertEqual(self.run_binary("--version", binary=target).stdout,
                          self.run_binary("--version").stdout)
-        self.assertFalse(os.path.exists(target + ".part"))
-        p = self.run_binary("--install", os.path.join(tmp, "missing", "rex-server"))
+        self.assertEqual(os.listdir(tmp), ["rex-server"], "a temporary file was left")
+        missing = os.path.join(tmp, "missing", "rex-server")
+        p = self.run_binary("--install", missing)
         self.assertEqual(p.returncode, 1)
-        self.assertIn("cannot create the file: No such file or directory", p.stderr)
+        self.assertIn(f"[Errno 2] No such file or directory: '{missing}'", p.stderr)
         self.assertEqual(self.run_binary("--install").returncode, 2)
 
     def test_auth_token_is_required(self):

@@ -1,5 +1,5 @@
-// Small helpers shared by the test suites: a temporary directory, descriptor counting, and an
-// exception check that compares the message.
+// Small helpers shared by the test suites: an environment variable for a scope, a temporary
+// directory, descriptor counting, and an exception check that compares the message.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,11 +10,37 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
 
 namespace rex::test {
+
+// Sets (or unsets, for nullopt) an environment variable for the scope, then restores it.
+class ScopedEnv {
+ public:
+  ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
+    if (const char* old = std::getenv(name_.c_str()))
+      old_ = old;
+    if (value)
+      ::setenv(name_.c_str(), value->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_.c_str(), old_->c_str(), 1);
+    else
+      ::unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 /// The whole content of a file, or "" when it cannot be read.
 inline std::string read_text(const std::string& path) {

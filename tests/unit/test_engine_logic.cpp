@@ -19,32 +19,8 @@ namespace rex::docker {
 namespace {
 
 namespace json = boost::json;
+using rex::test::ScopedEnv;
 using ::testing::HasSubstr;
-
-// Sets (or unsets, for nullopt) an environment variable for the scope, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(std::string name, std::optional<std::string> value) : name_(std::move(name)) {
-    if (const char* old = std::getenv(name_.c_str()))
-      old_ = old;
-    if (value)
-      ::setenv(name_.c_str(), value->c_str(), 1);
-    else
-      ::unsetenv(name_.c_str());
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_.c_str(), old_->c_str(), 1);
-    else
-      ::unsetenv(name_.c_str());
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  std::string name_;
-  std::optional<std::string> old_;
-};
 
 TEST(EngineConfigFromEnvironment, DockerDefaults) {
   ScopedEnv host("DOCKER_HOST", std::nullopt);

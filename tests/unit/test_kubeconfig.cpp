@@ -18,33 +18,9 @@
 namespace {
 
 using namespace rex::kubernetes;
+using rex::test::ScopedEnv;
 using rex::test::TempDir;
 using testing::HasSubstr;
-
-// Sets (or unsets) an environment variable for one test.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name))
-      old_ = old;
-    if (value)
-      ::setenv(name, value->c_str(), 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 constexpr const char* kTwoContexts = R"(apiVersion: v1
 kind: Config
