@@ -68,6 +68,22 @@ asio::awaitable<bool> write_head(S& stream, bhttp::response<bhttp::empty_body>& 
   co_return !ec;
 }
 
+// Writes a serialized answer piece by piece, each under its own deadline: a large body to a
+// slow reader (a relay that passes it on as its own client takes it) is not cut off while it
+// moves. Whether all of it went out.
+template <class S, class Serializer>
+asio::awaitable<bool> write_in_pieces(S& stream, Serializer& writer,
+                                      std::chrono::steady_clock::duration timeout) {
+  while (!writer.is_done()) {
+    stream.expires_after(timeout);
+    auto [ec, n] = co_await bhttp::async_write_some(stream, writer, use_tuple);
+    (void)n;
+    if (ec)
+      co_return false;
+  }
+  co_return true;
+}
+
 // Completes when the client of a connection that waits for its answer has left: its side has
 // ended or failed (or stop() closed the connection). A client that sends its next request
 // meanwhile is still there: this then waits until it is cancelled.
@@ -546,17 +562,9 @@ asio::awaitable<bool> Service::Impl::write_answer(S& stream, Answer answer, unsi
     (void)head_n;
     co_return keep_alive && !head_ec;
   }
-  // The deadline bounds each piece, not the whole answer: a large output to a slow reader (a
-  // relay that passes it on as its own client takes it) is not cut off while it moves.
   bhttp::response_serializer<bhttp::string_body> writer(res);
-  while (!writer.is_done()) {
-    stream.expires_after(cfg.read_timeout);
-    auto [write_ec, written] = co_await bhttp::async_write_some(stream, writer, use_tuple);
-    (void)written;
-    if (write_ec)
-      co_return false;
-  }
-  co_return keep_alive;
+  const bool written = co_await write_in_pieces(stream, writer, cfg.read_timeout);
+  co_return keep_alive&& written;
 }
 
 template <class S>
@@ -571,14 +579,8 @@ asio::awaitable<bool> Service::Impl::write_file(S& stream, FileAnswer file, unsi
   res.keep_alive(keep_alive);
   res.prepare_payload();
   bhttp::response_serializer<bhttp::file_body> writer(res);
-  while (!writer.is_done()) {
-    stream.expires_after(cfg.read_timeout);  // per piece: a large file may take long in all
-    auto [ec, n] = co_await bhttp::async_write_some(stream, writer, use_tuple);
-    (void)n;
-    if (ec)
-      co_return false;
-  }
-  co_return keep_alive;
+  const bool written = co_await write_in_pieces(stream, writer, cfg.read_timeout);
+  co_return keep_alive&& written;
 }
 
 // A streamed answer: the header, then each event as a chunk while the producer runs.
