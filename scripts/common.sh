@@ -14,9 +14,12 @@ REX_PACKAGES=(
   clang-14 libclang-rt-14-dev llvm-14  # the fuzz preset: libFuzzer, sanitizers, llvm-symbolizer
 )
 
+# rex_install_packages [PACKAGE...]: installs those of them (default: REX_PACKAGES) that are
+# missing.
 rex_install_packages() {
-  local missing=()
-  for p in "${REX_PACKAGES[@]}"; do
+  local missing=() wanted=("$@")
+  ((${#wanted[@]})) || wanted=("${REX_PACKAGES[@]}")
+  for p in "${wanted[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
   done
   if ((${#missing[@]})); then

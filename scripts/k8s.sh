@@ -13,6 +13,7 @@
 set -euo pipefail
 
 REX_K8S_SCRIPT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+source "$(dirname "$REX_K8S_SCRIPT")/common.sh"  # rex_install_packages
 REX_K8S_FILES="$(dirname "$REX_K8S_SCRIPT")/k8s"  # pause.c, mkimage.py
 
 REX_K8S_VERSION=v1.34.4
@@ -69,15 +70,8 @@ _rex_k8s_ctr() {
 # --- Debian packages and the binaries ---------------------------------------------------------
 
 _rex_k8s_packages() {
-  local missing=() p
-  for p in "${REX_K8S_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  ((${#missing[@]})) || return 0
-  echo "rex: k8s: installing ${missing[*]}"
-  apt-get update -qq
-  # containerd's package would start its own service where an init system runs; ours is separate.
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # (Debian's containerd starts a service of its own where an init system runs; ours is another.)
+  rex_install_packages "${REX_K8S_PACKAGES[@]}"
 }
 
 _rex_k8s_need_go() {
