@@ -6,7 +6,8 @@
 # listens on 10.250.0.1, a /32 on an empty bridge that only this machine can reach.
 #
 # Sourced (`source scripts/k8s.sh`: rex_k8s_setup, rex_k8s_stop, rex_k8s_status) or run
-# (`scripts/k8s.sh up|down|status|env`). Needs root (runs itself through sudo otherwise).
+# (`scripts/k8s.sh up|down|status|env`, `server-image BINARY TAG`: rex-server's image for the
+# pods' init container; `docker-image NAME`: an image of the local Docker engine, copied). Needs root (runs itself through sudo otherwise).
 # State lives in /var/lib/rex-k8s: pki/ (the CA tests sign client certificates with),
 # admin.kubeconfig, config/, logs/ and run/ (PID files, etcd data, the kubelet's root), which
 # `down` removes along with /run/rex-k8s; the PKI, the logs and containerd's image store stay.
@@ -554,6 +555,49 @@ _rex_k8s_images() {
   _rex_k8s_image "$REX_K8S_BUSYBOX_IMAGE" _rex_k8s_recipe_busybox
 }
 
+# rex_k8s_server_image BINARY TAG: the image the sandbox pods' init container copies rex-server
+# from (just the static executable at /rex-server), imported into the cluster's containerd under
+# TAG. Rebuilt and imported again only when the executable changed.
+rex_k8s_server_image() {
+  _rex_k8s_as_root _rex_k8s_server_image "$@"
+}
+
+_rex_k8s_server_image() {
+  local binary=$1 tag=$2 dir="$REX_K8S_STATE/images" hash
+  [[ -x $binary ]] || { echo "rex: k8s: $binary is not an executable" >&2; return 1; }
+  hash=$( { sha256sum <"$binary"; cat "$REX_K8S_FILES/mkimage.py"; echo "$tag"; } | sha256sum | cut -c1-16)
+  mkdir -p "$dir"
+  if [[ ! -e $dir/rex-server-$hash.imported ]] || ! _rex_k8s_ctr images ls -q | grep -xF "$tag" >/dev/null; then
+    local root
+    root=$(mktemp -d "$dir/root.XXXXXX")
+    cp "$binary" "$root/rex-server"
+    python3 "$REX_K8S_FILES/mkimage.py" "$dir/rex-server-$hash.tar" "$tag" "$root" \
+      --entrypoint '["/rex-server"]'
+    rm -rf "$root"
+    _rex_k8s_ctr images import "$dir/rex-server-$hash.tar" >/dev/null
+    rm -f "$dir/rex-server-$hash.tar" "$dir"/rex-server-*.imported
+    touch "$dir/rex-server-$hash.imported"
+  fi
+}
+
+# rex_k8s_docker_image NAME: copies an image of the local Docker engine into the cluster's
+# containerd (under the same name), unless this build of it is there already.
+rex_k8s_docker_image() {
+  _rex_k8s_as_root _rex_k8s_docker_image "$@"
+}
+
+_rex_k8s_docker_image() {
+  local name=$1 dir="$REX_K8S_STATE/images" id marker
+  id=$(docker image inspect --format '{{.Id}}' "$name") || return 1
+  marker="$dir/docker-$(echo "$name" | tr '/:' '__')-${id#sha256:}.imported"
+  mkdir -p "$dir"
+  if [[ ! -e $marker ]] || ! _rex_k8s_ctr images ls -q | grep -F "${name%%:*}" >/dev/null; then
+    docker save "$name" | _rex_k8s_ctr images import - >/dev/null
+    rm -f "$dir/docker-$(echo "$name" | tr '/:' '__')"-*.imported
+    touch "$marker"
+  fi
+}
+
 # --- The node -----------------------------------------------------------------------------------
 
 _rex_k8s_node_address() {
@@ -578,14 +622,16 @@ _rex_k8s_start_kubelet() {
 
 # --- Entry points -------------------------------------------------------------------------------
 
-# _rex_k8s_as_root FUNCTION: runs FUNCTION here as root, or the script through sudo.
+# _rex_k8s_as_root FUNCTION [ARG...]: runs FUNCTION here as root, or the script through sudo.
 _rex_k8s_as_root() {
   if [[ $(id -u) -eq 0 ]]; then
-    "$1"
+    "$@"
   else
     case $1 in
       _rex_k8s_setup) sudo bash "$REX_K8S_SCRIPT" up ;;
       _rex_k8s_stop) sudo bash "$REX_K8S_SCRIPT" down ;;
+      _rex_k8s_server_image) sudo bash "$REX_K8S_SCRIPT" server-image "$2" "$3" ;;
+      _rex_k8s_docker_image) sudo bash "$REX_K8S_SCRIPT" docker-image "$2" ;;
     esac
   fi
 }
@@ -736,8 +782,18 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
     down) rex_k8s_stop ;;
     status) rex_k8s_status ;;
     env) echo "export REX_KUBECONFIG=$REX_K8S_ADMIN" ;;
+    server-image) _rex_k8s_timed "the rex-server image $3" rex_k8s_server_image "$2" "$3" ;;
+    docker-image) _rex_k8s_timed "the image $2 from Docker" rex_k8s_docker_image "$2" ;;
+    test-images)  # BINARY TAG DOCKER-IMAGE: what the k8s tests need; 77 (skip) without a cluster
+      if [[ ! -S $REX_K8S_SOCK ]]; then
+        echo "rex: k8s: no cluster running ($REX_K8S_SOCK is missing); scripts/k8s.sh up starts one"
+        exit 77
+      fi
+      _rex_k8s_timed "the rex-server image $3" rex_k8s_server_image "$2" "$3"
+      _rex_k8s_timed "the image $4 from Docker" rex_k8s_docker_image "$4"
+      ;;
     *)
-      echo "usage: $0 up|down|status|env" >&2
+      echo "usage: $0 up|down|status|env|server-image BINARY TAG|docker-image NAME" >&2
       exit 2
       ;;
   esac

@@ -13,6 +13,8 @@
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/deployment/docker_gc.hpp>
 #include <rex/deployment/dummy_deployment.hpp>
+#include <rex/deployment/kubernetes_deployment.hpp>
+#include <rex/deployment/kubernetes_gc.hpp>
 #include <rex/deployment/local_deployment.hpp>
 #include <rex/deployment/remote_deployment.hpp>
 #include <rex/docker/engine.hpp>

@@ -24,39 +24,42 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::array<std::string_view, 6> type_names = {"local", "remote",  "docker",
-                                                        "dummy", "gateway", "e2b"};
+constexpr std::array<std::string_view, 7> type_names = {"local",   "remote", "docker",    "dummy",
+                                                        "gateway", "e2b",    "kubernetes"};
 
 // The config field each flag sets, per deployment type; empty where the flag does not apply.
 struct FlagRule {
   std::string_view flag;
-  std::string_view local, remote, docker, gateway, e2b;
+  std::string_view local, remote, docker, gateway, e2b, kubernetes;
 };
 constexpr FlagRule flag_rules[] = {
-    {"--image", "", "", "image", "", ""},
-    {"--url", "", "host", "", "url", "api_url"},
-    {"--token", "", "auth_token", "", "token", "api_key"},
-    {"--port", "", "port", "port", "", "server_port"},
-    {"--pull", "", "", "pull", "", ""},
-    {"--docker-arg", "", "", "docker_args", "", ""},
+    {"--image", "", "", "image", "", "", "image"},
+    {"--url", "", "host", "", "url", "api_url", ""},
+    {"--token", "", "auth_token", "", "token", "api_key", ""},
+    {"--port", "", "port", "port", "", "server_port", "port"},
+    {"--pull", "", "", "pull", "", "", ""},
+    {"--docker-arg", "", "", "docker_args", "", "", ""},
     {"--startup-timeout", "", "startup_timeout", "startup_timeout", "startup_timeout",
-     "startup_timeout"},
-    {"--workdir", "working_dir", "", "working_dir", "", ""},
-    {"--env", "env", "", "env", "env", "env"},
-    {"--keep", "", "", "remove_container", "", ""},
-    {"--environment", "", "", "", "environment", "template"},
+     "startup_timeout", "startup_timeout"},
+    {"--workdir", "working_dir", "", "working_dir", "", "", ""},
+    {"--env", "env", "", "env", "env", "env", "env"},
+    {"--keep", "", "", "remove_container", "", "", ""},
+    {"--environment", "", "", "", "environment", "template", ""},
+    {"--namespace", "", "", "", "", "", "namespace"},
+    {"--context", "", "", "", "", "", "context"},
 };
 
 std::string field_for(std::string_view flag, std::string_view type) {
   for (const auto& rule : flag_rules) {
     if (rule.flag != flag)
       continue;
-    const std::string_view field = type == "local"     ? rule.local
-                                   : type == "remote"  ? rule.remote
-                                   : type == "docker"  ? rule.docker
-                                   : type == "gateway" ? rule.gateway
-                                   : type == "e2b"     ? rule.e2b
-                                                       : std::string_view{};
+    const std::string_view field = type == "local"        ? rule.local
+                                   : type == "remote"     ? rule.remote
+                                   : type == "docker"     ? rule.docker
+                                   : type == "gateway"    ? rule.gateway
+                                   : type == "e2b"        ? rule.e2b
+                                   : type == "kubernetes" ? rule.kubernetes
+                                                          : std::string_view{};
     if (!field.empty())
       return std::string(field);
     std::string types;
@@ -70,6 +73,8 @@ std::string field_for(std::string_view flag, std::string_view type) {
       types += std::string(types.empty() ? "" : ", ") + "gateway";
     if (!rule.e2b.empty())
       types += std::string(types.empty() ? "" : ", ") + "e2b";
+    if (!rule.kubernetes.empty())
+      types += std::string(types.empty() ? "" : ", ") + "kubernetes";
     throw DeploymentConfigError(
         fmt::format("{} does not apply to a {} deployment (only to {})", flag, type, types));
   }
@@ -85,7 +90,7 @@ json::object base_config(const std::string& deployment) {
   if (!std::filesystem::is_regular_file(deployment, ec)) {
     throw DeploymentConfigError(fmt::format(
         "--deployment: \"{}\" is neither a deployment type (local, docker, remote, dummy, gateway, "
-        "e2b) nor a JSON config file",
+        "e2b, kubernetes) nor a JSON config file",
         deployment));
   }
   return to_json(load_deployment_config(deployment));
@@ -102,14 +107,17 @@ std::pair<std::string, std::string> split_env(const std::string& item) {
 
 void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
   app.add_option("--deployment", o.deployment,
-                 "local, docker, remote, dummy, gateway, e2b, or the path of a JSON deployment "
-                 "config")
+                 "local, docker, remote, dummy, gateway, e2b, kubernetes, or the path of a JSON "
+                 "deployment config")
       ->capture_default_str();
   auto set_string = [&app](const char* name, std::optional<std::string>& target, const char* help) {
     app.add_option_function<std::string>(
         name, [&target](const std::string& v) { target = v; }, help);
   };
-  set_string("--image", o.image, "docker: the image to start");
+  set_string("--image", o.image, "docker, kubernetes: the image to start");
+  set_string("--namespace", o.namespace_name,
+             "kubernetes: the namespace of the pod (default: the context's)");
+  set_string("--context", o.context, "kubernetes: the kubeconfig context (default: the current)");
   set_string("--url", o.url,
              "remote: the server's base URL (or host); gateway: its base URL; e2b: the API's URL");
   set_string("--token", o.token,
@@ -118,16 +126,18 @@ void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
              "gateway: the environment of the session; e2b: the template");
   app.add_option_function<std::int64_t>(
       "--port", [&o](std::int64_t v) { o.port = v; },
-      "remote: the server's port; docker: the host port to publish the server on");
+      "remote: the server's port; docker: the host port to publish the server on; kubernetes: "
+      "the server's port in the pod");
   set_string("--pull", o.pull, "docker: never, missing or always");
   app.add_option("--docker-arg", o.docker_args,
                  "docker: a docker-run flag (repeat for more, e.g. --docker-arg=--memory=1g)")
       ->allow_extra_args(false);
   app.add_option_function<double>(
       "--startup-timeout", [&o](double v) { o.startup_timeout = v; },
-      "remote, docker: seconds to wait for the sandbox to answer");
+      "remote, docker, kubernetes: seconds to wait for the sandbox to answer");
   set_string("--workdir", o.workdir, "local, docker: the directory sessions start in");
-  app.add_option("--env", o.env, "local, docker: KEY=VALUE set in sessions (repeatable)")
+  app.add_option("--env", o.env,
+                 "local, docker, kubernetes: KEY=VALUE set in sessions (repeatable)")
       ->allow_extra_args(false);
   app.add_flag("--keep", o.keep, "docker: keep the container after exit");
   app.add_flag("-q,--quiet", o.quiet, "Print no deployment progress");
@@ -170,6 +180,10 @@ DeploymentConfig build_deployment_config(const DeploymentOptions& o) {
     config[field_for("--keep", type)] = false;
   if (o.environment)
     config[field_for("--environment", type)] = *o.environment;
+  if (o.namespace_name)
+    config[field_for("--namespace", type)] = *o.namespace_name;
+  if (o.context)
+    config[field_for("--context", type)] = *o.context;
   return deployment_config_from_json(config);
 }
 
@@ -182,6 +196,9 @@ std::string describe_deployment(const DeploymentConfig& config) {
     return "docker " + docker->image;
   if (const auto* gateway = std::get_if<GatewayDeploymentConfig>(&config))
     return fmt::format("gateway {} ({})", gateway->url, gateway->environment);
+  if (const auto* kube = std::get_if<KubernetesDeploymentConfig>(&config))
+    return fmt::format("kubernetes {}{}", kube->image,
+                       kube->namespace_name.empty() ? "" : " in " + kube->namespace_name);
   if (const auto* e2b = std::get_if<E2BDeploymentConfig>(&config))
     return fmt::format("e2b {}{}", e2b->template_id,
                        e2b->api_url.empty() ? "" : " at " + e2b->api_url);

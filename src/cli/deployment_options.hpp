@@ -37,7 +37,9 @@ struct DeploymentOptions {
   std::vector<std::string> docker_args{};
   std::optional<double> startup_timeout{};
   std::optional<std::string> workdir{};
-  std::vector<std::string> env{};  // KEY=VALUE
+  std::optional<std::string> namespace_name{};  // --namespace
+  std::optional<std::string> context{};         // --context
+  std::vector<std::string> env{};               // KEY=VALUE
   bool keep = false;
   bool quiet = false;  // no progress lines on stderr
 };

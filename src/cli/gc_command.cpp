@@ -1,7 +1,10 @@
 #include "gc_command.hpp"
 
 #include <rex/deployment/docker_gc.hpp>
+#include <rex/deployment/kubernetes_gc.hpp>
 #include <rex/docker/engine.hpp>
+#include <rex/kubernetes/api_client.hpp>
+#include <rex/kubernetes/kubeconfig.hpp>
 
 #include <fmt/format.h>
 #include <boost/asio/co_spawn.hpp>
@@ -15,6 +18,8 @@ namespace {
 
 std::string label(const GcEntry& entry) {
   std::string id = entry.id.substr(0, 12);
+  if (id.empty())
+    return entry.name;  // a pod or Secret: its namespace and name say it all
   return entry.name.empty() ? id : fmt::format("{} {}", id, entry.name);
 }
 
@@ -27,25 +32,45 @@ void add_gc_options(CLI::App& app, GcCommandOptions& o) {
                  "The engine to ask, as DOCKER_HOST (unix:///PATH, tcp://HOST:PORT); default: "
                  "DOCKER_HOST or the runtime's socket");
   app.add_flag("--podman", o.podman, "Use Podman's socket when no engine is given");
+  app.add_flag("--kubernetes", o.kubernetes,
+               "Delete the pods (and their Secrets) of a Kubernetes cluster instead");
+  app.add_option("--namespace", o.namespace_name, "kubernetes: one namespace (default: all)");
+  app.add_option("--context", o.context, "kubernetes: the kubeconfig context (default: current)");
+  app.add_option("--kubeconfig", o.kubeconfig,
+                 "kubernetes: kubeconfig files, ':'-separated (default: KUBECONFIG or "
+                 "~/.kube/config)");
 }
 
 int gc_command(const GcCommandOptions& o) {
   asio::io_context io(1);
   GcReport report;
   try {
-    auto config = docker::engine_config_from_environment(o.podman ? "podman" : "docker");
-    if (!o.engine.empty())
-      config.host = o.engine;
-    docker::Engine engine(io.get_executor(), config);
     GcOptions options;
     options.all = o.all;
     options.dry_run = o.dry_run;
     std::exception_ptr failure;
-    asio::co_spawn(io, collect_garbage(engine, options), [&](std::exception_ptr e, GcReport r) {
+    auto done = [&](std::exception_ptr e, GcReport r) {
       failure = e;
       report = std::move(r);
-    });
-    io.run();
+    };
+    if (o.kubernetes) {
+      kubernetes::KubeconfigOptions where;
+      where.path = o.kubeconfig;
+      where.context = o.context;
+      kubernetes::ApiClient api(io.get_executor(), kubernetes::load_cluster_access(where));
+      KubernetesGcOptions k8s_options;
+      k8s_options.gc = options;
+      k8s_options.namespace_name = o.namespace_name;
+      asio::co_spawn(io, collect_kubernetes_garbage(api, k8s_options), done);
+      io.run();
+    } else {
+      auto config = docker::engine_config_from_environment(o.podman ? "podman" : "docker");
+      if (!o.engine.empty())
+        config.host = o.engine;
+      docker::Engine engine(io.get_executor(), config);
+      asio::co_spawn(io, collect_garbage(engine, options), done);
+      io.run();
+    }
     if (failure)
       std::rethrow_exception(failure);
   } catch (const std::exception& e) {

@@ -3,7 +3,8 @@
 //   rex shell [deployment flags]   an interactive session for a person
 //   rex eval INSTANCES.jsonl --output DIR [--parallel N] [deployment flags]   one fresh sandbox
 //                                  per instance, many at once, results appended to DIR
-//   rex gc [--all] [--dry-run]     remove containers that rex processes left behind
+//   rex gc [--all] [--dry-run] [--kubernetes]   remove containers (pods) that rex processes left
+//                                  behind
 //   rex server --auth-token T [--port 8000]   serve sessions over HTTP (as rex-server)
 //   rex gateway [--listen ADDR] [--storage DIR] [--registry DIR] [--config FILE]
 //                                  serve sandboxes as a service (sessions, logs, artifacts)
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
 
   rex::cli::GcCommandOptions gc;
   auto* gc_cmd = app.add_subcommand(
-      "gc", "Remove the containers of rex processes that are gone, and expired ones");
+      "gc", "Remove the containers (or pods) of rex processes that are gone, and expired ones");
   rex::cli::add_gc_options(*gc_cmd, gc);
 
   rex::cli::GatewayOptions gateway;

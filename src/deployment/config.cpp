@@ -6,6 +6,7 @@
 #include <rex/deployment/dummy_deployment.hpp>
 #include <rex/deployment/e2b_deployment.hpp>
 #include <rex/deployment/gateway_deployment.hpp>
+#include <rex/deployment/kubernetes_deployment.hpp>
 #include <rex/deployment/local_deployment.hpp>
 #include <rex/deployment/remote_deployment.hpp>
 #include <rex/protocol/json.hpp>
@@ -164,6 +165,14 @@ class Reader {
     }
   }
 
+  void array(std::string_view key, json::array& out) {
+    if (const json::value* v = take(key)) {
+      if (!v->is_array())
+        wrong(key, "an array", *v);
+      out = v->as_array();
+    }
+  }
+
   const json::value* raw(std::string_view key) { return take(key); }
 
   /// Unknown fields are errors, as in SWE-ReX's configs.
@@ -253,6 +262,55 @@ E2BDeploymentConfig read_e2b(Reader& r) {
     r.fail("template", "must not be empty");
   if (!(c.timeout > 0))
     r.fail("timeout", "must be a positive number of seconds");
+  return c;
+}
+
+KubernetesDeploymentConfig read_kubernetes(Reader& r) {
+  KubernetesDeploymentConfig c;
+  r.string("image", c.image);
+  r.string("namespace", c.namespace_name);
+  r.string("kubeconfig", c.kubeconfig);
+  r.string("context", c.context);
+  r.string("server_image", c.server_image);
+  r.choice("image_pull_policy", c.image_pull_policy,
+           {{"Always", std::string("Always")},
+            {"IfNotPresent", std::string("IfNotPresent")},
+            {"Never", std::string("Never")}});
+  std::optional<std::int64_t> port;
+  r.optional_integer("port", port, 1, 65535);
+  if (port)
+    c.port = static_cast<int>(*port);
+  r.object("resources", c.resources);
+  r.string_map("node_selector", c.node_selector);
+  r.array("tolerations", c.tolerations);
+  r.string("runtime_class_name", c.runtime_class_name);
+  r.string("service_account", c.service_account);
+  r.strings("image_pull_secrets", c.image_pull_secrets);
+  r.string_map("env", c.env);
+  r.string_map("labels", c.labels);
+  r.number("startup_timeout", c.startup_timeout);
+  r.number("max_lifetime", c.max_lifetime);
+  r.object("pod_overrides", c.pod_overrides);
+  r.choice("connect", c.connect,
+           {{"auto", std::string("auto")},
+            {"proxy", std::string("proxy")},
+            {"pod_ip", std::string("pod_ip")}});
+  r.string("pod_name", c.pod_name);
+  if (c.image.empty())
+    r.fail("image", "must not be empty");
+  for (const auto& [key, value] : c.resources) {
+    if (key != "requests" && key != "limits" && key != "claims")
+      r.fail("resources", fmt::format("unknown key \"{}\" (expected requests, limits or claims)",
+                                      std::string(key)));
+    if (!value.is_object() && key != "claims")
+      r.fail("resources", fmt::format("{}: expected an object such as {{\"cpu\": \"500m\", "
+                                      "\"memory\": \"1Gi\"}}",
+                                      std::string(key)));
+  }
+  for (const auto& t : c.tolerations) {
+    if (!t.is_object())
+      r.fail("tolerations", "expected an array of objects ({\"key\", \"operator\", ...})");
+  }
   return c;
 }
 
@@ -356,8 +414,8 @@ json::array list_value(const std::vector<std::string>& v) {
 }  // namespace
 
 std::string_view deployment_type(const DeploymentConfig& config) noexcept {
-  static constexpr std::string_view names[] = {"local", "remote",  "docker",
-                                               "dummy", "gateway", "e2b"};
+  static constexpr std::string_view names[] = {"local",   "remote", "docker",    "dummy",
+                                               "gateway", "e2b",    "kubernetes"};
   return names[config.index()];
 }
 
@@ -405,10 +463,12 @@ DeploymentConfig deployment_config_from_json(const json::value& value) {
     config = read_gateway(r);
   else if (type == "e2b")
     config = read_e2b(r);
+  else if (type == "kubernetes")
+    config = read_kubernetes(r);
   else
     throw DeploymentConfigError(
         fmt::format("deployment config: unknown type \"{}\" (expected local, remote, docker, "
-                    "dummy, gateway or e2b)",
+                    "dummy, gateway, e2b or kubernetes)",
                     type));
   r.finish();
   return config;
@@ -465,6 +525,27 @@ json::object to_json(const DeploymentConfig& config) {
     o["server_path"] = c->server_path;
     o["server_port"] = c->server_port;
     o["startup_timeout"] = c->startup_timeout;
+  } else if (const auto* c = std::get_if<KubernetesDeploymentConfig>(&config)) {
+    o["image"] = c->image;
+    o["namespace"] = c->namespace_name;
+    o["kubeconfig"] = c->kubeconfig;
+    o["context"] = c->context;
+    o["server_image"] = c->server_image;
+    o["image_pull_policy"] = c->image_pull_policy;
+    o["port"] = c->port;
+    o["resources"] = c->resources;
+    o["node_selector"] = map_value(c->node_selector);
+    o["tolerations"] = c->tolerations;
+    o["runtime_class_name"] = c->runtime_class_name;
+    o["service_account"] = c->service_account;
+    o["image_pull_secrets"] = list_value(c->image_pull_secrets);
+    o["env"] = map_value(c->env);
+    o["labels"] = map_value(c->labels);
+    o["startup_timeout"] = c->startup_timeout;
+    o["max_lifetime"] = c->max_lifetime;
+    o["pod_overrides"] = c->pod_overrides;
+    o["connect"] = c->connect;
+    o["pod_name"] = c->pod_name;
   } else if (const auto* c = std::get_if<DummyDeploymentConfig>(&config)) {
     json::array outputs;
     for (const auto& obs : c->run_in_session_outputs)
@@ -518,6 +599,8 @@ std::unique_ptr<Deployment> make_deployment(asio::any_io_executor executor,
           return std::make_unique<GatewayDeployment>(executor, std::move(c));
         else if constexpr (std::is_same_v<T, E2BDeploymentConfig>)
           return std::make_unique<E2BDeployment>(executor, std::move(c));
+        else if constexpr (std::is_same_v<T, KubernetesDeploymentConfig>)
+          return std::make_unique<KubernetesDeployment>(executor, std::move(c));
         else
           return std::make_unique<DummyDeployment>(std::move(c));
       },

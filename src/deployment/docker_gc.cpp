@@ -110,6 +110,16 @@ std::string gc_reason(const std::map<std::string, std::string>& l, std::int64_t 
   return {};
 }
 
+std::string gc_keep_reason(const std::map<std::string, std::string>& l) {
+  const std::string host = get(l, labels::owner_host);
+  const std::string gateway = get(l, labels::gateway);
+  if (!gateway.empty())
+    return fmt::format("a sandbox of gateway {}, which removes it; or gc once it expires", gateway);
+  if (host == host_name())
+    return fmt::format("owner process {} is running", get(l, labels::owner_pid));
+  return fmt::format("owned by a process on {}; removed once it expires", host);
+}
+
 asio::awaitable<GcReport> collect_garbage(docker::Engine& engine, GcOptions options) {
   GcReport report;
   std::vector<std::string> filter{std::string(labels::managed) + "=1"};
@@ -125,15 +135,7 @@ asio::awaitable<GcReport> collect_garbage(docker::Engine& engine, GcOptions opti
       entry.name.erase(0, 1);
     entry.reason = gc_reason(c.labels, now, options);
     if (entry.reason.empty()) {
-      const std::string host = get(c.labels, labels::owner_host);
-      const std::string gateway = get(c.labels, labels::gateway);
-      entry.reason =
-          !gateway.empty()
-              ? fmt::format("a sandbox of gateway {}, which removes it; or gc once it expires",
-                            gateway)
-          : host == host_name()
-              ? fmt::format("owner process {} is running", get(c.labels, labels::owner_pid))
-              : fmt::format("owned by a process on {}; removed once it expires", host);
+      entry.reason = gc_keep_reason(c.labels);
       report.kept.push_back(std::move(entry));
       continue;
     }

@@ -62,7 +62,44 @@ bool has_local_address(const Prefix& prefix) {
   return found;
 }
 
+// The bytes of an interface address of `family`, or nullptr.
+const unsigned char* address_bytes(const sockaddr* a, int family) {
+  if (a == nullptr || a->sa_family != family)
+    return nullptr;
+  if (family == AF_INET)
+    return reinterpret_cast<const unsigned char*>(
+        &reinterpret_cast<const sockaddr_in*>(a)->sin_addr);
+  return reinterpret_cast<const unsigned char*>(
+      &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+}
+
 }  // namespace
+
+bool on_local_network(const std::string& address) {
+  Prefix target;
+  if (!parse_address(address, target))
+    return false;
+  const std::size_t size = target.family == AF_INET ? 4 : 16;
+  ifaddrs* list = nullptr;
+  if (::getifaddrs(&list) != 0)
+    return false;
+  bool found = false;
+  for (const ifaddrs* a = list; a != nullptr && !found; a = a->ifa_next) {
+    const unsigned char* mine = address_bytes(a->ifa_addr, target.family);
+    const unsigned char* mask = address_bytes(a->ifa_netmask, target.family);
+    if (mine == nullptr || mask == nullptr)
+      continue;
+    bool any_bit = false;
+    bool same = true;
+    for (std::size_t i = 0; i < size; ++i) {
+      any_bit = any_bit || mask[i] != 0;
+      same = same && (mine[i] & mask[i]) == (target.bytes[i] & mask[i]);
+    }
+    found = any_bit && same;
+  }
+  ::freeifaddrs(list);
+  return found;
+}
 
 bool is_local_address(const std::string& address) {
   Prefix prefix;

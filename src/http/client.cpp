@@ -505,6 +505,12 @@ OutgoingRequest build_message(const State& st, ClientRequest& request) {
     if (message.find(name) == message.end())
       message.insert(name, value);
   }
+  if (st.cfg.header_source) {
+    for (const auto& [name, value] : st.cfg.header_source()) {
+      if (message.find(name) == message.end())
+        message.insert(name, value);
+    }
+  }
   if (message.find(bhttp::field::host) == message.end())
     message.set(bhttp::field::host, st.url.host_header());
   if (message.find(bhttp::field::user_agent) == message.end() && !st.cfg.user_agent.empty())

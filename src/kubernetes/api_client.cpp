@@ -58,7 +58,7 @@ struct ApiClient::Impl {
   std::optional<Clock::time_point> exec_expires;
   unsigned exec_runs = 0;
 
-  std::unique_ptr<http::Client> make_client(const std::string& cert, const std::string& key) {
+  http::ClientConfig tls(const std::string& cert, const std::string& key) const {
     http::ClientConfig c;
     c.timeout = cfg.timeout;
     c.user_agent = cfg.user_agent;
@@ -67,6 +67,17 @@ struct ApiClient::Impl {
     c.tls_server_name = access.tls_server_name;
     c.cert_pem = cert;
     c.key_pem = key;
+    return c;
+  }
+
+  http::ClientConfig current_tls() const {
+    if (exec_credential && !exec_credential->client_cert_pem.empty())
+      return tls(exec_credential->client_cert_pem, exec_credential->client_key_pem);
+    return tls(access.client_cert_pem, access.client_key_pem);
+  }
+
+  std::unique_ptr<http::Client> make_client(const std::string& cert, const std::string& key) {
+    const http::ClientConfig c = tls(cert, key);
     try {
       return std::make_unique<http::Client>(ex, access.server, c);
     } catch (const std::invalid_argument& e) {
@@ -152,15 +163,15 @@ asio::awaitable<http::ClientResponse> ApiClient::request(http::ClientRequest req
   co_return co_await self->send(std::move(again));
 }
 
-asio::awaitable<json::value> ApiClient::call(std::string method, std::string path,
-                                             json::value body) {
+asio::awaitable<json::value> ApiClient::call(std::string method, std::string path, json::value body,
+                                             std::string content_type) {
   http::ClientRequest request;
   request.method = method;
   request.target = path;
   request.headers.emplace_back("Accept", "application/json");
   if (!body.is_null()) {
     request.body = json::serialize(body);
-    request.headers.emplace_back("Content-Type", "application/json");
+    request.headers.emplace_back("Content-Type", std::move(content_type));
   }
   const http::ClientResponse response = co_await this->request(std::move(request));
   if (response.status / 100 != 2)
@@ -174,6 +185,20 @@ asio::awaitable<json::value> ApiClient::call(std::string method, std::string pat
                                response.status, response.body.substr(0, 200)),
                    response.status, "", "not JSON");
   co_return v;
+}
+
+asio::awaitable<std::string> ApiClient::authorization() {
+  auto self = impl_;
+  co_return co_await self->authorization();
+}
+
+void ApiClient::renew_credentials() noexcept {
+  impl_->exec_credential.reset();
+  impl_->token_from_file.clear();
+}
+
+http::ClientConfig ApiClient::tls_config() const {
+  return impl_->current_tls();
 }
 
 const ClusterAccess& ApiClient::access() const noexcept {

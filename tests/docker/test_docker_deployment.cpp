@@ -380,14 +380,9 @@ TEST_F(DockerDeploymentTest, MadeFromJsonThroughMakeDeployment) {
 // A harness killed with SIGKILL cannot remove its containers; `rex gc` does.
 TEST_F(DockerDeploymentTest, GcRemovesTheContainersOfAKilledHarness) {
   const std::string rex = REX_CLI_PATH;
-  std::vector<std::string> args = {rex,       "run",    "--deployment", "docker",   "--image",
-                                   kNoPython, "--pull", "never",        "sleep 600"};
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t child = -1;
-  ASSERT_EQ(::posix_spawn(&child, rex.c_str(), nullptr, nullptr, argv.data(), environ), 0);
+  const pid_t child = test::spawn_process(
+      {rex, "run", "--deployment", "docker", "--image", kNoPython, "--pull", "never", "sleep 600"});
+  ASSERT_GT(child, 0);
   // Wait for its container to run.
   std::vector<std::string> filter{"rex.owner.pid=" + std::to_string(child)};
   std::vector<docker::ContainerSummary> found;

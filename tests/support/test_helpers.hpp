@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -14,8 +15,24 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <vector>
+
+extern char** environ;
 
 namespace rex::test {
+
+/// Starts `args` (args[0] is the executable's path) with this process's environment and returns
+/// its pid, or -1 when it cannot be started.
+inline pid_t spawn_process(std::vector<std::string> args) {
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t child = -1;
+  if (::posix_spawn(&child, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
+    return -1;
+  return child;
+}
 
 // Sets (or unsets, for nullopt) an environment variable for the scope, then restores it.
 class ScopedEnv {

@@ -82,7 +82,8 @@ TEST(DeploymentConfig, PlatformMovesOutOfDockerArgs) {
 }
 
 TEST(DeploymentConfig, ErrorsNameTheField) {
-  EXPECT_THAT(error_of(R"({"type":"kubernetes"})"), HasSubstr("unknown type \"kubernetes\""));
+  EXPECT_THAT(error_of(R"({"type":"podman-in-the-sky"})"),
+              HasSubstr("unknown type \"podman-in-the-sky\""));
   EXPECT_THAT(error_of(R"({"type":"docker","imgae":"x"})"),
               HasSubstr("docker: unknown field \"imgae\""));
   EXPECT_THAT(error_of(R"({"type":"docker","pull":"sometimes"})"),
@@ -109,6 +110,24 @@ TEST(DeploymentConfig, ErrorsNameTheField) {
   EXPECT_THAT(error_of(R"({"type":"e2b","template":""})"), HasSubstr("e2b.template"));
   EXPECT_THAT(error_of(R"({"type":"e2b","timeout":0})"), HasSubstr("e2b.timeout"));
   EXPECT_THAT(error_of(R"({"type":"e2b","server_port":70000})"), HasSubstr("e2b.server_port"));
+  EXPECT_THAT(error_of(R"({"type":"kubernetes","namespce":"x"})"),
+              HasSubstr("kubernetes: unknown field \"namespce\""));
+  EXPECT_THAT(error_of(R"({"type":"kubernetes","image":""})"), HasSubstr("kubernetes.image"));
+  EXPECT_THAT(error_of(R"({"type":"kubernetes","connect":"ssh"})"),
+              HasSubstr("kubernetes.connect: expected one of auto, proxy, pod_ip"));
+  EXPECT_THAT(error_of(R"({"type":"kubernetes","image_pull_policy":"Sometimes"})"),
+              HasSubstr("kubernetes.image_pull_policy"));
+  EXPECT_THAT(error_of(R"({"type":"kubernetes","resources":{"limit":{"cpu":"1"}}})"),
+              HasSubstr("kubernetes.resources: unknown key \"limit\""));
+  EXPECT_THAT(error_of(R"({"type":"kubernetes","resources":{"limits":"1"}})"),
+              HasSubstr("kubernetes.resources: limits: expected an object"));
+  EXPECT_THAT(error_of(R"({"type":"kubernetes","tolerations":[1]})"),
+              HasSubstr("kubernetes.tolerations"));
+  EXPECT_THAT(error_of(R"({"type":"kubernetes","tolerations":{}})"),
+              HasSubstr("kubernetes.tolerations: expected an array"));
+  EXPECT_THAT(error_of(R"({"type":"kubernetes","port":0})"), HasSubstr("kubernetes.port"));
+  EXPECT_THAT(error_of(R"({"type":"kubernetes","max_lifetime":-5})"),
+              HasSubstr("kubernetes.max_lifetime"));
   EXPECT_THAT(error_of(R"([1,2])"), HasSubstr("expected an object"));
   EXPECT_THAT(error_of(R"({"type":3})"), HasSubstr("type: expected a string"));
 }
@@ -127,7 +146,18 @@ TEST(DeploymentConfig, RoundTripsThroughJson) {
                            R"({"type":"dummy","run_in_session_outputs":[{"output":"hi"}]})",
                            R"({"type":"e2b","api_key":"k","api_url":"http://a","template":"t",
                                "timeout":60,"metadata":{"m":"1"},"env":{"E":"2"},
-                               "server_port":8000,"sandbox_url":"http://s","domain":"d"})"}) {
+                               "server_port":8000,"sandbox_url":"http://s","domain":"d"})",
+                           R"({"type":"kubernetes","image":"python:3.12","namespace":"agents",
+                               "kubeconfig":"/k","context":"c","server_image":"r/s:1",
+                               "image_pull_policy":"Always","port":9000,
+                               "resources":{"limits":{"memory":"1Gi"}},
+                               "node_selector":{"pool":"sandboxes"},
+                               "tolerations":[{"key":"k","operator":"Exists"}],
+                               "runtime_class_name":"gvisor","service_account":"sa",
+                               "image_pull_secrets":["regcred"],"env":{"E":"1"},
+                               "labels":{"team":"x"},"startup_timeout":30,"max_lifetime":600,
+                               "pod_overrides":{"spec":{"priorityClassName":"low"}},
+                               "connect":"proxy","pod_name":"my-pod"})"}) {
     const auto c = parse(text);
     EXPECT_EQ(json::serialize(to_json(c)),
               json::serialize(to_json(deployment_config_from_json(to_json(c)))))

@@ -34,5 +34,13 @@ TEST(LocalAddresses, WhatIsNoSubnetIsNotLocal) {
   EXPECT_FALSE(has_local_address_in(""));
 }
 
+TEST(LocalAddresses, AnAddressOnTheNetworkOfOneOfOurInterfacesIsOnALocalNetwork) {
+  EXPECT_TRUE(on_local_network("127.0.0.1"));
+  EXPECT_TRUE(on_local_network("127.3.2.1"));  // lo is 127.0.0.0/8
+  EXPECT_FALSE(on_local_network("240.0.0.1"));
+  EXPECT_FALSE(on_local_network(""));
+  EXPECT_FALSE(on_local_network("pod"));
+}
+
 }  // namespace
 }  // namespace rex::detail

@@ -12,6 +12,7 @@
 #include <rex/protocol/actions.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
@@ -141,11 +142,43 @@ struct E2BDeploymentConfig {
   double startup_timeout = 120.0;  // each step: the create, the upload, the server's start
 };
 
+/// A pod of a Kubernetes cluster, with rex-server put into it by an init container
+/// (rex/deployment/kubernetes_deployment.hpp, docs/kubernetes.md).
+struct KubernetesDeploymentConfig {
+  std::string image = "python:3.11";  // the sandbox's image; it needs a shell and nothing else
+  std::string namespace_name{};       // "namespace"; empty: the kubeconfig context's
+  std::string kubeconfig{};    // files separated by ':'; empty: $KUBECONFIG, ~/.kube/config, or
+                               // the service account when this runs in a pod
+  std::string context{};       // empty: the current context
+  std::string server_image{};  // holds /rex-server; empty: rex.local/rex-server:<rex's version>
+  std::string image_pull_policy = "IfNotPresent";  // Always | IfNotPresent | Never
+  int port = 8000;                                 // rex-server's port in the pod
+  boost::json::object resources{};                 // {"requests": {...}, "limits": {...}}
+  std::map<std::string, std::string> node_selector{};
+  boost::json::array tolerations{};
+  std::string runtime_class_name{};
+  std::string service_account{};  // empty: none, and no API token mounted into the sandbox
+  std::vector<std::string> image_pull_secrets{};
+  std::map<std::string, std::string> env{};
+  std::map<std::string, std::string> labels{};
+  double startup_timeout = 180.0;  // scheduling, pulling and the server's first answer
+  double max_lifetime = 86400.0;   // activeDeadlineSeconds and rex-server's own; 0: none
+  // Merged into the whole pod object last (a JSON merge patch), for anything else.
+  boost::json::object pod_overrides{};
+  // How the client reaches the server: auto | proxy | pod_ip. proxy: through the API server's
+  // pod proxy (works from anywhere the API server is reached). pod_ip: straight to the pod's
+  // address (in the cluster, or on a node). auto: pod_ip when this process runs in a pod or the
+  // pod's address is on a network of this machine, proxy otherwise.
+  std::string connect = "auto";
+  std::string pod_name{};  // empty: rex-<deployment id>
+};
+
 using DeploymentConfig =
     std::variant<LocalDeploymentConfig, RemoteDeploymentConfig, DockerDeploymentConfig,
-                 DummyDeploymentConfig, GatewayDeploymentConfig, E2BDeploymentConfig>;
+                 DummyDeploymentConfig, GatewayDeploymentConfig, E2BDeploymentConfig,
+                 KubernetesDeploymentConfig>;
 
-/// "local", "remote", "docker", "dummy", "gateway" or "e2b".
+/// "local", "remote", "docker", "dummy", "gateway", "e2b" or "kubernetes".
 std::string_view deployment_type(const DeploymentConfig& config) noexcept;
 
 /// Decodes a config object; "type" selects the struct (absent: "docker", as SWE-agent's

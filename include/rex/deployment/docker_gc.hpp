@@ -24,7 +24,8 @@ namespace docker {
 class Engine;
 }
 
-/// Label keys on every container a DockerDeployment creates.
+/// Label keys on every container a DockerDeployment creates (and every pod and Secret of a
+/// KubernetesDeployment).
 namespace labels {
 inline constexpr std::string_view managed = "rex.managed";          // "1"
 inline constexpr std::string_view deployment = "rex.deployment";    // deployment id
@@ -64,6 +65,10 @@ struct GcReport {
 /// gateway's sandbox stays until it expires: its gateway may be down only until its restart.
 std::string gc_reason(const std::map<std::string, std::string>& container_labels,
                       std::int64_t now_unix, const GcOptions& options);
+
+/// Why a sandbox with these labels, which gc_reason() keeps, stays: "owner process 1234 is
+/// running", "owned by a process on HOST; removed once it expires", ...
+std::string gc_keep_reason(const std::map<std::string, std::string>& labels);
 
 asio::awaitable<GcReport> collect_garbage(docker::Engine& engine, GcOptions options = {});
 

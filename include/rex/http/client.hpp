@@ -71,6 +71,9 @@ struct ClientConfig {
   // Sent with every request that does not set the same header itself (routing headers of a
   // proxy in front of the server, for instance).
   std::vector<std::pair<std::string, std::string>> headers{};
+  // Asked at every request for headers whose values change over time (an expiring bearer
+  // token), added like `headers`. Runs on the client's executor and must not block.
+  std::function<std::vector<std::pair<std::string, std::string>>()> header_source{};
 };
 
 struct ClientRequest {

@@ -70,7 +70,18 @@ class ApiClient {
   /// A JSON call: `body` (when not null) is sent as JSON; a 2xx answer's JSON is returned (null
   /// for an empty body). Throws ApiError for other answers.
   asio::awaitable<boost::json::value> call(std::string method, std::string path,
-                                           boost::json::value body = nullptr);
+                                           boost::json::value body = nullptr,
+                                           std::string content_type = "application/json");
+
+  /// The Authorization header's value that request() would send now (an exec plugin run when
+  /// its credential is missing or expired), or empty: for another client of the same server
+  /// (one that goes through the API server's proxy).
+  asio::awaitable<std::string> authorization();
+  /// Forgets an exec plugin's credential: the next use runs the plugin again (after a 401).
+  void renew_credentials() noexcept;
+  /// The TLS settings of this client's connections (trust, server name, the client certificate
+  /// of the kubeconfig or of the exec plugin's last credential), for another client.
+  http::ClientConfig tls_config() const;
 
   const ClusterAccess& access() const noexcept;
   /// Runs of the exec plugin so far (for tests and diagnostics).
