@@ -41,7 +41,7 @@ constexpr FlagRule flag_rules[] = {
     {"--docker-arg", "", "", "docker_args", "", "", ""},
     {"--startup-timeout", "", "startup_timeout", "startup_timeout", "startup_timeout",
      "startup_timeout", "startup_timeout"},
-    {"--workdir", "working_dir", "", "working_dir", "", "", ""},
+    {"--workdir", "working_dir", "", "working_dir", "", "", "working_dir"},
     {"--env", "env", "", "env", "env", "env", "env"},
     {"--keep", "", "", "remove_container", "", "", ""},
     {"--environment", "", "", "", "environment", "template", ""},
@@ -135,7 +135,7 @@ void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
   app.add_option_function<double>(
       "--startup-timeout", [&o](double v) { o.startup_timeout = v; },
       "remote, docker, kubernetes: seconds to wait for the sandbox to answer");
-  set_string("--workdir", o.workdir, "local, docker: the directory sessions start in");
+  set_string("--workdir", o.workdir, "local, docker, kubernetes: the directory sessions start in");
   app.add_option("--env", o.env,
                  "local, docker, kubernetes: KEY=VALUE set in sessions (repeatable)")
       ->allow_extra_args(false);

@@ -288,6 +288,7 @@ KubernetesDeploymentConfig read_kubernetes(Reader& r) {
   r.strings("image_pull_secrets", c.image_pull_secrets);
   r.string_map("env", c.env);
   r.string_map("labels", c.labels);
+  r.string("working_dir", c.working_dir);
   r.number("startup_timeout", c.startup_timeout);
   r.number("max_lifetime", c.max_lifetime);
   r.object("pod_overrides", c.pod_overrides);
@@ -541,6 +542,7 @@ json::object to_json(const DeploymentConfig& config) {
     o["image_pull_secrets"] = list_value(c->image_pull_secrets);
     o["env"] = map_value(c->env);
     o["labels"] = map_value(c->labels);
+    o["working_dir"] = c->working_dir;
     o["startup_timeout"] = c->startup_timeout;
     o["max_lifetime"] = c->max_lifetime;
     o["pod_overrides"] = c->pod_overrides;

@@ -166,6 +166,7 @@ struct KubernetesDeployment::Impl {
     p.labels = config.labels;
     p.rex_labels = rex_labels();
     p.env = config.env;
+    p.working_dir = config.working_dir;
     p.resources = config.resources;
     p.node_selector = config.node_selector;
     p.tolerations = config.tolerations;
@@ -851,6 +852,21 @@ const std::string& KubernetesDeployment::url() const noexcept {
 }
 bool KubernetesDeployment::through_proxy() const noexcept {
   return impl_->proxy;
+}
+
+KubernetesHandoff KubernetesDeployment::release_pod() {
+  Impl& i = *impl_;
+  if (!i.started)
+    throw DeploymentNotStartedError(i.stopped ? "kubernetes deployment: stopped"
+                                              : "kubernetes deployment: not started");
+  KubernetesHandoff handoff{i.ns, i.pod, i.url, i.token, i.proxy};
+  i.remote->close_idle_connections();
+  i.runtime_closed = true;
+  i.started = false;
+  i.stopped = true;
+  i.pod_created = false;
+  i.secret_created = false;
+  return handoff;
 }
 
 }  // namespace rex

@@ -20,11 +20,6 @@ namespace json = boost::json;
 
 namespace {
 
-// The working directory of a sandbox whose environment names none; the engine creates it.
-constexpr std::string_view kDefaultWorkingDir = "/workspace";
-// The gateway's own files in the container (the notebook's kernel).
-constexpr std::string_view kScratchDir = "/tmp/.rex-gateway";
-
 // Docker's names: [a-zA-Z0-9][a-zA-Z0-9_.-]*.
 std::string name_part(std::string_view text) {
   std::string out;
@@ -102,7 +97,7 @@ struct DockerProvider::Impl {
     d.network_mode = env.network;
     d.env = spec.env;
     d.mounts = env.mounts;
-    d.working_dir = env.working_dir.empty() ? std::string(kDefaultWorkingDir) : env.working_dir;
+    d.working_dir = env.working_dir.empty() ? std::string(kSandboxWorkingDir) : env.working_dir;
     d.labels[std::string(labels::gateway)] = config.gateway_id;
     d.labels[std::string(labels::session)] = spec.session_id;
     d.max_lifetime = spec.max_lifetime;
@@ -125,7 +120,7 @@ asio::awaitable<SandboxAddress> DockerProvider::create(SandboxSpec spec) {
   DockerDeploymentConfig settings = impl_->deployment_config(spec);
   SandboxAddress address;
   address.working_dir = settings.working_dir;
-  address.scratch_dir = std::string(kScratchDir);
+  address.scratch_dir = std::string(kSandboxScratchDir);
   std::string failure;
   try {
     DockerDeployment deployment(impl_->executor, std::move(settings));

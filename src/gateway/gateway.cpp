@@ -8,6 +8,7 @@
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/gateway/docker_provider.hpp>
 #include <rex/gateway/e2b_provider.hpp>
+#include <rex/gateway/kubernetes_provider.hpp>
 #include <rex/gateway/local_provider.hpp>
 #include <rex/runtime/archive.hpp>
 
@@ -127,6 +128,21 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
       spdlog::warn("gateway: no e2b provider: {}", x.what());
     }
   }
+  if (cfg.kubernetes.enabled) {
+    KubernetesProviderConfig k8s;
+    k8s.gateway_id = gateway_id;
+    k8s.kubeconfig = cfg.kubernetes.kubeconfig;
+    k8s.context = cfg.kubernetes.context;
+    k8s.namespace_name = cfg.kubernetes.namespace_name;
+    k8s.server_image = cfg.kubernetes.server_image;
+    k8s.image_pull_policy = cfg.kubernetes.image_pull_policy;
+    k8s.connect = cfg.kubernetes.connect;
+    try {
+      providers["kubernetes"] = std::make_unique<KubernetesProvider>(ex, std::move(k8s));
+    } catch (const std::exception& x) {
+      spdlog::warn("gateway: no kubernetes provider: {}", x.what());
+    }
+  }
 }
 
 Provider* Gateway::Impl::provider(std::string_view name) {
@@ -211,6 +227,8 @@ std::shared_ptr<Live> Gateway::Impl::live_of(Entry& e) {
     rc.url = e.rec.url;
     rc.auth_token = e.rec.token;
     rc.client.headers = e.rec.headers;
+    if (const Provider* p = provider(e.rec.provider))
+      p->configure_client(e.rec.url, rc.client);
     live->runtime = std::make_unique<RemoteRuntime>(ex, rc);
     const std::string scratch =
         e.rec.scratch_dir.empty() ? "/tmp/rex-notebook-" + e.rec.id : e.rec.scratch_dir;

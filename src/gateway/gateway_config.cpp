@@ -701,6 +701,30 @@ GatewayConfig parse_gateway_config(std::string_view yaml_text, std::string_view 
     }
     e2b.finish();
   }
+  if (auto f = fields.take("kubernetes"); f && !f->node.IsNull()) {
+    Mapping k8s(*f, "Kubernetes settings");
+    auto& c = config.kubernetes;
+    c.enabled = true;
+    for (auto [key, out] :
+         {std::pair{"kubeconfig", &c.kubeconfig}, std::pair{"context", &c.context},
+          std::pair{"namespace", &c.namespace_name}, std::pair{"server_image", &c.server_image}}) {
+      if (auto v = k8s.take(key))
+        *out = read_string(*v);
+    }
+    if (auto v = k8s.take("image_pull_policy")) {
+      c.image_pull_policy = read_string(*v);
+      if (c.image_pull_policy != "Always" && c.image_pull_policy != "IfNotPresent" &&
+          c.image_pull_policy != "Never")
+        v->fail(
+            fmt::format("expected Always, IfNotPresent or Never, got {:?}", c.image_pull_policy));
+    }
+    if (auto v = k8s.take("connect")) {
+      c.connect = read_string(*v);
+      if (c.connect != "auto" && c.connect != "proxy" && c.connect != "pod_ip")
+        v->fail(fmt::format("expected auto, proxy or pod_ip, got {:?}", c.connect));
+    }
+    k8s.finish();
+  }
   fields.finish();
 
   // Names and keys across tenants, at the line of the second occurrence.

@@ -94,6 +94,14 @@ std::string command_line(const ExecPlugin& p) {
 
 }  // namespace
 
+std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view text) {
+  try {
+    return rfc3339(text, "a time");
+  } catch (const KubeconfigError&) {
+    return std::nullopt;
+  }
+}
+
 ExecCredential parse_exec_credential(std::string_view output, const ExecPlugin& plugin) {
   const std::string where = fmt::format("the exec plugin {}", shell_quote(plugin.command));
   boost::system::error_code ec;

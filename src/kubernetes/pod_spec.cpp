@@ -78,6 +78,8 @@ json::object pod_manifest(const PodSpecConfig& c) {
   };
   if (!env.empty())
     sandbox["env"] = std::move(env);
+  if (!c.working_dir.empty())
+    sandbox["workingDir"] = c.working_dir;
   if (!c.resources.empty())
     sandbox["resources"] = c.resources;
 

@@ -258,10 +258,23 @@ class UsageTest(CliTestCase):
                                expect=["--workdir does not apply to a dummy deployment"])
         self.check_usage_error("shell", "--deployment", "remote", "--keep",
                                expect=["--keep does not apply to a remote deployment"])
+        self.check_usage_error("run", "--deployment", "docker", "--namespace", "ns", "echo",
+                               expect=["--namespace does not apply to a docker deployment "
+                                       "(only to kubernetes)"])
 
     def test_unknown_type(self):
-        self.check_usage_error("run", "--deployment", "kubernetes", "echo",
-                               expect=['"kubernetes" is neither a deployment type'])
+        self.check_usage_error("run", "--deployment", "nomad", "echo",
+                               expect=['"nomad" is neither a deployment type'])
+
+    def test_kubernetes_without_a_cluster_says_where_it_looked(self):
+        env = dict(self.env)
+        env.pop("KUBECONFIG", None)
+        env.pop("KUBERNETES_SERVICE_HOST", None)
+        status, out, err = rex("run", "--deployment", "kubernetes", "echo", env=env)
+        self.assertEqual(status, 1, out + err)
+        self.assertIn("no kubeconfig", err)
+        self.assertIn(".kube/config does not exist", err)
+        self.assertIn("set KUBECONFIG", err)
 
     def test_bad_values_name_the_field(self):
         self.check_usage_error("run", "--deployment", "docker", "--pull", "sometimes", "echo",

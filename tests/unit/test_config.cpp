@@ -155,7 +155,8 @@ TEST(DeploymentConfig, RoundTripsThroughJson) {
                                "tolerations":[{"key":"k","operator":"Exists"}],
                                "runtime_class_name":"gvisor","service_account":"sa",
                                "image_pull_secrets":["regcred"],"env":{"E":"1"},
-                               "labels":{"team":"x"},"startup_timeout":30,"max_lifetime":600,
+                               "labels":{"team":"x"},"working_dir":"/w",
+                               "startup_timeout":30,"max_lifetime":600,
                                "pod_overrides":{"spec":{"priorityClassName":"low"}},
                                "connect":"proxy","pod_name":"my-pod"})"}) {
     const auto c = parse(text);

@@ -55,7 +55,7 @@ std::string add_key_error(GatewayConfig& config, std::string_view flag) {
 constexpr std::string_view kKnown =
     "known: listen, storage, registry, python_image, tenants, max_sessions, creates_per_minute, "
     "max_storage_bytes, idle_timeout, max_lifetime, orphan_grace, sweep_interval, drift_interval, "
-    "docker_engine, podman_engine, e2b";
+    "docker_engine, podman_engine, e2b, kubernetes";
 
 TEST(GatewayConfig, AnEmptyFileIsTheDefaults) {
   for (std::string_view text : {"", "# nothing yet\n", "---\n", "~\n"}) {
@@ -246,6 +246,31 @@ TEST(GatewayConfig, TheE2BSection) {
   EXPECT_TRUE(parse("e2b: {}\n").e2b.enabled);  // every field from E2B's variables
   EXPECT_NE(error_of("e2b:\n  api_kye: k\n").find("api_kye: unknown field"), std::string::npos);
   EXPECT_NE(error_of("e2b: [1]\n").find("a mapping of E2B settings"), std::string::npos);
+}
+
+TEST(GatewayConfig, TheKubernetesSection) {
+  EXPECT_FALSE(parse("listen: 127.0.0.1:1\n").kubernetes.enabled);
+  const GatewayConfig c = parse(
+      "kubernetes:\n  kubeconfig: /k\n  context: c\n  namespace: sandboxes\n"
+      "  server_image: r/s:1\n  image_pull_policy: Always\n  connect: proxy\n");
+  EXPECT_TRUE(c.kubernetes.enabled);
+  EXPECT_EQ(c.kubernetes.kubeconfig, "/k");
+  EXPECT_EQ(c.kubernetes.context, "c");
+  EXPECT_EQ(c.kubernetes.namespace_name, "sandboxes");
+  EXPECT_EQ(c.kubernetes.server_image, "r/s:1");
+  EXPECT_EQ(c.kubernetes.image_pull_policy, "Always");
+  EXPECT_EQ(c.kubernetes.connect, "proxy");
+  const GatewayConfig defaults = parse("kubernetes: {}\n");
+  EXPECT_TRUE(defaults.kubernetes.enabled);
+  EXPECT_EQ(defaults.kubernetes.image_pull_policy, "IfNotPresent");
+  EXPECT_EQ(defaults.kubernetes.connect, "auto");
+  EXPECT_NE(error_of("kubernetes:\n  connect: ssh\n").find("expected auto, proxy or pod_ip"),
+            std::string::npos);
+  EXPECT_NE(error_of("kubernetes:\n  image_pull_policy: Sometimes\n")
+                .find("expected Always, IfNotPresent or Never"),
+            std::string::npos);
+  EXPECT_NE(error_of("kubernetes:\n  namespce: x\n").find("namespce: unknown field"),
+            std::string::npos);
 }
 
 TEST(GatewayConfig, TheDocumentMustBeOneMapping) {

@@ -161,6 +161,7 @@ struct KubernetesDeploymentConfig {
   std::vector<std::string> image_pull_secrets{};
   std::map<std::string, std::string> env{};
   std::map<std::string, std::string> labels{};
+  std::string working_dir{};       // the sandbox container's; empty: the image's
   double startup_timeout = 180.0;  // scheduling, pulling and the server's first answer
   double max_lifetime = 86400.0;   // activeDeadlineSeconds and rex-server's own; 0: none
   // Merged into the whole pod object last (a JSON merge patch), for anything else.

@@ -43,6 +43,16 @@ class SandboxLostError : public http::ConnectionError {
   using http::ConnectionError::ConnectionError;
 };
 
+/// What reaching a started pod takes, for a process that keeps it beyond the deployment's life
+/// (a gateway records it in its database).
+struct KubernetesHandoff {
+  std::string namespace_name;
+  std::string pod;
+  std::string url;             // the server's base URL
+  std::string token;           // its X-API-Key
+  bool through_proxy = false;  // the URL is the API server's pod proxy: send its credentials
+};
+
 class KubernetesDeployment final : public Deployment {
  public:
   /// DeploymentConfigError for settings that cannot work (a bad pod name, connect value, ...),
@@ -66,6 +76,11 @@ class KubernetesDeployment final : public Deployment {
   const std::string& url() const noexcept;
   /// True when the server is reached through the API server's pod proxy.
   bool through_proxy() const noexcept;
+
+  /// Hands the started pod over to the caller, who then owns its deletion (its Secret goes with
+  /// it): the deployment forgets it, so neither stop() nor its destruction deletes it, and
+  /// runtime() is no longer available. DeploymentNotStartedError unless started.
+  KubernetesHandoff release_pod();
 
  private:
   friend class detail::PodRuntime;

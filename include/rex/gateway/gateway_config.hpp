@@ -63,6 +63,14 @@ struct GatewayConfig {
     bool enabled = false;
     std::string api_key, api_url, sandbox_url, domain;
   } e2b;
+  // The kubernetes provider: present when this section is (`kubernetes:` in YAML). Empty fields
+  // take their defaults: the kubeconfig as kubectl finds it, its current context and namespace.
+  struct Kubernetes {
+    bool enabled = false;
+    std::string kubeconfig, context, namespace_name, server_image;
+    std::string image_pull_policy = "IfNotPresent";  // Always | IfNotPresent | Never
+    std::string connect = "auto";                    // auto | proxy | pod_ip
+  } kubernetes;
 };
 
 /// Parses a --config file's YAML text: the top-level keys are GatewayConfig's fields, `tenants`

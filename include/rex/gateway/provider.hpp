@@ -1,8 +1,8 @@
-// Provider: where the gateway's sandboxes run (local processes, Docker, Podman...). A provider
-// is a Deployment's start and stop split apart by a database: create() starts a sandbox and says
-// how to reach its rex-server, destroy() removes it by name alone (the gateway that created it
-// may have crashed since), and list() says what is running, so a restarted gateway can adopt
-// what it finds, mark what vanished and remove what it has no record of.
+// Provider: where the gateway's sandboxes run (local processes, Docker, Podman, Kubernetes...). A
+// provider is a Deployment's start and stop split apart by a database: create() starts a sandbox
+// and says how to reach its rex-server, destroy() removes it by name alone (the gateway that
+// created it may have crashed since), and list() says what is running, so a restarted gateway can
+// adopt what it finds, mark what vanished and remove what it has no record of.
 //
 // Guarantees every provider gives:
 // - Everything create() makes carries the gateway's id and the session's id (labels, a file),
@@ -15,6 +15,7 @@
 #pragma once
 
 #include <rex/gateway/environment.hpp>
+#include <rex/http/client.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -34,6 +35,12 @@ class ProviderError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+/// A container's or pod's working directory when its environment names none (the engine or the
+/// container runtime creates it), and where the gateway keeps its own files in it (the
+/// notebook's kernel).
+inline constexpr std::string_view kSandboxWorkingDir = "/workspace";
+inline constexpr std::string_view kSandboxScratchDir = "/tmp/.rex-gateway";
 
 /// What a sandbox is made from.
 struct SandboxSpec {
@@ -75,6 +82,12 @@ class Provider {
   /// True when the sandbox has no boundary of its own but its working directory (local): the
   /// file calls then refuse paths that leave it.
   virtual bool confines_files() const noexcept { return false; }
+  /// Prepares the client that reaches one of this provider's sandboxes at `url` (its TLS
+  /// material and credentials, when a proxy stands in front of it). Most need nothing.
+  virtual void configure_client(const std::string& url, http::ClientConfig& client) const {
+    (void)url;
+    (void)client;
+  }
 };
 
 }  // namespace rex::gateway

@@ -36,6 +36,10 @@ struct ExecCredential {
 /// Reads a plugin's output. Throws KubeconfigError naming what is wrong.
 ExecCredential parse_exec_credential(std::string_view output, const ExecPlugin& plugin);
 
+/// An RFC 3339 time as the API writes them (2026-11-25T10:00:00Z, fractions and numeric offsets
+/// allowed), clamped to 1970..about 2190; nothing when the text is not one.
+std::optional<std::chrono::system_clock::time_point> parse_rfc3339(std::string_view text);
+
 /// The KUBERNETES_EXEC_INFO a plugin gets.
 std::string exec_info(const ExecPlugin& plugin, const ClusterAccess& cluster);
 

@@ -34,6 +34,7 @@ struct PodSpecConfig {
   std::map<std::string, std::string> labels{};      // besides rex's own (`rex_labels`)
   std::map<std::string, std::string> rex_labels{};  // owner, deployment id, expiry
   std::map<std::string, std::string> env{};         // the sandbox's environment
+  std::string working_dir{};                        // the container's; empty: the image's
   boost::json::object resources{};                  // {"requests": {...}, "limits": {...}}
   std::map<std::string, std::string> node_selector{};
   boost::json::array tolerations{};
