@@ -102,39 +102,10 @@ struct RexSide {
 // ---------------------------------------------------------------------------------------------
 // The engine: clean state before, nothing left after, and the CPU it spends
 
-// CPU time (user + system, including reaped children such as docker-proxy and iptables) of the
-// engine's daemons on this machine, in milliseconds; 0 when they cannot be read. A noisy
-// neighbour changes wall times, but hardly the engine's CPU per container.
+// The engine's daemons on this machine. A noisy neighbour changes wall times, but hardly the
+// engine's CPU per container.
 double engine_cpu_ms() {
-  static const long ticks = ::sysconf(_SC_CLK_TCK);
-  double total = 0;
-  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
-    const std::string pid = entry.path().filename().string();
-    if (pid.find_first_not_of("0123456789") != std::string::npos)
-      continue;
-    std::ifstream stat_file(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat_file, line))
-      continue;
-    const auto open = line.find('(');
-    const auto close = line.rfind(')');
-    if (open == std::string::npos || close == std::string::npos)
-      continue;
-    const std::string comm = line.substr(open + 1, close - open - 1);
-    if (comm != "dockerd" && comm != "containerd")
-      continue;
-    std::istringstream fields(line.substr(close + 2));
-    std::string field;
-    std::vector<std::string> values;
-    while (fields >> field)
-      values.push_back(field);
-    // After the command: state is field 3 of stat(5), utime..cstime are 14..17.
-    if (values.size() < 15)
-      continue;
-    for (int i = 11; i <= 14; ++i)
-      total += std::strtod(values[static_cast<std::size_t>(i)].c_str(), nullptr);
-  }
-  return total * 1000.0 / static_cast<double>(ticks);
+  return cpu_ms_of({"dockerd", "containerd"});
 }
 
 std::vector<std::string> bench_filter() {

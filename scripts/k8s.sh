@@ -782,6 +782,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
     down) rex_k8s_stop ;;
     status) rex_k8s_status ;;
     env) echo "export REX_KUBECONFIG=$REX_K8S_ADMIN" ;;
+    kubectl) shift; _rex_k8s_kubectl "$@" ;;  # the cluster's kubectl, as its admin
     server-image) _rex_k8s_timed "the rex-server image $3" rex_k8s_server_image "$2" "$3" ;;
     docker-image) _rex_k8s_timed "the image $2 from Docker" rex_k8s_docker_image "$2" ;;
     test-images)  # BINARY TAG DOCKER-IMAGE: what the k8s tests need; 77 (skip) without a cluster
@@ -793,7 +794,7 @@ if [[ ${BASH_SOURCE[0]} == "$0" ]]; then
       _rex_k8s_timed "the image $4 from Docker" rex_k8s_docker_image "$4"
       ;;
     *)
-      echo "usage: $0 up|down|status|env|server-image BINARY TAG|docker-image NAME" >&2
+      echo "usage: $0 up|down|status|env|kubectl ARGS...|server-image BINARY TAG|docker-image NAME" >&2
       exit 2
       ;;
   esac

@@ -9,6 +9,7 @@
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
 #include <rex/kubernetes/pod_spec.hpp>
+#include <rex/kubernetes/pod_watch.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 #include <rex/version.hpp>
 
@@ -60,18 +61,6 @@ bool valid_object_name(const std::string& name) {
   return true;
 }
 
-std::string url_component(std::string_view text) {
-  std::string out;
-  for (unsigned char c : text) {
-    if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-        c == '.' || c == '_' || c == '~')
-      out += static_cast<char>(c);
-    else
-      out += fmt::format("%{:02X}", c);
-  }
-  return out;
-}
-
 std::string text_of(const json::value& v, std::initializer_list<std::string_view> path) {
   const json::value* at = &v;
   for (auto key : path) {
@@ -83,9 +72,6 @@ std::string text_of(const json::value& v, std::initializer_list<std::string_view
   }
   return at->is_string() ? std::string(at->get_string()) : std::string();
 }
-
-// Thrown by a watch's body handler to end the watch once it has seen what it waited for.
-struct WatchDone {};
 
 // The credentials a client through the pod proxy sends, refreshed before each call.
 struct ProxyCredentials {
@@ -116,6 +102,7 @@ struct KubernetesDeployment::Impl {
   std::unique_ptr<RemoteRuntime> remote;
   std::unique_ptr<Runtime> runtime;
   bool runtime_closed = false;
+  bool lost = false;  // the pod was found gone or ended: its server will not answer again
   bool started = false;
   bool stopped = false;
   std::function<void(const DeploymentEvent&)> hooks;
@@ -182,10 +169,9 @@ struct KubernetesDeployment::Impl {
   asio::awaitable<void> create_pod();
   asio::awaitable<void> adopt_secret();
   asio::awaitable<json::object> wait_running(Clock::time_point deadline, std::string rv);
-  asio::awaitable<bool> watch(std::string rv, Clock::time_point until,
-                              const std::function<bool(const json::object&, bool deleted)>& seen);
+  asio::awaitable<bool> watch(std::string rv, Clock::time_point until, const k8s::PodSeen& seen);
   asio::awaitable<void> wait_alive(Clock::time_point deadline);
-  asio::awaitable<std::string> log_tail();
+  asio::awaitable<std::string> log_tail(std::string container);
   asio::awaitable<std::optional<std::string>> why_lost();
   asio::awaitable<std::optional<std::string>> why_lost_patiently();
   asio::awaitable<void> refresh_credentials();
@@ -203,14 +189,15 @@ class PodRuntime final : public Runtime {
   PodRuntime(KubernetesDeployment::Impl& owner, RemoteRuntime& inner)
       : owner_(&owner), inner_(inner) {}
 
+  // The server's answer, and the pod's status: at the pod's address a server may still answer
+  // for a moment after its pod was deleted or failed, until the kubelet has stopped it.
+  // (The pod's status first: a server whose pod has gone may not even refuse the connection.)
   asio::awaitable<IsAliveResponse> is_alive() override {
-    co_await owner_->refresh_credentials();
-    IsAliveResponse r = co_await inner_.is_alive();
-    if (r.is_alive)
-      co_return r;
     if (auto lost = co_await owner_->why_lost())
-      r.message = *lost;
-    co_return r;
+      co_return IsAliveResponse{false,
+                                fmt::format("{}: the sandbox is gone: {}", owner_->where(), *lost)};
+    co_await owner_->refresh_credentials();
+    co_return co_await inner_.is_alive();
   }
   asio::awaitable<CreateBashSessionResponse> create_session(CreateBashSessionRequest r) override {
     return guarded<CreateBashSessionResponse>([this, r] { return inner_.create_session(r); });
@@ -359,19 +346,26 @@ asio::awaitable<std::optional<std::string>> KubernetesDeployment::Impl::why_lost
   } catch (const std::exception&) {
     co_return std::nullopt;  // the API server is out of reach: nothing to say about the pod
   }
-  if (response.status == 404)
+  if (response.status == 404) {
+    lost = true;
     co_return std::string("the pod no longer exists (it was deleted)");
+  }
   if (response.status != 200)
     co_return std::nullopt;
   boost::system::error_code ec;
   json::value v = json::parse(response.body, ec);
   if (ec || !v.is_object())
     co_return std::nullopt;
-  if (text_of(v, {"metadata", "uid"}) != pod_uid && !pod_uid.empty())
+  if (text_of(v, {"metadata", "uid"}) != pod_uid && !pod_uid.empty()) {
+    lost = true;
     co_return std::string("the pod was deleted (another pod of the same name exists now)");
+  }
   const detail::PodState st = detail::assess_pod(v.get_object());
-  if (st.progress == detail::PodProgress::ended)
+  lost = st.progress == detail::PodProgress::ended;
+  if (lost)
     co_return st.summary;
+  if (st.deleting)
+    co_return std::string("the pod is being deleted");
   // The node stopped reporting: the node controller marks the pod's Ready condition Unknown.
   const json::value* status = v.get_object().if_contains("status");
   const json::value* conditions = status != nullptr && status->is_object()
@@ -405,9 +399,9 @@ asio::awaitable<void> KubernetesDeployment::Impl::refresh_credentials() {
     credentials->authorization = co_await api->authorization();
 }
 
-asio::awaitable<std::string> KubernetesDeployment::Impl::log_tail() {
+asio::awaitable<std::string> KubernetesDeployment::Impl::log_tail(std::string container) {
   http::ClientRequest request;
-  request.target = pod_path() + "/log?container=" + detail::kSandboxContainer + "&tailLines=30";
+  request.target = pod_path() + "/log?container=" + container + "&tailLines=30";
   request.timeout = std::chrono::seconds(10);
   try {
     const http::ClientResponse response = co_await api->request(std::move(request));
@@ -479,78 +473,10 @@ asio::awaitable<void> KubernetesDeployment::Impl::adopt_secret() {
 }
 
 // Watches the pod from resource version `rv` until `seen` returns true for an object (true) or
-// `until` passes (false). A watch the server ends is resumed; one whose version is too old
-// starts again from the pod's current state.
-asio::awaitable<bool> KubernetesDeployment::Impl::watch(
-    std::string rv, Clock::time_point until,
-    const std::function<bool(const json::object&, bool deleted)>& seen) {
-  while (Clock::now() < until) {
-    const auto left = std::chrono::duration_cast<std::chrono::seconds>(until - Clock::now());
-    bool decided = false;
-    bool stale = false;
-    std::string buffer;
-    http::ClientRequest request;
-    request.target = fmt::format(
-        "/api/v1/namespaces/{}/pods?watch=true&fieldSelector={}&timeoutSeconds={}{}", ns,
-        url_component("metadata.name=" + pod), std::max<std::int64_t>(left.count(), 1),
-        rv.empty() ? std::string() : "&resourceVersion=" + rv);
-    request.headers.emplace_back("Accept", "application/json");
-    request.timeout = (until - Clock::now()) + std::chrono::seconds(5);
-    request.on_body = [&](std::string_view piece) {
-      buffer.append(piece);
-      std::size_t eol;
-      while ((eol = buffer.find('\n')) != std::string::npos) {
-        const std::string line = buffer.substr(0, eol);
-        buffer.erase(0, eol + 1);
-        boost::system::error_code ec;
-        const json::value event = json::parse(line, ec);
-        if (ec || !event.is_object())
-          continue;
-        const std::string type = text_of(event, {"type"});
-        const json::value* object = event.get_object().if_contains("object");
-        if (object == nullptr || !object->is_object())
-          continue;
-        if (type == "ERROR") {
-          // 410 Gone: the version is too old; anything else: start over as well.
-          stale = true;
-          throw WatchDone{};
-        }
-        if (const std::string v = text_of(*object, {"metadata", "resourceVersion"}); !v.empty())
-          rv = v;
-        if (seen(object->get_object(), type == "DELETED")) {
-          decided = true;
-          throw WatchDone{};
-        }
-      }
-    };
-    try {
-      const http::ClientResponse response = co_await api->request(std::move(request));
-      if (response.status / 100 != 2)
-        throw k8s::api_error("GET", pod_path() + " (watch)", response);
-    } catch (const WatchDone&) {
-    } catch (const http::RequestTimeoutError&) {
-      // The server kept the watch open past its timeout: the loop's own deadline decides.
-    }
-    if (decided)
-      co_return true;
-    if (stale) {
-      json::value now;
-      try {
-        now = co_await api->call("GET", pod_path());
-      } catch (const k8s::ApiError& e) {
-        if (e.status() != 404)
-          throw;
-        json::object gone;
-        if (seen(gone, true))
-          co_return true;
-        continue;
-      }
-      if (seen(now.get_object(), false))
-        co_return true;
-      rv = text_of(now, {"metadata", "resourceVersion"});
-    }
-  }
-  co_return false;
+// `until` passes (false).
+asio::awaitable<bool> KubernetesDeployment::Impl::watch(std::string rv, Clock::time_point until,
+                                                        const k8s::PodSeen& seen) {
+  co_return co_await k8s::watch_pod(*api, ns, pod, std::move(rv), until, seen);
 }
 
 asio::awaitable<json::object> KubernetesDeployment::Impl::wait_running(Clock::time_point deadline,
@@ -579,8 +505,8 @@ asio::awaitable<json::object> KubernetesDeployment::Impl::wait_running(Clock::ti
   if (state.progress == detail::PodProgress::ended) {
     // (Not a conditional expression: g++ 12 mishandles co_await inside one.)
     std::string logs;
-    if (state.sandbox_has_run)
-      logs = co_await log_tail();
+    if (!state.ran_container.empty())
+      logs = co_await log_tail(state.ran_container);
     fail_ended(state, logs);
   }
   co_return last;
@@ -620,8 +546,8 @@ asio::awaitable<void> KubernetesDeployment::Impl::wait_alive(Clock::time_point d
       const detail::PodState st = detail::assess_pod(now.get_object());
       if (st.progress == detail::PodProgress::ended) {
         std::string logs;
-        if (st.sandbox_has_run)
-          logs = co_await log_tail();
+        if (!st.ran_container.empty())
+          logs = co_await log_tail(st.ran_container);
         fail_ended(st, logs);
       }
     }
@@ -629,7 +555,7 @@ asio::awaitable<void> KubernetesDeployment::Impl::wait_alive(Clock::time_point d
     co_await pause.async_wait(asio::use_awaitable);
     delay = std::min(delay * 2, std::chrono::milliseconds(50));
   }
-  const std::string logs = co_await log_tail();
+  const std::string logs = co_await log_tail(detail::kSandboxContainer);
   throw DeploymentStartupError(fmt::format(
       "{} ({}): its server did not answer at {} within startup_timeout {} s (last check: {}); "
       "last log lines:\n{}",
@@ -691,7 +617,7 @@ asio::awaitable<void> KubernetesDeployment::Impl::start() {
 }
 
 asio::awaitable<void> KubernetesDeployment::Impl::release() {
-  if (remote && !runtime_closed) {
+  if (remote && !runtime_closed && !lost) {
     runtime_closed = true;
     auto closing = with_timeout(remote->close(), std::chrono::seconds(3));
     auto closed = capture(std::move(closing));

@@ -119,10 +119,23 @@ PodState assess_pod(const json::object& pod) {
     const std::string reason = text(*status, "reason");
     st.summary = with_message(phase == "Failed" ? "pod failed" : "pod ended", reason);
     st.summary = with_message(st.summary, text(*status, "message"));
+    // With restartPolicy Never a failed init container fails the whole pod: it is the reason.
+    if (const json::array* inits = array(*status, "initContainerStatuses")) {
+      for (const auto& s : *inits) {
+        if (!s.is_object())
+          continue;
+        const ContainerView v = view(s.get_object());
+        if (v.terminated && !v.succeeded) {
+          st.ran_container = text(s.get_object(), "name");
+          st.summary += fmt::format("; init container {} {}", st.ran_container, v.phrase);
+          return st;
+        }
+      }
+    }
     if (const json::object* c = find_status(*status, "containerStatuses", kSandboxContainer)) {
       const ContainerView v = view(*c);
       if (v.terminated) {
-        st.sandbox_has_run = true;
+        st.ran_container = kSandboxContainer;
         st.summary += fmt::format("; container {} {}", kSandboxContainer, v.phrase);
       }
     }
@@ -166,6 +179,8 @@ PodState assess_pod(const json::object& pod) {
       if (v.fatal || v.terminated) {
         st.progress = PodProgress::ended;
         st.summary = fmt::format("init container {} {}", name, v.phrase);
+        if (v.terminated)
+          st.ran_container = name;
       }
       return st;
     }
@@ -180,7 +195,8 @@ PodState assess_pod(const json::object& pod) {
     }
     if (v.fatal || v.terminated) {
       st.progress = PodProgress::ended;
-      st.sandbox_has_run = v.terminated;
+      if (v.terminated)
+        st.ran_container = kSandboxContainer;
       st.summary = fmt::format("container {} {}", kSandboxContainer, v.phrase);
       return st;
     }

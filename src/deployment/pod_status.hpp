@@ -20,10 +20,12 @@ struct PodState {
   // One line: "scheduled on node-1; init container rex-server-install: waiting (PodInitializing)",
   // "container sandbox terminated: OOMKilled (exit code 137)", "pod failed: Evicted: ...".
   std::string summary;
-  std::string node;              // where it was scheduled, or empty
-  std::string pod_ip;            // its address, once it has one
-  bool deleting = false;         // metadata.deletionTimestamp is set
-  bool sandbox_has_run = false;  // the sandbox container ran: its log may say more
+  std::string node;       // where it was scheduled, or empty
+  std::string pod_ip;     // its address, once it has one
+  bool deleting = false;  // metadata.deletionTimestamp is set
+  // The container that ran and ended (an init container that failed, or the sandbox's): its
+  // log may say more. Empty when none did.
+  std::string ran_container;
 };
 
 /// The sandbox container's name in the pod (kubernetes/pod_spec.hpp).

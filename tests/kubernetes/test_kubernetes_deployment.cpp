@@ -1,6 +1,7 @@
 // KubernetesDeployment against the local cluster (scripts/k8s.sh): pods of the bookworm test
 // image with rex-server put in by the init container, reached at the pod's address and through
 // the API server's pod proxy; pods that cannot start, and pods that end while in use.
+#include <rex/core/random.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
@@ -41,6 +42,19 @@ KubernetesDeploymentConfig bookworm() {
   c.startup_timeout = 60;
   c.labels = {{"rex.test", "deployment"}};
   return c;
+}
+
+// Runs a shell command line; its exit status and what it printed (stdout and stderr).
+std::pair<int, std::string> command_output(const std::string& command) {
+  std::string text;
+  FILE* out = ::popen((command + " 2>&1").c_str(), "r");
+  if (out == nullptr)
+    return {-1, "popen failed"};
+  char buffer[4096];
+  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, out))
+    text.append(buffer, n);
+  const int status = ::pclose(out);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
 }
 
 class KubernetesDeploymentTest : public ::testing::Test {
@@ -226,6 +240,23 @@ TEST_F(KubernetesDeploymentTest, AnImageWithoutAShellFailsWithTheContainersReaso
   EXPECT_THAT(message, HasSubstr("/bin/sh"));
 }
 
+TEST_F(KubernetesDeploymentTest, AFailingInitContainerFailsAtOnceWithItsExitAndLog) {
+  // Arrays are replaced whole by a merge patch: this init container stands for one that cannot
+  // install the server (a server image of another architecture, a read-only volume, ...).
+  auto config = bookworm();
+  config.pod_overrides = json::parse(R"({"spec": {"initContainers": [{
+      "name": "rex-server-install", "image": "rex.local/busybox:1.35",
+      "imagePullPolicy": "Never",
+      "command": ["sh", "-c", "echo cannot install the server here >&2; exit 3"]}]}})")
+                             .as_object();
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string message = failed_start(config);
+  EXPECT_THAT(message, HasSubstr("init container rex-server-install terminated"));
+  EXPECT_THAT(message, HasSubstr("exit code 3"));
+  EXPECT_THAT(message, HasSubstr("cannot install the server here"));
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, 30s) << "waited for the startup timeout";
+}
+
 TEST_F(KubernetesDeploymentTest, SettingsTheApiServerRefusesAreNamed) {
   auto config = bookworm();
   config.labels = {{"rex.test", "not a valid label value!"}};
@@ -324,6 +355,77 @@ TEST_F(KubernetesDeploymentTest, APodPastItsDeadlineIsReportedWithTheReason) {
   EXPECT_EQ(remaining(d.deployment_id()), 0u);
 }
 
+// examples/kubernetes/rbac.yaml is all a user needs: a service account bound to that Role alone
+// runs a sandbox through the pod proxy, reads a failed container's log, and gc's its namespace.
+TEST_F(KubernetesDeploymentTest, TheDocumentedRoleIsEnough) {
+  const std::string ns = "rex-rbac-" + random_hex(4);
+  auto kubectl = [](const std::string& args) {
+    auto [status, text] =
+        command_output("bash '" + std::string(REX_SOURCE_DIR) + "/scripts/k8s.sh' kubectl " + args);
+    EXPECT_EQ(status, 0) << "kubectl " << args << ":\n" << text;
+    return text;
+  };
+  struct Namespace {
+    std::string name;
+    ~Namespace() {
+      command_output("bash '" + std::string(REX_SOURCE_DIR) + "/scripts/k8s.sh' kubectl delete " +
+                     "namespace " + name + " --wait=false");
+    }
+  };
+  kubectl("create namespace " + ns);
+  const Namespace cleanup{ns};
+  kubectl("-n " + ns + " create serviceaccount harness");
+  kubectl("-n " + ns + " apply -f '" + std::string(REX_SOURCE_DIR) +
+          "/examples/kubernetes/rbac.yaml'");
+  kubectl("-n " + ns + " create rolebinding rex-sandboxes --role rex-sandboxes --serviceaccount " +
+          ns + ":harness");
+  const std::string token = kubectl("-n " + ns + " create token harness --duration 10m");
+  ASSERT_FALSE(token.empty());
+  TempDir dir;
+  const std::string kubeconfig = dir.file(
+      "config",
+      fmt::format("current-context: c\n"
+                  "clusters: [{{name: k, cluster: {{server: \"{}\", "
+                  "certificate-authority: \"{}/ca.crt\"}}}}]\n"
+                  "users: [{{name: u, user: {{token: \"{}\"}}}}]\n"
+                  "contexts: [{{name: c, context: {{cluster: k, user: u, namespace: {}}}}}]\n",
+                  api_->access().server, cluster_pki_dir(),
+                  token.substr(0, token.find_last_not_of("\n") + 1), ns));
+  auto config = bookworm();
+  config.kubeconfig = kubeconfig;
+  config.connect = "proxy";
+  KubernetesDeployment d(io_.get_executor(), config);
+  run_async(io_, d.start(), 120s);
+  EXPECT_EQ(d.namespace_name(), ns);
+  Command c;
+  c.command = "echo as the harness";
+  c.shell = true;
+  c.timeout = 20;
+  EXPECT_EQ(run_async(io_, d.runtime().execute(c), 30s).stdout_, "as the harness\n");
+  run_async(io_, d.stop(), 60s);
+
+  // A container that fails: its log is read with the same rights.
+  config.pod_overrides = json::parse(R"({"spec": {"containers": [{"name": "sandbox",
+      "image": "rex-test-bookworm:latest", "imagePullPolicy": "Never",
+      "command": ["sh", "-c", "echo the harness may read this; exit 4"]}]}})")
+                             .as_object();
+  KubernetesDeployment failing(io_.get_executor(), config);
+  try {
+    run_async(io_, failing.start(), 120s);
+    ADD_FAILURE() << "a failing container started";
+  } catch (const DeploymentStartupError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("exit code 4"));
+    EXPECT_THAT(e.what(), HasSubstr("the harness may read this"));
+  }
+
+  ScopedEnv no_other_config("KUBECONFIG", kubeconfig);
+  const auto [gc_status, gc] =
+      command_output(std::string(REX_CLI_PATH) + " gc --kubernetes --namespace " + ns);
+  EXPECT_EQ(gc_status, 0) << gc;
+  EXPECT_THAT(gc, HasSubstr("0 removed, 0 kept, 0 errors")) << gc;
+  EXPECT_EQ(kubectl("-n " + ns + " get pods,secrets -l rex.managed=1 -o name"), "");
+}
+
 // A harness killed with SIGKILL cannot delete its pod; `rex gc --kubernetes` does, and leaves
 // the pods of processes that still run.
 TEST_F(KubernetesDeploymentTest, GcDeletesThePodOfAKilledHarness) {
@@ -355,14 +457,8 @@ TEST_F(KubernetesDeploymentTest, GcDeletesThePodOfAKilledHarness) {
   KubernetesDeployment mine(io_.get_executor(), bookworm());
   run_async(io_, mine.start(), 120s);
 
-  const std::string command = rex + " gc --kubernetes --namespace default 2>&1";
-  FILE* out = ::popen(command.c_str(), "r");
-  ASSERT_NE(out, nullptr);
-  std::string text;
-  char buffer[4096];
-  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, out))
-    text.append(buffer, n);
-  EXPECT_EQ(::pclose(out), 0) << text;
+  const auto [gc_status, text] = command_output(rex + " gc --kubernetes --namespace default");
+  EXPECT_EQ(gc_status, 0) << text;
   EXPECT_THAT(text, HasSubstr("removed default/pod/" + pod + ": owner process " +
                               std::to_string(child) + " is gone"));
   EXPECT_THAT(text, HasSubstr("kept default/pod/" + mine.pod_name() + ": owner process"));

@@ -43,7 +43,7 @@ TEST(PodStatus, AnImageThatCannotBePulledEndsIt) {
         "message":"Back-off pulling image \"nope:1\""}}}]}})");
   EXPECT_EQ(st.progress, PodProgress::ended);
   EXPECT_EQ(st.summary, "container sandbox ImagePullBackOff: Back-off pulling image \"nope:1\"");
-  EXPECT_FALSE(st.sandbox_has_run);
+  EXPECT_EQ(st.ran_container, "");
 }
 
 TEST(PodStatus, AFailedInitContainerEndsIt) {
@@ -52,6 +52,19 @@ TEST(PodStatus, AFailedInitContainerEndsIt) {
         "state":{"terminated":{"exitCode":1,"reason":"Error"}}}]}})");
   EXPECT_EQ(st.progress, PodProgress::ended);
   EXPECT_EQ(st.summary, "init container rex-server-install terminated: Error (exit code 1)");
+  EXPECT_EQ(st.ran_container, "rex-server-install");
+}
+
+TEST(PodStatus, AFailedInitContainerOfAFailedPodIsItsReason) {
+  // restartPolicy Never: the kubelet fails the pod as soon as an init container fails.
+  const PodState st = of(R"({"spec":{"nodeName":"n1"},"status":{"phase":"Failed",
+      "initContainerStatuses":[{"name":"rex-server-install",
+        "state":{"terminated":{"exitCode":3,"reason":"Error"}}}],
+      "containerStatuses":[{"name":"sandbox","state":{"waiting":{"reason":"PodInitializing"}}}]}})");
+  EXPECT_EQ(st.progress, PodProgress::ended);
+  EXPECT_EQ(st.summary,
+            "pod failed; init container rex-server-install terminated: Error (exit code 3)");
+  EXPECT_EQ(st.ran_container, "rex-server-install");
 }
 
 TEST(PodStatus, ARunningSandboxContainerIsRunning) {
@@ -69,7 +82,7 @@ TEST(PodStatus, AnOomKilledSandboxEndsItWithTheReason) {
         "state":{"terminated":{"exitCode":137,"reason":"OOMKilled"}}}]}})");
   EXPECT_EQ(st.progress, PodProgress::ended);
   EXPECT_EQ(st.summary, "pod failed; container sandbox terminated: OOMKilled (exit code 137)");
-  EXPECT_TRUE(st.sandbox_has_run);
+  EXPECT_EQ(st.ran_container, "sandbox");
 }
 
 TEST(PodStatus, AnEvictedOrExpiredPodEndsItWithTheReasonAndMessage) {
