@@ -141,9 +141,11 @@ bool bridge_is_routable(asio::io_context& io, docker::Engine& engine) {
 }
 
 TEST_F(DockerDeploymentTest, ReachesTheServerAtTheContainersAddressWhenThisMachineRoutesThere) {
-  const bool routable = bridge_is_routable(io_, engine_);
   DockerDeployment d(io_.get_executor(), config_for(kNoPython));
   test::run_async(io_, d.start(), 90s);
+  // Asked twice: once (1 run in 5, beside the k8s tests) a single look found no local gateway
+  // where the deployment's own look, a moment later, found one; why is not known.
+  const bool routable = bridge_is_routable(io_, engine_) || bridge_is_routable(io_, engine_);
   auto info = test::run_async(io_, engine_.inspect_container(d.container_id()), 30s);
   const json::value* bindings = info.at("HostConfig").as_object().if_contains("PortBindings");
   const bool published = bindings && bindings->is_object() && !bindings->as_object().empty();
