@@ -24,6 +24,7 @@
 
 #include "docker/docker_support.hpp"
 #include "support/async_test.hpp"
+#include "support/json_lines.hpp"
 #include "support/test_helpers.hpp"
 
 extern char** environ;
@@ -36,17 +37,6 @@ using namespace std::chrono_literals;
 using ::testing::HasSubstr;
 
 using test::read_text;
-
-std::vector<json::object> read_results(const std::string& path) {
-  std::vector<json::object> records;
-  std::istringstream lines(read_text(path));
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (!line.empty())
-      records.push_back(json::parse(line).as_object());
-  }
-  return records;
-}
 
 // Starts the rex executable with stdout and stderr into `log`.
 pid_t spawn_rex(std::vector<std::string> args, const std::string& log) {
@@ -129,14 +119,14 @@ TEST(DockerEval, KilledHarnessThenRerunThenGcLeavesNothing) {
     const auto found = test::run_async(io, engine.list_containers(first_filter, true), 30s);
     running = std::count_if(found.begin(), found.end(),
                             [](const auto& c) { return c.state == "running"; });
-    if (running >= 2 && !read_results(out + "/results.jsonl").empty())
+    if (running >= 2 && !test::read_json_lines(out + "/results.jsonl").empty())
       break;
     std::this_thread::sleep_for(100ms);
   }
   ASSERT_GE(running, 2u) << read_text(dir.path() + "/first.log");
   ::kill(first, SIGKILL);
   ASSERT_EQ(wait_for(first, 30s), 128 + SIGKILL);
-  const auto before = read_results(out + "/results.jsonl");
+  const auto before = test::read_json_lines(out + "/results.jsonl");
   ASSERT_FALSE(before.empty());
   ASSERT_LT(before.size(), 8u) << "the first run finished before it was killed";
   EXPECT_FALSE(
@@ -149,7 +139,7 @@ TEST(DockerEval, KilledHarnessThenRerunThenGcLeavesNothing) {
   const std::string log = read_text(dir.path() + "/second.log");
   ASSERT_EQ(status, 0) << log;
   EXPECT_THAT(log, HasSubstr(fmt::format("skipping {} instance", before.size())));
-  const auto records = read_results(out + "/results.jsonl");
+  const auto records = test::read_json_lines(out + "/results.jsonl");
   std::map<std::string, int> seen;
   for (const auto& r : records)
     ++seen[std::string(r.at("id").as_string())];

@@ -1,9 +1,14 @@
 // The local cluster the tests labelled k8s run against (scripts/k8s.sh, started by
-// scripts/test.sh): where its admin kubeconfig and certificate authority are.
+// scripts/test.sh): where its admin kubeconfig and certificate authority are, and a client of it
+// as its admin.
 #pragma once
+
+#include <rex/kubernetes/api_client.hpp>
+#include <rex/kubernetes/kubeconfig.hpp>
 
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <string>
 
 namespace rex::test {
@@ -25,6 +30,14 @@ inline std::string no_cluster_reason() {
     return {};
   return "no cluster: " + admin_kubeconfig() +
          " does not exist (scripts/k8s.sh up starts one; scripts/test.sh does)";
+}
+
+/// A client of the cluster as its admin (system:masters).
+inline std::unique_ptr<kubernetes::ApiClient> admin_api(boost::asio::any_io_executor executor) {
+  kubernetes::KubeconfigOptions options;
+  options.path = admin_kubeconfig();
+  return std::make_unique<kubernetes::ApiClient>(std::move(executor),
+                                                 kubernetes::load_cluster_access(options));
 }
 
 }  // namespace rex::test

@@ -44,27 +44,12 @@ KubernetesDeploymentConfig bookworm() {
   return c;
 }
 
-// Runs a shell command line; its exit status and what it printed (stdout and stderr).
-std::pair<int, std::string> command_output(const std::string& command) {
-  std::string text;
-  FILE* out = ::popen((command + " 2>&1").c_str(), "r");
-  if (out == nullptr)
-    return {-1, "popen failed"};
-  char buffer[4096];
-  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, out))
-    text.append(buffer, n);
-  const int status = ::pclose(out);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
-}
-
 class KubernetesDeploymentTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (const auto why = no_cluster_reason(); !why.empty())
       GTEST_SKIP() << why;
-    k8s::KubeconfigOptions options;
-    options.path = admin_kubeconfig();
-    api_ = std::make_unique<k8s::ApiClient>(io_.get_executor(), k8s::load_cluster_access(options));
+    api_ = admin_api(io_.get_executor());
   }
 
   // The pod's object, or null when it does not exist.

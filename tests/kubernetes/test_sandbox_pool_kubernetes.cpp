@@ -26,6 +26,7 @@
 
 #include "kubernetes/local_cluster.hpp"
 #include "support/async_test.hpp"
+#include "support/json_lines.hpp"
 #include "support/test_helpers.hpp"
 
 namespace rex::test {
@@ -50,28 +51,12 @@ KubernetesDeploymentConfig bookworm(const std::string& test_label) {
   return c;
 }
 
-std::string output_of(const std::string& command) {
-  std::string text;
-  FILE* out = ::popen((command + " 2>&1").c_str(), "r");
-  if (out == nullptr)
-    return "popen failed";
-  char buffer[4096];
-  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, out))
-    text.append(buffer, n);
-  const int status = ::pclose(out);
-  if (status != 0)
-    text += fmt::format("\n(exit status {})", WIFEXITED(status) ? WEXITSTATUS(status) : -1);
-  return text;
-}
-
 class KubernetesPoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (const auto why = no_cluster_reason(); !why.empty())
       GTEST_SKIP() << why;
-    k8s::KubeconfigOptions options;
-    options.path = admin_kubeconfig();
-    api_ = std::make_unique<k8s::ApiClient>(io_.get_executor(), k8s::load_cluster_access(options));
+    api_ = admin_api(io_.get_executor());
   }
 
   json::value get(const std::string& path) { return run_async(io_, api_->call("GET", path), 30s); }
@@ -181,8 +166,10 @@ TEST_F(KubernetesPoolTest, ASandboxContainerKilledUnderALeaseIsReportedAndReplac
   auto fault = [this, &ctr_output](KubernetesDeployment& d) -> asio::awaitable<void> {
     const std::string id = co_await sandbox_container_id(d.pod_name());
     EXPECT_FALSE(id.empty()) << "no sandbox container in the pod's status";
-    ctr_output = output_of(fmt::format(
+    const auto [status, text] = command_output(fmt::format(
         "ctr --address {} --namespace k8s.io task kill -s SIGKILL {}", kContainerdSocket, id));
+    EXPECT_EQ(status, 0) << text;
+    ctr_output = text;
   };
   // The pod's restartPolicy is Never: a killed sandbox container ends the pod.
   run_async(
@@ -191,17 +178,6 @@ TEST_F(KubernetesPoolTest, ASandboxContainerKilledUnderALeaseIsReportedAndReplac
       240s);
   EXPECT_EQ(ctr_output, "");
   EXPECT_EQ(remaining("pool-killed"), 0u);
-}
-
-std::vector<json::object> read_results(const std::string& path) {
-  std::vector<json::object> records;
-  std::istringstream lines(read_text(path));
-  std::string line;
-  while (std::getline(lines, line)) {
-    if (!line.empty())
-      records.push_back(json::parse(line).as_object());
-  }
-  return records;
 }
 
 // `rex eval` as a harness runs it on a cluster: 20 instances, 4 pods at a time, each with its
@@ -240,7 +216,7 @@ TEST_F(KubernetesPoolTest, RexEvalOverTwentyInstancesLeavesNothingLabelled) {
   ASSERT_EQ(status, 0) << read_text(log);
   std::printf("rex eval of 20 instances over pods, 4 at a time: %.1f s\n", seconds);
 
-  const auto records = read_results(out + "/results.jsonl");
+  const auto records = read_json_lines(out + "/results.jsonl");
   std::map<std::string, int> seen;
   for (const auto& r : records) {
     const std::string id(r.at("id").as_string());

@@ -1,5 +1,6 @@
 // Small helpers shared by the test suites: an environment variable for a scope, a temporary
-// directory, descriptor counting, and an exception check that compares the message.
+// directory, a command's output, descriptor counting, and an exception check that compares the
+// message.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -7,7 +8,9 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <sys/wait.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -15,6 +18,7 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 extern char** environ;
@@ -63,6 +67,20 @@ class ScopedEnv {
 inline std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+/// Runs a shell command line and returns its exit status (-1 when it did not exit) and what it
+/// printed, stdout and stderr together.
+inline std::pair<int, std::string> command_output(const std::string& command) {
+  std::string text;
+  FILE* out = ::popen((command + " 2>&1").c_str(), "r");
+  if (out == nullptr)
+    return {-1, "popen failed"};
+  char buffer[4096];
+  while (const std::size_t n = std::fread(buffer, 1, sizeof buffer, out))
+    text.append(buffer, n);
+  const int status = ::pclose(out);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, text};
 }
 
 /// A fresh directory under the system's temporary directory, removed with everything in it.
