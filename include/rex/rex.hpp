@@ -33,6 +33,7 @@
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/exec_credential.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
+#include <rex/kubernetes/object_fields.hpp>
 #include <rex/kubernetes/pod_watch.hpp>
 #include <rex/pool/fan_out.hpp>
 #include <rex/pool/pool_errors.hpp>

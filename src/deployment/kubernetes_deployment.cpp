@@ -8,6 +8,7 @@
 #include <rex/core/timeout.hpp>
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
+#include <rex/kubernetes/object_fields.hpp>
 #include <rex/kubernetes/pod_spec.hpp>
 #include <rex/kubernetes/pod_watch.hpp>
 #include <rex/runtime/remote_runtime.hpp>
@@ -59,18 +60,6 @@ bool valid_object_name(const std::string& name) {
       return false;
   }
   return true;
-}
-
-std::string text_of(const json::value& v, std::initializer_list<std::string_view> path) {
-  const json::value* at = &v;
-  for (auto key : path) {
-    if (!at->is_object())
-      return {};
-    at = at->get_object().if_contains(key);
-    if (at == nullptr)
-      return {};
-  }
-  return at->is_string() ? std::string(at->get_string()) : std::string();
 }
 
 // The credentials a client through the pod proxy sends, refreshed before each call.
@@ -356,7 +345,7 @@ asio::awaitable<std::optional<std::string>> KubernetesDeployment::Impl::why_lost
   json::value v = json::parse(response.body, ec);
   if (ec || !v.is_object())
     co_return std::nullopt;
-  if (text_of(v, {"metadata", "uid"}) != pod_uid && !pod_uid.empty()) {
+  if (k8s::field_text(v, {"metadata", "uid"}) != pod_uid && !pod_uid.empty()) {
     lost = true;
     co_return std::string("the pod was deleted (another pod of the same name exists now)");
   }
@@ -373,9 +362,10 @@ asio::awaitable<std::optional<std::string>> KubernetesDeployment::Impl::why_lost
                                       : nullptr;
   if (conditions != nullptr && conditions->is_array()) {
     for (const auto& c : conditions->get_array()) {
-      if (text_of(c, {"type"}) == "Ready" && text_of(c, {"status"}) == "Unknown")
-        co_return fmt::format("its node {} stopped reporting ({})", st.node,
-                              text_of(c, {"reason"}).empty() ? "NodeLost" : text_of(c, {"reason"}));
+      if (k8s::field_text(c, {"type"}) == "Ready" && k8s::field_text(c, {"status"}) == "Unknown")
+        co_return fmt::format(
+            "its node {} stopped reporting ({})", st.node,
+            k8s::field_text(c, {"reason"}).empty() ? "NodeLost" : k8s::field_text(c, {"reason"}));
     }
   }
   co_return std::nullopt;
@@ -452,7 +442,7 @@ asio::awaitable<void> KubernetesDeployment::Impl::create_pod() {
         fmt::format("{}: cannot create the pod from {}: {}", where(), config.image, e.what()));
   }
   pod_created = true;
-  pod_uid = text_of(created, {"metadata", "uid"});
+  pod_uid = k8s::field_text(created, {"metadata", "uid"});
 }
 
 // The Secret becomes the pod's dependent: the cluster's garbage collector deletes it with the
@@ -642,12 +632,12 @@ asio::awaitable<void> KubernetesDeployment::Impl::release() {
       std::string rv;
       if (!gone) {
         const json::value now = co_await api->call("GET", pod_path());
-        gone = text_of(now, {"metadata", "uid"}) != pod_uid;
-        rv = text_of(now, {"metadata", "resourceVersion"});
+        gone = k8s::field_text(now, {"metadata", "uid"}) != pod_uid;
+        rv = k8s::field_text(now, {"metadata", "resourceVersion"});
       }
       if (!gone) {
         auto is_gone = [this](const json::object& object, bool deleted) {
-          return deleted || text_of(object, {"metadata", "uid"}) != pod_uid;
+          return deleted || k8s::field_text(object, {"metadata", "uid"}) != pod_uid;
         };
         gone = co_await watch(rv, Clock::now() + kDeleteWait, is_gone);
       }

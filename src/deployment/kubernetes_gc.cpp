@@ -1,6 +1,8 @@
 #include <rex/deployment/kubernetes_gc.hpp>
 
+#include <rex/http/url.hpp>
 #include <rex/kubernetes/api_client.hpp>
+#include <rex/kubernetes/object_fields.hpp>
 
 #include <fmt/format.h>
 #include <boost/json.hpp>
@@ -14,14 +16,6 @@ namespace rex {
 namespace json = boost::json;
 
 namespace {
-
-std::string text_at(const json::object& o, std::string_view a, std::string_view b) {
-  const json::value* v = o.if_contains(a);
-  if (v == nullptr || !v->is_object())
-    return {};
-  v = v->get_object().if_contains(b);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
 
 std::map<std::string, std::string> labels_of(const json::object& item) {
   std::map<std::string, std::string> l;
@@ -49,11 +43,11 @@ asio::awaitable<std::vector<json::object>> list_managed(kubernetes::ApiClient& a
                                   : fmt::format("/api/v1/namespaces/{}/{}", ns, kind);
     path += fmt::format("?labelSelector={}%3D1&limit=500", labels::managed);
     if (!next.empty())
-      path += "&continue=" + next;
+      path += "&continue=" + http::url_encode(next);
     const json::value list = co_await api.call("GET", path);
     for (const auto& item : list.at("items").as_array())
       items.push_back(item.as_object());
-    next = text_at(list.as_object(), "metadata", "continue");
+    next = kubernetes::field_text(list.as_object(), {"metadata", "continue"});
   } while (!next.empty());
   co_return items;
 }
@@ -83,8 +77,8 @@ asio::awaitable<GcReport> collect_kubernetes_garbage(kubernetes::ApiClient& api,
 
   std::set<std::string> pods_staying;  // "namespace/name"
   for (const auto& pod : co_await list_managed(api, options.namespace_name, "pods")) {
-    const std::string ns = text_at(pod, "metadata", "namespace");
-    const std::string name = text_at(pod, "metadata", "name");
+    const std::string ns = kubernetes::field_text(pod, {"metadata", "namespace"});
+    const std::string name = kubernetes::field_text(pod, {"metadata", "name"});
     GcEntry entry;
     entry.name = fmt::format("{}/pod/{}", ns, name);
     const auto labels = labels_of(pod);
@@ -101,8 +95,8 @@ asio::awaitable<GcReport> collect_kubernetes_garbage(kubernetes::ApiClient& api,
   // killed before it created the pod has no pod, and one of a pod deleted above may still be
   // waiting for the cluster's garbage collector.
   for (const auto& secret : co_await list_managed(api, options.namespace_name, "secrets")) {
-    const std::string ns = text_at(secret, "metadata", "namespace");
-    const std::string name = text_at(secret, "metadata", "name");
+    const std::string ns = kubernetes::field_text(secret, {"metadata", "namespace"});
+    const std::string name = kubernetes::field_text(secret, {"metadata", "name"});
     const auto labels = labels_of(secret);
     std::string pod = name;
     if (pod.ends_with("-token"))

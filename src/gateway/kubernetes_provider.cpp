@@ -3,9 +3,11 @@
 #include <rex/deployment/docker_args.hpp>
 #include <rex/deployment/docker_gc.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
+#include <rex/http/url.hpp>
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/exec_credential.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
+#include <rex/kubernetes/object_fields.hpp>
 
 #include <fmt/format.h>
 #include <boost/json.hpp>
@@ -31,15 +33,6 @@ std::string name_part(std::string_view text) {
   while (!out.empty() && out.back() == '-')
     out.pop_back();
   return out;
-}
-
-std::string text_at(const json::value& v, std::initializer_list<std::string_view> path) {
-  const json::value* at = &v;
-  for (auto key : path) {
-    if (!at->is_object() || (at = at->get_object().if_contains(key)) == nullptr)
-      return {};
-  }
-  return at->is_string() ? std::string(at->get_string()) : std::string();
 }
 
 }  // namespace
@@ -175,19 +168,20 @@ asio::awaitable<std::vector<SandboxListing>> KubernetesProvider::list() {
     std::string path = fmt::format("/api/v1/namespaces/{}/pods?labelSelector={}%3D{}&limit=500",
                                    impl_->ns, labels::gateway, impl_->config.gateway_id);
     if (!next.empty())
-      path += "&continue=" + next;
+      path += "&continue=" + http::url_encode(next);
     const json::value page = co_await impl_->api->call("GET", path);
     for (const auto& pod : page.at("items").as_array()) {
       SandboxListing s;
-      s.sandbox_id = text_at(pod, {"metadata", "name"});
-      s.session_id = text_at(pod, {"metadata", "labels", labels::session});
-      s.running = text_at(pod, {"status", "phase"}) == "Running" &&
-                  text_at(pod, {"metadata", "deletionTimestamp"}).empty();
-      if (const auto t = k8s::parse_rfc3339(text_at(pod, {"metadata", "creationTimestamp"})))
+      s.sandbox_id = k8s::field_text(pod, {"metadata", "name"});
+      s.session_id = k8s::field_text(pod, {"metadata", "labels", labels::session});
+      s.running = k8s::field_text(pod, {"status", "phase"}) == "Running" &&
+                  k8s::field_text(pod, {"metadata", "deletionTimestamp"}).empty();
+      if (const auto t =
+              k8s::parse_rfc3339(k8s::field_text(pod, {"metadata", "creationTimestamp"})))
         s.created_at = std::chrono::duration<double>(t->time_since_epoch()).count();
       out.push_back(std::move(s));
     }
-    next = text_at(page, {"metadata", "continue"});
+    next = k8s::field_text(page, {"metadata", "continue"});
   } while (!next.empty());
   co_return out;
 }

@@ -3,6 +3,7 @@
 
 #include <rex/http/client_errors.hpp>
 #include <rex/http/url.hpp>
+#include <rex/kubernetes/object_fields.hpp>
 
 #include <fmt/format.h>
 #include <boost/json.hpp>
@@ -19,14 +20,6 @@ namespace {
 
 // Thrown by the body handler to end the request once the watch has decided.
 struct WatchDone {};
-
-std::string resource_version_of(const json::object& object) {
-  const json::value* metadata = object.if_contains("metadata");
-  if (metadata == nullptr || !metadata->is_object())
-    return {};
-  const json::value* v = metadata->get_object().if_contains("resourceVersion");
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
 
 }  // namespace
 
@@ -66,7 +59,7 @@ asio::awaitable<bool> watch_pod(ApiClient& api, std::string namespace_name, std:
           stale = true;
           throw WatchDone{};
         }
-        if (std::string v = resource_version_of(object->get_object()); !v.empty())
+        if (std::string v = field_text(*object, {"metadata", "resourceVersion"}); !v.empty())
           rv = std::move(v);
         if (seen(object->get_object(), type->get_string() == "DELETED")) {
           decided = true;
@@ -98,7 +91,7 @@ asio::awaitable<bool> watch_pod(ApiClient& api, std::string namespace_name, std:
       }
       if (seen(now.get_object(), false))
         co_return true;
-      rv = resource_version_of(now.get_object());
+      rv = field_text(now, {"metadata", "resourceVersion"});
     }
   }
   co_return false;
