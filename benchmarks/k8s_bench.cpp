@@ -37,6 +37,7 @@
 #include <rex/deployment/kubernetes_deployment.hpp>
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
+#include <rex/kubernetes/object_fields.hpp>
 #include <rex/kubernetes/pod_spec.hpp>
 #include <rex/kubernetes/pod_watch.hpp>
 #include <rex/pool/fan_out.hpp>
@@ -186,20 +187,17 @@ asio::awaitable<void> floor_job(Floor& floor, Side& side) {
   const auto t0 = Clock::now();
   const json::value created = co_await floor.api.call(
       "POST", fmt::format("/api/v1/namespaces/{}/pods", floor.ns), floor_pod(floor, name));
-  std::string rv = json::value_to<std::string>(created.at("metadata").at("resourceVersion"));
+  std::string rv = k8s::field_text(created, {"metadata", "resourceVersion"});
   std::string failed;
   auto running = [&](const json::object& pod, bool deleted) {
     if (deleted) {
       failed = "deleted";
       return true;
     }
-    const json::value* phase =
-        pod.contains("status") ? pod.at("status").as_object().if_contains("phase") : nullptr;
-    if (phase == nullptr || !phase->is_string())
-      return false;
-    if (phase->get_string() == "Failed" || phase->get_string() == "Succeeded")
-      failed = std::string(phase->get_string());
-    return phase->get_string() != "Pending";
+    const std::string phase = k8s::field_text(pod, {"status", "phase"});
+    if (phase == "Failed" || phase == "Succeeded")
+      failed = phase;
+    return !phase.empty() && phase != "Pending";
   };
   if (!co_await k8s::watch_pod(floor.api, floor.ns, name, rv, Clock::now() + kPodWait, running))
     throw std::runtime_error(fmt::format("floor pod {} was not Running after 3 minutes", name));
@@ -213,7 +211,7 @@ asio::awaitable<void> floor_job(Floor& floor, Side& side) {
   co_await floor.api.call("DELETE", path, std::move(now));
   try {
     const json::value left = co_await floor.api.call("GET", path);
-    rv = json::value_to<std::string>(left.at("metadata").at("resourceVersion"));
+    rv = k8s::field_text(left, {"metadata", "resourceVersion"});
     auto gone = [](const json::object&, bool deleted) { return deleted; };
     if (!co_await k8s::watch_pod(floor.api, floor.ns, name, rv, Clock::now() + kPodWait, gone))
       throw std::runtime_error(fmt::format("floor pod {} was not gone after 3 minutes", name));

@@ -362,10 +362,11 @@ asio::awaitable<std::optional<std::string>> KubernetesDeployment::Impl::why_lost
                                       : nullptr;
   if (conditions != nullptr && conditions->is_array()) {
     for (const auto& c : conditions->get_array()) {
-      if (k8s::field_text(c, {"type"}) == "Ready" && k8s::field_text(c, {"status"}) == "Unknown")
-        co_return fmt::format(
-            "its node {} stopped reporting ({})", st.node,
-            k8s::field_text(c, {"reason"}).empty() ? "NodeLost" : k8s::field_text(c, {"reason"}));
+      if (k8s::field_text(c, {"type"}) != "Ready" || k8s::field_text(c, {"status"}) != "Unknown")
+        continue;
+      const std::string reason = k8s::field_text(c, {"reason"});
+      co_return fmt::format("its node {} stopped reporting ({})", st.node,
+                            reason.empty() ? "NodeLost" : reason);
     }
   }
   co_return std::nullopt;

@@ -4,6 +4,7 @@
 #include <boost/json/value.hpp>
 
 #include <array>
+#include <optional>
 #include <string_view>
 
 namespace rex::detail {
@@ -95,6 +96,25 @@ const json::object* find_status(const json::object& status, std::string_view lis
   return nullptr;
 }
 
+// Init containers run in order: the first that has not succeeded is where the pod stands.
+struct InitContainer {
+  std::string name;
+  ContainerView view;
+};
+
+std::optional<InitContainer> first_unfinished_init(const json::object& status) {
+  if (const json::array* inits = array(status, "initContainerStatuses")) {
+    for (const auto& s : *inits) {
+      if (!s.is_object())
+        continue;
+      ContainerView v = view(s.get_object());
+      if (!v.succeeded)
+        return InitContainer{text(s.get_object(), "name"), std::move(v)};
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 PodState assess_pod(const json::object& pod) {
@@ -120,17 +140,10 @@ PodState assess_pod(const json::object& pod) {
     st.summary = with_message(phase == "Failed" ? "pod failed" : "pod ended", reason);
     st.summary = with_message(st.summary, text(*status, "message"));
     // With restartPolicy Never a failed init container fails the whole pod: it is the reason.
-    if (const json::array* inits = array(*status, "initContainerStatuses")) {
-      for (const auto& s : *inits) {
-        if (!s.is_object())
-          continue;
-        const ContainerView v = view(s.get_object());
-        if (v.terminated && !v.succeeded) {
-          st.ran_container = text(s.get_object(), "name");
-          st.summary += fmt::format("; init container {} {}", st.ran_container, v.phrase);
-          return st;
-        }
-      }
+    if (const auto init = first_unfinished_init(*status); init && init->view.terminated) {
+      st.ran_container = init->name;
+      st.summary += fmt::format("; init container {} {}", init->name, init->view.phrase);
+      return st;
     }
     if (const json::object* c = find_status(*status, "containerStatuses", kSandboxContainer)) {
       const ContainerView v = view(*c);
@@ -165,25 +178,17 @@ PodState assess_pod(const json::object& pod) {
     return st;
   }
 
-  // Init containers, in order: the first that has not succeeded is where the pod stands.
-  if (const json::array* inits = array(*status, "initContainerStatuses")) {
-    for (const auto& s : *inits) {
-      if (!s.is_object())
-        continue;
-      const ContainerView v = view(s.get_object());
-      if (v.succeeded)
-        continue;
-      const std::string name = text(s.get_object(), "name");
-      st.summary = fmt::format("scheduled on {}; init container {}: {}", st.node, name,
-                               v.phrase.empty() ? "pending" : v.phrase);
-      if (v.fatal || v.terminated) {
-        st.progress = PodProgress::ended;
-        st.summary = fmt::format("init container {} {}", name, v.phrase);
-        if (v.terminated)
-          st.ran_container = name;
-      }
-      return st;
+  if (const auto init = first_unfinished_init(*status)) {
+    const ContainerView& v = init->view;
+    st.summary = fmt::format("scheduled on {}; init container {}: {}", st.node, init->name,
+                             v.phrase.empty() ? "pending" : v.phrase);
+    if (v.fatal || v.terminated) {
+      st.progress = PodProgress::ended;
+      st.summary = fmt::format("init container {} {}", init->name, v.phrase);
+      if (v.terminated)
+        st.ran_container = init->name;
     }
+    return st;
   }
 
   if (const json::object* c = find_status(*status, "containerStatuses", kSandboxContainer)) {

@@ -1,8 +1,9 @@
 // The local cluster the tests labelled k8s run against (scripts/k8s.sh, started by
-// scripts/test.sh): where its admin kubeconfig and certificate authority are, and a client of it
-// as its admin.
+// scripts/test.sh): where its admin kubeconfig and certificate authority are, a client of it as
+// its admin, and the settings of a test sandbox on it.
 #pragma once
 
+#include <rex/deployment/config.hpp>
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
 
@@ -38,6 +39,19 @@ inline std::unique_ptr<kubernetes::ApiClient> admin_api(boost::asio::any_io_exec
   options.path = admin_kubeconfig();
   return std::make_unique<kubernetes::ApiClient>(std::move(executor),
                                                  kubernetes::load_cluster_access(options));
+}
+
+/// A sandbox of the bookworm test image on this cluster (imported into its containerd by the
+/// k8s.images test: nothing is pulled), labelled rex.test=`test_label`.
+inline KubernetesDeploymentConfig bookworm_pod(std::string test_label,
+                                               double startup_timeout = 60) {
+  KubernetesDeploymentConfig c;
+  c.kubeconfig = admin_kubeconfig();
+  c.image = "rex-test-bookworm:latest";
+  c.image_pull_policy = "Never";
+  c.startup_timeout = startup_timeout;
+  c.labels = {{"rex.test", std::move(test_label)}};
+  return c;
 }
 
 }  // namespace rex::test

@@ -17,13 +17,8 @@ namespace {
 using DeployedPod = DeployedRuntime<KubernetesDeployment>;
 
 KubernetesDeploymentConfig bookworm(std::string connect) {
-  KubernetesDeploymentConfig c;
-  c.kubeconfig = admin_kubeconfig();
-  c.image = "rex-test-bookworm:latest";
-  c.image_pull_policy = "Never";
-  c.startup_timeout = 60;
+  KubernetesDeploymentConfig c = bookworm_pod("conformance");
   c.connect = std::move(connect);
-  c.labels = {{"rex.test", "conformance"}};
   return c;
 }
 

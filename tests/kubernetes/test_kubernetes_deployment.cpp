@@ -34,16 +34,6 @@ using ::testing::HasSubstr;
 namespace json = boost::json;
 namespace k8s = rex::kubernetes;
 
-KubernetesDeploymentConfig bookworm() {
-  KubernetesDeploymentConfig c;
-  c.kubeconfig = admin_kubeconfig();
-  c.image = "rex-test-bookworm:latest";
-  c.image_pull_policy = "Never";  // imported into the cluster's containerd; nothing is pulled
-  c.startup_timeout = 60;
-  c.labels = {{"rex.test", "deployment"}};
-  return c;
-}
-
 class KubernetesDeploymentTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -98,7 +88,7 @@ class KubernetesDeploymentTest : public ::testing::Test {
 
 TEST_F(KubernetesDeploymentTest, StartsAPodRunsCommandsAndDeletesItOnStop) {
   std::vector<DeploymentStage> stages;
-  KubernetesDeployment d(io_.get_executor(), bookworm());
+  KubernetesDeployment d(io_.get_executor(), bookworm_pod("deployment"));
   d.add_hook([&](const DeploymentEvent& e) { stages.push_back(e.stage); });
   run_async(io_, d.start(), 120s);
   ASSERT_TRUE(d.started());
@@ -144,7 +134,7 @@ TEST_F(KubernetesDeploymentTest, StartsAPodRunsCommandsAndDeletesItOnStop) {
 }
 
 TEST_F(KubernetesDeploymentTest, ThroughTheApiServersPodProxyOutputStreamsAndFilesTravel) {
-  auto config = bookworm();
+  auto config = bookworm_pod("deployment");
   config.connect = "proxy";
   config.env = {{"REX_K8S_TEST", "from the pod's spec"}};
   KubernetesDeployment d(io_.get_executor(), config);
@@ -198,7 +188,7 @@ TEST_F(KubernetesDeploymentTest, ThroughTheApiServersPodProxyOutputStreamsAndFil
 }
 
 TEST_F(KubernetesDeploymentTest, AnImageThatIsNotThereFailsAtOnceNamingIt) {
-  auto config = bookworm();
+  auto config = bookworm_pod("deployment");
   config.image = "rex.local/no-such-image:1";
   const auto t0 = std::chrono::steady_clock::now();
   const std::string message = failed_start(config);
@@ -208,7 +198,7 @@ TEST_F(KubernetesDeploymentTest, AnImageThatIsNotThereFailsAtOnceNamingIt) {
 }
 
 TEST_F(KubernetesDeploymentTest, AnUnschedulablePodFailsAtTheTimeoutWithTheSchedulersMessage) {
-  auto config = bookworm();
+  auto config = bookworm_pod("deployment");
   config.node_selector = {{"rex.test/no-such-node", "true"}};
   config.startup_timeout = 4;
   const std::string message = failed_start(config);
@@ -218,7 +208,7 @@ TEST_F(KubernetesDeploymentTest, AnUnschedulablePodFailsAtTheTimeoutWithTheSched
 }
 
 TEST_F(KubernetesDeploymentTest, AnImageWithoutAShellFailsWithTheContainersReason) {
-  auto config = bookworm();
+  auto config = bookworm_pod("deployment");
   config.image = "rex.local/pause:3.10";  // /pause and nothing else
   const std::string message = failed_start(config);
   EXPECT_THAT(message, HasSubstr("container sandbox"));
@@ -228,7 +218,7 @@ TEST_F(KubernetesDeploymentTest, AnImageWithoutAShellFailsWithTheContainersReaso
 TEST_F(KubernetesDeploymentTest, AFailingInitContainerFailsAtOnceWithItsExitAndLog) {
   // Arrays are replaced whole by a merge patch: this init container stands for one that cannot
   // install the server (a server image of another architecture, a read-only volume, ...).
-  auto config = bookworm();
+  auto config = bookworm_pod("deployment");
   config.pod_overrides = json::parse(R"({"spec": {"initContainers": [{
       "name": "rex-server-install", "image": "rex.local/busybox:1.35",
       "imagePullPolicy": "Never",
@@ -243,7 +233,7 @@ TEST_F(KubernetesDeploymentTest, AFailingInitContainerFailsAtOnceWithItsExitAndL
 }
 
 TEST_F(KubernetesDeploymentTest, SettingsTheApiServerRefusesAreNamed) {
-  auto config = bookworm();
+  auto config = bookworm_pod("deployment");
   config.labels = {{"rex.test", "not a valid label value!"}};
   const std::string message = failed_start(config);
   EXPECT_THAT(message, HasSubstr("cannot create"));
@@ -251,13 +241,13 @@ TEST_F(KubernetesDeploymentTest, SettingsTheApiServerRefusesAreNamed) {
 }
 
 TEST_F(KubernetesDeploymentTest, BadSettingsAreRefusedBeforeAnythingIsCreated) {
-  auto config = bookworm();
+  auto config = bookworm_pod("deployment");
   config.pod_name = "Not_A_Name";
   EXPECT_THROW(KubernetesDeployment(io_.get_executor(), config), DeploymentConfigError);
-  config = bookworm();
+  config = bookworm_pod("deployment");
   config.connect = "sideways";
   EXPECT_THROW(KubernetesDeployment(io_.get_executor(), config), DeploymentConfigError);
-  config = bookworm();
+  config = bookworm_pod("deployment");
   config.kubeconfig = "/nonexistent/kubeconfig";
   KubernetesDeployment d(io_.get_executor(), config);
   try {
@@ -271,7 +261,7 @@ TEST_F(KubernetesDeploymentTest, BadSettingsAreRefusedBeforeAnythingIsCreated) {
 TEST_F(KubernetesDeploymentTest, APodDeletedWhileInUseIsReportedAsDeleted) {
   // Through the proxy: the API server answers for a deleted pod at once (at the pod's address
   // its containers may still answer until the kubelet has stopped them).
-  auto config = bookworm();
+  auto config = bookworm_pod("deployment");
   config.connect = "proxy";
   KubernetesDeployment d(io_.get_executor(), config);
   run_async(io_, d.start(), 120s);
@@ -303,7 +293,7 @@ TEST_F(KubernetesDeploymentTest, APodDeletedWhileInUseIsReportedAsDeleted) {
 }
 
 TEST_F(KubernetesDeploymentTest, APodPastItsDeadlineIsReportedWithTheReason) {
-  auto config = bookworm();
+  auto config = bookworm_pod("deployment");
   config.max_lifetime = 3;
   config.connect = "proxy";
   KubernetesDeployment d(io_.get_executor(), config);
@@ -376,7 +366,7 @@ TEST_F(KubernetesDeploymentTest, TheDocumentedRoleIsEnough) {
                   "contexts: [{{name: c, context: {{cluster: k, user: u, namespace: {}}}}}]\n",
                   api_->access().server, cluster_pki_dir(),
                   token.substr(0, token.find_last_not_of("\n") + 1), ns));
-  auto config = bookworm();
+  auto config = bookworm_pod("deployment");
   config.kubeconfig = kubeconfig;
   config.connect = "proxy";
   KubernetesDeployment d(io_.get_executor(), config);
@@ -439,7 +429,7 @@ TEST_F(KubernetesDeploymentTest, GcDeletesThePodOfAKilledHarness) {
   ASSERT_FALSE(pod.empty()) << "the harness did not start its pod";
 
   // A live deployment of this process stays.
-  KubernetesDeployment mine(io_.get_executor(), bookworm());
+  KubernetesDeployment mine(io_.get_executor(), bookworm_pod("deployment"));
   run_async(io_, mine.start(), 120s);
 
   const auto [gc_status, text] = command_output(rex + " gc --kubernetes --namespace default");

@@ -41,16 +41,6 @@ namespace k8s = rex::kubernetes;
 // The containerd of the local cluster (scripts/k8s.sh: REX_K8S_RUN).
 constexpr const char* kContainerdSocket = "/run/rex-k8s/containerd.sock";
 
-KubernetesDeploymentConfig bookworm(const std::string& test_label) {
-  KubernetesDeploymentConfig c;
-  c.kubeconfig = admin_kubeconfig();
-  c.image = "rex-test-bookworm:latest";
-  c.image_pull_policy = "Never";
-  c.startup_timeout = 90;
-  c.labels = {{"rex.test", test_label}};
-  return c;
-}
-
 class KubernetesPoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -92,7 +82,7 @@ class KubernetesPoolTest : public ::testing::Test {
       std::vector<std::string> reasons) {
     auto executor = co_await asio::this_coro::executor;
     SandboxPoolConfig config;
-    config.deployment = bookworm(label);
+    config.deployment = bookworm_pod(label, 90);
     config.max_sandboxes = 2;
     SandboxPool pool(executor, config);
 
