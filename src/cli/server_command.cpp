@@ -2,6 +2,7 @@
 
 #include <rex/core/timeout.hpp>
 #include <rex/runtime/local_runtime.hpp>
+#include <rex/server/lifetime.hpp>
 #include <rex/session/teardown.hpp>
 #include <rex/version.hpp>
 
@@ -117,12 +118,6 @@ asio::awaitable<void> watch_signals(asio::signal_set& signals, Shutdown& s, asio
   (void)again;
 }
 
-asio::awaitable<void> watch_lifetime(asio::steady_timer& timer, Shutdown& s, double seconds) {
-  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  if (!ec)
-    co_await shut_down(s, fmt::format("maximum lifetime of {} s reached", seconds));
-}
-
 // A container started without an init makes rex-server its PID 1. Every process whose parent
 // ends (the background jobs of a closed session) is then reparented to PID 1, and only PID 1
 // can reap it. So PID 1 stays behind as a minimal init: it forks, the child serves, and PID 1
@@ -174,7 +169,11 @@ int run_server(const ServerOptions& options) {
 
   asio::io_context io(1);
   LocalRuntime runtime(io.get_executor());
-  server::Server server(io.get_executor(), runtime, options.server);
+  std::optional<Shutdown> shutdown;
+  server::Lifetime lifetime(io.get_executor(), [&shutdown](std::string reason) {
+    return shut_down(*shutdown, std::move(reason));
+  });
+  server::Server server(io.get_executor(), runtime, options.server, &lifetime);
   try {
     server.listen();
   } catch (const std::exception& e) {
@@ -190,15 +189,17 @@ int run_server(const ServerOptions& options) {
   }
   // Signals are caught before the address is announced: whoever starts the server may stop it
   // as soon as it has read that line.
-  Shutdown shutdown{server, runtime};
+  shutdown.emplace(Shutdown{server, runtime});
   asio::signal_set signals(io, SIGINT, SIGTERM);
-  asio::co_spawn(io, watch_signals(signals, shutdown, io), asio::detached);
+  asio::co_spawn(io, watch_signals(signals, *shutdown, io), asio::detached);
   spdlog::info("rex-server: sessions end by {}", rex::describe_session_teardown());
   spdlog::info("rex-server {} listening on {}", rex::version(), server.url());
-  asio::steady_timer lifetime(io);
-  if (options.max_lifetime > 0) {
-    lifetime.expires_after(rex::duration_from_seconds(options.max_lifetime));
-    asio::co_spawn(io, watch_lifetime(lifetime, shutdown, options.max_lifetime), asio::detached);
+  // A later POST /lifetime replaces this deadline (a server started ahead of its use).
+  try {
+    lifetime.set(options.max_lifetime);
+  } catch (const std::exception& e) {
+    std::cerr << "rex-server: --max-lifetime: " << e.what() << '\n';
+    return 2;
   }
 
   std::exception_ptr failure;

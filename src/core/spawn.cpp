@@ -52,6 +52,7 @@ struct ChildPlan {
   const char* cwd = nullptr;
   int fds[3] = {-1, -1, -1};
   bool new_process_group = false;
+  bool new_session = false;
   int cgroup_procs_fd = -1;
   // Written by the child when a step fails; read by the parent once the child has gone.
   volatile int failed = 0;
@@ -115,7 +116,8 @@ int child_main(void* arg) {
     if (fd > 2)
       sys(SYS_close, fd);
   } else {
-    if (plan.new_process_group && sys(SYS_setpgid, 0, 0) < 0)
+    if (plan.new_session ? sys(SYS_setsid) < 0
+                         : plan.new_process_group && sys(SYS_setpgid, 0, 0) < 0)
       child_fail(plan, Step::session);
     for (int target = 0; target < 3; ++target) {
       int fd = plan.fds[target];
@@ -292,6 +294,7 @@ SpawnedChild spawn_process(const SpawnOptions& options) {
   plan.fds[1] = options.stdout_fd;
   plan.fds[2] = options.stderr_fd;
   plan.new_process_group = options.new_process_group;
+  plan.new_session = options.new_session;
   plan.cgroup_procs_fd = options.cgroup_procs_fd;
   ChildStack stack;
 

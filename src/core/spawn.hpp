@@ -22,6 +22,9 @@ struct SpawnOptions {
   int stdout_fd = -1;
   int stderr_fd = -1;
   bool new_process_group = false;  // the child leads a process group of its own
+  // The child leads a session (and a process group) of its own, with no controlling terminal:
+  // what happens to our terminal and our process group does not reach it.
+  bool new_session = false;
   // Start a new session and open this terminal (a pty slave path) as its controlling terminal
   // and as fds 0, 1 and 2 (the std*_fd fields are then ignored).
   std::optional<std::string> controlling_tty;

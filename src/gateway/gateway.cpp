@@ -232,7 +232,8 @@ std::shared_ptr<Live> Gateway::Impl::live_of(Entry& e) {
     live->runtime = std::make_unique<RemoteRuntime>(ex, rc);
     const std::string scratch =
         e.rec.scratch_dir.empty() ? "/tmp/rex-notebook-" + e.rec.id : e.rec.scratch_dir;
-    live->notebook = std::make_unique<Notebook>(ex, *live->runtime, scratch, e.rec.working_dir);
+    live->notebook =
+        std::make_unique<Notebook>(ex, *live->runtime, scratch, e.rec.working_dir, e.shell_started);
     e.live = std::move(live);
   }
   return e.live;
@@ -259,18 +260,23 @@ asio::awaitable<void> Gateway::Impl::persist_activity(std::string id) {
 }
 
 void Gateway::Impl::append_log(const SessionRecord& rec, const Caller& who, json::object line) {
+  append_log(rec.id, who, std::move(line));
+}
+
+void Gateway::Impl::append_log(const std::string& session_id, const Caller& who,
+                               json::object line) {
   line.emplace("time", iso_time(unix_now()));
   line.emplace("request_id", who.request_id);
   line.emplace("actor", who.actor);
   std::string text = json::serialize(line);
   text.push_back('\n');
   // A ready session keeps its log open (with its connection); others open it for the line.
-  const auto it = sessions.find(rec.id);
+  const auto it = sessions.find(session_id);
   Live* live = it != sessions.end() ? it->second.live.get() : nullptr;
   detail::UniqueFd once;
   detail::UniqueFd& file = live != nullptr ? live->transcript : once;
   if (file.get() < 0) {
-    const auto path = log_path(rec.id);
+    const auto path = log_path(session_id);
     file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
     if (file.get() < 0) {
       spdlog::error("gateway: cannot open {}: {}", path.string(), std::strerror(errno));
@@ -502,6 +508,7 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
     std::vector<SandboxListing> listing;
     std::string failure;
     try {
+      co_await p->tend_spares();
       listing = co_await p->list();
     } catch (const std::exception& x) {
       failure = x.what();
@@ -537,11 +544,25 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
     for (const auto& s : listing) {
       const auto it = sessions.find(s.session_id);
       const bool owned = it != sessions.end() && it->second.rec.active();
-      if (owned || now - s.created_at < cfg.orphan_grace)
+      if (owned || (!s.spare && now - s.created_at < cfg.orphan_grace))
         continue;
       spdlog::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
       co_await p->destroy(s.sandbox_id);
     }
+  }
+}
+
+void Gateway::Impl::keep_spares() {
+  for (const Environment* env : registry.environments()) {
+    if (env->spares == 0)
+      continue;
+    Provider* p = provider(env->provider);
+    if (p == nullptr)
+      continue;
+    SandboxSpec spec;
+    spec.environment = *env;
+    spec.env = env->env;
+    p->keep_spares(std::move(spec), env->spares);
   }
 }
 
@@ -622,6 +643,12 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
       }
     }
     for (const auto& s : listing) {
+      if (s.spare) {
+        // An earlier run's spare: nobody's, removed without holding up the start.
+        asio::co_spawn(ex, p->destroy(s.sandbox_id),
+                       log_failure("removing spare sandbox " + s.sandbox_id));
+        continue;
+      }
       const auto it = sessions.find(s.session_id);
       if (it != sessions.end() && it->second.rec.active())
         continue;
@@ -701,9 +728,13 @@ asio::awaitable<void> Gateway::run() {
     co_await served->wait();
     std::rethrow_exception(failure);
   }
-  if (!self->stopping)
+  if (!self->stopping) {
     asio::co_spawn(self->ex, self->sweep_loop(), log_failure("the sweeper"));
+    self->keep_spares();
+  }
   co_await served->wait();
+  for (auto& [name, p] : self->providers)
+    co_await p->drop_spares();
   if (*serve_failure)
     std::rethrow_exception(*serve_failure);
 }

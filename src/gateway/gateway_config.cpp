@@ -873,6 +873,12 @@ Environment parse_environment(std::string_view yaml_text, std::string_view sourc
     env.max_lifetime = read_number(*f, "a number of seconds", Bound::non_negative);
   if (auto f = fields.take("collect"))
     env.collect = read_strings(*f, true);
+  if (auto f = fields.take("spares")) {
+    const std::uint64_t n = read_whole(*f, "a whole number of sandboxes");
+    if (n > kMaxSpares)
+      f->fail(fmt::format("at most {} sandboxes may be kept ahead of time, got {}", kMaxSpares, n));
+    env.spares = static_cast<std::size_t>(n);
+  }
   fields.finish();
   return env;
 }

@@ -56,6 +56,7 @@ struct Entry {
   std::string body_hash;          // of the create request (idempotency)
   std::string create_error;       // a failed create's message, for repeats of it
   bool stopping_now = false;      // finish_stop() is running for it
+  bool shell_started = false;     // the provider started the notebook's shell (a spare)
 };
 
 /// A client of /api/events: the events committed since it subscribed.
@@ -126,6 +127,8 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   asio::awaitable<void> reconcile();
   asio::awaitable<void> sweep_loop();
   asio::awaitable<void> check_drift();
+  // Asks each provider to keep the spares the environments name (after reconcile).
+  void keep_spares();
   /// Ends a session: collects its artifacts, destroys its sandbox, records why.
   asio::awaitable<void> destroy(std::string id, std::string reason, Caller who);
   /// The rest of a `stopping` session's end (also after a restart or a failed destroy).
@@ -140,6 +143,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   fs::path log_path(const std::string& id) const { return storage / "logs" / (id + ".jsonl"); }
   fs::path artifact_path(const std::string& sha256) const { return storage / "artifacts" / sha256; }
   void append_log(const SessionRecord& rec, const Caller& who, boost::json::object line);
+  void append_log(const std::string& session_id, const Caller& who, boost::json::object line);
   /// Copies files or directories out of a session's sandbox into the artifact store.
   asio::awaitable<std::vector<StoredArtifact>> save_artifacts(Entry& e,
                                                               std::vector<std::string> paths,

@@ -450,6 +450,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     rec.working_dir = address.working_dir;
     rec.scratch_dir = address.scratch_dir;
     rec.headers = address.headers;
+    e.shell_started = address.shell_started;
   } catch (const std::exception& x) {
     failure = x.what();
   }
@@ -1001,13 +1002,33 @@ ProxyTarget proxy_target(Gateway::Impl& s, const Caller& who, const Request& r,
   return ProxyTarget{std::move(live), route, e.rec};
 }
 
+// The JSON calls go to the sandbox's server as they came and come back as it answered (its
+// 422 and 511 answers are the protocol's own): nothing is decoded into the protocol's types and
+// encoded again. Only a sandbox that cannot be reached is answered here, as a 511 like the
+// server's.
 asio::awaitable<Answer> proxy_json(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint,
                                    Caller who, Request r) {
-  const ProxyTarget target = proxy_target(*s, who, r, endpoint);
+  Entry& e = s->ready_session(who, r.param("id"));
+  s->touch(e);
+  const std::shared_ptr<Live> live = s->live_of(e);
+  const std::string session_id = e.rec.id;  // `e` may be gone after the call
   json::value request_log = body_for_log(r.body);
-  const auto& handler = std::get<server::JsonRoute>(target.route->handler);
-  Answer answer = co_await handler(std::move(r));
-  s->append_log(target.rec, who,
+  const json::value* parsed = request_log.is_string() ? nullptr : &request_log;
+  const char* method = endpoint.method == bhttp::verb::get ? "GET" : "POST";
+  Answer answer;
+  std::exception_ptr failure;
+  try {
+    http::ClientResponse got = co_await live->runtime->forward(
+        method, endpoint.path, std::move(r.body), parsed, who.request_id);
+    answer.status = got.status;
+    answer.content_type = std::string(got.header("Content-Type").value_or("application/json"));
+    answer.body = std::move(got.body);
+  } catch (const std::exception&) {
+    failure = std::current_exception();
+  }
+  if (failure)
+    answer = server::swerex_error_answer(failure);
+  s->append_log(session_id, who,
                 json::object{{"call", "swerex" + endpoint.path},
                              {"request", std::move(request_log)},
                              {"status", answer.status},

@@ -6,11 +6,18 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
+#include "core/offload.hpp"
 #include "core/spawn.hpp"
+#include "core/unique_fd.hpp"
+#include "gateway/notebook.hpp"
 #include "gateway/session_record.hpp"
 
 #include <fcntl.h>
@@ -24,7 +31,11 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <deque>
 #include <fstream>
+#include <map>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <system_error>
 #include <vector>
@@ -91,9 +102,10 @@ bool our_process(pid_t pid, const std::string& marker) {
 
 struct SandboxFile {
   std::string gateway_id;
-  std::string session_id;
+  std::string session_id;  // empty for a spare not handed out
   double created_at = 0;
   pid_t pid = 0;
+  bool spare = false;  // started ahead of time, for whichever session comes
 };
 
 std::optional<SandboxFile> read_sandbox_file(const fs::path& dir) {
@@ -108,6 +120,8 @@ std::optional<SandboxFile> read_sandbox_file(const fs::path& dir) {
     f.session_id = json::value_to<std::string>(o.at("session_id"));
     f.created_at = o.at("created_at").to_number<double>();
     f.pid = static_cast<pid_t>(o.at("pid").to_number<std::int64_t>());
+    if (const auto* spare = o.if_contains("spare"))
+      f.spare = spare->is_bool() && spare->get_bool();
   } catch (const std::exception&) {
     return std::nullopt;
   }
@@ -118,7 +132,8 @@ void write_sandbox_file(const fs::path& dir, const SandboxFile& f) {
   const json::object o{{"gateway_id", f.gateway_id},
                        {"session_id", f.session_id},
                        {"created_at", f.created_at},
-                       {"pid", f.pid}};
+                       {"pid", f.pid},
+                       {"spare", f.spare}};
   const fs::path temp = dir / "sandbox.json.new";
   {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
@@ -130,96 +145,40 @@ void write_sandbox_file(const fs::path& dir, const SandboxFile& f) {
   fs::rename(temp, dir / "sandbox.json");
 }
 
-// Starts the server as a grandchild in a session of its own, so that it is not the gateway's
-// child (nothing for the gateway to reap) and lives on when the gateway dies. Everything the
-// child needs is prepared before fork: after it only async-signal-safe calls run.
-pid_t start_detached(const std::vector<std::string>& args, const std::vector<std::string>& env,
-                     const std::string& cwd, const std::string& log) {
-  std::vector<char*> argv;
-  for (const auto& a : args)
-    argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (const auto& e : env)
-    envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
+// Starts the server in a session and process group of its own, with its output in `log`. It
+// is a child of the gateway (reaped by reap_when_done) but belongs to no terminal or group of
+// the gateway's, so it lives on when the gateway dies. A vfork-style spawn: the gateway's
+// memory is not copied, and every step up to exec is checked.
+detail::SpawnedChild start_server(const std::vector<std::string>& args,
+                                  const std::vector<std::string>& env, const std::string& cwd,
+                                  const std::string& log) {
+  detail::UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (out.get() < 0)
+    throw ProviderError(fmt::format("cannot open {}: {}", log, std::strerror(errno)));
+  detail::SpawnOptions options;
+  options.argv = args;
+  options.env = env;
+  options.cwd = cwd;
+  options.stdout_fd = out.get();
+  options.stderr_fd = out.get();
+  options.new_session = true;
+  try {
+    return detail::spawn_process(options);
+  } catch (const std::exception& e) {
+    throw ProviderError(fmt::format("cannot start the sandbox's server: {}", e.what()));
+  }
+}
 
-  // `report` carries the server's pid from the middle process; `exec_done` ends (close-on-exec)
-  // when the server has exec'd, or carries the errno of a failed exec.
-  int report[2];
-  int exec_done[2];
-  if (::pipe2(report, O_CLOEXEC) != 0)
-    throw ProviderError(fmt::format("pipe: {}", std::strerror(errno)));
-  if (::pipe2(exec_done, O_CLOEXEC) != 0) {
-    const int err = errno;
-    ::close(report[0]);
-    ::close(report[1]);
-    throw ProviderError(fmt::format("pipe: {}", std::strerror(err)));
-  }
-  const pid_t child = ::fork();
-  if (child < 0) {
-    const int err = errno;
-    for (const int fd : {report[0], report[1], exec_done[0], exec_done[1]})
-      ::close(fd);
-    throw ProviderError(fmt::format("fork: {}", std::strerror(err)));
-  }
-  if (child == 0) {
-    ::setsid();
-    const pid_t server = ::fork();
-    if (server != 0) {
-      // The middle process reports the server's pid (or -1) and leaves at once.
-      const pid_t value = server > 0 ? server : -1;
-      [[maybe_unused]] const auto n = ::write(report[1], &value, sizeof value);
-      ::_exit(0);
+// Waits (without blocking) for a server started here to end, and reaps it.
+asio::awaitable<void> reap_when_done(pid_t pid, int pidfd) {
+  asio::posix::stream_descriptor exited(co_await asio::this_coro::executor, pidfd);
+  auto [ec] = co_await exited.async_wait(asio::posix::stream_descriptor::wait_read,
+                                         asio::as_tuple(asio::use_awaitable));
+  if (!ec) {
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) < 0 && errno == EINTR) {
     }
-    ::setpgid(0, 0);  // a process group of its own, named by its pid
-    sigset_t none;
-    sigemptyset(&none);
-    ::sigprocmask(SIG_SETMASK, &none, nullptr);
-    ::signal(SIGPIPE, SIG_DFL);
-    const int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    const int in = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (out < 0 || in < 0 || ::chdir(cwd.c_str()) != 0)
-      ::_exit(126);
-    ::dup2(in, 0);
-    ::dup2(out, 1);
-    ::dup2(out, 2);
-    // Nothing of the gateway's (its listener, connections, database) goes into the sandbox:
-    // descriptors Asio opened are not all close-on-exec.
-    // exec_done's write end stays until exec closes it.
-    const auto keep = static_cast<unsigned>(exec_done[1]);
-    if (keep > 3)
-      ::close_range(3, keep - 1, 0);
-    ::close_range(keep + 1, ~0U, 0);
-    ::execve(argv[0], argv.data(), envp.data());
-    const int err = errno;  // exec failed: the parent learns why
-    [[maybe_unused]] const auto w = ::write(exec_done[1], &err, sizeof err);
-    ::_exit(127);
   }
-  ::close(report[1]);
-  ::close(exec_done[1]);
-  pid_t server = -1;
-  ssize_t n;
-  do {
-    n = ::read(report[0], &server, sizeof server);
-  } while (n < 0 && errno == EINTR);
-  // The pipe ends (close-on-exec) when the server has exec'd; before that its /proc entry is
-  // still the gateway's copy. An errno arrives instead when exec failed.
-  int exec_error = 0;
-  ssize_t m;
-  do {
-    m = ::read(exec_done[0], &exec_error, sizeof exec_error);
-  } while (m < 0 && errno == EINTR);
-  ::close(report[0]);
-  ::close(exec_done[0]);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (n != static_cast<ssize_t>(sizeof server) || server <= 0)
-    throw ProviderError("could not start the sandbox's server process (fork failed)");
-  if (m == static_cast<ssize_t>(sizeof exec_error))
-    throw ProviderError(fmt::format("cannot run {}: {}", args.front(), std::strerror(exec_error)));
-  return server;
 }
 
 // A failure as a ProviderError (which it may already be).
@@ -239,11 +198,45 @@ asio::awaitable<void> pause(std::chrono::microseconds d) {
   co_await timer.async_wait(asio::use_awaitable);
 }
 
+// A spare's own deadline: one left behind by a gateway that never comes back ends by itself.
+// tend_spares() replaces spares well before it.
+constexpr double kSpareLifetime = 3600;
+constexpr double kSpareRetireAge = 3000;
+constexpr auto kRefillDelay = 10ms;
+
+// What makes two specs' sandboxes interchangeable.
+std::string spare_key(const SandboxSpec& spec) {
+  std::string key = spec.environment.name + '\n' + spec.environment.working_dir;
+  for (const auto& [k, v] : spec.env)
+    key += '\n' + k + '=' + v;
+  return key;
+}
+
 }  // namespace
 
 struct LocalProvider::Impl {
+  Impl(asio::any_io_executor executor, LocalProviderConfig config)
+      : ex(std::move(executor)), cfg(std::move(config)) {}
+
   asio::any_io_executor ex;
   LocalProviderConfig cfg;
+
+  struct Spare {
+    SandboxAddress address;
+    pid_t pid = 0;
+    double created_at = 0;
+  };
+  struct Pool {
+    SandboxSpec spec;
+    std::size_t count = 0;
+    std::deque<Spare> ready;
+    bool filling = false;
+  };
+  std::map<std::string, Pool> pools;  // by spare_key
+  std::set<std::string> held;         // spares ready or starting: not in list()
+  std::size_t fills_running = 0;
+  bool dropping = false;
+  asio::thread_pool starter{2};  // starts servers (spawn, exec) off the io_context
 
   fs::path dir_of(const std::string& id) const { return cfg.root / id; }
   std::string socket_of(const std::string& id) const { return (dir_of(id) / kSocketName).string(); }
@@ -272,10 +265,21 @@ struct LocalProvider::Impl {
     if (ec)
       throw ProviderError(fmt::format("cannot remove {}: {}", dir.string(), ec.message()));
   }
+
+  // Starts a sandbox's server in its own directory and waits until it answers. A failure
+  // leaves nothing behind.
+  asio::awaitable<SandboxAddress> start_sandbox(const std::string& id, const SandboxSpec& spec,
+                                                double max_lifetime, bool spare, pid_t* pid_out);
+  // Hands a ready spare of `spec`'s kind to spec.session_id; nullopt when there is none.
+  asio::awaitable<std::optional<SandboxAddress>> take_spare(const SandboxSpec& spec);
+  // Starts spares until the pool is full (one at a time), unless it is filling already.
+  void refill(const std::string& key);
+  asio::awaitable<void> fill(std::string key);
+  asio::awaitable<void> destroy_spare(std::string id);
 };
 
 LocalProvider::LocalProvider(asio::any_io_executor executor, LocalProviderConfig config)
-    : impl_(std::make_unique<Impl>(Impl{std::move(executor), std::move(config)})) {
+    : impl_(std::make_unique<Impl>(std::move(executor), std::move(config))) {
   std::error_code ec;
   fs::create_directories(impl_->cfg.root, ec);
   if (ec)
@@ -296,11 +300,11 @@ LocalProvider::LocalProvider(asio::any_io_executor executor, LocalProviderConfig
 
 LocalProvider::~LocalProvider() = default;
 
-asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
-  Impl& s = *impl_;
-  const std::string& id = spec.session_id;
-  if (!valid_sandbox_id(id))
-    throw ProviderError(fmt::format("invalid sandbox id {:?}", id));
+asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::string& id,
+                                                                   const SandboxSpec& spec,
+                                                                   double max_lifetime, bool spare,
+                                                                   pid_t* pid_out) {
+  Impl& s = *this;
   const fs::path dir = s.dir_of(id);
   std::error_code ec;
   if (!fs::create_directory(dir, ec))
@@ -324,9 +328,9 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
     for (const char* a : {"--unix-socket", socket.c_str(), "--auth-token", address.token.c_str(),
                           "--log-level", "warn"})
       args.emplace_back(a);
-    if (spec.max_lifetime > 0) {
+    if (max_lifetime > 0) {
       args.emplace_back("--max-lifetime");
-      args.push_back(fmt::format("{}", spec.max_lifetime));
+      args.push_back(fmt::format("{}", max_lifetime));
     }
     std::map<std::string, std::string> env_map = detail::current_environment();
     for (const auto& [k, v] : spec.env)
@@ -334,10 +338,18 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
     env_map["REX_SANDBOX"] = id;
     const std::vector<std::string> env = detail::environment_entries(env_map);
 
-    SandboxFile file{s.cfg.gateway_id, id, unix_now(), 0};
+    SandboxFile file{s.cfg.gateway_id, spare ? std::string() : id, unix_now(), 0, spare};
     write_sandbox_file(dir, file);  // before the process: a crash between leaves a record
-    file.pid = start_detached(args, env, work.string(), (dir / "server.log").string());
+    // The wait for exec (a millisecond or so) is not the io_context's.
+    auto start = [&args, &env, &work, &dir] {
+      return start_server(args, env, work.string(), (dir / "server.log").string());
+    };
+    const detail::SpawnedChild child = co_await detail::offload(s.starter, s.ex, std::move(start));
+    file.pid = child.pid;
+    asio::co_spawn(s.ex, reap_when_done(child.pid, child.pidfd), asio::detached);
     write_sandbox_file(dir, file);
+    if (pid_out != nullptr)
+      *pid_out = file.pid;
 
     RemoteRuntimeConfig rc;
     rc.url = address.url;
@@ -378,6 +390,15 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
   co_return address;
 }
 
+asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
+  Impl& s = *impl_;
+  if (!valid_sandbox_id(spec.session_id))
+    throw ProviderError(fmt::format("invalid sandbox id {:?}", spec.session_id));
+  if (auto spare = co_await s.take_spare(spec))
+    co_return std::move(*spare);
+  co_return co_await s.start_sandbox(spec.session_id, spec, spec.max_lifetime, false, nullptr);
+}
+
 asio::awaitable<void> LocalProvider::destroy(std::string sandbox_id) {
   Impl& s = *impl_;
   if (!valid_sandbox_id(sandbox_id))
@@ -387,6 +408,160 @@ asio::awaitable<void> LocalProvider::destroy(std::string sandbox_id) {
     co_return;
   co_await s.end_server(dir, s.socket_of(sandbox_id));
   s.remove_dir(dir);
+}
+
+// --- spares ----------------------------------------------------------------------------------
+
+asio::awaitable<std::optional<SandboxAddress>> LocalProvider::Impl::take_spare(
+    const SandboxSpec& spec) {
+  const std::string key = spare_key(spec);
+  const auto it = pools.find(key);
+  if (it == pools.end())
+    co_return std::nullopt;
+  std::optional<SandboxAddress> taken;
+  while (!taken && !it->second.ready.empty()) {
+    Spare spare = std::move(it->second.ready.front());
+    it->second.ready.pop_front();
+    const std::string id = spare.address.sandbox_id;
+    const fs::path dir = dir_of(id);
+    std::string failure;
+    try {
+      if (!our_process(spare.pid, socket_of(id)))
+        throw ProviderError("its server has ended");
+      // From here the sandbox is the session's: list() reports it under the session's id.
+      write_sandbox_file(
+          dir, SandboxFile{cfg.gateway_id, spec.session_id, spare.created_at, spare.pid, false});
+      held.erase(id);
+      RemoteRuntimeConfig rc;
+      rc.url = spare.address.url;
+      rc.auth_token = spare.address.token;
+      rc.request_timeout = 5s;
+      RemoteRuntime runtime(ex, rc);
+      co_await runtime.set_max_lifetime(spec.max_lifetime);
+      taken = std::move(spare.address);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty()) {
+      spdlog::warn("gateway: spare sandbox {} cannot be handed out: {}", id, failure);
+      co_await destroy_spare(id);
+    }
+  }
+  refill(key);
+  co_return taken;
+}
+
+void LocalProvider::Impl::refill(const std::string& key) {
+  const auto it = pools.find(key);
+  if (dropping || it == pools.end() || it->second.filling ||
+      it->second.ready.size() >= it->second.count)
+    return;
+  it->second.filling = true;
+  ++fills_running;
+  asio::co_spawn(ex, fill(key), [this, key](std::exception_ptr failure) {
+    --fills_running;
+    if (const auto p = pools.find(key); p != pools.end())
+      p->second.filling = false;
+    if (failure) {
+      try {
+        std::rethrow_exception(failure);
+      } catch (const std::exception& e) {
+        spdlog::warn("gateway: cannot start spare sandboxes ({}); trying again later", e.what());
+      }
+    }
+  });
+}
+
+asio::awaitable<void> LocalProvider::Impl::fill(std::string key) {
+  // The create that took a spare answers first: its sandbox's start is not slowed by this one.
+  co_await pause(kRefillDelay);
+  while (!dropping) {
+    Pool& pool = pools.at(key);
+    if (pool.ready.size() >= pool.count)
+      break;
+    const std::string id = "w" + random_hex(8);
+    held.insert(id);
+    Spare spare;
+    spare.created_at = unix_now();
+    std::exception_ptr failure;
+    try {
+      spare.address = co_await start_sandbox(id, pool.spec, kSpareLifetime, true, &spare.pid);
+      RemoteRuntimeConfig rc;
+      rc.url = spare.address.url;
+      rc.auth_token = spare.address.token;
+      RemoteRuntime runtime(ex, rc);
+      co_await start_notebook_shell(runtime, spare.address.working_dir);
+      spare.address.shell_started = true;
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (failure || dropping) {
+      co_await destroy_spare(id);
+      if (failure)
+        std::rethrow_exception(failure);
+      break;
+    }
+    pools.at(key).ready.push_back(std::move(spare));
+  }
+}
+
+asio::awaitable<void> LocalProvider::Impl::destroy_spare(std::string id) {
+  held.erase(id);
+  const fs::path dir = dir_of(id);
+  try {
+    co_await end_server(dir, socket_of(id));
+    remove_dir(dir);
+  } catch (const std::exception& e) {
+    spdlog::error("gateway: cannot remove spare sandbox {}: {}", id, e.what());
+  }
+}
+
+void LocalProvider::keep_spares(SandboxSpec spec, std::size_t count) {
+  Impl& s = *impl_;
+  spec.session_id.clear();
+  spec.max_lifetime = 0;
+  const std::string key = spare_key(spec);
+  Impl::Pool& pool = s.pools[key];
+  pool.spec = std::move(spec);
+  pool.count = std::min(count, kMaxSpares);
+  s.refill(key);
+}
+
+asio::awaitable<void> LocalProvider::tend_spares() {
+  Impl& s = *impl_;
+  const double now = unix_now();
+  for (auto& [key, pool] : s.pools) {
+    // Spares that ended, or near their own deadline, make way for new ones.
+    std::vector<std::string> gone;
+    std::erase_if(pool.ready, [&](const Impl::Spare& spare) {
+      const std::string& id = spare.address.sandbox_id;
+      const bool stale =
+          now - spare.created_at > kSpareRetireAge || !our_process(spare.pid, s.socket_of(id));
+      if (stale)
+        gone.push_back(id);
+      return stale;
+    });
+    for (auto& id : gone)
+      co_await s.destroy_spare(std::move(id));
+  }
+  for (const auto& [key, pool] : s.pools)
+    s.refill(key);
+}
+
+asio::awaitable<void> LocalProvider::drop_spares() {
+  Impl& s = *impl_;
+  s.dropping = true;
+  for (auto& [key, pool] : s.pools) {
+    while (!pool.ready.empty()) {
+      const std::string id = pool.ready.front().address.sandbox_id;
+      pool.ready.pop_front();
+      co_await s.destroy_spare(id);
+    }
+  }
+  // A spare being started is removed by its fill when it is up.
+  const auto give_up = std::chrono::steady_clock::now() + s.cfg.startup_timeout;
+  while (s.fills_running > 0 && std::chrono::steady_clock::now() < give_up)
+    co_await pause(10ms);
 }
 
 asio::awaitable<std::vector<SandboxListing>> LocalProvider::list() {
@@ -405,10 +580,12 @@ asio::awaitable<std::vector<SandboxListing>> LocalProvider::list() {
         out.push_back(SandboxListing{id, id, false, 0});
       continue;
     }
-    if (file->gateway_id != s.cfg.gateway_id)
+    if (file->gateway_id != s.cfg.gateway_id || s.held.contains(id))
       continue;
-    out.push_back(SandboxListing{id, file->session_id, our_process(file->pid, s.socket_of(id)),
-                                 file->created_at});
+    SandboxListing listing{id, file->session_id, our_process(file->pid, s.socket_of(id)),
+                           file->created_at};
+    listing.spare = file->spare && file->session_id.empty();
+    out.push_back(std::move(listing));
   }
   co_return out;
 }

@@ -15,7 +15,7 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr const char* kShell = "notebook";  // the bash session cells of bash run in
+constexpr std::string_view kShell = kNotebookShell;
 constexpr double kDefaultCellTimeout = 3600;
 
 // The kernel's client's exit codes when it could not run the cell.
@@ -40,11 +40,12 @@ json::object cell_answer(std::string out, std::string err, json::array results, 
 }  // namespace
 
 Notebook::Notebook(asio::any_io_executor executor, Runtime& runtime, std::string scratch_dir,
-                   std::string working_dir)
+                   std::string working_dir, bool shell_started)
     : runtime_(runtime),
       dir_(std::move(scratch_dir)),
       working_dir_(std::move(working_dir)),
-      turn_(std::move(executor)) {}
+      turn_(std::move(executor)),
+      shell_ready_(shell_started) {}
 
 asio::awaitable<json::object> Notebook::execute(std::string code, std::string language,
                                                 std::optional<double> timeout) {
@@ -61,25 +62,30 @@ asio::awaitable<json::object> Notebook::execute(std::string code, std::string la
   co_return co_await run_bash(code, timeout);
 }
 
+asio::awaitable<bool> start_notebook_shell(Runtime& runtime, std::string working_dir) {
+  CreateBashSessionRequest request;
+  request.session = std::string(kShell);
+  request.startup_timeout = 10;
+  try {
+    co_await runtime.create_session(std::move(request));
+  } catch (const SessionExistsError&) {
+    co_return false;
+  }
+  BashAction cd;
+  cd.session = std::string(kShell);
+  cd.command = "cd " + shell_quote(working_dir);
+  cd.timeout = 30;
+  cd.check = "silent";
+  co_await runtime.run_in_session(std::move(cd));
+  co_return true;
+}
+
 asio::awaitable<void> Notebook::ensure_shell() {
   if (shell_ready_)
     co_return;
-  CreateBashSessionRequest request;
-  request.session = kShell;
-  request.startup_timeout = 10;
-  try {
-    co_await runtime_.create_session(std::move(request));
-  } catch (const SessionExistsError&) {
-    // Made before a gateway restart: the shell and its state are still there.
-    shell_ready_ = true;
-    co_return;
-  }
-  BashAction cd;
-  cd.session = kShell;
-  cd.command = "cd " + shell_quote(working_dir_);
-  cd.timeout = 30;
-  cd.check = "silent";
-  co_await runtime_.run_in_session(std::move(cd));
+  // Already there when it was made before a gateway restart (its state is kept) or the
+  // sandbox was a spare.
+  co_await start_notebook_shell(runtime_, working_dir_);
   shell_ready_ = true;
 }
 
@@ -87,7 +93,7 @@ asio::awaitable<json::object> Notebook::run_bash(const std::string& code,
                                                  std::optional<double> timeout) {
   co_await ensure_shell();
   BashAction action;
-  action.session = kShell;
+  action.session = std::string(kShell);
   action.command = code;
   action.timeout = timeout.value_or(kDefaultCellTimeout);
   action.check = "silent";
@@ -114,7 +120,7 @@ asio::awaitable<void> Notebook::start_kernel() {
   // Started from the session's shell, so the shell's end (the sandbox's) ends it too; waits
   // until the kernel listens.
   BashAction start;
-  start.session = kShell;
+  start.session = std::string(kShell);
   start.timeout = 60;
   start.check = "silent";
   start.command = fmt::format(

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <rex/core/async_mutex.hpp>
+#include <rex/gateway/provider.hpp>
 #include <rex/runtime/runtime.hpp>
 
 #include <boost/asio/awaitable.hpp>
@@ -21,11 +22,16 @@
 
 namespace rex::gateway {
 
+/// Starts the notebook's shell (kNotebookShell, provider.hpp) in the sandbox of `runtime`, in
+/// `working_dir`. False when it was there already.
+asio::awaitable<bool> start_notebook_shell(Runtime& runtime, std::string working_dir);
+
 class Notebook {
  public:
   /// `scratch_dir`: a directory in the sandbox for the kernel's files (made when missing).
+  /// `shell_started`: the shell runs already (the provider started it), and is not asked for.
   Notebook(asio::any_io_executor executor, Runtime& runtime, std::string scratch_dir,
-           std::string working_dir);
+           std::string working_dir, bool shell_started = false);
 
   /// Runs one cell. `language`: python (also py, python3) or bash (also sh, shell); anything
   /// else is an ApiError (422 execute.unknown_language). A cell that raises is an answer with

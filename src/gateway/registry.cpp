@@ -107,6 +107,7 @@ json::object Environment::to_json() const {
       {"idle_timeout", idle_timeout},
       {"max_lifetime", max_lifetime},
       {"collect", strings(collect)},
+      {"spares", spares},
   };
 }
 
@@ -115,6 +116,7 @@ Registry::Registry(std::string python_image) {
       built_in("local", "local",
                "A directory of its own on the gateway's host, served by a rex-server process; no "
                "isolation beyond that directory (for one trusted user)");
+  local.spares = kBuiltInLocalSpares;
   Environment python =
       built_in("Python3", "docker",
                fmt::format("Python 3 in a container of {}: execute runs python3", python_image));

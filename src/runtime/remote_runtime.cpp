@@ -1,5 +1,6 @@
 #include <rex/runtime/remote_runtime.hpp>
 
+#include <rex/core/random.hpp>
 #include <rex/core/temp_file.hpp>
 #include <rex/core/text.hpp>
 #include <rex/http/client_errors.hpp>
@@ -19,8 +20,6 @@
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
-#include <boost/uuid/uuid_generators.hpp>
-#include <boost/uuid/uuid_io.hpp>
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -150,12 +149,21 @@ struct RemoteRuntime::Impl {
     return detail::offload(*files, ex, std::move(work));
   }
 
+  // A fresh id in a UUID's form, from a generator seeded once per thread (ids, not secrets):
+  // a runtime costs no seeding of its own.
+  static std::string request_id() {
+    std::string id = unique_hex(16);
+    for (const std::size_t at : {20, 16, 12, 8})
+      id.insert(at, 1, '-');
+    return id;
+  }
+
   // Headers of every call: the token, and an idempotency key that retries reuse.
   std::vector<std::pair<std::string, std::string>> headers() {
     std::vector<std::pair<std::string, std::string>> out;
     if (!cfg.auth_token.empty())
       out.emplace_back("X-API-Key", cfg.auth_token);
-    out.emplace_back("X-Request-ID", boost::uuids::to_string(uuids()));
+    out.emplace_back("X-Request-ID", request_id());
     return out;
   }
 
@@ -276,7 +284,6 @@ struct RemoteRuntime::Impl {
   RemoteRuntimeConfig cfg;
   http::Client client;
   std::optional<asio::thread_pool> files;
-  boost::uuids::random_generator_mt19937 uuids;  // seeded once: ids, not secrets
   bool streaming_unsupported = false;  // the server answered 404 to /run_in_session_stream
 };
 
@@ -601,6 +608,52 @@ asio::awaitable<void> RemoteRuntime::send_process_input(ProcessInput input) {
 asio::awaitable<void> RemoteRuntime::signal_process(ProcessSignal signal) {
   json::value body = to_json(signal);
   co_await impl_->call_void("/processes/signal", std::move(body));
+}
+
+asio::awaitable<void> RemoteRuntime::set_max_lifetime(double seconds) {
+  json::object body;
+  body["max_lifetime"] = seconds;
+  co_await impl_->call_void("/lifetime", json::value(std::move(body)));
+}
+
+asio::awaitable<http::ClientResponse> RemoteRuntime::forward(const char* method, std::string target,
+                                                             std::string body,
+                                                             const json::value* parsed,
+                                                             std::string request_id) {
+  Impl& s = *impl_;
+  // The limit the typed call sets: a command's own timeout and the margin, or the long limit.
+  const json::object* fields = parsed != nullptr ? parsed->if_object() : nullptr;
+  auto number = [fields](std::string_view key) -> std::optional<double> {
+    const json::value* v = fields != nullptr ? fields->if_contains(key) : nullptr;
+    if (v == nullptr || !v->is_number())
+      return std::nullopt;
+    return v->to_number<double>();
+  };
+  Clock::duration timeout = s.cfg.request_timeout;
+  if (target == "/run_in_session" || target == "/execute") {
+    timeout = s.command_timeout(number("timeout"));
+    const json::value* type = fields != nullptr ? fields->if_contains("action_type") : nullptr;
+    if (type != nullptr && type->is_string() && type->get_string() == "interrupt") {
+      const double attempts = std::max(number("n_retry").value_or(0), 0.0) + 1;
+      timeout = from_seconds(number("timeout").value_or(0) * attempts) + s.cfg.timeout_margin;
+    }
+  } else if (target == "/create_session") {
+    timeout = from_seconds(
+                  number("startup_timeout").value_or(CreateBashSessionRequest{}.startup_timeout)) +
+              s.cfg.timeout_margin;
+  }
+  http::ClientRequest request;
+  request.method = method;
+  request.target = std::move(target);
+  if (!s.cfg.auth_token.empty())
+    request.headers.emplace_back("X-API-Key", s.cfg.auth_token);
+  request.headers.emplace_back("X-Request-ID", std::move(request_id));
+  request.headers.emplace_back("Accept", "application/json");
+  if (!body.empty())
+    request.headers.emplace_back("Content-Type", "application/json");
+  request.body = std::move(body);
+  request.timeout = timeout;
+  co_return co_await s.client.request(request);
 }
 
 }  // namespace rex

@@ -93,18 +93,8 @@ Answer validation_answer(std::string_view message) {
   return json_answer(422, body);
 }
 
-// The answer for an exception a request raised: 422 for a body that does not fit its type, 511
-// (exception transfer) for everything else.
 Answer error_answer(std::exception_ptr error) {
-  try {
-    std::rethrow_exception(error);
-  } catch (const ProtocolError& e) {
-    return validation_answer(e.what());
-  } catch (const SwerexException& e) {
-    return exception_answer(e);
-  } catch (const std::exception& e) {
-    return exception_answer(SwerexException(e.what()));
-  }
+  return swerex_error_answer(std::move(error));
 }
 
 // FastAPI's reading of a boolean form field.
@@ -586,6 +576,18 @@ FileRoute download_route(const std::shared_ptr<State>& state) {
 }
 
 }  // namespace
+
+Answer swerex_error_answer(std::exception_ptr error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const ProtocolError& e) {
+    return validation_answer(e.what());
+  } catch (const SwerexException& e) {
+    return exception_answer(e);
+  } catch (const std::exception& e) {
+    return exception_answer(SwerexException(e.what()));
+  }
+}
 
 RouteTable swerex_routes(asio::any_io_executor executor, Runtime& runtime,
                          const ServerConfig& config, asio::thread_pool* file_threads) {

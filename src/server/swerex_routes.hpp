@@ -16,6 +16,7 @@
 #pragma once
 
 #include <rex/runtime/runtime.hpp>
+#include <rex/server/answer.hpp>
 #include <rex/server/route_table.hpp>
 #include <rex/server/server_config.hpp>
 
@@ -23,6 +24,11 @@
 #include <boost/asio/thread_pool.hpp>
 
 namespace rex::server {
+
+/// The answer for an exception a request raised, as SWE-ReX's server gives it: 422 in FastAPI's
+/// shape for a body that does not fit its type (ProtocolError), 511 (the exception transferred)
+/// for everything else.
+Answer swerex_error_answer(std::exception_ptr error);
 
 /// The routes of rex-server over `runtime`, which must outlive them. Blocking file work runs
 /// on `file_threads` when given (shared by many tables, it must outlive them), else on a pool

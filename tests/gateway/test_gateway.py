@@ -174,7 +174,7 @@ class GatewayTestCase(unittest.TestCase):
                                     f"output: {gw.output_tail()}")
             except AssertionError as e:
                 problems.append(str(e))
-        self.known_sids.update(self.sandbox_dirs())
+        self.known_sids.update(self.sandbox_dirs())  # spares' REX_SANDBOX is their directory's
         self.kill_sandbox_servers()
         self.kill_sandbox_leftovers()
         if os.environ.get("REX_GATEWAY_TEST_LOGS"):  # for debugging: what each gateway printed
@@ -277,6 +277,35 @@ class GatewayTestCase(unittest.TestCase):
                 return json.load(f)
         except (FileNotFoundError, ValueError):
             return None
+
+    def is_spare(self, name):
+        info = self.sandbox_json(name)
+        return bool(info and info.get("spare") and not info.get("session_id"))
+
+    def spare_dirs(self):
+        """The sandboxes started ahead of time that no session has taken."""
+        return [d for d in self.sandbox_dirs() if self.is_spare(d)]
+
+    def session_sandboxes(self):
+        """The sessions that have a sandbox directory, by the session named in its sandbox.json
+        (a spare handed out keeps its own directory name); a directory whose sandbox.json is
+        missing counts under its own name."""
+        out = []
+        for d in self.sandbox_dirs():
+            info = self.sandbox_json(d)
+            if info is None:
+                out.append(d)
+            elif not self.is_spare(d):
+                out.append(info.get("session_id"))
+        return sorted(out)
+
+    def session_sandbox(self, sid):
+        """The sandbox.json of session `sid`'s sandbox, with its directory under "dir"."""
+        for d in self.sandbox_dirs():
+            info = self.sandbox_json(d)
+            if info and info.get("session_id") == sid:
+                return {**info, "dir": os.path.join(self.sandboxes, d)}
+        raise AssertionError(f"no sandbox directory names session {sid}: {self.sandbox_dirs()}")
 
     # --- API helpers ------------------------------------------------------------------------
 
@@ -424,7 +453,7 @@ class TestBasics(GatewayTestCase):
                                     {"code": "1"})
         self.assertError(status, data, 404, "session.not_found")
         self.assertEqual(self.list_sessions(), [], "a refused create left a session")
-        self.assertEqual(self.sandbox_dirs(), [], "a refused create left a sandbox")
+        self.assertEqual(self.session_sandboxes(), [], "a refused create left a sandbox")
 
     def test_records_list_patch_files_and_metrics(self):
         a = self.create({"metadata": {"team": "red", "run": "1"}})
@@ -649,15 +678,18 @@ class TestSeedFlowWithCurl(CurlMixin, GatewayTestCase):
         self.assertEqual(calls.count("files.write"), 2, calls)
         self.assertGreaterEqual(calls.count("files.read"), 2, calls)
 
-        pid = self.sandbox_json(sid)["pid"]
+        sandbox = self.session_sandbox(sid)
+        pid = sandbox["pid"]
         status, gone = self.curl_json("-X", "DELETE", f"{url}/api/sessions/{sid}")
         self.assertEqual(status, 200, gone)
         self.assertEqual((gone["state"], gone.get("reason")), ("destroyed", "deleted"), gone)
         wait_until(lambda: is_gone(pid), 10, what="the sandbox's server to end")
-        self.assertNotIn(sid, self.sandbox_dirs())
+        self.assertNotIn(sid, self.session_sandboxes())
         # Nothing of the sandbox is left: no process (the shell, the python kernel) and no file
         # outside the storage folder names the session.
         self.assertEqual(processes_naming(sid), {}, "processes left after DELETE")
+        self.assertEqual(processes_naming(sandbox["dir"]), {}, "processes left after DELETE")
+        self.assertFalse(os.path.exists(sandbox["dir"]), "the sandbox's directory is left")
         self.assertEqual(tmp_paths_naming(sid), [], "files left in /tmp after DELETE")
 
         status, err = self.curl_json("-X", "POST", f"{url}/api/e2b/execute",
@@ -691,7 +723,7 @@ class TestCrashRecovery(GatewayTestCase):
             acked[data["session_id"]] = data
             self.known_sids.add(data["session_id"])
         self.assertEqual(len(acked), 50)
-        pids = {sid: self.sandbox_json(sid)["pid"] for sid in acked}
+        pids = {sid: self.session_sandbox(sid)["pid"] for sid in acked}
 
         sids = sorted(acked)
         to_delete, to_execute = sids[:15], sids[15:]
@@ -800,7 +832,7 @@ class TestCrashRecovery(GatewayTestCase):
             self.assertEqual(records[sid]["deadline"], survivors[sid]["deadline"],
                              f"deadline of {sid} changed across the restart")
             if sid in pids:
-                self.assertEqual(self.sandbox_json(sid)["pid"], pids[sid],
+                self.assertEqual(self.session_sandbox(sid)["pid"], pids[sid],
                                  f"{sid} was not adopted (its sandbox server changed)")
         for sid in delete_acked:
             self.assertEqual(states.get(sid), "destroyed", records.get(sid))
@@ -831,22 +863,22 @@ class TestCrashRecovery(GatewayTestCase):
         ready = {sid for sid, s in states.items() if s == "ready"}
 
         def sandboxes_match():
-            dirs = set(self.sandbox_dirs())
+            dirs = set(self.session_sandboxes())
             return dirs == ready
 
         try:
             wait_until(sandboxes_match, 10, interval=0.2,
                        what="one sandbox per ready session and no other")
         except AssertionError:
-            dirs = set(self.sandbox_dirs())
+            dirs = set(self.session_sandboxes())
             raise AssertionError(f"sandbox dirs without a ready session: "
                                  f"{sorted(dirs - ready)} "
                                  f"({[records.get(d, {}).get('state') for d in dirs - ready]}); "
                                  f"ready sessions without a sandbox: {sorted(ready - dirs)}")
-        owners = [self.sandbox_json(d)["session_id"] for d in self.sandbox_dirs()]
+        owners = self.session_sandboxes()
         self.assertEqual(len(owners), len(set(owners)), "two sandboxes for one session")
         for sid in ready:
-            pid = self.sandbox_json(sid)["pid"]
+            pid = self.session_sandbox(sid)["pid"]
             self.assertFalse(is_gone(pid), f"the server of ready session {sid} is not running")
 
         for sid in records:
@@ -877,7 +909,7 @@ class TestIdempotentCreate(GatewayTestCase):
         sid = ids.pop()
         for _, data in answers:
             self.assertEqual(data["state"], "ready", data)
-        self.assertEqual(self.sandbox_dirs(), [sid])
+        self.assertEqual(self.session_sandboxes(), [sid])
         self.assertEqual([s["session_id"] for s in self.list_sessions()], [sid])
 
         status, data = self.gw.json("POST", "/api/sessions", body, {"Idempotency-Key": key})
@@ -885,10 +917,10 @@ class TestIdempotentCreate(GatewayTestCase):
         status, data = self.gw.json("POST", "/api/sessions", {**LOCAL, "metadata": {"job": "43"}},
                                     {"Idempotency-Key": key})
         self.assertError(status, data, 422, "idempotency.mismatch")
-        self.assertEqual(self.sandbox_dirs(), [sid])
+        self.assertEqual(self.session_sandboxes(), [sid])
         other = self.create({"metadata": {"job": "42"}}, headers={"Idempotency-Key": key + "x"})
         self.assertNotEqual(other["session_id"], sid)
-        self.assertEqual(len(self.sandbox_dirs()), 2)
+        self.assertEqual(len(self.session_sandboxes()), 2)
 
 
 # --- 4. idle timeout, keepalive, max lifetime ---------------------------------------------------
@@ -1006,7 +1038,7 @@ class TestLifetimes(GatewayTestCase):
         renewed = self.create({"timeout": 4})
         plain = self.create({"timeout": 4})
         sid, sid_plain = renewed["session_id"], plain["session_id"]
-        pid = self.sandbox_json(sid)["pid"]
+        pid = self.session_sandbox(sid)["pid"]
         time.sleep(1.5)
         status, rec = self.gw.json("POST", f"/api/sessions/{sid}/keepalive", {"timeout": 10})
         self.assertEqual(status, 200, rec)
@@ -1041,7 +1073,7 @@ class TestSandboxHardDeadline(GatewayTestCase):
         t0 = time.monotonic()
         rec = self.create({"max_lifetime": 3, "timeout": 100})
         sid = rec["session_id"]
-        server = self.sandbox_json(sid)["pid"]
+        server = self.session_sandbox(sid)["pid"]
         server_command = cmdline(server)
         shell = int(self.execute(sid, "echo $$", "bash")["stdout"].strip())
         kernel = int(self.execute(sid, "import os\nos.getpid()")["results"][0]["text"])
@@ -1057,6 +1089,120 @@ class TestSandboxHardDeadline(GatewayTestCase):
             wait_until(lambda: is_gone(pid), left, interval=0.1,
                        what=f"the sandbox's {what} (pid {pid}) to end by itself (the "
                             f"server: {server_command})")
+
+
+# --- spares: sandboxes started ahead of time -----------------------------------------------------
+
+def environ_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
+class TestSpares(GatewayTestCase):
+    """The built-in local environment keeps two sandboxes started ahead of time."""
+
+    def wait_spares(self, n=2, timeout=15):
+        def ready():
+            spares = self.spare_dirs()
+            return len(spares) == n and all(
+                not is_gone(self.sandbox_json(d)["pid"]) for d in spares)
+        wait_until(ready, timeout, interval=0.05, what=f"{n} spare sandboxes")
+        return self.spare_dirs()
+
+    def shells_of(self, name):
+        """The bash processes whose environment names sandbox directory `name`."""
+        tag = b"REX_SANDBOX=" + name.encode()
+        return [int(e) for e in os.listdir("/proc") if e.isdigit()
+                and tag in environ_of(int(e))
+                and os.path.basename(cmdline(int(e)).split(" ", 1)[0]) == "bash"]
+
+    def test_a_create_takes_a_spare_and_another_replaces_it(self):
+        spares = self.wait_spares()
+        for d in spares:
+            info = self.sandbox_json(d)
+            self.assertEqual((info["session_id"], info["spare"]), ("", True), info)
+            self.assertIn(os.path.join(self.sandboxes, d), cmdline(info["pid"]))
+            # Its notebook shell is up already.
+            wait_until(lambda: self.shells_of(d), 5, what=f"the shell of spare {d}")
+        self.assertEqual(self.list_sessions(), [], "a spare is listed as a session")
+
+        rec = self.create({"max_lifetime": 600})
+        sid = rec["session_id"]
+        self.assertIn(rec["sandbox_id"], spares, rec)
+        info = self.session_sandbox(sid)
+        self.assertEqual((info["session_id"], info["spare"]), (sid, False), info)
+        out = self.execute(sid, "pwd; echo $REX_SANDBOX", "bash")
+        self.assertEqual(out["stdout"].split(), [rec["working_dir"], rec["sandbox_id"]], out)
+        out = self.execute(sid, "x = 6\nx * 7")
+        self.assertEqual(out["results"], [{"type": "text", "text": "42"}], out)
+        out = self.execute(sid, "x + 1")
+        self.assertEqual(out["results"], [{"type": "text", "text": "7"}], out)
+        replaced = self.wait_spares()
+        self.assertNotIn(rec["sandbox_id"], replaced)
+
+        # A create with variables of its own starts a sandbox of its own.
+        own = self.create({"env": {"REX_TEST_VALUE": "v1"}})
+        self.assertEqual(own["sandbox_id"], own["session_id"], own)
+        out = self.execute(own["session_id"], "echo $REX_TEST_VALUE", "bash")
+        self.assertEqual(out["stdout"].strip(), "v1", out)
+        self.assertEqual(sorted(self.spare_dirs()), sorted(replaced), "a spare was used")
+
+        # Destroyed like any other sandbox.
+        pid = info["pid"]
+        status, gone = self.gw.json("DELETE", f"/api/sessions/{sid}")
+        self.assertEqual(status, 200, gone)
+        wait_until(lambda: is_gone(pid), 10, what="the spare's server to end")
+        self.assertFalse(os.path.exists(info["dir"]))
+
+    def test_a_taken_spare_gets_the_sessions_deadline(self):
+        spares = self.wait_spares()
+        t0 = time.monotonic()
+        rec = self.create({"max_lifetime": 2, "timeout": 100})
+        self.assertIn(rec["sandbox_id"], spares, rec)
+        server = self.session_sandbox(rec["session_id"])["pid"]
+        shell = int(self.execute(rec["session_id"], "echo $$", "bash")["stdout"].strip())
+        self.kill_later(shell)
+        self.gw.kill9()
+        # A spare's own deadline is an hour; the session's is 2 + 2 s.
+        for pid, what in ((server, "server"), (shell, "shell")):
+            left = max(0.5, 10 - (time.monotonic() - t0))
+            wait_until(lambda: is_gone(pid), left, interval=0.1,
+                       what=f"the taken spare's {what} to end at the session's deadline")
+        self.assertGreater(time.monotonic() - t0, 3.5, "it ended before the session's deadline")
+
+    def test_spares_go_with_the_gateway_and_after_a_crash(self):
+        spares = self.wait_spares()
+        rec = self.create()
+        sid = rec["session_id"]
+        new_spares = self.wait_spares()
+        pids = [self.sandbox_json(d)["pid"] for d in new_spares]
+
+        # kill -9: the spares stay behind; the next start removes them at once and starts new
+        # ones, and adopts the session.
+        self.gw.kill9()
+        self.assertTrue(all(not is_gone(p) for p in pids), "spares ended with the gateway")
+        gw2 = self.start_gateway()
+        for pid in pids:
+            wait_until(lambda: is_gone(pid), 5, interval=0.05,
+                       what="an earlier run's spare to be removed")
+        third = self.wait_spares()
+        self.assertFalse(set(third) & (set(spares) | set(new_spares)), third)
+        self.assertEqual(self.get(sid, gw2)["state"], "ready")
+        out = self.execute(sid, "echo alive", "bash", gw=gw2)
+        self.assertEqual(out["stdout"].strip(), "alive", out)
+
+        # SIGTERM: the spares are removed, the session's sandbox stays for the next start.
+        third_pids = [self.sandbox_json(d)["pid"] for d in third]
+        self.assertEqual(gw2.terminate(), 0, gw2.output_tail())
+        self.assertEqual(self.spare_dirs(), [], "spares left after the gateway stopped")
+        for pid in third_pids:
+            self.assertTrue(is_gone(pid), "a spare's server outlived the gateway's stop")
+        self.assertEqual(self.session_sandboxes(), [sid])
+        self.assertFalse(is_gone(self.session_sandbox(sid)["pid"]))
+        self.start_gateway()
 
 
 # --- 6. quotas ----------------------------------------------------------------------------------
@@ -1081,7 +1227,7 @@ class TestMaxSessions(GatewayTestCase):
             self.assertError(status, body, 429, "quota.max_sessions")
             self.assertIn("retry-after", headers, headers)
             self.assertRegex(headers["retry-after"], r"^\d+$")
-        self.assertEqual(len(self.sandbox_dirs()), 4)
+        self.assertEqual(len(self.session_sandboxes()), 4)
         status, _ = self.gw.json("DELETE", f"/api/sessions/{created[0]['session_id']}")
         self.assertEqual(status, 200)
         self.create()  # the quota is free again
@@ -1124,8 +1270,8 @@ class TestDrift(GatewayTestCase):
         sid = rec["session_id"]
         status, data = self.gw.json("POST", "/api/sessions", LOCAL)
         self.assertError(status, data, 429, "quota.max_sessions")
-        pid = self.sandbox_json(sid)["pid"]
-        self.assertIn(os.path.join(self.sandboxes, sid), cmdline(pid))
+        pid = self.session_sandbox(sid)["pid"]
+        self.assertIn(self.session_sandbox(sid)["dir"], cmdline(pid))
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: self.get(sid)["state"] == "lost", 6, interval=0.1,
                    what=f"{sid} to be lost after its server was killed")

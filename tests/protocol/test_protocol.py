@@ -1031,6 +1031,50 @@ class TestMaxLifetime(unittest.TestCase):
             server.kill()
 
 
+class TestLifetimeEndpoint(unittest.TestCase):
+    """POST /lifetime (a rex addition) replaces the deadline of a server started ahead of its
+    use: shorter, longer, or none."""
+
+    def test_set_read_and_reach_the_deadline(self):
+        server = RexServer(BINARY, args=("--max-lifetime", "600"))
+        try:
+            got = server.get("/lifetime").json()
+            self.assertTrue(590 < got["max_lifetime"] <= 600, got)
+            self.assertAlmostEqual(got["deadline"], time.time() + got["max_lifetime"], delta=5)
+            # Without the token: refused like every route.
+            self.assertEqual(server.request("POST", "/lifetime", json.dumps({"max_lifetime": 1}),
+                                            auth=False).status, 403)
+            for bad in ({"max_lifetime": -1}, {"max_lifetime": "soon"}, {}, [],
+                        {"max_lifetime": 1e12}):
+                r = server.post("/lifetime", bad)
+                self.assertEqual(r.status, 422, (bad, r))
+                self.assertIn("max_lifetime", r.json()["detail"], (bad, r.json()))
+            r = server.post("/lifetime", {"max_lifetime": 0})
+            self.assertEqual(r.json(), {"max_lifetime": None, "deadline": None})
+            server.create_session("life")
+            out = server.run("echo $$", session="life").json()["output"]
+            bash_pid = int(out.strip().splitlines()[-1])
+            t0 = time.monotonic()
+            r = server.post("/lifetime", {"max_lifetime": 1.5})
+            self.assertEqual(r.status, 200, r)
+            self.assertTrue(1.0 < r.json()["max_lifetime"] <= 1.5, r.json())
+            self.assertEqual(server.wait(timeout=10), 0, server.output())
+            self.assertGreater(time.monotonic() - t0, 1.3, "it ended before its new deadline")
+            self.assertIn("maximum lifetime of 1.5 s reached", server.output())
+            self.assertTrue(wait_until(lambda: is_gone(bash_pid), 5, what="the session's bash"))
+        finally:
+            server.kill()
+
+    def test_a_longer_deadline_replaces_a_shorter_one(self):
+        server = RexServer(BINARY, args=("--max-lifetime", "1"))
+        try:
+            self.assertEqual(server.post("/lifetime", {"max_lifetime": 60}).status, 200)
+            time.sleep(1.5)
+            self.assertTrue(server.get("/is_alive").json()["is_alive"])
+        finally:
+            server.kill()
+
+
 class TestSignals(unittest.TestCase):
 
     def check_graceful(self, signo):

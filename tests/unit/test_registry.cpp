@@ -49,7 +49,7 @@ void put(const test::TempDir& dir, const std::string& relative, const std::strin
 
 constexpr std::string_view kKnown =
     "known: name, description, provider, image, template, memory, cpus, network, env, "
-    "working_dir, mounts, idle_timeout, max_lifetime, collect";
+    "working_dir, mounts, idle_timeout, max_lifetime, collect, spares";
 constexpr std::string_view kNameRule =
     "1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit";
 
@@ -61,6 +61,7 @@ TEST(Registry, BuiltInsWithoutADirectory) {
   EXPECT_EQ(local->image, "");
   EXPECT_EQ(local->idle_timeout, 600);
   EXPECT_EQ(local->max_lifetime, 3600);
+  EXPECT_EQ(local->spares, 2u);
   const Environment* python = registry.find("Python3");
   ASSERT_NE(python, nullptr);
   EXPECT_EQ(python->provider, "docker");
@@ -68,6 +69,7 @@ TEST(Registry, BuiltInsWithoutADirectory) {
   EXPECT_NE(python->description.find("python3"), std::string::npos) << python->description;
   EXPECT_EQ(python->idle_timeout, 600);
   EXPECT_EQ(python->max_lifetime, 3600);
+  EXPECT_EQ(python->spares, 0u);
   EXPECT_EQ(registry.find("python3"), nullptr);  // exact names
   EXPECT_EQ(registry.find(""), nullptr);
   const auto all = registry.environments();
@@ -95,6 +97,7 @@ mounts: ["/data:/data:ro"]
 idle_timeout: 300
 max_lifetime: 7200
 collect: ["/work/out/*.csv", "/work/report.html"]
+spares: 3
 )");
   EXPECT_EQ(env.name, "python-data");
   EXPECT_EQ(env.description, "Python 3 with numpy");
@@ -112,6 +115,7 @@ collect: ["/work/out/*.csv", "/work/report.html"]
   EXPECT_EQ(env.idle_timeout, 300);
   EXPECT_EQ(env.max_lifetime, 7200);
   EXPECT_EQ(env.collect, (std::vector<std::string>{"/work/out/*.csv", "/work/report.html"}));
+  EXPECT_EQ(env.spares, 3u);
 
   // Every field under its own name (json::object compares regardless of order).
   EXPECT_EQ(env.to_json(), json::parse(R"({
@@ -120,7 +124,8 @@ collect: ["/work/out/*.csv", "/work/report.html"]
     "network": "none",
     "env": {"DEBUG": "true", "EMPTY": "", "LEVEL": "3", "PYTHONUNBUFFERED": "1"},
     "working_dir": "/work", "mounts": ["/data:/data:ro"], "idle_timeout": 300.0,
-    "max_lifetime": 7200.0, "collect": ["/work/out/*.csv", "/work/report.html"]})")
+    "max_lifetime": 7200.0, "collect": ["/work/out/*.csv", "/work/report.html"],
+    "spares": 3})")
                                .as_object());
 }
 
@@ -186,6 +191,11 @@ TEST(Registry, EnvironmentFieldErrors) {
   EXPECT_EQ(env_error("collect:\n  -\n  - x\n"),
             "envs/py.yaml:1: collect[0]: expected a string, got null");
   EXPECT_EQ(env_error("image: a\nimage: b\n"), "envs/py.yaml:2: image: given twice");
+  EXPECT_EQ(env_error("spares: -1\n"), "envs/py.yaml:1: spares: must not be negative, got -1");
+  EXPECT_EQ(env_error("spares: 1.5\n"),
+            R"(envs/py.yaml:1: spares: expected a whole number of sandboxes, got "1.5")");
+  EXPECT_EQ(env_error("spares: 65\n"),
+            "envs/py.yaml:1: spares: at most 64 sandboxes may be kept ahead of time, got 65");
 }
 
 TEST(Registry, EnvironmentNames) {

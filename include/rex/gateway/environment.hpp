@@ -8,12 +8,18 @@
 
 #include <boost/json/object.hpp>
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace rex::gateway {
+
+/// The most sandboxes one environment may keep started ahead of time, and how many the built-in
+/// `local` environment keeps.
+inline constexpr std::size_t kMaxSpares = 64;
+inline constexpr std::size_t kBuiltInLocalSpares = 2;
 
 struct Environment {
   std::string name;         // from the file's `name`, else the file's stem
@@ -32,6 +38,10 @@ struct Environment {
   double idle_timeout = 600;         // seconds idle before the session expires (0: never)
   double max_lifetime = 3600;        // seconds from creation (0: the gateway's maximum)
   std::vector<std::string> collect;  // paths (glob patterns allowed) copied out before destroy
+  // Sandboxes kept started ahead of time, so that a create takes one at once (providers that
+  // can hand a running sandbox to a session: local). Only creates that add no env variables of
+  // their own take a spare; the others start a sandbox as usual.
+  std::size_t spares = 0;
 
   /// Every field under its own name (memory and cpus null when unset), for
   /// GET /api/environments.

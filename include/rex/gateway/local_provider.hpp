@@ -1,11 +1,13 @@
 // LocalProvider: the embedded default provider. Each sandbox is a rex-server process on this
 // host, in a directory of its own under the gateway's storage (`sandboxes/<session id>/`), served
-// on a unix socket there, in a session and process group of its own and not a child of the
-// gateway, so that it outlives a gateway crash and is adopted on the next start.
+// on a unix socket there, in a session and process group of its own (the gateway reaps it when
+// it ends), so that it outlives a gateway crash and is adopted on the next start.
 //
 // A sandbox's directory holds `sandbox.json` (gateway id, session id, creation time, the
 // server's pid), `server.sock`, `server.log` and `work/`, the working directory of its sessions
-// unless the environment names another. Nothing confines what runs there but that directory's
+// unless the environment names another. A spare (keep_spares) is the same, under an id of its
+// own ("w" and 16 hex digits), its sandbox.json marked spare with no session until one takes it,
+// its notebook shell already started. Nothing confines what runs there but that directory's
 // use as the root of the file calls: `local` is for one trusted user.
 //
 // Threading: call every member from the io_context given at construction.
@@ -44,6 +46,9 @@ class LocalProvider final : public Provider {
   asio::awaitable<void> destroy(std::string sandbox_id) override;
   asio::awaitable<std::vector<SandboxListing>> list() override;
   bool confines_files() const noexcept override { return true; }
+  void keep_spares(SandboxSpec spec, std::size_t count) override;
+  asio::awaitable<void> tend_spares() override;
+  asio::awaitable<void> drop_spares() override;
 
  private:
   struct Impl;

@@ -41,6 +41,9 @@ class ProviderError : public std::runtime_error {
 /// notebook's kernel).
 inline constexpr std::string_view kSandboxWorkingDir = "/workspace";
 inline constexpr std::string_view kSandboxScratchDir = "/tmp/.rex-gateway";
+/// The bash session execute's bash cells run in (the notebook's shell). A spare sandbox has it
+/// started already, in its working directory.
+inline constexpr std::string_view kNotebookShell = "notebook";
 
 /// What a sandbox is made from.
 struct SandboxSpec {
@@ -59,6 +62,8 @@ struct SandboxAddress {
   std::string scratch_dir;  // the gateway's own files in the sandbox (the notebook's kernel)
   // Sent with every request to the server (a routing proxy's headers: e2b).
   std::vector<std::pair<std::string, std::string>> headers;
+  // The notebook's shell (kNotebookShell) runs already, in working_dir (a spare's).
+  bool shell_started = false;
 };
 
 /// One sandbox a provider runs for this gateway.
@@ -67,6 +72,9 @@ struct SandboxListing {
   std::string session_id;
   bool running = false;   // false: it exists but its server has ended
   double created_at = 0;  // unix seconds
+  // Started ahead of time by an earlier run of this gateway and never handed to a session
+  // (session_id is empty): nothing of anyone's is in it, it goes at once.
+  bool spare = false;
 };
 
 class Provider {
@@ -79,6 +87,20 @@ class Provider {
   virtual asio::awaitable<void> destroy(std::string sandbox_id) = 0;
   /// Every sandbox of this gateway that still exists.
   virtual asio::awaitable<std::vector<SandboxListing>> list() = 0;
+  /// Keeps `count` sandboxes made from `spec` (its session_id and max_lifetime aside) started
+  /// ahead of time; create() of a spec with the same environment and env then hands one out: it
+  /// names the session in its labels and gets the spec's max_lifetime as its deadline at that
+  /// moment, and another is started in its place. Spares are not in list(). A provider that
+  /// cannot relabel a running sandbox ignores this.
+  virtual void keep_spares(SandboxSpec spec, std::size_t count) {
+    (void)spec;
+    (void)count;
+  }
+  /// Replaces the spares that ended or are about to reach their own deadline. The gateway calls
+  /// it with its drift check.
+  virtual asio::awaitable<void> tend_spares() { co_return; }
+  /// Removes every spare and starts no more (the gateway stops).
+  virtual asio::awaitable<void> drop_spares() { co_return; }
   /// True when the sandbox has no boundary of its own but its working directory (local): the
   /// file calls then refuse paths that leave it.
   virtual bool confines_files() const noexcept { return false; }

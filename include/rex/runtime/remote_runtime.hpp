@@ -22,6 +22,7 @@
 #include <rex/runtime/runtime.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/json/fwd.hpp>
 
 #include <chrono>
 #include <memory>
@@ -84,6 +85,20 @@ class RemoteRuntime final : public Runtime {
   asio::awaitable<ProcessListResponse> list_processes() override;
   asio::awaitable<void> send_process_input(ProcessInput input) override;
   asio::awaitable<void> signal_process(ProcessSignal signal) override;
+
+  /// Sends one SWE-ReX JSON request as it is (`body`, already read into `parsed` by the caller,
+  /// or null when it is not JSON) and returns the server's answer as it is, whatever its status:
+  /// a proxy's path, without decoding and encoding the protocol's types. The token, the
+  /// configured headers and `request_id` as X-Request-ID are added; the time limit is the one
+  /// the typed call would have (the action's timeout and the margin). Throws what the client
+  /// throws (ConnectionError, RequestTimeoutError).
+  asio::awaitable<http::ClientResponse> forward(const char* method, std::string target,
+                                                std::string body, const boost::json::value* parsed,
+                                                std::string request_id);
+
+  /// Sets the server's hard deadline `seconds` from now (0: none), with POST /lifetime (a rex
+  /// addition: rex-server, not SWE-ReX's server). Used on a server started ahead of its use.
+  asio::awaitable<void> set_max_lifetime(double seconds);
 
   /// Polls is_alive every poll_interval until it answers true. Throws http::RequestTimeoutError
   /// with the last check's message when `timeout` passes first.

@@ -18,7 +18,7 @@
 // Additions to SWE-ReX's endpoints (never changes): POST /download (a file, or a directory as
 // a tar, tar.gz or zip archive, of the runtime's file system, through Runtime::download) and
 // POST /run_in_session_stream (the output as Server-Sent Events while the command runs, then
-// the observation).
+// the observation), and, with a Lifetime, GET and POST /lifetime (rex/server/lifetime.hpp).
 //
 // Threading: construct, run and stop from one thread that runs the executor's io_context;
 // the runtime is only used from there.
@@ -32,11 +32,15 @@
 
 namespace rex::server {
 
+class Lifetime;
+
 /// rex-server's service: Service's whole interface (listen, port, url, run, serve_connection,
-/// stop, connection_count) over the SWE-ReX routes of `runtime`, which must outlive it.
+/// stop, connection_count) over the SWE-ReX routes of `runtime`, which must outlive it, and the
+/// /lifetime routes of `lifetime` when given (it must outlive the server too).
 class Server : public Service {
  public:
-  Server(asio::any_io_executor executor, Runtime& runtime, ServerConfig config);
+  Server(asio::any_io_executor executor, Runtime& runtime, ServerConfig config,
+         Lifetime* lifetime = nullptr);
 };
 
 }  // namespace rex::server
