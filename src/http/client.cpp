@@ -51,6 +51,9 @@ using boost::system::error_code;
 using OutgoingRequest = bhttp::request<bhttp::string_body>;
 
 constexpr std::size_t kHeaderLimit = 64 * 1024;
+// An idle connection used this recently is taken again without asking the kernel whether the
+// server closed it.
+constexpr auto kRecentlyUsed = std::chrono::milliseconds(500);
 // Far enough to mean "no limit" without overflowing time_point arithmetic.
 constexpr auto kLongestTimeout = std::chrono::hours(24 * 365 * 10);
 
@@ -89,6 +92,11 @@ struct Connection {
   bool looks_reusable() {
     if (buffer.size() != 0)
       return false;
+    // Used a moment ago: a server that closes an idle connection has not done so yet, and one
+    // that closed it at its last answer said so (that connection was not kept). Failing that,
+    // a request on it that gets no answer is tried again on a new connection.
+    if (Clock::now() - idle_since < kRecentlyUsed)
+      return true;
     const int fd = native_handle();
     if (fd < 0)
       return false;
@@ -403,6 +411,13 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
     co_return r;
 
   r.stage = "waiting for the answer";
+  if constexpr (!std::is_same_v<Stream, TlsStream>) {
+    // The answer cannot be there yet: wait for it rather than try a read bound to fail first.
+    if (c.buffer.size() == 0)
+      co_await stream.async_wait(asio::socket_base::wait_read, token);
+    if (r.error)
+      co_return r;
+  }
   bhttp::response_parser<bhttp::empty_body> head;
   head.header_limit(kHeaderLimit);
   head.body_limit(boost::none);  // the real limit is set once the body's destination is known
