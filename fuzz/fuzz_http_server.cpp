@@ -13,6 +13,7 @@
 // scratch directory; an input that also stores files (/write_file, /upload) is left out, as
 // the DummyRuntime joins their names to the target unchecked ("a//etc/x" lands in /etc).
 #include <rex/runtime/dummy_runtime.hpp>
+#include <rex/server/lifetime.hpp>
 #include <rex/server/server.hpp>
 
 #include <spdlog/spdlog.h>
@@ -190,7 +191,10 @@ void serve_once(std::string_view input, bool with_token) {
   config.idle_timeout = std::chrono::hours(1);
   config.read_timeout = std::chrono::hours(1);
   config.trim_memory_after = std::chrono::milliseconds(0);  // io.run() returns at once
-  rex::server::Server server(io.get_executor(), runtime, config);
+  // The deadline's routes too; its end (far off) would close the sessions.
+  rex::server::Lifetime lifetime(io.get_executor(),
+                                 [](std::string) -> asio::awaitable<void> { co_return; });
+  rex::server::Server server(io.get_executor(), runtime, config, &lifetime);
 
   unix_socket::socket client(io);
   unix_socket::socket served(io);
@@ -203,7 +207,10 @@ void serve_once(std::string_view input, bool with_token) {
     if (e)
       failure = e;
   };
-  asio::co_spawn(io, serve(server, std::move(served), done), note);
+  asio::co_spawn(io, serve(server, std::move(served), done), [&](std::exception_ptr e) {
+    lifetime.cancel();  // a deadline set by the input must not keep io.run() going
+    note(e);
+  });
   asio::co_spawn(io, send_all(client, input), note);
   asio::co_spawn(io, receive_all(client, output), note);
   io.run();

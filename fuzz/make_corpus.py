@@ -89,6 +89,9 @@ def http_seeds():
         post("/processes/connect", {"pid": 7}),
         "process_bad_input": post("/processes/input", {"pid": 1, "data": "not base64!"}) +
         post("/processes/start", {"argv": []}),
+        "lifetime": get("/lifetime") + post("/lifetime", {"max_lifetime": 3600}) +
+        post("/lifetime", {"max_lifetime": -1}) + post("/lifetime", {"max_lifetime": "x"}) +
+        post("/lifetime", {"max_lifetime": 0}),
     }
     body = multipart([("target_path", None, "/tmp/up"), ("unzip", None, "false"),
                       ("file", "a.txt", "uploaded bytes")])
