@@ -174,6 +174,13 @@ int run_server(const ServerOptions& options) {
     return shut_down(*shutdown, std::move(reason));
   });
   server::Server server(io.get_executor(), runtime, options.server, &lifetime);
+  // A later POST /lifetime replaces this deadline (a server started ahead of its use).
+  try {
+    lifetime.set(options.max_lifetime);
+  } catch (const std::exception& e) {
+    std::cerr << "rex-server: --max-lifetime: " << e.what() << '\n';
+    return 2;
+  }
   try {
     server.listen();
   } catch (const std::exception& e) {
@@ -194,13 +201,6 @@ int run_server(const ServerOptions& options) {
   asio::co_spawn(io, watch_signals(signals, *shutdown, io), asio::detached);
   spdlog::info("rex-server: sessions end by {}", rex::describe_session_teardown());
   spdlog::info("rex-server {} listening on {}", rex::version(), server.url());
-  // A later POST /lifetime replaces this deadline (a server started ahead of its use).
-  try {
-    lifetime.set(options.max_lifetime);
-  } catch (const std::exception& e) {
-    std::cerr << "rex-server: --max-lifetime: " << e.what() << '\n';
-    return 2;
-  }
 
   std::exception_ptr failure;
   asio::co_spawn(io, server.run(), [&](std::exception_ptr e) {

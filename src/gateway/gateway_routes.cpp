@@ -440,7 +440,9 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   for (const auto& [k, v] : env_vars)
     spec.env[k] = v;
   // The sandbox's own deadline comes a little after the gateway's, which collects artifacts.
-  spec.max_lifetime = lifetime + std::min(60.0, std::max(2.0, lifetime / 10));
+  // (A sandbox's own deadline is at most ten years away: rex-server refuses more.)
+  spec.max_lifetime =
+      std::min(lifetime + std::min(60.0, std::max(2.0, lifetime / 10)), 10.0 * 365 * 86400);
   std::string failure;
   try {
     const SandboxAddress address = co_await prov->create(std::move(spec));
@@ -1002,27 +1004,61 @@ ProxyTarget proxy_target(Gateway::Impl& s, const Caller& who, const Request& r,
   return ProxyTarget{std::move(live), route, e.rec};
 }
 
+// A call through the session's own SWE-ReX routes over its RemoteRuntime (decoded, called,
+// encoded): what GET /is_alive needs (its short limit, and `is_alive: false` for a sandbox out
+// of reach) and the listings.
+asio::awaitable<Answer> proxy_typed(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint,
+                                    Caller who, Request r) {
+  const ProxyTarget target = proxy_target(*s, who, r, endpoint);
+  json::value request_log = body_for_log(r.body);
+  const auto& handler = std::get<server::JsonRoute>(target.route->handler);
+  Answer answer = co_await handler(std::move(r));
+  s->append_log(target.rec, who,
+                json::object{{"call", "swerex" + endpoint.path},
+                             {"request", std::move(request_log)},
+                             {"status", answer.status},
+                             {"response", body_for_log(answer.body)}});
+  co_return answer;
+}
+
 // The JSON calls go to the sandbox's server as they came and come back as it answered (its
 // 422 and 511 answers are the protocol's own): nothing is decoded into the protocol's types and
 // encoded again. Only a sandbox that cannot be reached is answered here, as a 511 like the
 // server's.
 asio::awaitable<Answer> proxy_json(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint,
                                    Caller who, Request r) {
+  if (endpoint.method == bhttp::verb::get)  // is_alive's own limits and answers; the listings
+    co_return co_await proxy_typed(std::move(s), std::move(endpoint), std::move(who), std::move(r));
   Entry& e = s->ready_session(who, r.param("id"));
   s->touch(e);
   const std::shared_ptr<Live> live = s->live_of(e);
   const std::string session_id = e.rec.id;  // `e` may be gone after the call
   json::value request_log = body_for_log(r.body);
-  const json::value* parsed = request_log.is_string() ? nullptr : &request_log;
-  const char* method = endpoint.method == bhttp::verb::get ? "GET" : "POST";
+  // The call's own time limit is read from the body (one too large for the log, parsed apart).
+  json::value large;
+  if (request_log.is_string()) {
+    boost::system::error_code ec;
+    large = json::parse(r.body, ec);
+  }
+  const json::value* parsed = request_log.is_string() ? &large : &request_log;
   Answer answer;
   std::exception_ptr failure;
   try {
+    // The caller's request id, within its tenant: a retry of it is answered from the sandbox's
+    // replay store, and no other tenant's id can meet it there.
     http::ClientResponse got = co_await live->runtime->forward(
-        method, endpoint.path, std::move(r.body), parsed, who.request_id);
-    answer.status = got.status;
-    answer.content_type = std::string(got.header("Content-Type").value_or("application/json"));
-    answer.body = std::move(got.body);
+        "POST", endpoint.path, std::move(r.body), parsed, who.tenant + "/" + who.request_id);
+    const unsigned status = got.status;
+    if (status / 100 == 2 || status == 422 || status == 511) {
+      answer.status = status;
+      answer.content_type = std::string(got.header("Content-Type").value_or("application/json"));
+      answer.body = std::move(got.body);
+    } else {
+      // Anything else (the sandbox's 401, 413, 503...) is the sandbox's failure, not the
+      // caller's: a 511 as the typed path gave.
+      throw SwerexException(fmt::format("the sandbox's server answered HTTP {}: {}", status,
+                                        clip(got.body).substr(0, 500)));
+    }
   } catch (const std::exception&) {
     failure = std::current_exception();
   }

@@ -245,15 +245,21 @@ struct LocalProvider::Impl {
   // the grace period. Returns when the process is gone.
   asio::awaitable<void> end_server(const fs::path& dir, const std::string& socket) {
     const auto file = read_sandbox_file(dir);
-    if (!file || !our_process(file->pid, socket))
+    if (file)
+      co_await end_process(file->pid, socket);
+  }
+
+  // The same for a server known by its pid (and the socket its command line names).
+  asio::awaitable<void> end_process(pid_t pid, const std::string& socket) {
+    if (!our_process(pid, socket))
       co_return;
-    ::kill(file->pid, SIGTERM);
+    ::kill(pid, SIGTERM);
     const auto give_up = std::chrono::steady_clock::now() + cfg.stop_grace;
-    while (our_process(file->pid, socket)) {
+    while (our_process(pid, socket)) {
       if (std::chrono::steady_clock::now() >= give_up) {
-        spdlog::warn("gateway: sandbox server {} did not end on SIGTERM; killing it", file->pid);
-        ::kill(-file->pid, SIGKILL);
-        ::kill(file->pid, SIGKILL);
+        spdlog::warn("gateway: sandbox server {} did not end on SIGTERM; killing it", pid);
+        ::kill(-pid, SIGKILL);
+        ::kill(pid, SIGKILL);
       }
       co_await pause(10ms);
     }
@@ -321,6 +327,7 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
   address.working_dir = work.string();
   address.scratch_dir = (dir / "notebook").string();
 
+  pid_t started = 0;  // the server, once spawned
   std::exception_ptr failure;
   try {
     fs::create_directories(work);
@@ -345,6 +352,7 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
       return start_server(args, env, work.string(), (dir / "server.log").string());
     };
     const detail::SpawnedChild child = co_await detail::offload(s.starter, s.ex, std::move(start));
+    started = child.pid;
     file.pid = child.pid;
     asio::co_spawn(s.ex, reap_when_done(child.pid, child.pidfd), asio::detached);
     write_sandbox_file(dir, file);
@@ -379,7 +387,11 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
     failure = std::current_exception();
   }
   if (failure) {
-    co_await s.end_server(dir, socket);
+    // By its pid: its sandbox.json may not name it yet.
+    if (started > 0)
+      co_await s.end_process(started, socket);
+    else
+      co_await s.end_server(dir, socket);
     try {
       s.remove_dir(dir);
     } catch (const std::exception& e) {
@@ -506,7 +518,8 @@ asio::awaitable<void> LocalProvider::Impl::fill(std::string key) {
 }
 
 asio::awaitable<void> LocalProvider::Impl::destroy_spare(std::string id) {
-  held.erase(id);
+  // Held (out of list()) until it is gone, so the drift check does not remove it too.
+  held.insert(id);
   const fs::path dir = dir_of(id);
   try {
     co_await end_server(dir, socket_of(id));
@@ -514,6 +527,7 @@ asio::awaitable<void> LocalProvider::Impl::destroy_spare(std::string id) {
   } catch (const std::exception& e) {
     spdlog::error("gateway: cannot remove spare sandbox {}: {}", id, e.what());
   }
+  held.erase(id);
 }
 
 void LocalProvider::keep_spares(SandboxSpec spec, std::size_t count) {

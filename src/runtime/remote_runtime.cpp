@@ -633,9 +633,11 @@ asio::awaitable<http::ClientResponse> RemoteRuntime::forward(const char* method,
   if (target == "/run_in_session" || target == "/execute") {
     timeout = s.command_timeout(number("timeout"));
     const json::value* type = fields != nullptr ? fields->if_contains("action_type") : nullptr;
-    if (type != nullptr && type->is_string() && type->get_string() == "interrupt") {
-      const double attempts = std::max(number("n_retry").value_or(0), 0.0) + 1;
-      timeout = from_seconds(number("timeout").value_or(0) * attempts) + s.cfg.timeout_margin;
+    const BashInterruptAction interrupt;
+    if (type != nullptr && type->is_string() && type->get_string() == interrupt.action_type) {
+      const double attempts = std::max(number("n_retry").value_or(interrupt.n_retry), 0.0) + 1;
+      timeout = from_seconds(number("timeout").value_or(interrupt.timeout) * attempts) +
+                s.cfg.timeout_margin;
     }
   } else if (target == "/create_session") {
     timeout = from_seconds(

@@ -1065,6 +1065,15 @@ class TestLifetimeEndpoint(unittest.TestCase):
         finally:
             server.kill()
 
+    def test_an_absurd_max_lifetime_is_refused_before_listening(self):
+        sock = os.path.join(tempfile.mkdtemp(prefix="lt-"), "s.sock")
+        r = subprocess.run([BINARY, "--unix-socket", sock, "--auth-token", "t",
+                            "--max-lifetime", "1e12"], capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn("--max-lifetime: max_lifetime must be a number of seconds", r.stderr)
+        self.assertFalse(os.path.exists(sock), "the socket was bound before the refusal")
+        shutil.rmtree(os.path.dirname(sock), ignore_errors=True)
+
     def test_a_longer_deadline_replaces_a_shorter_one(self):
         server = RexServer(BINARY, args=("--max-lifetime", "1"))
         try:
