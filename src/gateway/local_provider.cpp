@@ -217,6 +217,9 @@ std::string spare_key(const SandboxSpec& spec) {
 struct LocalProvider::Impl {
   Impl(asio::any_io_executor executor, LocalProviderConfig config)
       : ex(std::move(executor)), cfg(std::move(config)) {}
+  ~Impl() { *alive = false; }
+  Impl(const Impl&) = delete;
+  Impl& operator=(const Impl&) = delete;
 
   asio::any_io_executor ex;
   LocalProviderConfig cfg;
@@ -237,6 +240,7 @@ struct LocalProvider::Impl {
   std::size_t fills_running = 0;
   bool dropping = false;
   asio::thread_pool starter{2};  // starts servers (spawn, exec) off the io_context
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);  // false once destroyed
 
   fs::path dir_of(const std::string& id) const { return cfg.root / id; }
   std::string socket_of(const std::string& id) const { return (dir_of(id) / kSocketName).string(); }
@@ -470,10 +474,8 @@ void LocalProvider::Impl::refill(const std::string& key) {
     return;
   it->second.filling = true;
   ++fills_running;
-  asio::co_spawn(ex, fill(key), [this, key](std::exception_ptr failure) {
+  asio::co_spawn(ex, fill(key), [this](std::exception_ptr failure) {
     --fills_running;
-    if (const auto p = pools.find(key); p != pools.end())
-      p->second.filling = false;
     if (failure) {
       try {
         std::rethrow_exception(failure);
@@ -485,6 +487,20 @@ void LocalProvider::Impl::refill(const std::string& key) {
 }
 
 asio::awaitable<void> LocalProvider::Impl::fill(std::string key) {
+  // Cleared as the fill ends (with nothing awaited after its last look at the pool), so a spare
+  // taken at any moment either is seen by this fill or starts the next one.
+  // (A frame destroyed unfinished after the provider is gone touches nothing.)
+  struct Filled {
+    Impl& s;
+    const std::string& key;
+    std::shared_ptr<bool> alive;
+    ~Filled() {
+      if (!*alive)
+        return;
+      if (const auto p = s.pools.find(key); p != s.pools.end())
+        p->second.filling = false;
+    }
+  } filled{*this, key, alive};
   // The create that took a spare answers first: its sandbox's start is not slowed by this one.
   co_await pause(kRefillDelay);
   while (!dropping) {

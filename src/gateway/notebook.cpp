@@ -97,6 +97,7 @@ asio::awaitable<json::object> Notebook::run_bash(const std::string& code,
   action.command = code;
   action.timeout = timeout.value_or(kDefaultCellTimeout);
   action.check = "silent";
+  std::string died;
   try {
     const BashObservation seen = co_await runtime_.run_in_session(std::move(action));
     const int exit_code = seen.exit_code.value_or(-1);
@@ -110,7 +111,23 @@ asio::awaitable<json::object> Notebook::run_bash(const std::string& code,
     co_return cell_answer(
         "", "", json::array{},
         json::object{{"name", "TimeoutError"}, {"value", e.what()}, {"traceback", ""}}, -1);
+  } catch (const SessionDiedError& e) {
+    died = e.what();
   }
+  // The shell ended (the cell ran `exit`, or it was killed): this cell says so, and the next
+  // one gets a new shell (its variables and directory are the new shell's).
+  shell_ready_ = false;
+  try {
+    CloseBashSessionRequest close;
+    close.session = std::string(kShell);
+    co_await runtime_.close_session(std::move(close));
+  } catch (const std::exception&) {
+  }
+  co_return cell_answer("", "", json::array{},
+                        json::object{{"name", "ShellEnded"},
+                                     {"value", died + "; the next bash cell starts a new shell"},
+                                     {"traceback", ""}},
+                        -1);
 }
 
 asio::awaitable<void> Notebook::start_kernel() {

@@ -1157,6 +1157,18 @@ class TestSpares(GatewayTestCase):
         wait_until(lambda: is_gone(pid), 10, what="the spare's server to end")
         self.assertFalse(os.path.exists(info["dir"]))
 
+    def test_a_cell_that_ends_the_shell_is_answered_and_the_next_gets_a_new_one(self):
+        self.wait_spares()
+        sid = self.create()["session_id"]
+        out = self.execute(sid, "X=5; echo $X", "bash")
+        self.assertEqual(out["stdout"], "5\n", out)
+        out = self.execute(sid, "exit 3", "bash")
+        self.assertEqual((out["exit_code"], out["error"]["name"]), (-1, "ShellEnded"), out)
+        self.assertIn("the next bash cell starts a new shell", out["error"]["value"])
+        out = self.execute(sid, "echo [$X]; pwd", "bash")
+        self.assertEqual(out["stdout"].split(), ["[]", self.get(sid)["working_dir"]], out)
+        self.assertIsNone(out["error"], out)
+
     def test_a_taken_spare_gets_the_sessions_deadline(self):
         spares = self.wait_spares()
         t0 = time.monotonic()
