@@ -233,6 +233,9 @@ class PodRuntime final : public Runtime {
   asio::awaitable<void> send_process_input(ProcessInput i) override {
     return guarded_void([this, i] { return inner_.send_process_input(i); });
   }
+  asio::awaitable<void> send_session_input(SessionInput i) override {
+    return guarded_void([this, i] { return inner_.send_session_input(i); });
+  }
   asio::awaitable<void> signal_process(ProcessSignal s) override {
     return guarded_void([this, s] { return inner_.signal_process(s); });
   }

@@ -55,9 +55,10 @@ struct RexOnlyType {
   Thrower raise;
 };
 
-constexpr std::array<RexOnlyType, 4> kRexOnlyTypes{{
+constexpr std::array<RexOnlyType, 5> kRexOnlyTypes{{
     {"SessionDiedError", &is_a<SessionDiedError>, &throw_as<SessionDiedError>},
     {"SessionBusyError", &is_a<SessionBusyError>, &throw_as<SessionBusyError>},
+    {"NoCommandRunningError", &is_a<NoCommandRunningError>, &throw_as<NoCommandRunningError>},
     {"ProcessDoesNotExistError", &is_a<ProcessDoesNotExistError>,
      &throw_as<ProcessDoesNotExistError>},
     {"ProcessesUnsupportedError", &is_a<ProcessesUnsupportedError>,

@@ -26,6 +26,7 @@
   X(CreateBashSessionResponse) \
   X(CloseBashSessionRequest)   \
   X(CloseBashSessionResponse)  \
+  X(SessionInput)              \
   X(BashAction)                \
   X(BashInterruptAction)       \
   X(BashObservation)           \

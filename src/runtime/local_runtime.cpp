@@ -213,6 +213,12 @@ asio::awaitable<void> LocalRuntime::signal_process(ProcessSignal signal) {
   co_return;
 }
 
+asio::awaitable<void> LocalRuntime::send_session_input(SessionInput input) {
+  // Held for the write: a close_session meanwhile does not free it under us.
+  const std::shared_ptr<BashSession> session = impl_->find(input.session);
+  co_await session->send_input(std::move(input.input));
+}
+
 std::size_t LocalRuntime::session_count() const noexcept {
   return impl_->sessions.size();
 }

@@ -610,6 +610,11 @@ asio::awaitable<void> RemoteRuntime::signal_process(ProcessSignal signal) {
   co_await impl_->call_void("/processes/signal", std::move(body));
 }
 
+asio::awaitable<void> RemoteRuntime::send_session_input(SessionInput input) {
+  json::value body = to_json(input);
+  co_await impl_->call_void("/session_input", std::move(body));
+}
+
 asio::awaitable<void> RemoteRuntime::set_max_lifetime(double seconds) {
   json::object body;
   body["max_lifetime"] = seconds;

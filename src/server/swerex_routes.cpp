@@ -288,6 +288,14 @@ asio::awaitable<json::value> process_signal(State& s, std::string body) {
   co_return json::object{};
 }
 
+// Input for a session's running command: like an interrupt, it skips the session's queue (the
+// run it feeds holds it).
+asio::awaitable<json::value> session_input(State& s, std::string body) {
+  auto input = parse_json<SessionInput>(body);
+  co_await s.runtime.send_session_input(std::move(input));
+  co_return json::object{};
+}
+
 // A process's events as Server-Sent Events: "start" {"pid"} (first, for a connect too),
 // "stdout" and "stderr" {"data": base64}, "keepalive" {} while quiet, then "end" (how it
 // ended), or "error" with the body a 511 answer would carry.
@@ -611,6 +619,7 @@ RouteTable swerex_routes(asio::any_io_executor executor, Runtime& runtime,
   routes.add(verb::get, "/processes", json_route(state, list_processes));
   routes.add(verb::post, "/processes/input", json_route(state, process_input));
   routes.add(verb::post, "/processes/signal", json_route(state, process_signal));
+  routes.add(verb::post, "/session_input", json_route(state, session_input));
   return routes;
 }
 

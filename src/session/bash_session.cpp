@@ -977,6 +977,17 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     return duration_from_seconds(*action.no_output_timeout);
   }
 
+  // ---- input ---------------------------------------------------------------------------------
+
+  asio::awaitable<void> send_input(std::string input) {
+    notice_finished_command();
+    if (state != State::running)
+      throw NoCommandRunningError(
+          "no command is running in this session: input goes to a running command (bash would "
+          "take it as a command of its own)");
+    co_await write(input);
+  }
+
   // ---- interrupt ----------------------------------------------------------------------------
 
   pid_t foreground_group() { return master.is_open() ? ::tcgetpgrp(master.native_handle()) : -1; }
@@ -1084,6 +1095,10 @@ asio::awaitable<BashObservation> BashSession::run(BashAction action, OutputListe
   if (action.is_interactive_command || action.is_interactive_quit)
     return impl_->run_interactive(std::move(action), std::move(on_output));
   return impl_->run(std::move(action), std::move(on_output));
+}
+
+asio::awaitable<void> BashSession::send_input(std::string input) {
+  return impl_->send_input(std::move(input));
 }
 
 asio::awaitable<BashObservation> BashSession::interrupt(BashInterruptAction action) {

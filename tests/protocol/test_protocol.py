@@ -1031,6 +1031,60 @@ class TestMaxLifetime(unittest.TestCase):
             server.kill()
 
 
+class TestSessionInput(unittest.TestCase):
+    """POST /session_input (a rex addition): what a person types at a running command."""
+
+    def test_a_read_in_a_script_gets_the_input(self):
+        server = RexServer(BINARY)
+        try:
+            server.create_session("s")
+            results = {}
+
+            def run():
+                results["r"] = server.run(
+                    "read -r -p 'name? ' who; read -r n; echo \"hello $who $((n * 2))\"",
+                    session="s", timeout=20)
+            t = threading.Thread(target=run)
+            t.start()
+            # The run holds the session; the input skips its queue.
+            deadline = time.monotonic() + 10
+            while True:
+                r = server.post("/session_input", {"session": "s", "input": "rex\n"})
+                if r.status == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)  # the command may not be running yet
+            self.assertEqual((r.status, r.json()), (200, {}), r)
+            r = server.post("/session_input", {"session": "s", "input": "21\n"})
+            self.assertEqual(r.status, 200, r)
+            t.join(20)
+            self.assertFalse(t.is_alive())
+            obs = results["r"].json()
+            self.assertEqual(obs["exit_code"], 0, obs)
+            self.assertIn("hello rex 42", obs["output"], obs)
+        finally:
+            server.kill()
+
+    def test_refusals(self):
+        server = RexServer(BINARY)
+        try:
+            server.create_session("s")
+            r = server.post("/session_input", {"session": "s", "input": "echo oops\n"})
+            self.assertEqual(r.status, 511, r)
+            exc = r.json()["swerexception"]
+            self.assertIn("no command is running", exc["message"], exc)
+            self.assertEqual(exc["extra_info"].get("rex_error"), "NoCommandRunningError", exc)
+            # Nothing ran: the next command sees no "oops".
+            out = server.run("echo fine", session="s").json()["output"]
+            self.assertEqual(out.strip(), "fine")
+            r = server.post("/session_input", {"session": "nope", "input": "x"})
+            self.assertEqual(r.status, 511, r)
+            self.assertIn("SessionDoesNotExistError", r.json()["swerexception"]["class_path"])
+            r = server.post("/session_input", {"session": "s", "input": 5})
+            self.assertEqual(r.status, 422, r)
+        finally:
+            server.kill()
+
+
 class TestLifetimeEndpoint(unittest.TestCase):
     """POST /lifetime (a rex addition) replaces the deadline of a server started ahead of its
     use: shorter, longer, or none."""

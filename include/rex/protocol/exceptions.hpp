@@ -76,6 +76,8 @@ REX_DEFINE_EXCEPTION(OSError, SwerexException, "builtins.OSError");
 REX_DEFINE_EXCEPTION(SessionDiedError, SwerexException, "swerex.exceptions.SwerexException");
 /// The session is busy (an interactive program or a timed-out command holds it).
 REX_DEFINE_EXCEPTION(SessionBusyError, SwerexException, "swerex.exceptions.SwerexException");
+/// Input was sent to a session that runs no command (it would be run as one).
+REX_DEFINE_EXCEPTION(NoCommandRunningError, SwerexException, "swerex.exceptions.SwerexException");
 /// No running process has the pid or tag a process call gave.
 REX_DEFINE_EXCEPTION(ProcessDoesNotExistError, SwerexException,
                      "swerex.exceptions.SwerexException");

@@ -35,4 +35,12 @@ struct CloseBashSessionResponse {
 };
 BOOST_DESCRIBE_STRUCT(CloseBashSessionResponse, (), (session_type))
 
+/// Input for the command a bash session runs now: what a person would type at its terminal (a
+/// rex addition, POST /session_input). "\n" ends a line; "\u0004" (Ctrl-D) ends a `cat`'s input.
+struct SessionInput {
+  std::string session = "default";
+  std::string input{};
+};
+BOOST_DESCRIBE_STRUCT(SessionInput, (), (session, input))
+
 }  // namespace rex

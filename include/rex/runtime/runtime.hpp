@@ -73,6 +73,10 @@ class Runtime {
   virtual asio::awaitable<void> send_process_input(ProcessInput input);
   /// Sends a signal to a process's group.
   virtual asio::awaitable<void> signal_process(ProcessSignal signal);
+
+  /// Writes to the terminal of the command a bash session runs now (BashSession::send_input).
+  /// A runtime without it throws SwerexException saying so.
+  virtual asio::awaitable<void> send_session_input(SessionInput input);
 };
 
 }  // namespace rex

@@ -77,6 +77,12 @@ class BashSession {
   /// Throws PexpectTimeout if the prompt (or an expect string) still does not come back.
   asio::awaitable<BashObservation> interrupt(BashInterruptAction action);
 
+  /// Writes `input` to the terminal of the command running now (a `read`, a REPL, a prompt), as
+  /// typed; like interrupt, it reaches a command whose run is still waiting. Throws
+  /// NoCommandRunningError when none runs (bash would take the input as a command),
+  /// SessionDiedError.
+  asio::awaitable<void> send_input(std::string input);
+
   /// Ends bash and every process of its session (SIGKILL), reaps it, closes its descriptors.
   /// Safe to call more than once and while a command runs.
   asio::awaitable<void> close();
