@@ -1295,9 +1295,11 @@ class TestDrift(GatewayTestCase):
         self.assertEqual(out["results"], [{"type": "text", "text": "42"}], out)
 
     def test_orphans_of_this_gateway_go_and_others_stay(self):
-        def fake_sandbox(name, gateway_id):
+        def fake_sandbox(name, gateway_id, wait_for_socket):
             d = os.path.join(self.sandboxes, name)
             os.makedirs(os.path.join(d, "work"))
+            with open(os.path.join(d, "work", "keep.txt"), "w") as f:
+                f.write("keep")
             sock = os.path.join(d, "server.sock")
             proc = subprocess.Popen([BINARY, "server", "--unix-socket", sock, "--auth-token",
                                      "t" + uuid.uuid4().hex, "--log-level", "warn"],
@@ -1313,17 +1315,19 @@ class TestDrift(GatewayTestCase):
                         proc.kill()
                         proc.wait(timeout=10)
             self.addCleanup(stop)
-            wait_until(lambda: os.path.exists(sock), 10, what="the fake sandbox's socket")
+            # Its sandbox.json at once: a directory without one is a create cut off, which the
+            # drift check (every second here) removes at once, socket and all.
             with open(os.path.join(d, "sandbox.json"), "w") as f:
                 json.dump({"gateway_id": gateway_id, "session_id": name,
                            "created_at": time.time() - 30, "pid": proc.pid}, f)
-            with open(os.path.join(d, "work", "keep.txt"), "w") as f:
-                f.write("keep")
+            if wait_for_socket:
+                wait_until(lambda: os.path.exists(sock), 10, what="the fake sandbox's socket")
             return d, proc
 
-        mine, mine_proc = fake_sandbox("orphan" + uuid.uuid4().hex[:8], self.gateway_id)
+        # This gateway's may be removed before its server listens: nothing waits for it.
+        mine, mine_proc = fake_sandbox("orphan" + uuid.uuid4().hex[:8], self.gateway_id, False)
         other, other_proc = fake_sandbox("foreign" + uuid.uuid4().hex[:8],
-                                         "another-gateway-" + uuid.uuid4().hex[:8])
+                                         "another-gateway-" + uuid.uuid4().hex[:8], True)
         t0 = time.monotonic()
         wait_until(lambda: not os.path.exists(mine), 10, interval=0.1,
                    what="the orphan sandbox of this gateway to be removed")
