@@ -8,6 +8,7 @@
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/python_text.hpp>
 #include <rex/server/admission.hpp>
+#include <rex/server/lifetime.hpp>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -440,9 +441,9 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   for (const auto& [k, v] : env_vars)
     spec.env[k] = v;
   // The sandbox's own deadline comes a little after the gateway's, which collects artifacts.
-  // (A sandbox's own deadline is at most ten years away: rex-server refuses more.)
+  // (At most as far as rex-server takes a deadline.)
   spec.max_lifetime =
-      std::min(lifetime + std::min(60.0, std::max(2.0, lifetime / 10)), 10.0 * 365 * 86400);
+      std::min(lifetime + std::min(60.0, std::max(2.0, lifetime / 10)), server::Lifetime::kLongest);
   std::string failure;
   try {
     const SandboxAddress address = co_await prov->create(std::move(spec));
@@ -1004,6 +1005,16 @@ ProxyTarget proxy_target(Gateway::Impl& s, const Caller& who, const Request& r,
   return ProxyTarget{std::move(live), route, e.rec};
 }
 
+// A proxied JSON call's line in the session's transcript.
+void log_proxied(Gateway::Impl& s, const std::string& session_id, const Caller& who,
+                 const SwerexEndpoint& endpoint, json::value request_log, const Answer& answer) {
+  s.append_log(session_id, who,
+               json::object{{"call", "swerex" + endpoint.path},
+                            {"request", std::move(request_log)},
+                            {"status", answer.status},
+                            {"response", body_for_log(answer.body)}});
+}
+
 // A call through the session's own SWE-ReX routes over its RemoteRuntime (decoded, called,
 // encoded): what GET /is_alive needs (its short limit, and `is_alive: false` for a sandbox out
 // of reach) and the listings.
@@ -1013,11 +1024,7 @@ asio::awaitable<Answer> proxy_typed(std::shared_ptr<Gateway::Impl> s, SwerexEndp
   json::value request_log = body_for_log(r.body);
   const auto& handler = std::get<server::JsonRoute>(target.route->handler);
   Answer answer = co_await handler(std::move(r));
-  s->append_log(target.rec, who,
-                json::object{{"call", "swerex" + endpoint.path},
-                             {"request", std::move(request_log)},
-                             {"status", answer.status},
-                             {"response", body_for_log(answer.body)}});
+  log_proxied(*s, target.rec.id, who, endpoint, std::move(request_log), answer);
   co_return answer;
 }
 
@@ -1064,11 +1071,7 @@ asio::awaitable<Answer> proxy_json(std::shared_ptr<Gateway::Impl> s, SwerexEndpo
   }
   if (failure)
     answer = server::swerex_error_answer(failure);
-  s->append_log(session_id, who,
-                json::object{{"call", "swerex" + endpoint.path},
-                             {"request", std::move(request_log)},
-                             {"status", answer.status},
-                             {"response", body_for_log(answer.body)}});
+  log_proxied(*s, session_id, who, endpoint, std::move(request_log), answer);
   co_return answer;
 }
 

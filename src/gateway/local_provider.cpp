@@ -198,6 +198,14 @@ asio::awaitable<void> pause(std::chrono::microseconds d) {
   co_await timer.async_wait(asio::use_awaitable);
 }
 
+// A client of a sandbox's server.
+RemoteRuntimeConfig server_client(const SandboxAddress& address) {
+  RemoteRuntimeConfig rc;
+  rc.url = address.url;
+  rc.auth_token = address.token;
+  return rc;
+}
+
 // A spare's own deadline: one left behind by a gateway that never comes back ends by itself.
 // tend_spares() replaces spares well before it.
 constexpr double kSpareLifetime = 3600;
@@ -363,9 +371,7 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
     if (pid_out != nullptr)
       *pid_out = file.pid;
 
-    RemoteRuntimeConfig rc;
-    rc.url = address.url;
-    rc.auth_token = address.token;
+    RemoteRuntimeConfig rc = server_client(address);
     rc.is_alive_timeout = 1s;
     RemoteRuntime runtime(s.ex, rc);
     const auto give_up = std::chrono::steady_clock::now() + s.cfg.startup_timeout;
@@ -448,9 +454,7 @@ asio::awaitable<std::optional<SandboxAddress>> LocalProvider::Impl::take_spare(
       write_sandbox_file(
           dir, SandboxFile{cfg.gateway_id, spec.session_id, spare.created_at, spare.pid, false});
       held.erase(id);
-      RemoteRuntimeConfig rc;
-      rc.url = spare.address.url;
-      rc.auth_token = spare.address.token;
+      RemoteRuntimeConfig rc = server_client(spare.address);
       rc.request_timeout = 5s;
       RemoteRuntime runtime(ex, rc);
       co_await runtime.set_max_lifetime(spec.max_lifetime);
@@ -514,10 +518,7 @@ asio::awaitable<void> LocalProvider::Impl::fill(std::string key) {
     std::exception_ptr failure;
     try {
       spare.address = co_await start_sandbox(id, pool.spec, kSpareLifetime, true, &spare.pid);
-      RemoteRuntimeConfig rc;
-      rc.url = spare.address.url;
-      rc.auth_token = spare.address.token;
-      RemoteRuntime runtime(ex, rc);
+      RemoteRuntime runtime(ex, server_client(spare.address));
       co_await start_notebook_shell(runtime, spare.address.working_dir);
       spare.address.shell_started = true;
     } catch (...) {

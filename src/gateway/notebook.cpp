@@ -15,7 +15,6 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::string_view kShell = kNotebookShell;
 constexpr double kDefaultCellTimeout = 3600;
 
 // The kernel's client's exit codes when it could not run the cell.
@@ -64,7 +63,7 @@ asio::awaitable<json::object> Notebook::execute(std::string code, std::string la
 
 asio::awaitable<bool> start_notebook_shell(Runtime& runtime, std::string working_dir) {
   CreateBashSessionRequest request;
-  request.session = std::string(kShell);
+  request.session = std::string(kNotebookShell);
   request.startup_timeout = 10;
   try {
     co_await runtime.create_session(std::move(request));
@@ -72,7 +71,7 @@ asio::awaitable<bool> start_notebook_shell(Runtime& runtime, std::string working
     co_return false;
   }
   BashAction cd;
-  cd.session = std::string(kShell);
+  cd.session = std::string(kNotebookShell);
   cd.command = "cd " + shell_quote(working_dir);
   cd.timeout = 30;
   cd.check = "silent";
@@ -93,7 +92,7 @@ asio::awaitable<json::object> Notebook::run_bash(const std::string& code,
                                                  std::optional<double> timeout) {
   co_await ensure_shell();
   BashAction action;
-  action.session = std::string(kShell);
+  action.session = std::string(kNotebookShell);
   action.command = code;
   action.timeout = timeout.value_or(kDefaultCellTimeout);
   action.check = "silent";
@@ -119,7 +118,7 @@ asio::awaitable<json::object> Notebook::run_bash(const std::string& code,
   shell_ready_ = false;
   try {
     CloseBashSessionRequest close;
-    close.session = std::string(kShell);
+    close.session = std::string(kNotebookShell);
     co_await runtime_.close_session(std::move(close));
   } catch (const std::exception&) {
   }
@@ -137,7 +136,7 @@ asio::awaitable<void> Notebook::start_kernel() {
   // Started from the session's shell, so the shell's end (the sandbox's) ends it too; waits
   // until the kernel listens.
   BashAction start;
-  start.session = std::string(kShell);
+  start.session = std::string(kNotebookShell);
   start.timeout = 60;
   start.check = "silent";
   start.command = fmt::format(

@@ -159,26 +159,32 @@ struct RemoteRuntime::Impl {
   }
 
   // Headers of every call: the token, and an idempotency key that retries reuse.
-  std::vector<std::pair<std::string, std::string>> headers() {
+  std::vector<std::pair<std::string, std::string>> headers(std::string id = request_id()) {
     std::vector<std::pair<std::string, std::string>> out;
     if (!cfg.auth_token.empty())
       out.emplace_back("X-API-Key", cfg.auth_token);
-    out.emplace_back("X-Request-ID", request_id());
+    out.emplace_back("X-Request-ID", std::move(id));
     return out;
   }
 
-  http::ClientRequest post(const char* target, const json::value* body, Clock::duration timeout) {
+  // A call of the protocol with `body` (JSON text; none when empty).
+  http::ClientRequest json_request(const char* method, std::string target, std::string body,
+                                   Clock::duration timeout, std::string id = request_id()) {
     http::ClientRequest r;
-    r.method = "POST";
-    r.target = target;
-    r.headers = headers();
+    r.method = method;
+    r.target = std::move(target);
+    r.headers = headers(std::move(id));
     r.headers.emplace_back("Accept", "application/json");
-    if (body != nullptr) {
+    if (!body.empty())
       r.headers.emplace_back("Content-Type", "application/json");
-      r.body = json::serialize(*body);
-    }
+    r.body = std::move(body);
     r.timeout = timeout;
     return r;
+  }
+
+  http::ClientRequest post(const char* target, const json::value* body, Clock::duration timeout) {
+    return json_request("POST", target, body != nullptr ? json::serialize(*body) : std::string(),
+                        timeout);
   }
 
   // Raises what a non-2xx answer means: the transferred exception of a 511, else HttpError.
@@ -246,6 +252,17 @@ struct RemoteRuntime::Impl {
     if (!seconds)
       return cfg.unbounded_command_timeout;
     return from_seconds(*seconds) + cfg.timeout_margin;
+  }
+
+  // An interrupt waits up to `timeout` after each of its attempts, then may kill.
+  Clock::duration interrupt_timeout(double timeout, int n_retry) const {
+    const double attempts = std::max(n_retry, 0) + 1.0;
+    return from_seconds(timeout * attempts) + cfg.timeout_margin;
+  }
+
+  // A session's start: its startup timeout and the margin.
+  Clock::duration startup_timeout(double seconds) const {
+    return from_seconds(seconds) + cfg.timeout_margin;
   }
 
   asio::awaitable<IsAliveResponse> check_alive(Clock::duration timeout) {
@@ -334,7 +351,7 @@ asio::awaitable<void> RemoteRuntime::wait_until_alive(Clock::duration timeout) {
 
 asio::awaitable<CreateBashSessionResponse> RemoteRuntime::create_session(
     CreateBashSessionRequest request) {
-  const auto timeout = from_seconds(request.startup_timeout) + impl_->cfg.timeout_margin;
+  const auto timeout = impl_->startup_timeout(request.startup_timeout);
   co_return co_await impl_->call<CreateBashSessionResponse>("/create_session", request, timeout);
 }
 
@@ -343,10 +360,8 @@ asio::awaitable<BashObservation> RemoteRuntime::run_in_session(Action action) {
   if (const auto* bash = std::get_if<BashAction>(&action)) {
     timeout = impl_->command_timeout(bash->timeout);
   } else {
-    // An interrupt waits up to `timeout` after each of its attempts, then may kill.
     const auto& interrupt = std::get<BashInterruptAction>(action);
-    const double attempts = std::max(interrupt.n_retry, 0) + 1.0;
-    timeout = from_seconds(interrupt.timeout * attempts) + impl_->cfg.timeout_margin;
+    timeout = impl_->interrupt_timeout(interrupt.timeout, interrupt.n_retry);
   }
   co_return co_await impl_->call<BashObservation>("/run_in_session", action, timeout);
 }
@@ -640,26 +655,16 @@ asio::awaitable<http::ClientResponse> RemoteRuntime::forward(const char* method,
     const json::value* type = fields != nullptr ? fields->if_contains("action_type") : nullptr;
     const BashInterruptAction interrupt;
     if (type != nullptr && type->is_string() && type->get_string() == interrupt.action_type) {
-      const double attempts = std::max(number("n_retry").value_or(interrupt.n_retry), 0.0) + 1;
-      timeout = from_seconds(number("timeout").value_or(interrupt.timeout) * attempts) +
-                s.cfg.timeout_margin;
+      const double n_retry = number("n_retry").value_or(interrupt.n_retry);
+      timeout = s.interrupt_timeout(number("timeout").value_or(interrupt.timeout),
+                                    static_cast<int>(std::clamp(n_retry, -1.0, 1e6)));
     }
   } else if (target == "/create_session") {
-    timeout = from_seconds(
-                  number("startup_timeout").value_or(CreateBashSessionRequest{}.startup_timeout)) +
-              s.cfg.timeout_margin;
+    timeout = s.startup_timeout(
+        number("startup_timeout").value_or(CreateBashSessionRequest{}.startup_timeout));
   }
-  http::ClientRequest request;
-  request.method = method;
-  request.target = std::move(target);
-  if (!s.cfg.auth_token.empty())
-    request.headers.emplace_back("X-API-Key", s.cfg.auth_token);
-  request.headers.emplace_back("X-Request-ID", std::move(request_id));
-  request.headers.emplace_back("Accept", "application/json");
-  if (!body.empty())
-    request.headers.emplace_back("Content-Type", "application/json");
-  request.body = std::move(body);
-  request.timeout = timeout;
+  const http::ClientRequest request =
+      s.json_request(method, std::move(target), std::move(body), timeout, std::move(request_id));
   co_return co_await s.client.request(request);
 }
 

@@ -21,8 +21,6 @@ namespace bhttp = boost::beast::http;
 
 namespace {
 
-constexpr double kLongestLifetime = 10.0 * 365 * 86400;
-
 double unix_seconds(std::chrono::system_clock::time_point t) {
   return std::chrono::duration<double>(t.time_since_epoch()).count();
 }
@@ -40,18 +38,33 @@ struct Lifetime::State {
   std::uint64_t generation = 0;
   bool ended = false;
 
+  // Time until the deadline (negative past it); nullopt without one.
+  std::optional<std::chrono::steady_clock::duration> left() const {
+    if (!deadline)
+      return std::nullopt;
+    return *deadline - std::chrono::steady_clock::now();
+  }
+
+  // Seconds until the deadline, none past it; nullopt without one.
+  std::optional<double> remaining() const {
+    const auto l = left();
+    if (!l)
+      return std::nullopt;
+    return std::max(0.0, std::chrono::duration<double>(*l).count());
+  }
+
   json::object describe() const {
     json::object o;
-    if (!deadline) {
+    const auto l = left();
+    if (!l) {
       o["max_lifetime"] = nullptr;
       o["deadline"] = nullptr;
       return o;
     }
-    const auto left = *deadline - std::chrono::steady_clock::now();
-    o["max_lifetime"] = std::max(0.0, std::chrono::duration<double>(left).count());
+    o["max_lifetime"] = *remaining();
     o["deadline"] =
         unix_seconds(std::chrono::system_clock::now() +
-                     std::chrono::duration_cast<std::chrono::system_clock::duration>(left));
+                     std::chrono::duration_cast<std::chrono::system_clock::duration>(*l));
     return o;
   }
 };
@@ -69,10 +82,10 @@ asio::awaitable<void> watch(std::shared_ptr<Lifetime::State> s, std::uint64_t ge
 
 // Sets (or, with 0, removes) the deadline `seconds` from now.
 void set_deadline(const std::shared_ptr<Lifetime::State>& state, double seconds) {
-  if (!std::isfinite(seconds) || seconds < 0 || seconds > kLongestLifetime)
+  if (!std::isfinite(seconds) || seconds < 0 || seconds > Lifetime::kLongest)
     throw std::invalid_argument(
         fmt::format("max_lifetime must be a number of seconds from 0 to {:.0f}, got {}",
-                    kLongestLifetime, seconds));
+                    Lifetime::kLongest, seconds));
   Lifetime::State& s = *state;
   if (s.ended)
     return;
@@ -103,11 +116,7 @@ void Lifetime::set(double seconds) {
 }
 
 std::optional<double> Lifetime::remaining() const {
-  if (!state_->deadline)
-    return std::nullopt;
-  return std::max(
-      0.0,
-      std::chrono::duration<double>(*state_->deadline - std::chrono::steady_clock::now()).count());
+  return state_->remaining();
 }
 
 void Lifetime::cancel() {

@@ -26,6 +26,9 @@ namespace rex::server {
 
 class Lifetime {
  public:
+  /// The furthest deadline set() takes: ten years.
+  static constexpr double kLongest = 10.0 * 365 * 86400;
+
   /// `on_end(reason)` runs when the deadline passes.
   Lifetime(asio::any_io_executor executor,
            std::function<asio::awaitable<void>(std::string)> on_end);
@@ -34,7 +37,7 @@ class Lifetime {
   Lifetime& operator=(const Lifetime&) = delete;
 
   /// The deadline `seconds` from now (0: none). Throws std::invalid_argument for a negative,
-  /// non-finite or absurd (over 10 years) value.
+  /// non-finite or absurd (over kLongest) value.
   void set(double seconds);
   /// Seconds until the deadline; nullopt when there is none.
   std::optional<double> remaining() const;
