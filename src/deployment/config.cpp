@@ -254,6 +254,7 @@ E2BDeploymentConfig read_e2b(Reader& r) {
   r.string_map("metadata", c.metadata);
   r.string_map("env", c.env);
   r.string("server_path", c.server_path);
+  r.string("template_server_path", c.template_server_path);
   std::optional<std::int64_t> port;
   r.optional_integer("server_port", port, 0, 65535);
   c.server_port = port ? static_cast<int>(*port) : 0;
@@ -262,6 +263,8 @@ E2BDeploymentConfig read_e2b(Reader& r) {
     r.fail("template", "must not be empty");
   if (!(c.timeout > 0))
     r.fail("timeout", "must be a positive number of seconds");
+  if (!c.template_server_path.empty() && c.template_server_path.front() != '/')
+    r.fail("template_server_path", "must be an absolute path in the sandbox");
   return c;
 }
 
@@ -524,6 +527,7 @@ json::object to_json(const DeploymentConfig& config) {
     o["metadata"] = map_value(c->metadata);
     o["env"] = map_value(c->env);
     o["server_path"] = c->server_path;
+    o["template_server_path"] = c->template_server_path;
     o["server_port"] = c->server_port;
     o["startup_timeout"] = c->startup_timeout;
   } else if (const auto* c = std::get_if<KubernetesDeploymentConfig>(&config)) {

@@ -201,14 +201,18 @@ asio::awaitable<void> E2BDeployment::upload(const std::string& local, const std:
     throw std::runtime_error(fmt::format("the upload was refused: {}", e2b_error(answer)));
 }
 
-asio::awaitable<int> E2BDeployment::start_server(const std::string& remote) {
+asio::awaitable<int> E2BDeployment::start_server(const std::string& server,
+                                                 const std::string& token_file) {
   const auto lifetime = static_cast<std::int64_t>(std::ceil(config_.timeout));
   // The token comes from a file that is removed at once: a command line or an environment
   // given to the start call may be logged on the way (a gateway's transcript records them).
+  // An uploaded server is made executable first; one of the template's is used as it is.
+  const std::string chmod =
+      config_.template_server_path.empty() ? fmt::format("chmod 700 {} && ", server) : "";
   const std::string script = fmt::format(
-      "chmod 700 ./{0} && REX_AUTH_TOKEN=$(cat ./{0}.token) && rm -f ./{0}.token && "
-      "export REX_AUTH_TOKEN && exec ./{0} --host 0.0.0.0 --port {1} --max-lifetime {2}",
-      remote, config_.server_port, lifetime);
+      "{0}REX_AUTH_TOKEN=$(cat {2}) && rm -f {2} && "
+      "export REX_AUTH_TOKEN && exec {1} --host 0.0.0.0 --port {3} --max-lifetime {4}",
+      chmod, server, token_file, config_.server_port, lifetime);
   json::object process{{"cmd", "/bin/sh"}, {"args", json::array{"-c", script}}};
   http::Client client(executor_, port_url(kEnvdPort), envd_client_config());
   http::ClientRequest start;
@@ -266,7 +270,9 @@ asio::awaitable<int> E2BDeployment::start_server(const std::string& remote) {
 asio::awaitable<void> E2BDeployment::start() {
   if (started_ || stopped_)
     throw DeploymentStartupError("an E2B deployment starts once");
-  const std::string server = find_rex_server(config_.server_path);
+  // A server in the template is started where it is; else the local one is uploaded.
+  const std::string local_server =
+      config_.template_server_path.empty() ? find_rex_server(config_.server_path) : std::string();
   server_token_ = random_hex(16);
   emit(DeploymentStage::creating, fmt::format("creating an E2B sandbox from template {} at {}",
                                               config_.template_id, config_.api_url));
@@ -275,20 +281,26 @@ asio::awaitable<void> E2BDeployment::start() {
   std::string step;
   std::exception_ptr failure;
   try {
-    step = "uploading rex-server";
-    emit(DeploymentStage::starting, fmt::format("sandbox {}: {}", sandbox_id_, step));
-    const std::string remote = "rex-server-" + random_hex(4);
-    co_await upload(server, remote);
+    const std::string name = "rex-server-" + random_hex(4);
+    std::string server = shell_quote(config_.template_server_path);
+    if (local_server.empty()) {
+      step = "uploading the token";
+    } else {
+      step = "uploading rex-server";
+      server = "./" + name;
+      emit(DeploymentStage::starting, fmt::format("sandbox {}: {}", sandbox_id_, step));
+      co_await upload(local_server, name);
+    }
     {
       TempDir scratch =
           TempDir::create_in(std::filesystem::temp_directory_path().string(), "rex-e2b-");
       const std::string token_file = scratch.path() + "/token";
       write_secret_file(token_file, server_token_);
-      co_await upload(token_file, remote + ".token");
+      co_await upload(token_file, name + ".token");
     }
     step = "starting rex-server";
     emit(DeploymentStage::starting, fmt::format("sandbox {}: {}", sandbox_id_, step));
-    server_port_ = co_await start_server(remote);
+    server_port_ = co_await start_server(server, "./" + name + ".token");
 
     RemoteRuntimeConfig rc;
     rc.url = port_url(server_port_);

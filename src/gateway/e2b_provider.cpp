@@ -44,6 +44,7 @@ struct E2BProvider::Impl {
     d.sandbox_url = config.sandbox_url;
     d.domain = config.domain;
     d.server_path = config.server_path;
+    d.template_server_path = config.template_server_path;
     d.startup_timeout = config.startup_timeout;
     return d;
   }

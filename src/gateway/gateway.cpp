@@ -122,6 +122,7 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
     e2b.api_url = cfg.e2b.api_url;
     e2b.sandbox_url = cfg.e2b.sandbox_url;
     e2b.domain = cfg.e2b.domain;
+    e2b.template_server_path = cfg.e2b.template_server_path;
     try {
       providers["e2b"] = std::make_unique<E2BProvider>(ex, std::move(e2b));
     } catch (const std::exception& x) {

@@ -699,6 +699,11 @@ GatewayConfig parse_gateway_config(std::string_view yaml_text, std::string_view 
       if (auto v = e2b.take(key))
         *out = read_string(*v);
     }
+    if (auto v = e2b.take("template_server_path")) {
+      config.e2b.template_server_path = read_string(*v);
+      if (!config.e2b.template_server_path.empty() && config.e2b.template_server_path[0] != '/')
+        v->fail("must be an absolute path in the sandbox");
+    }
     e2b.finish();
   }
   if (auto f = fields.take("kubernetes"); f && !f->node.IsNull()) {

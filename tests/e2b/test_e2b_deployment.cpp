@@ -136,9 +136,13 @@ E2BDeploymentConfig against_gateway() {
 // A started E2BDeployment behind the Runtime interface; stopping it kills the sandbox.
 using DeployedE2B = DeployedRuntime<E2BDeployment>;
 
+// The conformance suite takes the server the template holds: the local provider's sandboxes see
+// this machine's files, so this build's rex-server is there (uploading it is tested below).
 const RuntimeFactory kE2B{"E2B",
                           [](asio::io_context& io) -> std::unique_ptr<Runtime> {
-                            return std::make_unique<DeployedE2B>(io, against_gateway());
+                            auto config = against_gateway();
+                            config.template_server_path = REX_SERVER_BUILT;
+                            return std::make_unique<DeployedE2B>(io, std::move(config));
                           },
                           false};
 
@@ -246,6 +250,20 @@ TEST(E2BDeployment, ASandboxUrlThatAnswersNothingFailsTheStartAndKillsTheSandbox
   const auto answer = run_async(io, client.request(std::move(list)), 30s);
   EXPECT_EQ(answer.status, 200);
   EXPECT_EQ(answer.body, "[]") << answer.body;
+}
+
+TEST(E2BDeployment, ATemplateServerThatIsNotThereFailsTheStartNamingItAndKillsTheSandbox) {
+  auto config = against_gateway();
+  config.template_server_path = "/nonexistent/rex server";
+  const std::string e = startup_error(config);
+  EXPECT_NE(e.find("starting rex-server"), std::string::npos) << e;
+  EXPECT_NE(e.find("/nonexistent/rex server"), std::string::npos) << e;
+  asio::io_context io;
+  http::Client client(io.get_executor(), gateway().url());
+  http::ClientRequest list;
+  list.target = "/sandboxes";
+  list.headers.emplace_back("X-API-KEY", kKey);
+  EXPECT_EQ(run_async(io, client.request(std::move(list)), 30s).body, "[]");
 }
 
 TEST(E2BDeployment, WithoutAnyKeyTheConfigIsRefused) {

@@ -110,6 +110,8 @@ TEST(DeploymentConfig, ErrorsNameTheField) {
   EXPECT_THAT(error_of(R"({"type":"e2b","template":""})"), HasSubstr("e2b.template"));
   EXPECT_THAT(error_of(R"({"type":"e2b","timeout":0})"), HasSubstr("e2b.timeout"));
   EXPECT_THAT(error_of(R"({"type":"e2b","server_port":70000})"), HasSubstr("e2b.server_port"));
+  EXPECT_THAT(error_of(R"({"type":"e2b","template_server_path":"bin/rex-server"})"),
+              HasSubstr("e2b.template_server_path: must be an absolute path"));
   EXPECT_THAT(error_of(R"({"type":"kubernetes","namespce":"x"})"),
               HasSubstr("kubernetes: unknown field \"namespce\""));
   EXPECT_THAT(error_of(R"({"type":"kubernetes","image":""})"), HasSubstr("kubernetes.image"));

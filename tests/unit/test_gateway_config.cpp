@@ -244,6 +244,12 @@ TEST(GatewayConfig, TheE2BSection) {
   EXPECT_EQ(c.e2b.sandbox_url, "http://sb");
   EXPECT_EQ(c.e2b.domain, "d");
   EXPECT_TRUE(parse("e2b: {}\n").e2b.enabled);  // every field from E2B's variables
+  EXPECT_EQ(parse("e2b:\n  template_server_path: /opt/rex-server\n").e2b.template_server_path,
+            "/opt/rex-server");
+  EXPECT_NE(error_of("e2b:\n  template_server_path: rex-server\n")
+                .find("e2b.template_server_path: must be an absolute path"),
+            std::string::npos)
+      << error_of("e2b:\n  template_server_path: rex-server\n");
   EXPECT_NE(error_of("e2b:\n  api_kye: k\n").find("api_kye: unknown field"), std::string::npos);
   EXPECT_NE(error_of("e2b: [1]\n").find("a mapping of E2B settings"), std::string::npos);
 }

@@ -137,7 +137,10 @@ struct E2BDeploymentConfig {
   double timeout = 3600;             // the sandbox's lifetime in seconds; E2B ends it then
   std::map<std::string, std::string> metadata{};
   std::map<std::string, std::string> env{};  // the sandbox's environment variables
-  std::string server_path{};       // the static rex-server to upload; empty: found as Docker's is
+  std::string server_path{};  // the static rex-server to upload; empty: found as Docker's is
+  // A rex-server already in the template (an absolute path in the sandbox): started there, and
+  // nothing but the token is uploaded. Empty: server_path is uploaded into each sandbox.
+  std::string template_server_path{};
   int server_port = 0;             // rex-server's port in the sandbox; 0: any free one
   double startup_timeout = 120.0;  // each step: the create, the upload, the server's start
 };

@@ -64,7 +64,7 @@ class E2BDeployment final : public Deployment {
  private:
   asio::awaitable<void> create_sandbox();
   asio::awaitable<void> upload(const std::string& local, const std::string& remote);
-  asio::awaitable<int> start_server(const std::string& remote);
+  asio::awaitable<int> start_server(const std::string& server, const std::string& token_file);
   std::string port_url(int port) const;
   std::vector<std::pair<std::string, std::string>> port_headers(int port) const;
   http::ClientConfig envd_client_config() const;  // for the sandbox's daemon (envd)

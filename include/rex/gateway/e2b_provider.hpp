@@ -24,8 +24,9 @@ struct E2BProviderConfig {
   std::string api_url;
   std::string sandbox_url;
   std::string domain;
-  std::string server_path;       // the static rex-server to upload; empty: found as for `rex run`
-  double startup_timeout = 120;  // seconds for each step of a create
+  std::string server_path;  // the static rex-server to upload; empty: found as for `rex run`
+  std::string template_server_path;  // one already in the templates: started, not uploaded
+  double startup_timeout = 120;      // seconds for each step of a create
 };
 
 class E2BProvider final : public Provider {

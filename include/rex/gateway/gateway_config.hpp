@@ -62,6 +62,7 @@ struct GatewayConfig {
   struct E2B {
     bool enabled = false;
     std::string api_key, api_url, sandbox_url, domain;
+    std::string template_server_path;  // a rex-server in every template used; "": uploaded
   } e2b;
   // The kubernetes provider: present when this section is (`kubernetes:` in YAML). Empty fields
   // take their defaults: the kubeconfig as kubectl finds it, its current context and namespace.
