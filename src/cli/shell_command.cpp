@@ -21,6 +21,7 @@
 #include <iostream>
 
 #include "line_reader.hpp"
+#include "terminal_shell.hpp"
 
 namespace rex::cli {
 
@@ -256,6 +257,10 @@ void add_shell_options(CLI::App& app, ShellOptions& o) {
       ->allow_extra_args(false);
   app.add_option("--history-file", o.history_file,
                  "Where the command history is kept (default ~/.rex_history)");
+  app.add_flag("--no-tty", o.no_tty,
+               "Line by line through a bash session even when stdin is a terminal (the default "
+               "then: a terminal attached to a shell in the sandbox; --timeout, "
+               "--startup-source and --history-file apply to the line mode only)");
   add_deployment_options(app, o.deployment);
 }
 
@@ -271,6 +276,14 @@ int shell_command(const ShellOptions& options) {
     return exit_usage;
   }
   const bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1;
+  if (interactive && !options.no_tty) {
+    TerminalShell terminal(io.get_executor());
+    DeploymentBody body = [&terminal](Deployment& d) { return terminal.run(d); };
+    SignalRouting routing;
+    routing.before_stop = [&terminal] { return terminal.finish(); };
+    return run_with_deployment(io, *deployment, options.deployment, std::move(body),
+                               std::move(routing));
+  }
   if (interactive)
     std::setlocale(LC_CTYPE, "");  // libedit decodes multibyte input by the locale
   LineReaderConfig reader_config;

@@ -18,6 +18,7 @@ struct ShellOptions {
   double timeout = 0;  // seconds per command; 0: none (Ctrl-C interrupts)
   std::vector<std::string> startup_source{};
   std::string history_file{};  // empty: ~/.rex_history
+  bool no_tty = false;         // line by line even when stdin is a terminal
 };
 
 void add_shell_options(CLI::App& app, ShellOptions& options);

@@ -239,6 +239,9 @@ class PodRuntime final : public Runtime {
   asio::awaitable<void> signal_process(ProcessSignal s) override {
     return guarded_void([this, s] { return inner_.signal_process(s); });
   }
+  asio::awaitable<void> resize_process(ProcessResize r) override {
+    return guarded_void([this, r] { return inner_.resize_process(r); });
+  }
 
  private:
   // Failures that may mean the pod is gone: the connection (to the pod, or the proxy's to it)

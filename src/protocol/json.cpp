@@ -48,6 +48,8 @@
   X(ProcessSelector)           \
   X(ProcessInput)              \
   X(ProcessSignal)             \
+  X(ProcessResize)             \
+  X(TerminalSize)              \
   X(ProcessEnd)
 
 namespace rex {

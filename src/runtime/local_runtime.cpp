@@ -213,6 +213,11 @@ asio::awaitable<void> LocalRuntime::signal_process(ProcessSignal signal) {
   co_return;
 }
 
+asio::awaitable<void> LocalRuntime::resize_process(ProcessResize resize) {
+  impl_->processes.resize(resize);
+  co_return;
+}
+
 asio::awaitable<void> LocalRuntime::send_session_input(SessionInput input) {
   // Held for the write: a close_session meanwhile does not free it under us.
   const std::shared_ptr<BashSession> session = impl_->find(input.session);

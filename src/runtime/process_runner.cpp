@@ -7,6 +7,7 @@
 #include <rex/runtime/process_runner.hpp>
 #include <rex/session/output.hpp>
 
+#include "core/pty.hpp"
 #include "core/spawn.hpp"
 #include "core/unique_fd.hpp"
 #include "runtime/process_table.hpp"
@@ -334,10 +335,15 @@ namespace {
 
 using ProcessListener = Runtime::ProcessListener;
 
+// Output a listener may have queued before the process's output is read no further: a slow
+// listener slows the process down (as a full pipe would), and memory stays bounded.
+constexpr std::size_t kMaxQueuedBytes = std::size_t{1} << 20;
+
 // What one listener has not seen yet.
 struct Listener {
   explicit Listener(asio::any_io_executor ex) : wake(std::move(ex)) {}
   std::deque<ProcessEvent> queue;
+  std::size_t queued_bytes = 0;
   std::optional<ProcessEnd> end;
   Event wake;
 };
@@ -360,21 +366,28 @@ ProcessEnd end_of(const std::optional<int>& code) {
 }  // namespace
 
 struct ProcessTable::Process {
-  explicit Process(asio::any_io_executor ex) : pidfd(ex), out(ex), err(ex), in(ex) {}
+  explicit Process(asio::any_io_executor ex) : pidfd(ex), out(ex), err(ex), in(ex), drained(ex) {}
 
   void publish(const ProcessEvent& e) {
     for (const auto& l : listeners) {
       l->queue.push_back(e);
+      l->queued_bytes += e.data.size();
       l->wake.set();
     }
+  }
+  bool backlogged() const {
+    return std::any_of(listeners.begin(), listeners.end(),
+                       [](const auto& l) { return l->queued_bytes > kMaxQueuedBytes; });
   }
 
   ProcessInfo info;
   // Until reaped, which is when the process leaves the table. A record that goes first (its
   // io_context went away) kills the group and reaps it on the way.
   std::optional<ChildReaper> reaper;
-  stream_descriptor pidfd, out, err, in;
+  stream_descriptor pidfd, out, err, in;  // with a pty: out and in are the master's
   std::vector<std::shared_ptr<Listener>> listeners;
+  Event drained;  // set when a listener's backlog went down, or a listener left
+  bool exited = false;
 };
 
 namespace {
@@ -384,14 +397,46 @@ using Process = ProcessTable::Process;
 asio::awaitable<void> forward(std::shared_ptr<Process> p, stream_descriptor& pipe,
                               ProcessEvent::Kind kind) {
   std::string buffer(1 << 16, '\0');
-  while (true) {
+  while (!p->exited) {
     boost::system::error_code ec;
     const std::size_t n = co_await pipe.async_read_some(
         asio::buffer(buffer), asio::redirect_error(asio::use_awaitable, ec));
     if (n > 0)
       p->publish(ProcessEvent{kind, p->info.pid, buffer.substr(0, n)});
     if (ec)
-      co_return;  // end of file, or the pipe failed: either way nothing more comes
+      co_return;  // end of file (EIO from a pty), or the pipe failed: nothing more comes
+    while (p->backlogged() && !p->exited) {
+      p->drained.reset();
+      co_await p->drained.wait();
+    }
+  }
+}
+
+// A terminal process's output: it ends when the process does, with what the terminal holds
+// then; whatever it left running in the background (holding the terminal open) is not waited
+// for, as a terminal window closes when its shell exits.
+asio::awaitable<void> forward_terminal(std::shared_ptr<Process> p) {
+  auto read_done = std::make_shared<Event>(p->out.get_executor());
+  asio::co_spawn(
+      p->out.get_executor(),
+      [p, read_done]() -> asio::awaitable<void> {
+        co_await forward(p, p->out, ProcessEvent::Kind::stdout_data);
+        read_done->set();
+      },
+      asio::detached);
+  boost::system::error_code ec;
+  co_await p->pidfd.async_wait(stream_descriptor::wait_read,
+                               asio::redirect_error(asio::use_awaitable, ec));
+  p->exited = true;
+  p->out.cancel(ec);
+  p->drained.set();
+  co_await read_done->wait();
+  p->out.non_blocking(true, ec);
+  std::string buffer(1 << 16, '\0');
+  while (!ec) {
+    const std::size_t n = p->out.read_some(asio::buffer(buffer), ec);
+    if (n > 0)
+      p->publish(ProcessEvent{ProcessEvent::Kind::stdout_data, p->info.pid, buffer.substr(0, n)});
   }
 }
 
@@ -399,11 +444,15 @@ asio::awaitable<void> forward(std::shared_ptr<Process> p, stream_descriptor& pip
 // it out of the table.
 asio::awaitable<void> pump(std::shared_ptr<ProcessTable::Processes> table,
                            std::shared_ptr<Process> p) {
-  auto out = forward(p, p->out, ProcessEvent::Kind::stdout_data);
-  auto err = forward(p, p->err, ProcessEvent::Kind::stderr_data);
-  auto exited = wait_for_exit(p->pidfd);
-  auto done = all_of(std::move(out), std::move(err), std::move(exited));
-  const Outcome<void> finished = co_await capture(std::move(done));
+  Outcome<void> finished;
+  if (p->info.pty) {
+    finished = co_await capture(forward_terminal(p));
+  } else {
+    auto out = forward(p, p->out, ProcessEvent::Kind::stdout_data);
+    auto err = forward(p, p->err, ProcessEvent::Kind::stderr_data);
+    auto exited = wait_for_exit(p->pidfd);
+    finished = co_await capture(all_of(std::move(out), std::move(err), std::move(exited)));
+  }
   if (!finished)
     p->reaper->kill_group();  // waiting failed: make sure the reap below cannot block
   const ProcessEnd end = end_of(p->reaper->reap());
@@ -425,6 +474,7 @@ asio::awaitable<std::optional<ProcessEnd>> listen(std::shared_ptr<Process> p,
     Listener* l;
     ~Leave() {
       std::erase_if(p.listeners, [this](const auto& x) { return x.get() == l; });
+      p.drained.set();
     }
   } leave{*p, l.get()};
   while (true) {
@@ -432,6 +482,10 @@ asio::awaitable<std::optional<ProcessEnd>> listen(std::shared_ptr<Process> p,
     while (!l->queue.empty()) {
       const ProcessEvent e = std::move(l->queue.front());
       l->queue.pop_front();
+      const bool was_backlogged = l->queued_bytes > kMaxQueuedBytes;
+      l->queued_bytes -= e.data.size();
+      if (was_backlogged && l->queued_bytes <= kMaxQueuedBytes)
+        p->drained.set();
       if (!on_event(e))
         co_return std::nullopt;
     }
@@ -473,6 +527,14 @@ std::shared_ptr<Process> select(const ProcessTable::Processes& table, long pid,
         fmt::format("no process tagged {} is running", python_repr(tag)));
   }
   throw ValueError("a process call needs a pid or a tag");
+}
+
+// ValueError for a terminal size no terminal has.
+void check_size(const TerminalSize& size) {
+  constexpr int kLargest = 10000;
+  if (size.cols < 1 || size.cols > kLargest || size.rows < 1 || size.rows > kLargest)
+    throw ValueError(fmt::format("a terminal's size is 1 to {} columns and rows, not {}x{}",
+                                 kLargest, size.cols, size.rows));
 }
 
 std::vector<std::string> environment_with(const std::map<std::string, std::string>& added) {
@@ -520,35 +582,69 @@ asio::awaitable<std::optional<ProcessEnd>> ProcessTable::start(ProcessConfig con
                                                                ProcessListener on_event) {
   if (config.argv.empty())
     throw ValueError("the process's argv is empty");
-  SpawnOptions options = group_options(
-      config.argv, config.env ? std::optional(environment_with(*config.env)) : std::nullopt,
-      config.cwd);
+  if (config.pty)
+    check_size(*config.pty);
+  std::optional<std::vector<std::string>> env;
+  if (config.pty) {
+    // A terminal program needs to know what it draws on.
+    std::map<std::string, std::string> added =
+        config.env.value_or(std::map<std::string, std::string>{});
+    if (!added.contains("TERM"))
+      added["TERM"] = "xterm-256color";
+    env = environment_with(added);
+  } else if (config.env) {
+    env = environment_with(*config.env);
+  }
+  SpawnOptions options = group_options(config.argv, std::move(env), config.cwd);
   Pipe out_pipe, err_pipe, in_pipe;
-  open_pipe(out_pipe);
-  open_pipe(err_pipe);
-  if (config.stdin_pipe)
-    open_pipe(in_pipe);
-  options.stdout_fd = out_pipe.write.get();
-  options.stderr_fd = err_pipe.write.get();
-  options.stdin_fd = config.stdin_pipe ? in_pipe.read.get() : -1;
+  Pty pty;
+  if (config.pty) {
+    try {
+      pty = open_pty(static_cast<unsigned short>(config.pty->cols),
+                     static_cast<unsigned short>(config.pty->rows));
+    } catch (const std::system_error& e) {
+      throw_os_error(e.code().value());
+    }
+    options.controlling_tty = pty.slave_path;
+    options.new_process_group = false;  // a session of its own, which is a group too
+  } else {
+    open_pipe(out_pipe);
+    open_pipe(err_pipe);
+    if (config.stdin_pipe)
+      open_pipe(in_pipe);
+    options.stdout_fd = out_pipe.write.get();
+    options.stderr_fd = err_pipe.write.get();
+    options.stdin_fd = config.stdin_pipe ? in_pipe.read.get() : -1;
+  }
   const SpawnedChild child = spawn(options);
 
   auto p = std::make_shared<Process>(ex_);
   p->reaper.emplace(child.pid);
   p->pidfd.assign(child.pidfd);
-  out_pipe.write.reset();
-  err_pipe.write.reset();
-  in_pipe.read.reset();
-  p->out.assign(out_pipe.read.release());
-  p->err.assign(err_pipe.read.release());
-  if (config.stdin_pipe)
-    p->in.assign(in_pipe.write.release());
+  if (config.pty) {
+    // Ours closes now: the master reads end of file (EIO) once the child's side is all closed.
+    pty.slave.reset();
+    UniqueFd input(::fcntl(pty.master.get(), F_DUPFD_CLOEXEC, 0));
+    if (input.get() < 0)
+      throw_os_error(errno);
+    p->out.assign(pty.master.release());
+    p->in.assign(input.release());
+  } else {
+    out_pipe.write.reset();
+    err_pipe.write.reset();
+    in_pipe.read.reset();
+    p->out.assign(out_pipe.read.release());
+    p->err.assign(err_pipe.read.release());
+    if (config.stdin_pipe)
+      p->in.assign(in_pipe.write.release());
+  }
   p->info = ProcessInfo{.pid = child.pid,
                         .argv = std::move(config.argv),
                         .env = std::move(config.env),
                         .cwd = config.cwd.value_or(std::filesystem::current_path().string()),
                         .tag = std::move(config.tag),
-                        .stdin_pipe = config.stdin_pipe};
+                        .stdin_pipe = config.stdin_pipe || config.pty.has_value(),
+                        .pty = config.pty};
   (*processes_)[child.pid] = p;
   auto l = attach(*p);
   asio::co_spawn(ex_, pump(processes_, p), asio::detached);
@@ -583,11 +679,31 @@ asio::awaitable<void> ProcessTable::input(ProcessInput input) {
     if (ec && ec != asio::error::broken_pipe)
       throw_os_error(ec.value());
   }
-  if (input.close) {
+  if (input.close && p->info.pty) {
+    // A terminal has no end of its input: Ctrl-D is what a person types for one.
+    boost::system::error_code ignored;
+    co_await asio::async_write(p->in, asio::buffer("\x04", 1),
+                               asio::redirect_error(asio::use_awaitable, ignored));
+  } else if (input.close) {
     boost::system::error_code ignored;
     p->in.close(ignored);
     p->info.stdin_pipe = false;
   }
+}
+
+void ProcessTable::resize(const ProcessResize& resize) {
+  check_size(resize.size);
+  auto p = select(*processes_, resize.pid, resize.tag);
+  if (!p->info.pty)
+    throw ValueError(
+        fmt::format("process {} has no terminal to resize: start it with pty", p->info.pid));
+  try {
+    set_terminal_size(p->out.native_handle(), static_cast<unsigned short>(resize.size.cols),
+                      static_cast<unsigned short>(resize.size.rows));
+  } catch (const std::system_error& e) {
+    throw_os_error(e.code().value());
+  }
+  p->info.pty = resize.size;
 }
 
 void ProcessTable::signal(const ProcessSignal& signal) {

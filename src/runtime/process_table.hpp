@@ -29,6 +29,7 @@ class ProcessTable {
   ProcessListResponse list() const;
   asio::awaitable<void> input(ProcessInput input);
   void signal(const ProcessSignal& signal);
+  void resize(const ProcessResize& resize);
   /// SIGKILL to every process's group (the runtime's close and the server's shutdown).
   void kill_all() noexcept;
 

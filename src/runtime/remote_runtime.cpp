@@ -625,6 +625,11 @@ asio::awaitable<void> RemoteRuntime::signal_process(ProcessSignal signal) {
   co_await impl_->call_void("/processes/signal", std::move(body));
 }
 
+asio::awaitable<void> RemoteRuntime::resize_process(ProcessResize resize) {
+  json::value body = to_json(resize);
+  co_await impl_->call_void("/processes/resize", std::move(body));
+}
+
 asio::awaitable<void> RemoteRuntime::send_session_input(SessionInput input) {
   json::value body = to_json(input);
   co_await impl_->call_void("/session_input", std::move(body));

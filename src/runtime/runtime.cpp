@@ -43,6 +43,11 @@ asio::awaitable<void> Runtime::signal_process(ProcessSignal) {
   co_return;
 }
 
+asio::awaitable<void> Runtime::resize_process(ProcessResize) {
+  no_processes();
+  co_return;
+}
+
 asio::awaitable<void> Runtime::send_session_input(SessionInput) {
   throw SwerexException("this runtime cannot send input to a session's running command");
   co_return;

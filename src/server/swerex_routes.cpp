@@ -288,6 +288,12 @@ asio::awaitable<json::value> process_signal(State& s, std::string body) {
   co_return json::object{};
 }
 
+asio::awaitable<json::value> process_resize(State& s, std::string body) {
+  auto resize = parse_json<ProcessResize>(body);
+  co_await s.runtime.resize_process(std::move(resize));
+  co_return json::object{};
+}
+
 // Input for a session's running command: like an interrupt, it skips the session's queue (the
 // run it feeds holds it).
 asio::awaitable<json::value> session_input(State& s, std::string body) {
@@ -619,6 +625,7 @@ RouteTable swerex_routes(asio::any_io_executor executor, Runtime& runtime,
   routes.add(verb::get, "/processes", json_route(state, list_processes));
   routes.add(verb::post, "/processes/input", json_route(state, process_input));
   routes.add(verb::post, "/processes/signal", json_route(state, process_signal));
+  routes.add(verb::post, "/processes/resize", json_route(state, process_resize));
   routes.add(verb::post, "/session_input", json_route(state, session_input));
   return routes;
 }

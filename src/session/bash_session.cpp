@@ -12,6 +12,7 @@
 #include "session/command_machine.hpp"
 #include "session/session_processes.hpp"
 
+#include "core/pty.hpp"
 #include "core/spawn.hpp"
 #include "core/unique_fd.hpp"
 
@@ -520,30 +521,24 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // ---- start --------------------------------------------------------------------------------
 
   void spawn_shell() {
-    detail::UniqueFd m(::posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (m.get() < 0)
-      throw_errno("cannot open a pseudo-terminal");
-    if (::grantpt(m.get()) != 0 || ::unlockpt(m.get()) != 0)
-      throw_errno("cannot unlock the pseudo-terminal");
-    char name[128];
-    if (::ptsname_r(m.get(), name, sizeof name) != 0)
-      throw_errno("ptsname");
-    detail::UniqueFd slave(::open(name, O_RDWR | O_NOCTTY | O_CLOEXEC));
-    if (slave.get() < 0)
-      throw_errno("cannot open the terminal");
-
+    detail::Pty pty;
+    try {
+      pty = detail::open_pty(cfg.columns, cfg.rows);
+    } catch (const std::system_error& e) {
+      const int err = e.code().value();
+      throw OSError(fmt::format("{} [Errno {}]{}", e.what(), err, limit_hint(err)),
+                    {{"errno", err}});
+    }
     termios t{};
-    ::tcgetattr(slave.get(), &t);
+    ::tcgetattr(pty.slave.get(), &t);
     t.c_lflag &= ~static_cast<tcflag_t>(ECHO | ECHOE | ECHOK | ECHONL);
     t.c_lflag |= ICANON | ISIG;
     t.c_iflag |= IUTF8;
     t.c_iflag &= ~static_cast<tcflag_t>(IXON);  // Ctrl-S must not freeze the session
-    ::tcsetattr(slave.get(), TCSANOW, &t);
+    ::tcsetattr(pty.slave.get(), TCSANOW, &t);
     baseline = t;
-    winsize ws{};
-    ws.ws_col = cfg.columns;
-    ws.ws_row = cfg.rows;
-    ::ioctl(slave.get(), TIOCSWINSZ, &ws);
+    const std::string name = pty.slave_path;
+    detail::UniqueFd m = std::move(pty.master);
 
     std::map<std::string, std::string> env = detail::current_environment();
     for (const auto& [k, v] : cfg.environment)

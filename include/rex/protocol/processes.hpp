@@ -14,6 +14,13 @@
 
 namespace rex {
 
+/// A terminal's size in character cells.
+struct TerminalSize {
+  int cols = 80;
+  int rows = 24;
+};
+BOOST_DESCRIBE_STRUCT(TerminalSize, (), (cols, rows))
+
 /// What to start (POST /processes/start).
 struct ProcessConfig {
   std::vector<std::string> argv{};  // argv[0] is looked up in PATH when it has no '/'
@@ -22,8 +29,12 @@ struct ProcessConfig {
   std::string tag{};        // a name of the caller's choosing, to find the process by
   bool stdin_pipe = false;  // stdin is a pipe fed by input calls; else /dev/null
   double keepalive = 15;    // seconds between keepalive events of a quiet stream; 0: none
+  // A terminal of this size instead of pipes: the process leads a session whose controlling
+  // terminal is a new pty, its stdin, stdout and stderr; its output arrives as stdout, input
+  // calls type into it (stdin_pipe is implied), and TERM is xterm-256color unless env says.
+  std::optional<TerminalSize> pty{};
 };
-BOOST_DESCRIBE_STRUCT(ProcessConfig, (), (argv, env, cwd, tag, stdin_pipe, keepalive))
+BOOST_DESCRIBE_STRUCT(ProcessConfig, (), (argv, env, cwd, tag, stdin_pipe, keepalive, pty))
 
 /// A running process as listed.
 struct ProcessInfo {
@@ -32,9 +43,10 @@ struct ProcessInfo {
   std::optional<std::map<std::string, std::string>> env{};
   std::string cwd{};
   std::string tag{};
-  bool stdin_pipe = false;  // still open for input
+  bool stdin_pipe = false;            // still open for input
+  std::optional<TerminalSize> pty{};  // its terminal's size now; none: pipes
 };
-BOOST_DESCRIBE_STRUCT(ProcessInfo, (), (pid, argv, env, cwd, tag, stdin_pipe))
+BOOST_DESCRIBE_STRUCT(ProcessInfo, (), (pid, argv, env, cwd, tag, stdin_pipe, pty))
 
 struct ProcessListResponse {
   std::vector<ProcessInfo> processes{};
@@ -50,7 +62,8 @@ struct ProcessSelector {
 BOOST_DESCRIBE_STRUCT(ProcessSelector, (), (pid, tag, keepalive))
 
 /// Bytes for a process's stdin (POST /processes/input); `data` is base64 on the wire. With
-/// close, stdin is closed after them (the process reads end of file).
+/// close, stdin is closed after them (the process reads end of file); for a process with a
+/// pty, close types Ctrl-D (end of file for a program reading a line) and the pty stays.
 struct ProcessInput {
   long pid = 0;
   std::string tag{};
@@ -67,6 +80,15 @@ struct ProcessSignal {
   std::string signal = "SIGKILL";
 };
 BOOST_DESCRIBE_STRUCT(ProcessSignal, (), (pid, tag, signal))
+
+/// A new size for a process's terminal (POST /processes/resize): the foreground programs get
+/// SIGWINCH. ValueError for a process without a pty, or a size outside 1 to 10000.
+struct ProcessResize {
+  long pid = 0;
+  std::string tag{};
+  TerminalSize size{};
+};
+BOOST_DESCRIBE_STRUCT(ProcessResize, (), (pid, tag, size))
 
 /// How a process ended: its exit code, or the signal that ended it.
 struct ProcessEnd {

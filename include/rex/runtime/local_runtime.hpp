@@ -48,6 +48,7 @@ class LocalRuntime final : public Runtime {
   asio::awaitable<ProcessListResponse> list_processes() override;
   asio::awaitable<void> send_process_input(ProcessInput input) override;
   asio::awaitable<void> signal_process(ProcessSignal signal) override;
+  asio::awaitable<void> resize_process(ProcessResize resize) override;
   asio::awaitable<void> send_session_input(SessionInput input) override;
 
   /// Number of open sessions.

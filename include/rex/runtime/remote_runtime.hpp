@@ -85,6 +85,7 @@ class RemoteRuntime final : public Runtime {
   asio::awaitable<ProcessListResponse> list_processes() override;
   asio::awaitable<void> send_process_input(ProcessInput input) override;
   asio::awaitable<void> signal_process(ProcessSignal signal) override;
+  asio::awaitable<void> resize_process(ProcessResize resize) override;
   asio::awaitable<void> send_session_input(SessionInput input) override;
 
   /// Sends one SWE-ReX JSON request as it is (`body`, already read into `parsed` by the caller,

@@ -73,6 +73,8 @@ class Runtime {
   virtual asio::awaitable<void> send_process_input(ProcessInput input);
   /// Sends a signal to a process's group.
   virtual asio::awaitable<void> signal_process(ProcessSignal signal);
+  /// Changes the size of a process's terminal (started with a pty).
+  virtual asio::awaitable<void> resize_process(ProcessResize resize);
 
   /// Writes to the terminal of the command a bash session runs now (BashSession::send_input).
   /// A runtime without it throws SwerexException saying so.

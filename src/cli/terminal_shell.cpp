@@ -1,0 +1,207 @@
+#include "terminal_shell.hpp"
+
+#include <rex/core/random.hpp>
+#include <rex/http/client_errors.hpp>
+#include <rex/protocol/exceptions.hpp>
+#include <rex/runtime/runtime.hpp>
+
+#include <fmt/format.h>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/ioctl.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+namespace rex::cli {
+
+namespace {
+
+using namespace boost::asio::experimental::awaitable_operators;
+
+constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
+
+TerminalSize window_size() {
+  winsize ws{};
+  if (::ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) != 0 || ws.ws_col == 0 || ws.ws_row == 0)
+    return TerminalSize{80, 24};
+  return TerminalSize{ws.ws_col, ws.ws_row};
+}
+
+// Writes all of `bytes` to stdout. Blocking: a terminal takes what it is given quickly, and the
+// descriptor is never made non-blocking (it is shared with the shell rex was started from).
+void write_out(std::string_view bytes) {
+  while (!bytes.empty()) {
+    const ssize_t n = ::write(STDOUT_FILENO, bytes.data(), bytes.size());
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return;  // the terminal is gone: nothing to show the output on
+    bytes.remove_prefix(static_cast<std::size_t>(n));
+  }
+}
+
+// The shell a person expects in the sandbox: bash when it has one, else sh.
+ProcessConfig shell_config(const std::string& tag) {
+  ProcessConfig c;
+  c.argv = {"/bin/sh", "-c",
+            "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"};
+  c.tag = tag;
+  c.keepalive = 15;  // a quiet shell's stream stays open through proxies
+  c.pty = window_size();
+  std::map<std::string, std::string> env;
+  if (const char* term = std::getenv("TERM"); term != nullptr && *term != '\0')
+    env["TERM"] = term;
+  if (const char* colorterm = std::getenv("COLORTERM"); colorterm != nullptr)
+    env["COLORTERM"] = colorterm;
+  if (!env.empty())
+    c.env = std::move(env);
+  return c;
+}
+
+}  // namespace
+
+struct TerminalShell::Impl {
+  explicit Impl(asio::any_io_executor ex) : executor(ex), resizes(ex, SIGWINCH) {}
+
+  // This terminal in raw mode: keys arrive as typed, nothing is echoed or translated here.
+  void enter_raw_mode() {
+    termios t{};
+    if (::tcgetattr(STDIN_FILENO, &t) != 0)
+      return;
+    saved = t;
+    ::cfmakeraw(&t);
+    t.c_cc[VMIN] = 1;
+    t.c_cc[VTIME] = 0;
+    ::tcsetattr(STDIN_FILENO, TCSADRAIN, &t);
+  }
+
+  void restore() {
+    if (saved) {
+      ::tcsetattr(STDIN_FILENO, TCSADRAIN, &*saved);
+      saved.reset();
+    }
+  }
+
+  // Keys to the sandbox. What is typed while one write is on its way goes with the next.
+  asio::awaitable<void> pump_input(Runtime& runtime) {
+    asio::posix::stream_descriptor in(executor, ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0));
+    std::array<char, 4096> buffer{};
+    for (;;) {
+      auto [ec] = co_await in.async_wait(asio::posix::descriptor_base::wait_read, use_tuple);
+      if (ec)
+        co_return;
+      const ssize_t n = ::read(STDIN_FILENO, buffer.data(), buffer.size());
+      if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        continue;
+      if (n <= 0) {
+        // This terminal is gone (hung up): so is the person, and the shell with them.
+        ProcessSignal hangup{.pid = 0, .tag = tag, .signal = "SIGHUP"};
+        try {
+          co_await runtime.signal_process(hangup);
+        } catch (const ProcessDoesNotExistError&) {
+        }
+        co_return;
+      }
+      ProcessInput input{
+          .pid = 0, .tag = tag, .data = std::string(buffer.data(), n), .close = false};
+      try {
+        co_await runtime.send_process_input(std::move(input));
+      } catch (const ProcessDoesNotExistError&) {
+        co_return;  // the shell has just ended: its end is on its way
+      }
+    }
+  }
+
+  asio::awaitable<void> follow_resizes(Runtime& runtime) {
+    for (;;) {
+      auto [ec, signo] = co_await resizes.async_wait(use_tuple);
+      (void)signo;
+      if (ec)
+        co_return;
+      ProcessResize resize{.pid = 0, .tag = tag, .size = window_size()};
+      try {
+        co_await runtime.resize_process(std::move(resize));
+      } catch (const ProcessDoesNotExistError&) {
+        co_return;  // it has just ended
+      }
+    }
+  }
+
+  asio::awaitable<int> run(Deployment& deployment) {
+    Runtime& runtime = deployment.runtime();
+    runtime_ = &runtime;
+    tag = "rex-shell-" + random_hex(8);
+    Runtime::ProcessListener show = [](const ProcessEvent& e) {
+      if (e.kind == ProcessEvent::Kind::stdout_data || e.kind == ProcessEvent::Kind::stderr_data)
+        write_out(e.data);
+      return true;
+    };
+    enter_raw_mode();
+    running = true;
+    std::optional<ProcessEnd> end;
+    try {
+      auto ended = co_await (runtime.start_process(shell_config(tag), show) ||
+                             (pump_input(runtime) && follow_resizes(runtime)));
+      if (ended.index() == 0)
+        end = std::get<0>(std::move(ended));
+    } catch (...) {
+      restore();
+      throw;
+    }
+    restore();
+    running = false;
+    if (!end || (!end->exit_code && !end->signal))
+      co_return 1;
+    if (end->signal)
+      co_return 128 + *end->signal;
+    co_return *end->exit_code;
+  }
+
+  asio::any_io_executor executor;
+  asio::signal_set resizes;
+  std::optional<termios> saved;
+  std::string tag;
+  Runtime* runtime_ = nullptr;
+  bool running = false;  // the sandbox's shell was started and has not been seen to end
+};
+
+TerminalShell::TerminalShell(asio::any_io_executor executor)
+    : impl_(std::make_unique<Impl>(std::move(executor))) {}
+
+TerminalShell::~TerminalShell() {
+  impl_->restore();
+}
+
+asio::awaitable<int> TerminalShell::run(Deployment& deployment) {
+  return impl_->run(deployment);
+}
+
+asio::awaitable<void> TerminalShell::finish() {
+  impl_->restore();
+  boost::system::error_code ignored;
+  impl_->resizes.cancel(ignored);
+  // A signal ended rex while the shell ran: end the shell too (a local one would outlive us).
+  if (impl_->running && impl_->runtime_ != nullptr) {
+    ProcessSignal kill{.pid = 0, .tag = impl_->tag, .signal = "SIGHUP"};
+    try {
+      co_await impl_->runtime_->signal_process(std::move(kill));
+    } catch (const std::exception&) {
+      // Already gone, or the sandbox cannot be reached: it goes with the deployment.
+    }
+  }
+}
+
+}  // namespace rex::cli

@@ -1,0 +1,40 @@
+// TerminalShell: `rex shell` when stdin and stdout are a terminal. This terminal is put into raw
+// mode and attached to a shell on a pty in the sandbox (a background process with a pty,
+// rex/protocol/processes.hpp): every key goes to the sandbox as typed, so its line editing,
+// prompts, colours, full-screen programs and Ctrl-C (a byte for its terminal) work as in
+// `docker exec -it`. The window's size follows this terminal's. This terminal's modes are
+// restored on every way out (the shell's exit, a signal, a lost connection).
+//
+// Threading: the io_context's thread.
+#pragma once
+
+#include <rex/deployment/deployment.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <memory>
+#include <string>
+
+namespace rex::cli {
+
+namespace asio = boost::asio;
+
+class TerminalShell {
+ public:
+  explicit TerminalShell(asio::any_io_executor executor);
+  ~TerminalShell();
+  TerminalShell(const TerminalShell&) = delete;
+  TerminalShell& operator=(const TerminalShell&) = delete;
+
+  /// Attaches until the sandbox's shell ends; its exit status (128 + N after signal N).
+  asio::awaitable<int> run(Deployment& deployment);
+  /// Before the deployment stops: this terminal back as it was, and the sandbox's shell ended.
+  asio::awaitable<void> finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rex::cli
