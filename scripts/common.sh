@@ -10,6 +10,7 @@ REX_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev libedit-dev
   libsqlite3-dev libyaml-cpp-dev  # the gateway: its state and its registry
   bash python3 gdb procps
+  tmux vim-tiny  # the terminal tests of `rex shell` (tests/cli/test_shell_tty.py)
   busybox-static bash-static
   clang-14 libclang-rt-14-dev llvm-14  # the fuzz preset: libFuzzer, sanitizers, llvm-symbolizer
 )
@@ -169,8 +170,9 @@ _rex_start_service() {
 # Each recipe writes a root file system tarball to $1. The hash of the function's own text (and
 # of what it reads from the host) names the result, so editing a recipe rebuilds its image.
 _rex_recipe_bookworm() {
-  # minbase: no systemd, no recommends; python3 and gdb are what the sandbox side needs.
-  mmdebstrap --quiet --variant=minbase --include=python3,gdb --format=tar \
+  # minbase: no systemd, no recommends; python3 and gdb are what the sandbox side needs, vi and
+  # top (vim-tiny, procps) what the terminal tests of `rex shell` run.
+  mmdebstrap --quiet --variant=minbase --include=python3,gdb,procps,vim-tiny --format=tar \
     --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
     --dpkgopt='path-exclude=/usr/share/locale/*' \
     bookworm "$1" "$REX_DEBIAN_SOURCES"

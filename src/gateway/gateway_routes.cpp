@@ -976,7 +976,8 @@ const std::vector<SwerexEndpoint>& swerex_endpoints() {
     for (const char* p : {"/create_session", "/run_in_session", "/run_in_session_stream",
                           "/close_session", "/execute", "/read_file", "/write_file", "/upload",
                           "/download", "/close", "/processes/start", "/processes/connect",
-                          "/processes/input", "/processes/signal", "/session_input"})
+                          "/processes/input", "/processes/signal", "/processes/resize",
+                          "/session_input"})
       out.push_back({bhttp::verb::post, p});
     return out;
   }();

@@ -394,12 +394,14 @@ class ShellPipeTest(CliTestCase):
         self.assertIn("rex: dummy runtime stopped", err)
 
 
-class ShellTerminalTest(CliTestCase):
+class ShellLineModeOnATerminalTest(CliTestCase):
+    """`rex shell --no-tty` on a terminal: the line mode, with local line editing."""
+
     def setUp(self):
         super().setUp()
         self.history = os.path.join(self.home, ".rex_history")
         self.marker = f"REX_CLI_TEST_{uuid.uuid4().hex}"
-        self.term = Terminal(["shell", "--env", f"MARK={self.marker}"], self.env)
+        self.term = Terminal(["shell", "--no-tty", "--env", f"MARK={self.marker}"], self.env)
 
     def tearDown(self):
         self.term.close()
@@ -455,7 +457,7 @@ class ShellTerminalTest(CliTestCase):
         t.read_until("rex:local $ ")
         t.send("exit\r")
         self.assertEqual(t.wait(), 0, t.rest())
-        again = Terminal(["shell"], self.env)
+        again = Terminal(["shell", "--no-tty"], self.env)
         try:
             again.read_until("rex:local $ ")
             again.send("\x1b[A")  # exit

@@ -651,6 +651,219 @@ TEST_P(ProcessesTest, EnvIsAddedAndCwdIsUsed) {
   run(env_and_cwd(rt(), dir.path()));
 }
 
+// --- 8b. Processes with a terminal -------------------------------------------------------------
+
+// Waits until a process's output (stdout) holds `text`; fails naming what came instead.
+asio::awaitable<void> wait_for_output(std::shared_ptr<Beside> b, std::string text,
+                                      Clock::duration within = 10s) {
+  auto seen = [b, text] {
+    return b->seen.data(Kind::stdout_data).find(text) != std::string::npos || b->done;
+  };
+  auto wait = wait_until(seen, "the output holds " + text, within);
+  co_await std::move(wait);
+  if (b->seen.data(Kind::stdout_data).find(text) == std::string::npos)
+    throw std::runtime_error("the process ended without printing " + text +
+                             "; it printed: " + b->seen.data(Kind::stdout_data));
+}
+
+asio::awaitable<void> wait_started(std::shared_ptr<Beside> b) {
+  auto started = [b] { return b->seen.started_pid() > 0 || b->done; };
+  auto wait = wait_until(started, "the process has started");
+  co_await std::move(wait);
+  if (b->seen.started_pid() <= 0)
+    throw std::runtime_error("the process did not start");
+}
+
+asio::awaitable<void> type(Runtime& rt, std::string tag, std::string keys) {
+  ProcessInput input{.tag = std::move(tag), .data = std::move(keys)};
+  auto write = rt.send_process_input(std::move(input));
+  co_await std::move(write);
+}
+
+// An interactive bash on a terminal, as a person uses it: the size it was given, typed lines
+// echoed, Ctrl-C ending the foreground program only, a resize seen by the next program, exit.
+asio::awaitable<void> terminal_shell(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  ProcessConfig config{.argv = {"bash", "--norc", "--noprofile", "-i"},
+                       .env = std::map<std::string, std::string>{{"PS1", "prompt$ "}},
+                       .tag = "tty",
+                       .pty = TerminalSize{.cols = 100, .rows = 30}};
+  auto sh = start_beside(rt, std::move(config), ex);
+  co_await wait_for_output(sh, "prompt$ ");
+  co_await type(rt, "tty", "stty size; tty; echo $TERM\r");
+  co_await wait_for_output(sh, "30 100\r\n/dev/pts/");
+  co_await wait_for_output(sh, "xterm-256color\r\n");
+  EXPECT_NE(sh->seen.data(Kind::stdout_data).find("stty size; tty"), std::string::npos)
+      << "the terminal did not echo the typed line";
+  EXPECT_EQ(sh->seen.data(Kind::stderr_data), "") << "a terminal's output is all stdout";
+
+  auto find = listed(rt, sh->seen.started_pid());
+  const std::optional<ProcessInfo> info = co_await std::move(find);
+  EXPECT_TRUE(info && info->pty && info->pty->cols == 100 && info->pty->rows == 30);
+  EXPECT_TRUE(info && info->stdin_pipe);
+
+  ProcessResize resize{.tag = "tty", .size = TerminalSize{.cols = 132, .rows = 43}};
+  auto resizing = rt.resize_process(std::move(resize));
+  co_await std::move(resizing);
+  co_await type(rt, "tty", "stty size\r");
+  co_await wait_for_output(sh, "43 132\r\n");
+
+  co_await type(rt, "tty", "sleep 100\r");
+  co_await wait_for_output(sh, "sleep 100\r\n");
+  auto typed_at = Clock::now();
+  co_await type(rt, "tty", "\x03");
+  co_await type(rt, "tty", "echo still-here\r");
+  co_await wait_for_output(sh, "still-here\r\n");
+  EXPECT_LT(seconds_between(typed_at, Clock::now()), 5.0) << "Ctrl-C did not end sleep";
+  EXPECT_FALSE(sh->done) << "Ctrl-C ended the shell";
+
+  co_await type(rt, "tty", "exit 7\r");
+  auto ended = end_of(sh, "start_process of bash");
+  const ProcessEnd end = co_await std::move(ended);
+  EXPECT_EQ(end.exit_code, 7);
+}
+
+TEST_P(ProcessesTest, ATerminalShellHasItsSizeEchoesTakesCtrlCAndResizes) {
+  run(terminal_shell(rt()));
+}
+
+// Closing a terminal's input types Ctrl-D: a program reading lines sees end of file.
+asio::awaitable<void> terminal_close_is_ctrl_d(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  ProcessConfig config{.argv = {"cat"}, .tag = "tty-cat", .pty = TerminalSize{}};
+  auto cat = start_beside(rt, std::move(config), ex);
+  co_await wait_started(cat);
+  co_await type(rt, "tty-cat", "abc\r");
+  co_await wait_for_output(cat, "abc\r\nabc\r\n");  // echoed by the terminal, then by cat
+  ProcessInput close{.tag = "tty-cat", .close = true};
+  auto closing = rt.send_process_input(std::move(close));
+  co_await std::move(closing);
+  auto ended = end_of(cat, "start_process of cat");
+  const ProcessEnd end = co_await std::move(ended);
+  EXPECT_EQ(end.exit_code, 0);
+}
+
+TEST_P(ProcessesTest, ClosingATerminalsInputTypesCtrlD) {
+  run(terminal_close_is_ctrl_d(rt()));
+}
+
+// A terminal whose listener left runs on; one that connects later sees what comes next.
+asio::awaitable<void> terminal_detach_and_reattach(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  long pid = 0;
+  Runtime::ProcessListener leave_at_start = [&pid](const ProcessEvent& e) {
+    if (e.kind == Kind::started)
+      pid = e.pid;
+    return false;
+  };
+  ProcessConfig config{.argv = {"cat"}, .tag = "tty-detached", .pty = TerminalSize{}};
+  auto start = rt.start_process(std::move(config), std::move(leave_at_start));
+  const std::optional<ProcessEnd> left = co_await std::move(start);
+  EXPECT_FALSE(left.has_value());
+  EXPECT_GT(pid, 0);
+  auto again = connect_beside(rt, ProcessSelector{.tag = "tty-detached"}, ex);
+  co_await type(rt, "tty-detached", "back\r");
+  co_await wait_for_output(again, "back\r\nback\r\n");
+  EXPECT_EQ(again->seen.started_pid(), pid);
+  ProcessSignal kill{.tag = "tty-detached", .signal = "SIGKILL"};
+  auto killing = rt.signal_process(std::move(kill));
+  co_await std::move(killing);
+  auto ended = end_of(again, "connect_process of cat");
+  const ProcessEnd end = co_await std::move(ended);
+  EXPECT_EQ(end.signal, SIGKILL);
+}
+
+TEST_P(ProcessesTest, ATerminalRunsOnWithoutListenersAndCanBeReattached) {
+  run(terminal_detach_and_reattach(rt()));
+}
+
+// Output larger than any buffer on the way arrives whole and in order.
+asio::awaitable<void> terminal_large_output(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  ProcessConfig config{.argv = {"seq", "1", "200000"}, .pty = TerminalSize{}};
+  auto seq = start_beside(rt, std::move(config), ex);
+  auto ended = end_of(seq, "start_process of seq", 60s);
+  const ProcessEnd end = co_await std::move(ended);
+  EXPECT_EQ(end.exit_code, 0);
+  const std::string out = seq->seen.data(Kind::stdout_data);
+  std::string expected;
+  for (int i = 1; i <= 200000; ++i)
+    expected += std::to_string(i) + "\r\n";
+  EXPECT_EQ(out.size(), expected.size());
+  EXPECT_TRUE(out == expected) << "the output differs from seq's";
+}
+
+TEST_P(ProcessesTest, ATerminalsLargeOutputArrivesWholeAndInOrder) {
+  run(terminal_large_output(rt()), 90s);
+}
+
+asio::awaitable<void> terminal_errors(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  ProcessConfig too_small{.argv = {"cat"}, .pty = TerminalSize{.cols = 0, .rows = 24}};
+  auto start_bad = rt.start_process(std::move(too_small), [](const ProcessEvent&) { return true; });
+  EXPECT_THROW(co_await std::move(start_bad), ValueError);
+
+  ProcessResize nobody{.pid = 999999999, .size = TerminalSize{}};
+  auto resize_nobody = rt.resize_process(std::move(nobody));
+  EXPECT_THROW(co_await std::move(resize_nobody), ProcessDoesNotExistError);
+
+  ProcessConfig piped{.argv = {"cat"}, .tag = "piped", .stdin_pipe = true};
+  auto cat = start_beside(rt, std::move(piped), ex);
+  auto started = [cat] { return cat->seen.started_pid() > 0 || cat->done; };
+  auto wait_started = wait_until(started, "cat has started");
+  co_await std::move(wait_started);
+  ProcessResize no_terminal{.tag = "piped", .size = TerminalSize{}};
+  auto resize_piped = rt.resize_process(std::move(no_terminal));
+  EXPECT_THROW(co_await std::move(resize_piped), ValueError);
+  ProcessResize huge{.tag = "piped", .size = TerminalSize{.cols = 80, .rows = 100000}};
+  auto resize_huge = rt.resize_process(std::move(huge));
+  EXPECT_THROW(co_await std::move(resize_huge), ValueError);
+  ProcessInput close{.tag = "piped", .close = true};
+  auto closing = rt.send_process_input(std::move(close));
+  co_await std::move(closing);
+  auto ended = end_of(cat, "start_process of cat");
+  co_await std::move(ended);
+}
+
+TEST_P(ProcessesTest, TerminalErrorsHaveTheirTypes) {
+  run(terminal_errors(rt()));
+}
+
+// Many terminals at once, each with its own listener, input and end.
+asio::awaitable<void> many_terminals(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  constexpr int kTerminals = 100;
+  std::vector<std::shared_ptr<Beside>> cats;
+  for (int i = 0; i < kTerminals; ++i) {
+    ProcessConfig config{
+        .argv = {"cat"}, .tag = "many-" + std::to_string(i), .pty = TerminalSize{}};
+    cats.push_back(start_beside(rt, std::move(config), ex));
+  }
+  for (int i = 0; i < kTerminals; ++i)
+    co_await wait_started(cats[i]);
+  for (int i = 0; i < kTerminals; ++i)
+    co_await type(rt, "many-" + std::to_string(i), "line-" + std::to_string(i) + "\r");
+  for (int i = 0; i < kTerminals; ++i)
+    co_await wait_for_output(cats[i], "line-" + std::to_string(i) + "\r\nline-", 30s);
+  for (int i = 0; i < kTerminals; ++i) {
+    ProcessInput close{.tag = "many-" + std::to_string(i), .close = true};
+    auto closing = rt.send_process_input(std::move(close));
+    co_await std::move(closing);
+  }
+  for (int i = 0; i < kTerminals; ++i) {
+    auto ended = end_of(cats[i], "cat " + std::to_string(i), 30s);
+    const ProcessEnd end = co_await std::move(ended);
+    EXPECT_EQ(end.exit_code, 0) << "terminal " << i;
+  }
+  auto list_op = rt.list_processes();
+  const ProcessListResponse after = co_await std::move(list_op);
+  EXPECT_TRUE(after.processes.empty()) << after.processes.size() << " processes still listed";
+}
+
+TEST_P(ProcessesTest, AHundredTerminalsAtOnce) {
+  run(many_terminals(rt()), 90s);
+}
+
 // --- 9. A LocalRuntime destroyed with a process running ---------------------------------------
 
 asio::awaitable<long> start_and_leave(Runtime& rt, std::vector<std::string> argv) {
