@@ -8,6 +8,7 @@ Each test class starts its own server on a free port (or a unix socket) and stop
 SIGTERM, which must end it with status 0. Every socket and process wait has a timeout.
 """
 
+import base64
 import faulthandler
 import http.client
 import io
@@ -18,6 +19,7 @@ import select
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -1083,6 +1085,156 @@ class TestSessionInput(unittest.TestCase):
             self.assertEqual(r.status, 422, r)
         finally:
             server.kill()
+
+
+class ProcessStream:
+    """A /processes/start or /processes/connect answer read as it comes over a raw socket: its
+    Server-Sent Events, their `data` decoded; chunked framing taken apart by hand."""
+
+    def __init__(self, server, path, payload):
+        self.sock = server.raw_socket()
+        body = json.dumps(payload).encode()
+        self.sock.sendall(raw_request("POST", path, server.token, body))
+        head = b""
+        while b"\r\n\r\n" not in head:
+            piece = self.sock.recv(1)
+            if not piece:
+                raise AssertionError(f"closed after {head!r}")
+            head += piece
+        self.status = int(head.split(b" ", 2)[1])
+        self.raw = b""
+        self.output = b""
+        self.events = []
+
+    def _more(self, deadline):
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([self.sock], [], [], left)[0]:
+            return False
+        piece = self.sock.recv(65536)
+        if not piece:
+            raise AssertionError(f"the stream ended; events {self.events}")
+        self.raw += piece
+        # Chunk sizes are lines of hex digits alone; events are "event: ...\ndata: ...\n\n".
+        text = self.raw.decode("latin-1")
+        blocks = text.split("\n\n")
+        self.raw = blocks.pop().encode("latin-1")
+        for block in blocks:
+            name, data = None, None
+            for line in block.split("\n"):
+                line = line.strip("\r")
+                if line.startswith("event: "):
+                    name = line[7:]
+                elif line.startswith("data: "):
+                    data = json.loads(line[6:])
+            if name is None:
+                continue
+            self.events.append((name, data))
+            if name == "stdout":
+                self.output += base64.b64decode(data["data"])
+        return True
+
+    def wait_for(self, what, timeout=10):
+        """Until the output holds `what` (bytes) or an event of that name (str) came."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if isinstance(what, bytes) and what in self.output:
+                return
+            if isinstance(what, str) and any(n == what for n, _ in self.events):
+                return [d for n, d in self.events if n == what][-1]
+            if not self._more(deadline):
+                raise AssertionError(f"no {what!r} within {timeout} s; output {self.output!r}, "
+                                     f"events {[n for n, _ in self.events]}")
+
+    def vanish(self):
+        """Gone without a word: a reset, as a client that crashed or lost its network."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sock.close()
+
+
+class TestTerminals(unittest.TestCase):
+    """Processes with a pty (a rex addition): the wire of `rex shell`'s terminal."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = RexServer(BINARY)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.terminate()
+
+    def type(self, tag, keys):
+        r = self.server.post("/processes/input",
+                             {"tag": tag, "data": base64.b64encode(keys).decode()})
+        self.assertEqual((r.status, r.json()), (200, {}), r)
+
+    def listed(self, tag):
+        r = self.server.get("/processes")
+        self.assertEqual(r.status, 200, r)
+        return [p for p in r.json()["processes"] if p["tag"] == tag]
+
+    def test_a_shell_on_a_terminal(self):
+        s = ProcessStream(self.server, "/processes/start",
+                          {"argv": ["bash", "--norc", "--noprofile", "-i"], "tag": "tty-shell",
+                           "env": {"PS1": "$ "}, "pty": {"cols": 90, "rows": 20}})
+        self.assertEqual(s.status, 200)
+        pid = s.wait_for("start")["pid"]
+        s.wait_for(b"$ ")
+        self.assertEqual(self.listed("tty-shell"),
+                         [{"pid": pid, "argv": ["bash", "--norc", "--noprofile", "-i"],
+                           "env": {"PS1": "$ "}, "cwd": os.getcwd(), "tag": "tty-shell",
+                           "stdin_pipe": True, "pty": {"cols": 90, "rows": 20}}])
+        self.type("tty-shell", b"stty size\r")
+        s.wait_for(b"20 90\r\n")
+        r = self.server.post("/processes/resize",
+                             {"tag": "tty-shell", "size": {"cols": 150, "rows": 50}})
+        self.assertEqual((r.status, r.json()), (200, {}), r)
+        self.type("tty-shell", b"stty size\r")
+        s.wait_for(b"50 150\r\n")
+        self.type("tty-shell", b"exit 4\r")
+        end = s.wait_for("end")
+        self.assertEqual(end, {"exit_code": 4, "signal": None, "status": "exit status 4"})
+        self.assertEqual(self.listed("tty-shell"), [])
+        s.sock.close()
+
+    def test_bad_requests_are_named_and_change_nothing(self):
+        def start(pty):
+            return self.server.post("/processes/start", {"argv": ["cat"], "pty": pty})
+        r = start({"cols": "wide", "rows": 24})
+        self.assertEqual(r.status, 422, r)
+        self.assertIn("cols", r.body.decode())
+        r = start({"cols": 80, "rows": -1})
+        self.assertEqual(r.status, 200, r)  # a start's failure is the stream's error event
+        self.assertIn(b"event: error", r.body)
+        error = json.loads(r.body.split(b"data: ", 1)[1].split(b"\n", 1)[0])["swerexception"]
+        self.assertEqual(error["class_path"], "builtins.ValueError", error)
+        self.assertIn("80x-1", error["message"])
+        r = self.server.post("/processes/resize", {"tag": "nobody", "size": {"cols": 9, "rows": 9}})
+        self.assertEqual(r.status, 511, r)
+        self.assertEqual(r.json()["swerexception"]["extra_info"].get("rex_error"),
+                         "ProcessDoesNotExistError", r)
+        r = self.server.post("/processes/resize", {"tag": "nobody", "size": [80, 24]})
+        self.assertEqual(r.status, 422, r)
+        self.assertEqual(self.server.get("/processes").json(), {"processes": []})
+
+    def test_a_client_that_vanishes_mid_stream_leaves_the_terminal_running(self):
+        s = ProcessStream(self.server, "/processes/start",
+                          {"argv": ["cat"], "tag": "tty-left", "pty": {"cols": 80, "rows": 24}})
+        pid = s.wait_for("start")["pid"]
+        self.type("tty-left", b"one\r")
+        s.wait_for(b"one\r\none\r\n")
+        s.vanish()
+        # The process runs on, and the server serves on.
+        self.type("tty-left", b"two\r")
+        self.assertEqual([p["pid"] for p in self.listed("tty-left")], [pid])
+        self.assertEqual(self.server.get("/is_alive").json()["is_alive"], True)
+        again = ProcessStream(self.server, "/processes/connect", {"tag": "tty-left"})
+        self.assertEqual(again.wait_for("start")["pid"], pid)
+        self.type("tty-left", b"three\r")
+        again.wait_for(b"three\r\nthree\r\n")
+        r = self.server.post("/processes/signal", {"tag": "tty-left", "signal": "SIGKILL"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(again.wait_for("end")["signal"], signal.SIGKILL)
+        again.sock.close()
 
 
 class TestLifetimeEndpoint(unittest.TestCase):
