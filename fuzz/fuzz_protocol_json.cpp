@@ -141,6 +141,8 @@ constexpr Decoder kDecoders[] = {
     round_trip<rex::ProcessInput>,
     round_trip<rex::ProcessSignal>,
     round_trip<rex::ProcessEnd>,
+    round_trip<rex::ProcessResize>,
+    round_trip<rex::ProcessConfig>,  // again: its seed has a terminal
 };
 
 }  // namespace

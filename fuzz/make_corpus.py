@@ -151,6 +151,8 @@ JSON_TYPES = [
     ("process_input", {"pid": 7, "data": "aGkK", "close": True}),
     ("process_signal", {"tag": "web", "signal": "SIGTERM"}),
     ("process_end", {"exit_code": None, "signal": 9, "status": "signal: killed"}),
+    ("process_resize", {"tag": "tty", "size": {"cols": 132, "rows": 43}}),
+    ("process_config_pty", {"argv": ["bash"], "tag": "tty", "pty": {"cols": 80, "rows": 24}}),
 ]
 
 
