@@ -136,6 +136,8 @@ struct TerminalShell::Impl {
         co_await runtime.resize_process(std::move(resize));
       } catch (const ProcessDoesNotExistError&) {
         co_return;  // it has just ended
+      } catch (const std::exception&) {
+        // A sandbox whose server cannot resize keeps the size it has: no reason to end.
       }
     }
   }

@@ -973,11 +973,11 @@ const std::vector<SwerexEndpoint>& swerex_endpoints() {
     std::vector<SwerexEndpoint> out;
     for (const char* p : {"/", "/is_alive", "/processes"})
       out.push_back({bhttp::verb::get, p});
-    for (const char* p : {"/create_session", "/run_in_session", "/run_in_session_stream",
-                          "/close_session", "/execute", "/read_file", "/write_file", "/upload",
-                          "/download", "/close", "/processes/start", "/processes/connect",
-                          "/processes/input", "/processes/signal", "/processes/resize",
-                          "/session_input"})
+    for (const char* p :
+         {"/create_session", "/run_in_session", "/run_in_session_stream", "/close_session",
+          "/execute", "/read_file", "/write_file", "/upload", "/download", "/close",
+          "/processes/start", "/processes/connect", "/processes/input", "/processes/signal",
+          "/processes/resize", "/session_input"})
       out.push_back({bhttp::verb::post, p});
     return out;
   }();
@@ -1125,6 +1125,8 @@ server::UploadRoute proxy_upload(std::shared_ptr<Gateway::Impl> s, SwerexEndpoin
   };
 }
 
+constexpr std::size_t kLoggedOutput = 16 * 1024;
+
 // Runs a proxied stream's producer, then writes its last event (the observation, or the error)
 // into the session's transcript, as the other proxied calls write their answer.
 // `live` holds the session's connection until the stream ends.
@@ -1134,11 +1136,45 @@ asio::awaitable<void> produce_and_log(std::shared_ptr<Gateway::Impl> s, SessionR
                                       server::EventProducer inner,
                                       std::shared_ptr<server::EventStream> out) {
   auto last = std::make_shared<std::pair<std::string, std::string>>();
-  out->observe([last](std::string_view name, std::string_view data) {
-    if (name != "output")
+  // A process's output (a terminal's too) goes into the transcript as it comes, in pieces of
+  // up to kLoggedOutput bytes; a command's is in the observation at its end.
+  struct Pending {
+    std::string name;
+    std::string bytes;
+  };
+  auto pending = std::make_shared<Pending>();
+  auto flush = [s, rec, who, call, pending] {
+    if (pending->bytes.empty())
+      return;
+    s->append_log(rec, who,
+                  json::object{{"call", call},
+                               {"streamed", true},
+                               {"event", pending->name},
+                               {"output", utf8_backslashreplace(pending->bytes)}});
+    pending->bytes.clear();
+  };
+  out->observe([last, pending, flush](std::string_view name, std::string_view data) {
+    if (name == "stdout" || name == "stderr") {
+      boost::system::error_code ec;
+      const json::value v = json::parse(data, ec);
+      const json::object* o = ec ? nullptr : v.if_object();
+      const json::value* field = o != nullptr ? o->if_contains("data") : nullptr;
+      const json::string* b64 = field != nullptr ? field->if_string() : nullptr;
+      if (b64 == nullptr)
+        return;
+      if (pending->name != name)
+        flush();
+      pending->name = std::string(name);
+      pending->bytes += base64_decode(std::string_view(*b64)).bytes;
+      if (pending->bytes.size() >= kLoggedOutput)
+        flush();
+      return;
+    }
+    if (name != "output" && name != "keepalive")
       *last = {std::string(name), std::string(data)};
   });
   co_await inner(out);
+  flush();
   s->append_log(rec, who,
                 json::object{{"call", std::move(call)},
                              {"streamed", true},

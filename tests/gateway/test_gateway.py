@@ -1621,6 +1621,53 @@ class TestProcessesThroughTheProxy(GatewayTestCase):
             self.assertIn(f"swerex/{call}", calls, calls)
 
 
+    def test_a_terminal_is_fed_resized_and_recorded(self):
+        sid = self.create()["session_id"]
+        base = f"/api/sessions/{sid}/swerex"
+        started = {}
+
+        def start():
+            started["answer"] = self.gw.request(
+                "POST", base + "/processes/start",
+                {"argv": ["bash", "--norc", "--noprofile", "-i"], "env": {"PS1": "tty$ "},
+                 "tag": "tty", "pty": {"cols": 100, "rows": 30}})
+
+        runner = threading.Thread(target=start)
+        runner.start()
+
+        def feed(keys):
+            status, data = self.gw.json("POST", base + "/processes/input",
+                                        {"tag": "tty", "data": base64.b64encode(keys).decode()})
+            self.assertEqual(status, 200, data)
+
+        def listed():
+            status, data = self.gw.json("GET", base + "/processes")
+            self.assertEqual(status, 200, data)
+            return [p for p in data["processes"] if p["tag"] == "tty"]
+
+        wait_until(lambda: listed(), 10, interval=0.05, what="the terminal to be listed")
+        self.assertEqual(listed()[0]["pty"], {"cols": 100, "rows": 30})
+        status, data = self.gw.json("POST", base + "/processes/resize",
+                                    {"tag": "tty", "size": {"cols": 120, "rows": 40}})
+        self.assertEqual(status, 200, data)
+        self.assertEqual(listed()[0]["pty"], {"cols": 120, "rows": 40})
+        feed(b"stty size; echo marker-$((6*7))\r")
+        feed(b"exit 3\r")
+        runner.join(20)
+        self.assertFalse(runner.is_alive(), "the stream did not end with the terminal")
+        status, _, body = started["answer"]
+        self.assertEqual(status, 200)
+        self.assertIn('event: end\ndata: {"exit_code":3', body.decode())
+        lines = self.log_lines(sid)
+        calls = [x["call"] for x in lines]
+        self.assertIn("swerex/processes/resize", calls, calls)
+        output = "".join(x.get("output", "") for x in lines
+                         if x["call"] == "swerex/processes/start" and x.get("event") == "stdout")
+        self.assertIn("40 120\r\nmarker-42\r\n", output, lines)
+        ends = [x for x in lines if x["call"] == "swerex/processes/start" and
+                x.get("event") == "end"]
+        self.assertEqual([x["response"]["exit_code"] for x in ends], [3], lines)
+
 class TestSwerexClient(GatewayTestCase):
     tenant_keys = {"default": "gw-key-" + uuid.uuid4().hex}
     default_key = tenant_keys["default"]
