@@ -277,7 +277,12 @@ int shell_command(const ShellOptions& options) {
   }
   const bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1;
   if (interactive && !options.no_tty) {
-    TerminalShell terminal(io.get_executor());
+    TerminalShellOptions terminal_options;
+    if (const auto* local = std::get_if<LocalDeploymentConfig>(&config)) {
+      terminal_options.env = local->env;
+      terminal_options.working_dir = local->working_dir;
+    }
+    TerminalShell terminal(io.get_executor(), std::move(terminal_options));
     DeploymentBody body = [&terminal](Deployment& d) { return terminal.run(d); };
     SignalRouting routing;
     routing.before_stop = [&terminal] { return terminal.finish(); };

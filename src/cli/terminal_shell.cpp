@@ -1,5 +1,6 @@
 #include "terminal_shell.hpp"
 
+#include <rex/core/event.hpp>
 #include <rex/core/random.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/protocol/exceptions.hpp>
@@ -9,11 +10,12 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/ioctl.h>
 #include <termios.h>
@@ -24,6 +26,8 @@
 #include <cstdlib>
 #include <optional>
 #include <string_view>
+#include <system_error>
+#include <thread>
 
 namespace rex::cli {
 
@@ -47,6 +51,12 @@ void write_out(std::string_view bytes) {
     const ssize_t n = ::write(STDOUT_FILENO, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR)
       continue;
+    if (n < 0 && errno == EAGAIN) {
+      // Another program made the terminal non-blocking: wait until it takes more.
+      pollfd out{STDOUT_FILENO, POLLOUT, 0};
+      ::poll(&out, 1, 1000);
+      continue;
+    }
     if (n <= 0)
       return;  // the terminal is gone: nothing to show the output on
     bytes.remove_prefix(static_cast<std::size_t>(n));
@@ -54,14 +64,16 @@ void write_out(std::string_view bytes) {
 }
 
 // The shell a person expects in the sandbox: bash when it has one, else sh.
-ProcessConfig shell_config(const std::string& tag) {
+ProcessConfig shell_config(const std::string& tag, const TerminalShellOptions& options) {
   ProcessConfig c;
   c.argv = {"/bin/sh", "-c",
             "if command -v bash >/dev/null 2>&1; then exec bash; else exec sh; fi"};
   c.tag = tag;
   c.keepalive = 15;  // a quiet shell's stream stays open through proxies
   c.pty = window_size();
-  std::map<std::string, std::string> env;
+  std::map<std::string, std::string> env = options.env;
+  if (!options.working_dir.empty())
+    c.cwd = options.working_dir;
   if (const char* term = std::getenv("TERM"); term != nullptr && *term != '\0')
     env["TERM"] = term;
   if (const char* colorterm = std::getenv("COLORTERM"); colorterm != nullptr)
@@ -71,10 +83,74 @@ ProcessConfig shell_config(const std::string& tag) {
   return c;
 }
 
+// What was typed and not yet sent, filled by the KeyReader's thread through the executor.
+struct Keys {
+  explicit Keys(asio::any_io_executor ex) : arrived(std::move(ex)) {}
+  std::string typed;
+  bool ended = false;  // stdin reached its end (the terminal hung up)
+  Event arrived;
+};
+
+// Reads this terminal's keys on a thread of its own, with poll() and blocking reads: an asio
+// descriptor would make stdin non-blocking, and with it stdout (the same open terminal) and the
+// shell rex was started from, which would then lose output and see EAGAIN after rex exits.
+class KeyReader {
+ public:
+  KeyReader(asio::any_io_executor ex, std::shared_ptr<Keys> keys) {
+    int p[2];
+    if (::pipe2(p, O_CLOEXEC) != 0)
+      throw std::system_error(errno, std::generic_category(), "pipe2");
+    wake_read_ = p[0];
+    wake_write_ = p[1];
+    thread_ = std::thread([this, ex = std::move(ex), keys = std::move(keys)] { run(ex, keys); });
+  }
+  ~KeyReader() {
+    const char stop = 0;
+    (void)::write(wake_write_, &stop, 1);
+    thread_.join();
+    ::close(wake_read_);
+    ::close(wake_write_);
+  }
+  KeyReader(const KeyReader&) = delete;
+  KeyReader& operator=(const KeyReader&) = delete;
+
+ private:
+  void run(const asio::any_io_executor& ex, const std::shared_ptr<Keys>& keys) const {
+    std::array<char, 4096> buffer{};
+    for (;;) {
+      std::array<pollfd, 2> fds{pollfd{STDIN_FILENO, POLLIN, 0}, pollfd{wake_read_, POLLIN, 0}};
+      if (::poll(fds.data(), fds.size(), -1) < 0) {
+        if (errno == EINTR)
+          continue;
+        return;
+      }
+      if (fds[1].revents != 0)
+        return;  // stopping
+      const ssize_t n = ::read(STDIN_FILENO, buffer.data(), buffer.size());
+      if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        continue;
+      std::string piece = n > 0 ? std::string(buffer.data(), static_cast<std::size_t>(n)) : "";
+      asio::post(ex, [keys, piece = std::move(piece)] {
+        if (piece.empty())
+          keys->ended = true;
+        keys->typed += piece;
+        keys->arrived.set();
+      });
+      if (n <= 0)
+        return;
+    }
+  }
+
+  int wake_read_ = -1;
+  int wake_write_ = -1;
+  std::thread thread_;
+};
+
 }  // namespace
 
 struct TerminalShell::Impl {
-  explicit Impl(asio::any_io_executor ex) : executor(ex), resizes(ex, SIGWINCH) {}
+  Impl(asio::any_io_executor ex, TerminalShellOptions o)
+      : executor(ex), options(std::move(o)), resizes(ex, SIGWINCH) {}
 
   // This terminal in raw mode: keys arrive as typed, nothing is echoed or translated here.
   void enter_raw_mode() {
@@ -89,6 +165,7 @@ struct TerminalShell::Impl {
   }
 
   void restore() {
+    reader.reset();
     if (saved) {
       ::tcsetattr(STDIN_FILENO, TCSADRAIN, &*saved);
       saved.reset();
@@ -97,31 +174,30 @@ struct TerminalShell::Impl {
 
   // Keys to the sandbox. What is typed while one write is on its way goes with the next.
   asio::awaitable<void> pump_input(Runtime& runtime) {
-    asio::posix::stream_descriptor in(executor, ::fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0));
-    std::array<char, 4096> buffer{};
+    keys = std::make_shared<Keys>(executor);
+    reader = std::make_unique<KeyReader>(executor, keys);
     for (;;) {
-      auto [ec] = co_await in.async_wait(asio::posix::descriptor_base::wait_read, use_tuple);
-      if (ec)
-        co_return;
-      const ssize_t n = ::read(STDIN_FILENO, buffer.data(), buffer.size());
-      if (n < 0 && (errno == EINTR || errno == EAGAIN))
-        continue;
-      if (n <= 0) {
-        // This terminal is gone (hung up): so is the person, and the shell with them.
-        ProcessSignal hangup{.pid = 0, .tag = tag, .signal = "SIGHUP"};
+      while (keys->typed.empty() && !keys->ended) {
+        keys->arrived.reset();
+        co_await keys->arrived.wait();
+      }
+      if (!keys->typed.empty()) {
+        ProcessInput input{.pid = 0, .tag = tag, .data = std::move(keys->typed), .close = false};
+        keys->typed.clear();
         try {
-          co_await runtime.signal_process(hangup);
+          co_await runtime.send_process_input(std::move(input));
         } catch (const ProcessDoesNotExistError&) {
+          co_return;  // the shell has just ended: its end is on its way
         }
-        co_return;
+        continue;
       }
-      ProcessInput input{
-          .pid = 0, .tag = tag, .data = std::string(buffer.data(), n), .close = false};
+      // This terminal is gone (hung up): so is the person, and the shell with them.
+      ProcessSignal hangup{.pid = 0, .tag = tag, .signal = "SIGHUP"};
       try {
-        co_await runtime.send_process_input(std::move(input));
+        co_await runtime.signal_process(hangup);
       } catch (const ProcessDoesNotExistError&) {
-        co_return;  // the shell has just ended: its end is on its way
       }
+      co_return;
     }
   }
 
@@ -155,7 +231,7 @@ struct TerminalShell::Impl {
     running = true;
     std::optional<ProcessEnd> end;
     try {
-      auto ended = co_await (runtime.start_process(shell_config(tag), show) ||
+      auto ended = co_await (runtime.start_process(shell_config(tag, options), show) ||
                              (pump_input(runtime) && follow_resizes(runtime)));
       if (ended.index() == 0)
         end = std::get<0>(std::move(ended));
@@ -173,15 +249,18 @@ struct TerminalShell::Impl {
   }
 
   asio::any_io_executor executor;
+  TerminalShellOptions options;
   asio::signal_set resizes;
+  std::shared_ptr<Keys> keys;
+  std::unique_ptr<KeyReader> reader;  // while attached
   std::optional<termios> saved;
   std::string tag;
   Runtime* runtime_ = nullptr;
   bool running = false;  // the sandbox's shell was started and has not been seen to end
 };
 
-TerminalShell::TerminalShell(asio::any_io_executor executor)
-    : impl_(std::make_unique<Impl>(std::move(executor))) {}
+TerminalShell::TerminalShell(asio::any_io_executor executor, TerminalShellOptions options)
+    : impl_(std::make_unique<Impl>(std::move(executor), std::move(options))) {}
 
 TerminalShell::~TerminalShell() {
   impl_->restore();

@@ -13,6 +13,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -20,9 +21,16 @@ namespace rex::cli {
 
 namespace asio = boost::asio;
 
+/// What the sandbox's shell starts with, beyond the sandbox's own defaults (a local
+/// deployment's `env` and `working_dir`, which a container or a server has by itself).
+struct TerminalShellOptions {
+  std::map<std::string, std::string> env;
+  std::string working_dir;  // empty: where the sandbox's server runs
+};
+
 class TerminalShell {
  public:
-  explicit TerminalShell(asio::any_io_executor executor);
+  TerminalShell(asio::any_io_executor executor, TerminalShellOptions options);
   ~TerminalShell();
   TerminalShell(const TerminalShell&) = delete;
   TerminalShell& operator=(const TerminalShell&) = delete;
