@@ -158,6 +158,16 @@ int sandbox_status(asio::io_context& io, const std::string& id) {
   return run_async(io, client.request(std::move(get)), 30s).status;
 }
 
+// The gateway's answer to GET /sandboxes with the test's key: the sandboxes it still runs.
+http::ClientResponse listed_sandboxes() {
+  asio::io_context io;
+  http::Client client(io.get_executor(), gateway().url());
+  http::ClientRequest list;
+  list.target = "/sandboxes";
+  list.headers.emplace_back("X-API-KEY", kKey);
+  return run_async(io, client.request(std::move(list)), 30s);
+}
+
 std::string startup_error(E2BDeploymentConfig config) {
   asio::io_context io;
   E2BDeployment d(io.get_executor(), std::move(config));
@@ -242,12 +252,7 @@ TEST(E2BDeployment, ASandboxUrlThatAnswersNothingFailsTheStartAndKillsTheSandbox
   const std::string e = startup_error(config);
   EXPECT_NE(e.find("uploading rex-server"), std::string::npos) << e;
   // The sandbox it made is gone again: the key's list is empty.
-  asio::io_context io;
-  http::Client client(io.get_executor(), gateway().url());
-  http::ClientRequest list;
-  list.target = "/sandboxes";
-  list.headers.emplace_back("X-API-KEY", kKey);
-  const auto answer = run_async(io, client.request(std::move(list)), 30s);
+  const auto answer = listed_sandboxes();
   EXPECT_EQ(answer.status, 200);
   EXPECT_EQ(answer.body, "[]") << answer.body;
 }
@@ -258,12 +263,7 @@ TEST(E2BDeployment, ATemplateServerThatIsNotThereFailsTheStartNamingItAndKillsTh
   const std::string e = startup_error(config);
   EXPECT_NE(e.find("starting rex-server"), std::string::npos) << e;
   EXPECT_NE(e.find("/nonexistent/rex server"), std::string::npos) << e;
-  asio::io_context io;
-  http::Client client(io.get_executor(), gateway().url());
-  http::ClientRequest list;
-  list.target = "/sandboxes";
-  list.headers.emplace_back("X-API-KEY", kKey);
-  EXPECT_EQ(run_async(io, client.request(std::move(list)), 30s).body, "[]");
+  EXPECT_EQ(listed_sandboxes().body, "[]");
 }
 
 TEST(E2BDeployment, WithoutAnyKeyTheConfigIsRefused) {
@@ -310,12 +310,7 @@ TEST(E2BDeployment, RexRunUsesIt) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << out;
   EXPECT_NE(out.find("/tmp\n"), std::string::npos) << out;
   EXPECT_NE(out.find("42\n"), std::string::npos) << out;
-  asio::io_context io;
-  http::Client client(io.get_executor(), gateway().url());
-  http::ClientRequest list;
-  list.target = "/sandboxes";
-  list.headers.emplace_back("X-API-KEY", kKey);
-  EXPECT_EQ(run_async(io, client.request(std::move(list)), 30s).body, "[]");
+  EXPECT_EQ(listed_sandboxes().body, "[]");
 }
 
 }  // namespace

@@ -1575,26 +1575,36 @@ asyncio.run(main(*sys.argv[1:]))
 class TestProcessesThroughTheProxy(GatewayTestCase):
     """rex's background processes of a session's sandbox, through the proxied protocol."""
 
-    def test_a_process_is_listed_fed_and_streamed(self):
-        sid = self.create()["session_id"]
-        base = f"/api/sessions/{sid}/swerex"
+    def start_beside(self, base, config):
+        """POST processes/start on a thread of its own (its answer streams until the process
+        ends); returns the thread and a dict that gets the answer, and waits until the process
+        is listed."""
         started = {}
 
         def start():
-            started["answer"] = self.gw.request(
-                "POST", base + "/processes/start",
-                {"argv": ["bash", "-c", "read x; echo got $x; echo warn >&2"],
-                 "stdin_pipe": True, "tag": "reader"})
+            started["answer"] = self.gw.request("POST", base + "/processes/start", config)
 
         runner = threading.Thread(target=start)
         runner.start()
+        wait_until(lambda: self.listed(base, config["tag"]), 10, interval=0.05,
+                   what="the process to be listed")
+        return runner, started
+
+    def listed(self, base, tag):
+        status, data = self.gw.json("GET", base + "/processes")
+        self.assertEqual(status, 200, data)
+        return [p for p in data["processes"] if p["tag"] == tag]
+
+    def test_a_process_is_listed_fed_and_streamed(self):
+        sid = self.create()["session_id"]
+        base = f"/api/sessions/{sid}/swerex"
+        runner, started = self.start_beside(
+            base, {"argv": ["bash", "-c", "read x; echo got $x; echo warn >&2"],
+                   "stdin_pipe": True, "tag": "reader"})
 
         def listed():
-            status, data = self.gw.json("GET", base + "/processes")
-            self.assertEqual(status, 200, data)
-            return [p for p in data["processes"] if p["tag"] == "reader"]
+            return self.listed(base, "reader")
 
-        wait_until(lambda: listed(), 10, interval=0.05, what="the process to be listed")
         self.assertEqual(listed()[0]["stdin_pipe"], True)
         status, data = self.gw.json("POST", base + "/processes/input",
                                     {"tag": "reader", "data": base64.b64encode(b"line\n").decode(),
@@ -1620,20 +1630,12 @@ class TestProcessesThroughTheProxy(GatewayTestCase):
         for call in ("processes/start", "processes", "processes/input", "processes/signal"):
             self.assertIn(f"swerex/{call}", calls, calls)
 
-
     def test_a_terminal_is_fed_resized_and_recorded(self):
         sid = self.create()["session_id"]
         base = f"/api/sessions/{sid}/swerex"
-        started = {}
-
-        def start():
-            started["answer"] = self.gw.request(
-                "POST", base + "/processes/start",
-                {"argv": ["bash", "--norc", "--noprofile", "-i"], "env": {"PS1": "tty$ "},
-                 "tag": "tty", "pty": {"cols": 100, "rows": 30}})
-
-        runner = threading.Thread(target=start)
-        runner.start()
+        runner, started = self.start_beside(
+            base, {"argv": ["bash", "--norc", "--noprofile", "-i"], "env": {"PS1": "tty$ "},
+                   "tag": "tty", "pty": {"cols": 100, "rows": 30}})
 
         def feed(keys):
             status, data = self.gw.json("POST", base + "/processes/input",
@@ -1641,11 +1643,8 @@ class TestProcessesThroughTheProxy(GatewayTestCase):
             self.assertEqual(status, 200, data)
 
         def listed():
-            status, data = self.gw.json("GET", base + "/processes")
-            self.assertEqual(status, 200, data)
-            return [p for p in data["processes"] if p["tag"] == "tty"]
+            return self.listed(base, "tty")
 
-        wait_until(lambda: listed(), 10, interval=0.05, what="the terminal to be listed")
         self.assertEqual(listed()[0]["pty"], {"cols": 100, "rows": 30})
         status, data = self.gw.json("POST", base + "/processes/resize",
                                     {"tag": "tty", "size": {"cols": 120, "rows": 40}})
