@@ -5,6 +5,7 @@
 
 #include <rex/protocol/exceptions.hpp>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <boost/asio/experimental/awaitable_operators.hpp>
@@ -596,7 +597,15 @@ TEST_P(RuntimeConformance, OutputIsCleaned) {
   });
 }
 
-// 10b. 100 MB stream through while another session stays responsive.
+// 10b. 100 MB stream through while another session stays responsive. Sanitizer builds send
+// 20 MB: the E2B path relays it through three instrumented processes, which takes ThreadSanitizer
+// over two minutes for 100 MB; the property (the other session is served meanwhile) is the same.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr std::size_t kHugeOutput = 20'000'000;
+#else
+constexpr std::size_t kHugeOutput = 100'000'000;
+#endif
+
 TEST_P(RuntimeConformance, HugeOutputDoesNotStallOtherSessions) {
   run(
       [](Runtime& rt) -> asio::awaitable<void> {
@@ -604,7 +613,8 @@ TEST_P(RuntimeConformance, HugeOutputDoesNotStallOtherSessions) {
         co_await rt.create_session(session_named("small"));
         bool big_done = false;
         auto big = [&]() -> asio::awaitable<std::size_t> {
-          BashAction a = cmd("head -c 100000000 /dev/zero | tr '\\0' 'b'", 120.0);
+          BashAction a =
+              cmd(fmt::format("head -c {} /dev/zero | tr '\\0' 'b'", kHugeOutput), 120.0);
           a.session = "big";
           auto obs = co_await rt.run_in_session(a);
           big_done = true;
@@ -623,7 +633,7 @@ TEST_P(RuntimeConformance, HugeOutputDoesNotStallOtherSessions) {
           co_return finished_before_big;
         };
         auto [size, before] = co_await (big() && small());
-        EXPECT_EQ(size, 100000000u);
+        EXPECT_EQ(size, kHugeOutput);
         EXPECT_EQ(before, 20);
       },
       180s);
