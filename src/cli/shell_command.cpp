@@ -276,7 +276,8 @@ int shell_command(const ShellOptions& options) {
     return exit_usage;
   }
   const bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1;
-  if (interactive && !options.no_tty) {
+  // A dummy deployment's scripted answers are commands' answers: it has no terminal to attach.
+  if (interactive && !options.no_tty && deployment_type(config) != "dummy") {
     TerminalShellOptions terminal_options;
     if (const auto* local = std::get_if<LocalDeploymentConfig>(&config)) {
       terminal_options.env = local->env;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -165,6 +166,8 @@ struct TerminalShell::Impl {
   }
 
   void restore() {
+    boost::system::error_code ignored;
+    resizes.cancel(ignored);
     reader.reset();
     if (saved) {
       ::tcsetattr(STDIN_FILENO, TCSADRAIN, &*saved);
@@ -179,7 +182,8 @@ struct TerminalShell::Impl {
     for (;;) {
       while (keys->typed.empty() && !keys->ended) {
         keys->arrived.reset();
-        co_await keys->arrived.wait();
+        if (!co_await keys->arrived.wait())
+          co_return;  // cancelled: the shell has ended, or its start failed
       }
       if (!keys->typed.empty()) {
         ProcessInput input{.pid = 0, .tag = tag, .data = std::move(keys->typed), .close = false};
@@ -231,10 +235,19 @@ struct TerminalShell::Impl {
     running = true;
     std::optional<ProcessEnd> end;
     try {
-      auto ended = co_await (runtime.start_process(shell_config(tag, options), show) ||
-                             (pump_input(runtime) && follow_resizes(runtime)));
+      // Resizes follow beside (a signal_set's wait does not take a cancellation slot here):
+      // cancelled through resizes.cancel() when the shell has ended.
+      asio::co_spawn(executor, follow_resizes(runtime), asio::detached);
+      auto ended =
+          co_await (runtime.start_process(shell_config(tag, options), show) || pump_input(runtime));
       if (ended.index() == 0)
         end = std::get<0>(std::move(ended));
+    } catch (const ProcessesUnsupportedError& e) {
+      restore();
+      throw ProcessesUnsupportedError(
+          std::string(e.what()) +
+          ": the sandbox's server has no terminals for rex shell (`rex shell --no-tty` works "
+          "with it)");
     } catch (...) {
       restore();
       throw;
