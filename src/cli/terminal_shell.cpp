@@ -284,9 +284,7 @@ asio::awaitable<int> TerminalShell::run(Deployment& deployment) {
 }
 
 asio::awaitable<void> TerminalShell::finish() {
-  impl_->restore();
-  boost::system::error_code ignored;
-  impl_->resizes.cancel(ignored);
+  impl_->restore();  // also ends the resizes
   // A signal ended rex while the shell ran: end the shell too (a local one would outlive us).
   if (impl_->running && impl_->runtime_ != nullptr) {
     ProcessSignal kill{.pid = 0, .tag = impl_->tag, .signal = "SIGHUP"};

@@ -582,10 +582,9 @@ asio::awaitable<std::optional<ProcessEnd>> ProcessTable::start(ProcessConfig con
                                                                ProcessListener on_event) {
   if (config.argv.empty())
     throw ValueError("the process's argv is empty");
-  if (config.pty)
-    check_size(*config.pty);
   std::optional<std::vector<std::string>> env;
   if (config.pty) {
+    check_size(*config.pty);
     // A terminal program needs to know what it draws on.
     std::map<std::string, std::string> added =
         config.env.value_or(std::map<std::string, std::string>{});

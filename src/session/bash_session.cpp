@@ -537,8 +537,6 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     t.c_iflag &= ~static_cast<tcflag_t>(IXON);  // Ctrl-S must not freeze the session
     ::tcsetattr(pty.slave.get(), TCSANOW, &t);
     baseline = t;
-    const std::string name = pty.slave_path;
-    detail::UniqueFd m = std::move(pty.master);
 
     std::map<std::string, std::string> env = detail::current_environment();
     for (const auto& [k, v] : cfg.environment)
@@ -561,7 +559,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       options.argv.push_back("--norc");
     options.argv.push_back("-i");
     options.env = std::move(envv);
-    options.controlling_tty = name;
+    options.controlling_tty = pty.slave_path;
     if (!cfg.working_dir.empty())
       options.cwd = cfg.working_dir;
     options.cgroup_procs_fd = processes.prepare();
@@ -582,7 +580,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     processes.started(child.pid, tag);
     pid = child.pid;
     pidfd.assign(child.pidfd);
-    master.assign(m.release());
+    master.assign(pty.master.release());
     master.non_blocking(true);
     watch_exit();
     state = State::running;
