@@ -341,7 +341,9 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
 
   pid_t started = 0;  // the server, once spawned
   std::exception_ptr failure;
+  SandboxFile file{s.cfg.gateway_id, spare ? std::string() : id, unix_now(), 0, spare};
   try {
+    write_sandbox_file(dir, file);  // before the process: a crash between leaves a record
     fs::create_directories(work);
     std::vector<std::string> args = s.cfg.server_command;
     for (const char* a : {"--unix-socket", socket.c_str(), "--auth-token", address.token.c_str(),
@@ -357,8 +359,6 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
     env_map["REX_SANDBOX"] = id;
     const std::vector<std::string> env = detail::environment_entries(env_map);
 
-    SandboxFile file{s.cfg.gateway_id, spare ? std::string() : id, unix_now(), 0, spare};
-    write_sandbox_file(dir, file);  // before the process: a crash between leaves a record
     // The wait for exec (a millisecond or so) is not the io_context's.
     auto start = [&args, &env, &work, &dir] {
       return start_server(args, env, work.string(), (dir / "server.log").string());

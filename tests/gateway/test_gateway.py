@@ -289,7 +289,12 @@ class GatewayTestCase(unittest.TestCase):
     def session_sandboxes(self):
         """The sessions that have a sandbox directory, by the session named in its sandbox.json
         (a spare handed out keeps its own directory name); a directory whose sandbox.json is
-        missing counts under its own name."""
+        missing for a second counts under its own name (one just made gets its file within
+        milliseconds: a spare starting beside the test)."""
+        deadline = time.monotonic() + 1
+        while (time.monotonic() < deadline
+               and any(self.sandbox_json(d) is None for d in self.sandbox_dirs())):
+            time.sleep(0.02)
         out = []
         for d in self.sandbox_dirs():
             info = self.sandbox_json(d)
