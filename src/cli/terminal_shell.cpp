@@ -2,6 +2,7 @@
 
 #include <rex/core/event.hpp>
 #include <rex/core/random.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/runtime/runtime.hpp>
@@ -10,7 +11,6 @@
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -33,8 +33,6 @@
 namespace rex::cli {
 
 namespace {
-
-using namespace boost::asio::experimental::awaitable_operators;
 
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 
@@ -238,8 +236,11 @@ struct TerminalShell::Impl {
       // Resizes follow beside (a signal_set's wait does not take a cancellation slot here):
       // cancelled through resizes.cancel() when the shell has ended.
       asio::co_spawn(executor, follow_resizes(runtime), asio::detached);
-      auto ended =
-          co_await (runtime.start_process(shell_config(tag, options), show) || pump_input(runtime));
+      // The first to finish decides, by value or by exception: a start the server refuses must
+      // not wait for a key to be typed.
+      auto shell = runtime.start_process(shell_config(tag, options), show);
+      auto keys_in = pump_input(runtime);
+      auto ended = co_await first_of(std::move(shell), std::move(keys_in));
       if (ended.index() == 0)
         end = std::get<0>(std::move(ended));
     } catch (const ProcessesUnsupportedError& e) {

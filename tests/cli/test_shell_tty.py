@@ -2,8 +2,8 @@
 """`rex shell` in its terminal mode, driven the way a person drives it: through a terminal.
 
 Usage: test_shell_tty.py PATH/TO/rex PATH/TO/rex-server [unittest arguments]
-(`LocalShellTtyTest RemoteShellTtyTest` or `DockerShellTtyTest` as unittest arguments select
-deployments; with none, all three run.)
+(`LocalShellTtyTest RemoteShellTtyTest ShellTtyEndingsTest` or `DockerShellTtyTest` as unittest
+arguments select classes; with none, all run.)
 
 Each test starts its own private tmux server (`tmux -L <unique name> -f /dev/null`, its socket
 in the test's temporary HOME, killed at the end) whose one pane runs `rex shell ...; echo
@@ -13,6 +13,10 @@ the prompt, a window resize seen by `stty size`, and the exit status of `rex she
 and after `exit 3`. The same scenarios run against a local deployment, a remote one (a
 rex-server this file starts) and a docker one (skipped when the engine or the test image is
 missing).
+
+ShellTtyEndingsTest covers the other ways out, each with a server of its own: the server killed,
+SIGTERM to rex, and SWE-ReX's own swerex-remote (no terminals: refused with the way out,
+`--no-tty`); after each the terminal is blocking, canonical and echoing again.
 
 Every wait polls the pane with a deadline; a failure shows what the pane held.
 """
@@ -134,16 +138,19 @@ def last_line(screen):
     return lines[-1] if lines else ""
 
 
-class ShellTtyScenarios:
-    """The scenarios; a subclass (also a unittest.TestCase) says which deployment runs them."""
+# After rex, in the pane: whether it left the terminal as the shell it came from needs it
+# (blocking, and canonical with echo).
+AFTER_REX = shlex.join([
+    "python3", "-c",
+    "import fcntl, os, termios\n"
+    "print('STDIN_NONBLOCK=%d' % bool(fcntl.fcntl(0, fcntl.F_GETFL) & os.O_NONBLOCK))\n"
+    "lflag = termios.tcgetattr(0)[3]\n"
+    "print('TERMINAL_COOKED=%d' % (bool(lflag & termios.ICANON) and bool(lflag & termios.ECHO)))"])
 
-    start_timeout = 30.0
-    host_sees_files = False  # the sandbox's files are this machine's (local, remote here)
 
-    def deployment_args(self):
-        raise NotImplementedError
-
-    # --- the pane ---------------------------------------------------------------------------
+class PaneCase:
+    """A private tmux server whose pane runs `rex shell ARGS; echo EXIT=$?; AFTER_REX`, and the
+    ways to read and type into it. A subclass (also a unittest.TestCase) launches rex."""
 
     @classmethod
     def setUpClass(cls):
@@ -161,19 +168,21 @@ class ShellTtyScenarios:
             self.env.pop(name, None)
         self.asked = 0
         self.tmux = Tmux(self.env)
-        self.addCleanup(self.stop)
-        # After rex: whether it left the terminal blocking, as the shell it came from needs it.
-        command = (shlex.join([REX, "shell", *self.deployment_args()]) + "; echo EXIT=$?; " +
-                   shlex.join(["python3", "-c", "import fcntl, os; print('STDIN_NONBLOCK=%d' % "
-                               "bool(fcntl.fcntl(0, fcntl.F_GETFL) & os.O_NONBLOCK))"]))
-        self.tmux.start(command, WIDTH, HEIGHT)
         self.rex_pid = None
-        # The sandbox's shell has said something (its prompt), beyond rex's own messages.
+        self.addCleanup(self.stop)
+
+    def launch(self, args, start_timeout=30.0, wait_for_prompt=True):
+        """Starts rex shell with `args` and waits for the sandbox's shell to say something (its
+        prompt), beyond rex's own messages; then sets a prompt of its own (the typed line does
+        not show it) with nothing else drawn with it."""
+        self.tmux.start(shlex.join([REX, "shell", *args]) + "; echo EXIT=$?; " + AFTER_REX,
+                        WIDTH, HEIGHT)
+        if not wait_for_prompt:
+            return
         self.wait_screen(lambda s: any(line.strip() and not line.startswith("rex:")
                                        for line in lines_of(s)),
-                         "the sandbox shell's first prompt", timeout=self.start_timeout)
+                         "the sandbox shell's first prompt", timeout=start_timeout)
         self.rex_pid = self.find_rex()
-        # A prompt of its own (the typed line does not show it), and nothing else drawn with it.
         self.line(f"PS1='{PROMPT[:3]}''{PROMPT[3:]} '; unset PROMPT_COMMAND")
         self.wait_prompt()
 
@@ -224,10 +233,18 @@ class ShellTtyScenarios:
         already there would do."""
         return self.wait_screen(lambda s: last_line(s) == PROMPT, what, timeout)
 
-    def wait_exit(self):
+    def wait_exit(self, timeout=STOP_TIMEOUT):
         screen = self.wait_screen(lambda s: EXIT_RE.search(s), "the end of rex shell (EXIT=)",
-                                  timeout=STOP_TIMEOUT, rex_may_end=True)
+                                  timeout=timeout, rex_may_end=True)
         return int(EXIT_RE.search(screen).group(1))
+
+    def assert_terminal_restored(self):
+        """After rex: the terminal blocking, canonical and echoing again."""
+        screen = self.wait_screen(lambda s: "TERMINAL_COOKED=" in s,
+                                  "the terminal's mode after rex", rex_may_end=True)
+        self.assertIn("STDIN_NONBLOCK=0", screen, "rex left the terminal non-blocking")
+        self.assertIn("TERMINAL_COOKED=1", screen, "rex left the terminal in raw mode")
+        return screen
 
     # --- typing -----------------------------------------------------------------------------
 
@@ -256,6 +273,20 @@ class ShellTtyScenarios:
             self.skipTest(f"{program} is not in the sandbox ({self.where_programs_come_from})")
 
     where_programs_come_from = "scripts/common.sh's REX_PACKAGES"
+
+
+class ShellTtyScenarios(PaneCase):
+    """The scenarios; a subclass says which deployment runs them."""
+
+    start_timeout = 30.0
+    host_sees_files = False  # the sandbox's files are this machine's (local, remote here)
+
+    def deployment_args(self):
+        raise NotImplementedError
+
+    def setUp(self):
+        super().setUp()
+        self.launch(self.deployment_args(), self.start_timeout)
 
     # --- the scenarios ----------------------------------------------------------------------
 
@@ -347,9 +378,7 @@ class ShellTtyScenarios:
     def test_ctrl_d_at_the_prompt_ends_with_status_0(self):
         self.tmux.keys("C-d")
         self.assertEqual(self.wait_exit(), 0, self.tmux.screen())
-        screen = self.wait_screen(lambda s: "STDIN_NONBLOCK=" in s, "the terminal's mode after rex",
-                                  rex_may_end=True)
-        self.assertIn("STDIN_NONBLOCK=0", screen, "rex left the terminal non-blocking")
+        self.assert_terminal_restored()
 
     def test_large_output_arrives_whole(self):
         # Everything the pane receives, recorded by tmux itself.
@@ -405,6 +434,115 @@ class RemoteShellTtyTest(ShellTtyScenarios, unittest.TestCase):
     def deployment_args(self):
         return ["--deployment", "remote", "--url", f"http://127.0.0.1:{self.server.port}",
                 "--token", self.token]
+
+
+def descendants(pid):
+    found = []
+    for child in children(pid):
+        found += [child, *descendants(child)]
+    return found
+
+
+def kill_all(pids):
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ShellTtyEndingsTest(PaneCase, unittest.TestCase):
+    """The ways out of the terminal mode besides the shell's own end, each against a server of
+    its own: the terminal is restored, and a message says what happened."""
+
+    token = "shell-tty-endings"
+
+    def start_server(self):
+        env = dict(os.environ, HOME=self.home)
+        server = RexServer(REX_SERVER, token=self.token, env=env)
+        self.addCleanup(server.terminate)
+        return server
+
+    def remote_args(self, port):
+        return ["--deployment", "remote", "--url", f"http://127.0.0.1:{port}", "--token",
+                self.token]
+
+    def rex_lines(self, screen):
+        return [line for line in lines_of(screen) if line.startswith("rex")]
+
+    def test_a_server_that_dies_ends_rex_shell_with_a_message(self):
+        server = self.start_server()
+        self.launch(self.remote_args(server.port))
+        self.line("sleep 1000")
+        time.sleep(0.3)
+        left = descendants(server.proc.pid)  # the sandbox's shell and its sleep, orphaned below
+        self.addCleanup(kill_all, left)
+        server.proc.kill()
+        server.proc.wait(timeout=STOP_TIMEOUT)
+        status = self.wait_exit(timeout=SCREEN_TIMEOUT)
+        screen = self.assert_terminal_restored()
+        self.assertNotEqual(status, 0, screen)
+        self.assertTrue(self.rex_lines(screen), f"no message from rex:\n{screen}")
+
+    def test_sigterm_to_rex_restores_the_terminal_and_ends_the_shell(self):
+        server = self.start_server()
+        self.launch(self.remote_args(server.port))
+        pid_file = os.path.join(self.home, "shell.pid")
+        self.line(f"echo $$ > {shlex.quote(pid_file)}; sleep 1000")
+        wait = time.monotonic() + SCREEN_TIMEOUT
+        while not os.path.exists(pid_file) and time.monotonic() < wait:
+            time.sleep(0.05)
+        time.sleep(0.1)
+        with open(pid_file) as f:
+            shell = int(f.read())
+        os.kill(self.rex_pid, signal.SIGTERM)
+        status = self.wait_exit(timeout=SCREEN_TIMEOUT)
+        screen = self.assert_terminal_restored()
+        self.assertEqual(status, 128 + signal.SIGTERM, screen)
+        deadline = time.monotonic() + SCREEN_TIMEOUT
+        while alive(shell) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        self.assertFalse(alive(shell), "the sandbox's shell outlived rex shell's SIGTERM")
+
+    def test_swerex_remote_is_refused_with_the_way_out(self):
+        binary = os.environ.get("REX_SWEREX_REMOTE", "")
+        if not os.access(binary, os.X_OK):
+            self.skipTest("SWE-ReX's swerex-remote is not installed (REX_SWEREX_REMOTE names it; "
+                          "scripts/test.sh installs it)")
+        port = free_port()
+        log = open(os.path.join(self.home, "swerex.log"), "wb")
+        self.addCleanup(log.close)
+        proc = subprocess.Popen([binary, "--port", str(port), "--auth-token", self.token],
+                                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+        def stop():
+            proc.terminate()
+            try:
+                proc.wait(timeout=STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.addCleanup(stop)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() >= deadline or proc.poll() is not None:
+                    self.fail("swerex-remote did not listen within 30 s")
+                time.sleep(0.1)
+        self.launch(self.remote_args(port), wait_for_prompt=False)
+        status = self.wait_exit(timeout=SCREEN_TIMEOUT)
+        screen = self.assert_terminal_restored()
+        self.assertEqual(status, 1, screen)
+        self.assertIn("--no-tty", screen)
 
 
 class UnixConnection(http.client.HTTPConnection):
