@@ -1,12 +1,12 @@
 #include "eval_command.hpp"
 
+#include <rex/core/log.hpp>
 #include <rex/eval/eval_summary.hpp>
 #include <rex/eval/evaluation.hpp>
 #include <rex/eval/results_log.hpp>
 
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_sinks.h>
-#include <spdlog/spdlog.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
@@ -262,10 +262,8 @@ void print_summary(const Evaluation& evaluation, const EvaluationReport& report,
 // Library warnings go to stderr (stdout carries the summary); the records hold every failure,
 // so only errors are shown.
 void quiet_library_logging() {
-  auto logger = spdlog::stderr_logger_mt("rex-eval");
-  logger->set_level(spdlog::level::err);
-  logger->set_pattern("rex eval: %v");
-  spdlog::set_default_logger(logger);
+  logging::set_level(logging::Level::error);
+  logging::use_plain_stderr("rex eval: ");
 }
 
 void print_problems(const EvalInstanceError& e) {

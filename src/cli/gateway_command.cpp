@@ -1,9 +1,9 @@
 #include "gateway_command.hpp"
 
+#include <rex/core/log.hpp>
 #include <rex/gateway/gateway.hpp>
 #include <rex/version.hpp>
 
-#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -42,7 +42,8 @@ void add_gateway_options(CLI::App& app, GatewayOptions& o) {
       },
       "Concurrent sessions per tenant (0: unlimited)");
   app.add_option("--log-level", o.log_level, "trace, debug, info, warn, error or off")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
 }
 
 namespace {
@@ -67,7 +68,7 @@ std::string own_executable() {
 }  // namespace
 
 int gateway_command(const GatewayOptions& o) {
-  spdlog::set_level(spdlog::level::from_str(o.log_level));
+  logging::set_level(logging::parse_level(o.log_level).value_or(logging::Level::info));
   gateway::GatewayConfig config;
   try {
     if (!o.config_file.empty())
@@ -116,12 +117,12 @@ int gateway_command(const GatewayOptions& o) {
   signals.async_wait([&](const boost::system::error_code& ec, int signo) {
     if (ec)
       return;
-    spdlog::info("rex gateway: {}; draining (sessions keep running)",
-                 signo == SIGINT ? "SIGINT" : "SIGTERM");
+    logging::info("rex gateway: {}; draining (sessions keep running)",
+                  signo == SIGINT ? "SIGINT" : "SIGTERM");
     gw->stop();
   });
-  spdlog::info("rex gateway {} (id {}) listening on {}{}", rex::version(), gw->id(), gw->url(),
-               any_key ? "" : " without keys (loopback only)");
+  logging::info("rex gateway {} (id {}) listening on {}{}", rex::version(), gw->id(), gw->url(),
+                any_key ? "" : " without keys (loopback only)");
   std::exception_ptr failure;
   asio::co_spawn(io, gw->run(), [&](std::exception_ptr e) {
     failure = e;

@@ -1,12 +1,12 @@
 #include "server_command.hpp"
 
+#include <rex/core/log.hpp>
 #include <rex/core/timeout.hpp>
 #include <rex/runtime/local_runtime.hpp>
 #include <rex/server/lifetime.hpp>
 #include <rex/session/teardown.hpp>
 #include <rex/version.hpp>
 
-#include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -98,7 +98,7 @@ asio::awaitable<void> shut_down(Shutdown& s, std::string reason) {
   if (s.started)
     co_return;
   s.started = true;
-  spdlog::info("rex-server: {}; closing all sessions", reason);
+  logging::info("rex-server: {}; closing all sessions", reason);
   s.server.stop();
   co_await s.runtime.close();
 }
@@ -112,7 +112,7 @@ asio::awaitable<void> watch_signals(asio::signal_set& signals, Shutdown& s, asio
   asio::co_spawn(io, std::move(first), asio::detached);
   auto [ec2, again] = co_await signals.async_wait(asio::as_tuple(asio::use_awaitable));
   if (!ec2) {
-    spdlog::warn("rex-server: second signal; stopping now");
+    logging::warn("rex-server: second signal; stopping now");
     io.stop();
   }
   (void)again;
@@ -161,7 +161,7 @@ std::optional<int> become_init_if_pid_one() {
 int run_server(const ServerOptions& options) {
   if (const auto status = become_init_if_pid_one())
     return *status;
-  spdlog::set_level(spdlog::level::from_str(options.log_level));
+  logging::set_level(logging::parse_level(options.log_level).value_or(logging::Level::info));
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
   // The token may have come from the environment; the sessions must not inherit it.
@@ -189,7 +189,7 @@ int run_server(const ServerOptions& options) {
   }
   const auto& cfg = options.server;
   if (cfg.unix_socket.empty() && cfg.auth_token.empty() && !is_loopback(cfg.host)) {
-    spdlog::warn(
+    logging::warn(
         "rex-server: listening on {} with an empty --auth-token: anyone who can reach this "
         "address can run commands here",
         cfg.host);
@@ -199,8 +199,8 @@ int run_server(const ServerOptions& options) {
   shutdown.emplace(Shutdown{server, runtime});
   asio::signal_set signals(io, SIGINT, SIGTERM);
   asio::co_spawn(io, watch_signals(signals, *shutdown, io), asio::detached);
-  spdlog::info("rex-server: sessions end by {}", rex::describe_session_teardown());
-  spdlog::info("rex-server {} listening on {}", rex::version(), server.url());
+  logging::info("rex-server: sessions end by {}", rex::describe_session_teardown());
+  logging::info("rex-server {} listening on {}", rex::version(), server.url());
 
   std::exception_ptr failure;
   asio::co_spawn(io, server.run(), [&](std::exception_ptr e) {
@@ -219,7 +219,7 @@ int run_server(const ServerOptions& options) {
       return 1;
     }
   }
-  spdlog::info("rex-server: stopped");
+  logging::info("rex-server: stopped");
   return 0;
 }
 

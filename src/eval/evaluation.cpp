@@ -1,3 +1,4 @@
+#include <rex/core/log.hpp>
 #include <rex/core/outcome.hpp>
 #include <rex/eval/evaluation.hpp>
 #include <rex/eval/instance_runner.hpp>
@@ -8,7 +9,6 @@
 #include "core/offload.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/json/serialize.hpp>
@@ -47,7 +47,8 @@ void write_text(const std::string& path, const std::string& text) {
 struct LogFailure {
   void operator()(std::exception_ptr error) const {
     if (error)
-      spdlog::error("evaluation: shutting a sandbox pool down failed: {}", detail::describe(error));
+      logging::error("evaluation: shutting a sandbox pool down failed: {}",
+                     detail::describe(error));
   }
 };
 
@@ -233,7 +234,7 @@ struct Evaluation::Impl {
       try {
         co_await lease.release();  // the slot is held until the sandbox has stopped
       } catch (const std::exception& e) {
-        spdlog::warn("evaluation: {}: releasing the sandbox: {}", instance.id, e.what());
+        logging::warn("evaluation: {}: releasing the sandbox: {}", instance.id, e.what());
       }
       run.result.times.teardown = run.result.times.teardown.value_or(0) + seconds_since(t1);
     }

@@ -1,3 +1,4 @@
+#include <rex/core/log.hpp>
 #include <rex/gateway/docker_provider.hpp>
 
 #include <rex/deployment/docker_deployment.hpp>
@@ -5,7 +6,6 @@
 #include <rex/docker/engine.hpp>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <boost/json.hpp>
 
 #include <sys/stat.h>

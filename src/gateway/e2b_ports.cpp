@@ -15,13 +15,13 @@
 //
 // The connection to the port is Beast's, not rex's http::Client: a relay passes on an answer's
 // status and headers before its body ends, and the client gives them with the whole answer only.
+#include <rex/core/log.hpp>
 #include <rex/core/text.hpp>
 #include <rex/core/timeout.hpp>
 #include <rex/http/url.hpp>
 #include <rex/server/admission.hpp>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -227,7 +227,7 @@ struct Relay {
       if (it != s->sessions.end())
         s->append_log(it->second.rec, who, std::move(line));
     } catch (const std::exception& e) {
-      spdlog::error("gateway: cannot record a relayed request of {}: {}", session_id, e.what());
+      logging::error("gateway: cannot record a relayed request of {}: {}", session_id, e.what());
     }
   }
 

@@ -1,5 +1,6 @@
 // Gateway: storage, reconcile, the sweeper, sessions' ends, artifacts and transcripts. The HTTP
 // routes are in gateway_routes.cpp.
+#include <rex/core/log.hpp>
 #include <rex/gateway/gateway.hpp>
 
 #include <rex/core/random.hpp>
@@ -14,7 +15,6 @@
 
 #include <fmt/format.h>
 #include <openssl/evp.h>
-#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -46,7 +46,7 @@ auto log_failure(std::string what) {
     try {
       std::rethrow_exception(e);
     } catch (const std::exception& x) {
-      spdlog::error("gateway: {}: {}", what, x.what());
+      logging::error("gateway: {}: {}", what, x.what());
     }
   };
 }
@@ -111,7 +111,7 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
     try {
       providers[name] = std::make_unique<DockerProvider>(ex, std::move(docker));
     } catch (const std::invalid_argument& x) {
-      spdlog::warn("gateway: no {} provider: {}", name, x.what());
+      logging::warn("gateway: no {} provider: {}", name, x.what());
     }
   }
   // E2B (or an E2B-compatible endpoint) when configured, or when E2B's own variable says so.
@@ -126,7 +126,7 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
     try {
       providers["e2b"] = std::make_unique<E2BProvider>(ex, std::move(e2b));
     } catch (const std::exception& x) {
-      spdlog::warn("gateway: no e2b provider: {}", x.what());
+      logging::warn("gateway: no e2b provider: {}", x.what());
     }
   }
   if (cfg.kubernetes.enabled) {
@@ -141,7 +141,7 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
     try {
       providers["kubernetes"] = std::make_unique<KubernetesProvider>(ex, std::move(k8s));
     } catch (const std::exception& x) {
-      spdlog::warn("gateway: no kubernetes provider: {}", x.what());
+      logging::warn("gateway: no kubernetes provider: {}", x.what());
     }
   }
 }
@@ -280,7 +280,7 @@ void Gateway::Impl::append_log(const std::string& session_id, const Caller& who,
     const auto path = log_path(session_id);
     file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
     if (file.get() < 0) {
-      spdlog::error("gateway: cannot open {}: {}", path.string(), std::strerror(errno));
+      logging::error("gateway: cannot open {}: {}", path.string(), std::strerror(errno));
       return;
     }
   }
@@ -434,7 +434,7 @@ asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
       collect_error = x.what();
     }
     if (!collect_error.empty()) {
-      spdlog::warn("gateway: collecting artifacts of {}: {}", id, collect_error);
+      logging::warn("gateway: collecting artifacts of {}: {}", id, collect_error);
       json::object data{{"message", collect_error}};
       co_await record(e.rec, "collect_failed", who, std::move(data));
     }
@@ -450,7 +450,7 @@ asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
   }
   if (!failure.empty()) {
     // It stays `stopping`: the drift check tries again.
-    spdlog::error("gateway: destroying the sandbox of {}: {}", id, failure);
+    logging::error("gateway: destroying the sandbox of {}: {}", id, failure);
     json::object data{{"message", failure}};
     co_await record(e.rec, "destroy_failed", who, std::move(data));
     co_return;
@@ -491,7 +491,7 @@ asio::awaitable<void> Gateway::Impl::sweep_loop() {
       try {
         co_await check_drift();
       } catch (const std::exception& x) {
-        spdlog::warn("gateway: checking the providers: {}", x.what());
+        logging::warn("gateway: checking the providers: {}", x.what());
       }
     }
   }
@@ -515,7 +515,7 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
       failure = x.what();
     }
     if (!failure.empty()) {
-      spdlog::debug("gateway: provider {} cannot list its sandboxes: {}", name, failure);
+      logging::debug("gateway: provider {} cannot list its sandboxes: {}", name, failure);
       continue;
     }
     std::map<std::string, const SandboxListing*> by_sandbox;
@@ -534,7 +534,7 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
             it == by_sandbox.end() ? "the sandbox is gone" : "the sandbox's server has ended";
         e.rec.ended_at = now;
         e.live.reset();
-        spdlog::warn("gateway: session {} is lost: {}", id, e.rec.error);
+        logging::warn("gateway: session {} is lost: {}", id, e.rec.error);
         co_await record(e.rec, "lost", drift);
         if (it != by_sandbox.end())
           co_await p->destroy(e.rec.sandbox_id);
@@ -547,7 +547,7 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
       const bool owned = it != sessions.end() && it->second.rec.active();
       if (owned || (!s.spare && now - s.created_at < cfg.orphan_grace))
         continue;
-      spdlog::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
+      logging::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
       co_await p->destroy(s.sandbox_id);
     }
   }
@@ -581,7 +581,7 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
     try {
       rec = SessionRecord::from_json(stored.record);
     } catch (const std::exception& x) {
-      spdlog::error("gateway: skipping the damaged record of {}: {}", stored.id, x.what());
+      logging::error("gateway: skipping the damaged record of {}: {}", stored.id, x.what());
       continue;
     }
     auto [it, fresh] = sessions.try_emplace(rec.id, ex);
@@ -604,7 +604,7 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
     }
     if (!unreachable.empty()) {
       // Nothing is marked lost on a provider that cannot be asked: the drift check asks again.
-      spdlog::error("gateway: provider {} cannot list its sandboxes: {}", name, unreachable);
+      logging::error("gateway: provider {} cannot list its sandboxes: {}", name, unreachable);
       continue;
     }
     std::map<std::string, const SandboxListing*> by_session;
@@ -627,7 +627,7 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
         e.settled.set();
       } else if (e.rec.state == state::ready) {
         if (sandbox != nullptr && sandbox->running) {
-          spdlog::info("gateway: adopted session {}", id);
+          logging::info("gateway: adopted session {}", id);
           continue;
         }
         e.rec.state = std::string(state::lost);
@@ -655,7 +655,7 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
         continue;
       if (now - s.created_at < cfg.orphan_grace)
         continue;  // the drift check comes back to it
-      spdlog::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
+      logging::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
       co_await p->destroy(s.sandbox_id);
     }
   }
@@ -663,7 +663,7 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
   std::size_t ready = 0;
   for (const auto& [id, e] : sessions)
     ready += e.rec.state == state::ready ? 1 : 0;
-  spdlog::info("gateway: reconciled {} records, {} sessions ready", sessions.size(), ready);
+  logging::info("gateway: reconciled {} records, {} sessions ready", sessions.size(), ready);
 }
 
 // --- Gateway ---------------------------------------------------------------------------------

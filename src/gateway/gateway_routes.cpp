@@ -1,5 +1,6 @@
 // The gateway's HTTP API (shared/GATEWAY.md, "The API"): the seed's paths, rex's additions and
 // the proxied SWE-ReX protocol, each behind authentication, with one error shape.
+#include <rex/core/log.hpp>
 #include <rex/core/random.hpp>
 #include <rex/core/text.hpp>
 #include <rex/core/timeout.hpp>
@@ -11,7 +12,6 @@
 #include <rex/server/lifetime.hpp>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/beast/http/field.hpp>
 #include <boost/json.hpp>
@@ -257,7 +257,7 @@ struct Api {
     }
     self->metrics.errors[failure->code()]++;
     if (failure->status() >= 500)
-      spdlog::warn("gateway: {} {}: {}", pattern, failure->code(), failure->what());
+      logging::warn("gateway: {} {}: {}", pattern, failure->code(), failure->what());
     co_return error_answer(*failure, rid);
   }
 

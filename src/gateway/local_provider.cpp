@@ -1,3 +1,4 @@
+#include <rex/core/log.hpp>
 #include <rex/gateway/local_provider.hpp>
 
 #include <rex/core/random.hpp>
@@ -5,7 +6,6 @@
 #include <rex/runtime/remote_runtime.hpp>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -269,7 +269,7 @@ struct LocalProvider::Impl {
     const auto give_up = std::chrono::steady_clock::now() + cfg.stop_grace;
     while (our_process(pid, socket)) {
       if (std::chrono::steady_clock::now() >= give_up) {
-        spdlog::warn("gateway: sandbox server {} did not end on SIGTERM; killing it", pid);
+        logging::warn("gateway: sandbox server {} did not end on SIGTERM; killing it", pid);
         ::kill(-pid, SIGKILL);
         ::kill(pid, SIGKILL);
       }
@@ -405,7 +405,7 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
     try {
       s.remove_dir(dir);
     } catch (const std::exception& e) {
-      spdlog::error("gateway: {}", e.what());
+      logging::error("gateway: {}", e.what());
     }
     rethrow_as_provider_error(failure);
   }
@@ -463,7 +463,7 @@ asio::awaitable<std::optional<SandboxAddress>> LocalProvider::Impl::take_spare(
       failure = e.what();
     }
     if (!failure.empty()) {
-      spdlog::warn("gateway: spare sandbox {} cannot be handed out: {}", id, failure);
+      logging::warn("gateway: spare sandbox {} cannot be handed out: {}", id, failure);
       co_await destroy_spare(id);
     }
   }
@@ -484,7 +484,7 @@ void LocalProvider::Impl::refill(const std::string& key) {
       try {
         std::rethrow_exception(failure);
       } catch (const std::exception& e) {
-        spdlog::warn("gateway: cannot start spare sandboxes ({}); trying again later", e.what());
+        logging::warn("gateway: cannot start spare sandboxes ({}); trying again later", e.what());
       }
     }
   });
@@ -542,7 +542,7 @@ asio::awaitable<void> LocalProvider::Impl::destroy_spare(std::string id) {
     co_await end_server(dir, socket_of(id));
     remove_dir(dir);
   } catch (const std::exception& e) {
-    spdlog::error("gateway: cannot remove spare sandbox {}: {}", id, e.what());
+    logging::error("gateway: cannot remove spare sandbox {}: {}", id, e.what());
   }
   held.erase(id);
 }

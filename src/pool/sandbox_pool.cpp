@@ -1,4 +1,5 @@
 #include <rex/core/event.hpp>
+#include <rex/core/log.hpp>
 #include <rex/core/outcome.hpp>
 #include <rex/core/timeout.hpp>
 #include <rex/pool/pool_errors.hpp>
@@ -8,7 +9,6 @@
 #include "pool/sandbox_pool_policy.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -55,9 +55,9 @@ struct LogEscape {
     try {
       std::rethrow_exception(error);
     } catch (const std::exception& e) {
-      spdlog::error("sandbox pool: background task failed: {}", e.what());
+      logging::error("sandbox pool: background task failed: {}", e.what());
     } catch (...) {
-      spdlog::error("sandbox pool: background task failed");
+      logging::error("sandbox pool: background task failed");
     }
   }
 };
@@ -235,12 +235,12 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
         co_return;
       }
       ++self->counters.failed_attempts;
-      spdlog::warn("sandbox pool: start attempt {}/{} failed: {}", attempt, attempts, cause);
+      logging::warn("sandbox pool: start attempt {}/{} failed: {}", attempt, attempts, cause);
       if (deployment) {
         try {
           co_await deployment->stop();  // a failed start released everything; stop() is cheap
         } catch (const std::exception& e) {
-          spdlog::warn("sandbox pool: stop after a failed start: {}", e.what());
+          logging::warn("sandbox pool: stop after a failed start: {}", e.what());
         }
       }
       std::uniform_real_distribution<double> unit(0.0, 1.0);
@@ -275,7 +275,7 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
     try {
       co_await sandbox->deployment->stop();
     } catch (const std::exception& e) {
-      spdlog::warn("sandbox pool: stopping sandbox {} failed: {}", sandbox->id, e.what());
+      logging::warn("sandbox pool: stopping sandbox {} failed: {}", sandbox->id, e.what());
     }
     ++self->stopped;
     --self->returning;
@@ -315,8 +315,8 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
       auto limited = with_timeout(std::move(closing), self->config.health_check_timeout);
       auto closed = co_await capture(std::move(limited));
       if (!closed)
-        spdlog::warn("sandbox pool: closing sandbox {} failed: {}", sandbox->id,
-                     closed.error_message());
+        logging::warn("sandbox pool: closing sandbox {} failed: {}", sandbox->id,
+                      closed.error_message());
       reuse = closed && closed->has_value();
       if (reuse) {
         auto alive = co_await health(self, sandbox);
@@ -420,7 +420,7 @@ class SandboxPoolState : public std::enable_shared_from_this<SandboxPoolState> {
       auto alive = co_await health(self, sandbox);
       if (alive.is_alive)
         co_return lease;
-      spdlog::info("sandbox pool: replacing a dead spare: {}", alive.message);
+      logging::info("sandbox pool: replacing a dead spare: {}", alive.message);
       lease.mark_broken();
       lease = SandboxLease();  // hands it back: stopped in the background, then replaced
       retry = true;

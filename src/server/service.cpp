@@ -1,3 +1,4 @@
+#include <rex/core/log.hpp>
 #include <rex/server/service.hpp>
 
 #include <rex/core/event.hpp>
@@ -7,7 +8,6 @@
 #include <rex/version.hpp>
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -51,7 +51,7 @@ asio::awaitable<void> produce(EventProducer producer, std::shared_ptr<EventStrea
   try {
     co_await producer(events);
   } catch (const std::exception& e) {
-    spdlog::error("rex-server: an event stream ended with an error: {}", e.what());
+    logging::error("rex-server: an event stream ended with an error: {}", e.what());
   }
   events->finish();
 }
@@ -273,7 +273,7 @@ asio::awaitable<void> Service::Impl::accept_loop(
       if (ec == asio::error::operation_aborted)
         break;
       // Out of descriptors, or the peer gave up before accept: pause briefly, carry on.
-      spdlog::warn("rex-server: accept failed: {}", ec.message());
+      logging::warn("rex-server: accept failed: {}", ec.message());
       asio::steady_timer pause(self->ex, 50ms);
       co_await pause.async_wait(use_tuple);
       continue;
@@ -284,7 +284,7 @@ asio::awaitable<void> Service::Impl::accept_loop(
       try {
         std::rethrow_exception(e);
       } catch (const std::exception& x) {
-        spdlog::error("rex-server: connection ended with an error: {}", x.what());
+        logging::error("rex-server: connection ended with an error: {}", x.what());
       }
     };
     if (self->connections.size() >= self->cfg.max_connections) {
@@ -694,7 +694,7 @@ asio::awaitable<bool> Service::Impl::write_relayed(S& stream, RelayedAnswer rela
       if (!cut_off)
         got = std::get<0>(std::move(raced));
     } catch (const std::exception& e) {
-      spdlog::debug("rex-server: a relayed answer was cut off: {}", e.what());
+      logging::debug("rex-server: a relayed answer was cut off: {}", e.what());
       cut_off = true;  // its body cannot be completed: the client sees it end early
     }
     if (cut_off)

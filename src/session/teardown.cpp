@@ -1,9 +1,9 @@
+#include <rex/core/log.hpp>
 #include <rex/session/teardown.hpp>
 
 #include "session/session_processes.hpp"
 
 #include <fmt/format.h>
-#include <spdlog/spdlog.h>
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -163,15 +163,15 @@ class Reaper {
       return {"", -1};
     const std::string dir = fmt::format("{}/s{}", root_, ++cgroup_count_);
     if (::mkdir(dir.c_str(), 0755) != 0) {
-      spdlog::warn("session teardown: cannot make cgroup {}: {}; this session is found by scan",
-                   dir, errno_text(errno));
+      logging::warn("session teardown: cannot make cgroup {}: {}; this session is found by scan",
+                    dir, errno_text(errno));
       return {"", -1};
     }
     const std::string procs = dir + "/cgroup.procs";
     const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
     if (fd < 0) {
-      spdlog::warn("session teardown: cannot open {}: {}; this session is found by scan", procs,
-                   errno_text(errno));
+      logging::warn("session teardown: cannot open {}: {}; this session is found by scan", procs,
+                    errno_text(errno));
       ::rmdir(dir.c_str());
       return {"", -1};
     }
@@ -185,7 +185,7 @@ class Reaper {
     std::lock_guard lock(mutex_);
     description_ =
         fmt::format("scan of /proc (processes cannot join cgroups below {}: {})", root_, why);
-    spdlog::warn("session teardown: {}", description_);
+    logging::warn("session teardown: {}", description_);
   }
 
   void opened(pid_t sid) {
@@ -249,7 +249,7 @@ class Reaper {
       return;
     }
     if (want != "auto" && want != "cgroup")
-      spdlog::warn("REX_SESSION_TEARDOWN={}: expected auto, cgroup or scan; using auto", want);
+      logging::warn("REX_SESSION_TEARDOWN={}: expected auto, cgroup or scan; using auto", want);
     const OwnCgroup own = find_own_cgroup();
     if (own.dir.empty()) {
       description_ = "scan of /proc (" + own.why_not + ")";
@@ -268,7 +268,7 @@ class Reaper {
       }
     }
     if (want == "cgroup" && !cgroups_)
-      spdlog::warn("REX_SESSION_TEARDOWN=cgroup: {}", description_);
+      logging::warn("REX_SESSION_TEARDOWN=cgroup: {}", description_);
   }
 
   // ---- the thread -------------------------------------------------------------------------
@@ -439,7 +439,8 @@ class Reaper {
     ++kills_;
     if (has_kill_) {
       if (!write_text(open_file(job, "cgroup.kill", O_WRONLY), "1"))
-        spdlog::warn("session teardown: writing {}/cgroup.kill: {}", job.cgroup, errno_text(errno));
+        logging::warn("session teardown: writing {}/cgroup.kill: {}", job.cgroup,
+                      errno_text(errno));
     } else {
       kill_members(job);
     }
@@ -559,10 +560,10 @@ class Reaper {
       if (d.deadline > now)
         return false;
       if (d.job.cgroup.empty())
-        spdlog::warn("session teardown: bash ({}) still runs {} s after SIGKILL", d.job.collect,
-                     kEndDeadline.count());
+        logging::warn("session teardown: bash ({}) still runs {} s after SIGKILL", d.job.collect,
+                      kEndDeadline.count());
       else
-        spdlog::warn(
+        logging::warn(
             "session teardown: cgroup {} still has processes {} s after SIGKILL; it "
             "stays",
             d.job.cgroup, kEndDeadline.count());
