@@ -4,6 +4,7 @@
 #include <rex/core/async_mutex.hpp>
 #include <rex/core/backoff.hpp>
 #include <rex/core/event.hpp>
+#include <rex/core/log.hpp>
 #include <rex/core/outcome.hpp>
 #include <rex/core/temp_file.hpp>
 #include <rex/core/text.hpp>
