@@ -143,6 +143,8 @@ constexpr Decoder kDecoders[] = {
     round_trip<rex::ProcessEnd>,
     round_trip<rex::ProcessResize>,
     round_trip<rex::ProcessConfig>,  // again: its seed has a terminal
+    round_trip<rex::SessionAttach>,
+    round_trip<rex::SessionResize>,
 };
 
 }  // namespace

@@ -153,6 +153,8 @@ JSON_TYPES = [
     ("process_end", {"exit_code": None, "signal": 9, "status": "signal: killed"}),
     ("process_resize", {"tag": "tty", "size": {"cols": 132, "rows": 43}}),
     ("process_config_pty", {"argv": ["bash"], "tag": "tty", "pty": {"cols": 80, "rows": 24}}),
+    ("session_attach", {"session": "agent", "size": {"cols": 120, "rows": 40}, "keepalive": 5}),
+    ("session_resize", {"session": "agent", "size": {"cols": 90, "rows": 30}}),
 ]
 
 

@@ -261,24 +261,40 @@ void add_shell_options(CLI::App& app, ShellOptions& o) {
                "Line by line through a bash session even when stdin is a terminal (the default "
                "then: a terminal attached to a shell in the sandbox; --timeout, "
                "--startup-source and --history-file apply to the line mode only)");
+  app.add_option("--attach-session", o.attach_session,
+                 "Attach this terminal to the sandbox's bash session of that name (an agent's, on "
+                 "a remote server or a gateway's session) between its commands; Ctrl-P Ctrl-Q "
+                 "detaches and hands it back to its commands");
   add_deployment_options(app, o.deployment);
 }
 
 int shell_command(const ShellOptions& options) {
   asio::io_context io(1);
   std::unique_ptr<Deployment> deployment;  // after io: destroyed while io still exists
+  const bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1;
+  if (!options.attach_session.empty() && (!interactive || options.no_tty)) {
+    std::cerr << "rex shell: --attach-session needs a terminal (stdin and stdout), without "
+                 "--no-tty\n";
+    return exit_usage;
+  }
   DeploymentConfig config;
+  bool terminal_mode = false;
   try {
     config = build_deployment_config(options.deployment);
+    // A dummy deployment's scripted answers are commands' answers: it has no terminal.
+    terminal_mode = interactive && !options.no_tty && deployment_type(config) != "dummy";
+    // The terminal's shell ends by itself; the other sessions of a server are not this
+    // shell's to close (an agent's, or the one the terminal was lent).
+    if (auto* remote = std::get_if<RemoteDeploymentConfig>(&config); remote && terminal_mode)
+      remote->close_on_stop = false;
     deployment = make_deployment(io.get_executor(), config);
   } catch (const DeploymentConfigError& e) {
     std::cerr << "rex shell: " << e.what() << '\n';
     return exit_usage;
   }
-  const bool interactive = ::isatty(STDIN_FILENO) == 1 && ::isatty(STDOUT_FILENO) == 1;
-  // A dummy deployment's scripted answers are commands' answers: it has no terminal to attach.
-  if (interactive && !options.no_tty && deployment_type(config) != "dummy") {
+  if (terminal_mode) {
     TerminalShellOptions terminal_options;
+    terminal_options.attach_session = options.attach_session;
     if (const auto* local = std::get_if<LocalDeploymentConfig>(&config)) {
       terminal_options.env = local->env;
       terminal_options.working_dir = local->working_dir;

@@ -19,6 +19,7 @@ struct ShellOptions {
   std::vector<std::string> startup_source{};
   std::string history_file{};  // empty: ~/.rex_history
   bool no_tty = false;         // line by line even when stdin is a terminal
+  std::string attach_session;  // attach the terminal to this bash session of the sandbox
 };
 
 void add_shell_options(CLI::App& app, ShellOptions& options);

@@ -82,6 +82,27 @@ ProcessConfig shell_config(const std::string& tag, const TerminalShellOptions& o
   return c;
 }
 
+// The keys that detach from a session (as docker attach's): Ctrl-P Ctrl-Q.
+constexpr std::string_view kDetachKeys = "\x10\x11";
+
+// What of `typed` goes to the session before a detach: all of it, or what comes before the
+// detach keys (`detach` is then true). A Ctrl-P at the very end is held back in `held` until
+// the next key says whether it starts the detach keys.
+std::string keys_before_detach(std::string& held, std::string typed, bool& detach) {
+  std::string pending = std::move(held) + std::move(typed);
+  held.clear();
+  if (const auto at = pending.find(kDetachKeys); at != std::string::npos) {
+    detach = true;
+    pending.resize(at);
+    return pending;
+  }
+  if (!pending.empty() && pending.back() == kDetachKeys.front()) {
+    held = pending.substr(pending.size() - 1);
+    pending.pop_back();
+  }
+  return pending;
+}
+
 // What was typed and not yet sent, filled by the KeyReader's thread through the executor.
 struct Keys {
   explicit Keys(asio::any_io_executor ex) : arrived(std::move(ex)) {}
@@ -173,10 +194,26 @@ struct TerminalShell::Impl {
     }
   }
 
-  // Keys to the sandbox. What is typed while one write is on its way goes with the next.
+  bool attaching() const { return !options.attach_session.empty(); }
+
+  // Keys to the sandbox's shell, or to the attached session. Throws what the runtime throws
+  // when the shell, or the attachment, has just ended.
+  asio::awaitable<void> send_keys(Runtime& runtime, std::string data) {
+    if (attaching()) {
+      SessionInput input{.session = options.attach_session, .input = std::move(data)};
+      co_await runtime.send_session_input(std::move(input));
+    } else {
+      ProcessInput input{.pid = 0, .tag = tag, .data = std::move(data), .close = false};
+      co_await runtime.send_process_input(std::move(input));
+    }
+  }
+
+  // Keys to the sandbox. What is typed while one write is on its way goes with the next. Returns
+  // when the keys detach from a session (detached is then true).
   asio::awaitable<void> pump_input(Runtime& runtime) {
     keys = std::make_shared<Keys>(executor);
     reader = std::make_unique<KeyReader>(executor, keys);
+    std::string held;  // a Ctrl-P that may start the detach keys
     for (;;) {
       while (keys->typed.empty() && !keys->ended) {
         keys->arrived.reset();
@@ -184,14 +221,28 @@ struct TerminalShell::Impl {
           co_return;  // cancelled: the shell has ended, or its start failed
       }
       if (!keys->typed.empty()) {
-        ProcessInput input{.pid = 0, .tag = tag, .data = std::move(keys->typed), .close = false};
+        std::string data = std::move(keys->typed);
         keys->typed.clear();
+        bool detach = false;
+        if (attaching())
+          data = keys_before_detach(held, std::move(data), detach);
         try {
-          co_await runtime.send_process_input(std::move(input));
+          if (!data.empty())
+            co_await send_keys(runtime, std::move(data));
         } catch (const ProcessDoesNotExistError&) {
           co_return;  // the shell has just ended: its end is on its way
+        } catch (const NoCommandRunningError&) {
+          co_return;  // the attachment has just ended: its end is on its way
+        }
+        if (detach) {
+          detached = true;
+          co_return;
         }
         continue;
+      }
+      if (attaching()) {
+        detached = true;  // the person is gone: the session goes back to its commands
+        co_return;
       }
       // This terminal is gone (hung up): so is the person, and the shell with them.
       ProcessSignal hangup{.pid = 0, .tag = tag, .signal = "SIGHUP"};
@@ -209,9 +260,14 @@ struct TerminalShell::Impl {
       (void)signo;
       if (ec)
         co_return;
-      ProcessResize resize{.pid = 0, .tag = tag, .size = window_size()};
       try {
-        co_await runtime.resize_process(std::move(resize));
+        if (attaching()) {
+          SessionResize resize{.session = options.attach_session, .size = window_size()};
+          co_await runtime.resize_session(std::move(resize));
+        } else {
+          ProcessResize resize{.pid = 0, .tag = tag, .size = window_size()};
+          co_await runtime.resize_process(std::move(resize));
+        }
       } catch (const ProcessDoesNotExistError&) {
         co_return;  // it has just ended
       } catch (const std::exception&) {
@@ -238,13 +294,20 @@ struct TerminalShell::Impl {
       asio::co_spawn(executor, follow_resizes(runtime), asio::detached);
       // The first to finish decides, by value or by exception: a start the server refuses must
       // not wait for a key to be typed.
-      auto shell = runtime.start_process(shell_config(tag, options), show);
+      auto shell = attaching()
+                       ? runtime.attach_session(SessionAttach{.session = options.attach_session,
+                                                              .size = window_size(),
+                                                              .keepalive = 15},
+                                                show)
+                       : runtime.start_process(shell_config(tag, options), show);
       auto keys_in = pump_input(runtime);
       auto ended = co_await first_of(std::move(shell), std::move(keys_in));
       if (ended.index() == 0)
         end = std::get<0>(std::move(ended));
     } catch (const ProcessesUnsupportedError& e) {
       restore();
+      if (attaching())
+        throw;
       throw ProcessesUnsupportedError(
           std::string(e.what()) +
           ": the sandbox's server has no terminals for rex shell (`rex shell --no-tty` works "
@@ -255,6 +318,11 @@ struct TerminalShell::Impl {
     }
     restore();
     running = false;
+    if (attaching() && detached) {
+      write_out(fmt::format("\r\nrex: detached from session {}; it is back with its commands\r\n",
+                            options.attach_session));
+      co_return 0;
+    }
     if (!end || (!end->exit_code && !end->signal))
       co_return 1;
     if (end->signal)
@@ -270,7 +338,8 @@ struct TerminalShell::Impl {
   std::optional<termios> saved;
   std::string tag;
   Runtime* runtime_ = nullptr;
-  bool running = false;  // the sandbox's shell was started and has not been seen to end
+  bool running = false;   // the sandbox's shell was started and has not been seen to end
+  bool detached = false;  // the keys (or the terminal's end) detached from the session
 };
 
 TerminalShell::TerminalShell(asio::any_io_executor executor, TerminalShellOptions options)
@@ -287,7 +356,8 @@ asio::awaitable<int> TerminalShell::run(Deployment& deployment) {
 asio::awaitable<void> TerminalShell::finish() {
   impl_->restore();  // also ends the resizes
   // A signal ended rex while the shell ran: end the shell too (a local one would outlive us).
-  if (impl_->running && impl_->runtime_ != nullptr) {
+  // An attached session is only detached from: the stream's end does that.
+  if (impl_->running && impl_->runtime_ != nullptr && !impl_->attaching()) {
     ProcessSignal kill{.pid = 0, .tag = impl_->tag, .signal = "SIGHUP"};
     try {
       co_await impl_->runtime_->signal_process(std::move(kill));

@@ -26,6 +26,9 @@ namespace asio = boost::asio;
 struct TerminalShellOptions {
   std::map<std::string, std::string> env;
   std::string working_dir;  // empty: where the sandbox's server runs
+  // Not empty: this terminal is lent to the sandbox's bash session of that name instead
+  // (Runtime::attach_session) until Ctrl-P Ctrl-Q, which detaches and leaves it to its commands.
+  std::string attach_session;
 };
 
 class TerminalShell {
@@ -35,7 +38,8 @@ class TerminalShell {
   TerminalShell(const TerminalShell&) = delete;
   TerminalShell& operator=(const TerminalShell&) = delete;
 
-  /// Attaches until the sandbox's shell ends; its exit status (128 + N after signal N).
+  /// Attaches until the sandbox's shell ends; its exit status (128 + N after signal N), or 0
+  /// for a session detached from.
   asio::awaitable<int> run(Deployment& deployment);
   /// Before the deployment stops: this terminal back as it was, and the sandbox's shell ended.
   asio::awaitable<void> finish();

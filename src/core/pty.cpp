@@ -1,5 +1,9 @@
 #include "core/pty.hpp"
 
+#include <rex/protocol/exceptions.hpp>
+
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <stdlib.h>
 #include <sys/ioctl.h>
@@ -42,6 +46,13 @@ void set_terminal_size(int fd, unsigned short cols, unsigned short rows) {
   ws.ws_row = rows;
   if (::ioctl(fd, TIOCSWINSZ, &ws) != 0)
     fail("cannot set the terminal's size");
+}
+
+void check_terminal_size(const TerminalSize& size) {
+  constexpr int kLargest = 10000;
+  if (size.cols < 1 || size.cols > kLargest || size.rows < 1 || size.rows > kLargest)
+    throw ValueError(fmt::format("a terminal's size is 1 to {} columns and rows, not {}x{}",
+                                 kLargest, size.cols, size.rows));
 }
 
 }  // namespace rex::detail

@@ -1,6 +1,8 @@
 // Pseudo-terminals for sessions and terminal processes. Internal to the library.
 #pragma once
 
+#include <rex/protocol/processes.hpp>
+
 #include "core/unique_fd.hpp"
 
 #include <string>
@@ -20,5 +22,8 @@ Pty open_pty(unsigned short cols, unsigned short rows);
 /// Sets a terminal's size (the kernel signals SIGWINCH to its foreground process group).
 /// std::system_error when the descriptor is not a terminal.
 void set_terminal_size(int fd, unsigned short cols, unsigned short rows);
+
+/// ValueError (the protocol's) for a size no terminal has: 1 to 10000 columns and rows.
+void check_terminal_size(const TerminalSize& size);
 
 }  // namespace rex::detail

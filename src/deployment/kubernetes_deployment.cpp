@@ -242,6 +242,13 @@ class PodRuntime final : public Runtime {
   asio::awaitable<void> resize_process(ProcessResize r) override {
     return guarded_void([this, r] { return inner_.resize_process(r); });
   }
+  asio::awaitable<std::optional<ProcessEnd>> attach_session(SessionAttach a,
+                                                            ProcessListener l) override {
+    return guarded<std::optional<ProcessEnd>>([this, a, l] { return inner_.attach_session(a, l); });
+  }
+  asio::awaitable<void> resize_session(SessionResize r) override {
+    return guarded_void([this, r] { return inner_.resize_session(r); });
+  }
 
  private:
   // Failures that may mean the pod is gone: the connection (to the pod, or the proxy's to it)

@@ -83,8 +83,9 @@ asio::awaitable<void> RemoteDeployment::stop() {
   stopped_ = true;
   if (!runtime_)
     co_return;
-  emit(DeploymentStage::stopping, "closing sessions at " + url_);
-  if (started_) {
+  if (config_.close_on_stop)
+    emit(DeploymentStage::stopping, "closing sessions at " + url_);
+  if (started_ && config_.close_on_stop) {
     try {
       co_await runtime_->close();
     } catch (const std::exception&) {

@@ -977,7 +977,7 @@ const std::vector<SwerexEndpoint>& swerex_endpoints() {
          {"/create_session", "/run_in_session", "/run_in_session_stream", "/close_session",
           "/execute", "/read_file", "/write_file", "/upload", "/download", "/close",
           "/processes/start", "/processes/connect", "/processes/input", "/processes/signal",
-          "/processes/resize", "/session_input"})
+          "/processes/resize", "/session_input", "/sessions/attach", "/sessions/resize"})
       out.push_back({bhttp::verb::post, p});
     return out;
   }();
@@ -1307,7 +1307,7 @@ server::RouteTable Gateway::Impl::routes() {
     const std::string pattern =
         "/api/sessions/{id}/swerex" + (endpoint.path == "/" ? std::string() : endpoint.path);
     if (endpoint.path == "/run_in_session_stream" || endpoint.path == "/processes/start" ||
-        endpoint.path == "/processes/connect") {
+        endpoint.path == "/processes/connect" || endpoint.path == "/sessions/attach") {
       t.add(endpoint.method, pattern, proxy_stream(self, endpoint));
     } else if (endpoint.path == "/upload") {
       t.add(endpoint.method, pattern, proxy_upload(self, endpoint));

@@ -27,6 +27,8 @@
   X(CloseBashSessionRequest)   \
   X(CloseBashSessionResponse)  \
   X(SessionInput)              \
+  X(SessionAttach)             \
+  X(SessionResize)             \
   X(BashAction)                \
   X(BashInterruptAction)       \
   X(BashObservation)           \

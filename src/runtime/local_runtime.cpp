@@ -224,6 +224,17 @@ asio::awaitable<void> LocalRuntime::send_session_input(SessionInput input) {
   co_await session->send_input(std::move(input.input));
 }
 
+asio::awaitable<std::optional<ProcessEnd>> LocalRuntime::attach_session(SessionAttach attach,
+                                                                        ProcessListener on_event) {
+  const std::shared_ptr<BashSession> session = impl_->find(attach.session);
+  co_return co_await session->attach(std::move(attach), std::move(on_event));
+}
+
+asio::awaitable<void> LocalRuntime::resize_session(SessionResize resize) {
+  const std::shared_ptr<BashSession> session = impl_->find(resize.session);
+  co_await session->resize(std::move(resize));
+}
+
 std::size_t LocalRuntime::session_count() const noexcept {
   return impl_->sessions.size();
 }

@@ -529,14 +529,6 @@ std::shared_ptr<Process> select(const ProcessTable::Processes& table, long pid,
   throw ValueError("a process call needs a pid or a tag");
 }
 
-// ValueError for a terminal size no terminal has.
-void check_size(const TerminalSize& size) {
-  constexpr int kLargest = 10000;
-  if (size.cols < 1 || size.cols > kLargest || size.rows < 1 || size.rows > kLargest)
-    throw ValueError(fmt::format("a terminal's size is 1 to {} columns and rows, not {}x{}",
-                                 kLargest, size.cols, size.rows));
-}
-
 std::vector<std::string> environment_with(const std::map<std::string, std::string>& added) {
   std::map<std::string, std::string> merged = current_environment();
   for (const auto& [name, value] : added) {
@@ -584,7 +576,7 @@ asio::awaitable<std::optional<ProcessEnd>> ProcessTable::start(ProcessConfig con
     throw ValueError("the process's argv is empty");
   std::optional<std::vector<std::string>> env;
   if (config.pty) {
-    check_size(*config.pty);
+    check_terminal_size(*config.pty);
     // A terminal program needs to know what it draws on.
     std::map<std::string, std::string> added =
         config.env.value_or(std::map<std::string, std::string>{});
@@ -691,7 +683,7 @@ asio::awaitable<void> ProcessTable::input(ProcessInput input) {
 }
 
 void ProcessTable::resize(const ProcessResize& resize) {
-  check_size(resize.size);
+  check_terminal_size(resize.size);
   auto p = select(*processes_, resize.pid, resize.tag);
   if (!p->info.pty)
     throw ValueError(

@@ -576,8 +576,11 @@ asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::Impl::follow_process(
   if (stopped)
     co_return std::nullopt;
   if (response.status == 404 || response.status == 405)
-    throw ProcessesUnsupportedError(fmt::format("{} has no background processes (HTTP {} to {})",
-                                                client.base_url().text, response.status, target));
+    throw ProcessesUnsupportedError(fmt::format(
+        "{} has no {} (HTTP {} to {})", client.base_url().text,
+        std::string_view(target).starts_with("/sessions/") ? "terminals for its sessions"
+                                                           : "background processes",
+        response.status, target));
   check(request, response);
   const std::string url = client.url_of(request.target);
   if (error)
@@ -633,6 +636,18 @@ asio::awaitable<void> RemoteRuntime::resize_process(ProcessResize resize) {
 asio::awaitable<void> RemoteRuntime::send_session_input(SessionInput input) {
   json::value body = to_json(input);
   co_await impl_->call_void("/session_input", std::move(body));
+}
+
+asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::attach_session(SessionAttach attach,
+                                                                         ProcessListener on_event) {
+  json::value body = to_json(attach);
+  co_return co_await impl_->follow_process("/sessions/attach", std::move(body),
+                                           std::move(on_event));
+}
+
+asio::awaitable<void> RemoteRuntime::resize_session(SessionResize resize) {
+  json::value body = to_json(resize);
+  co_await impl_->call_void("/sessions/resize", std::move(body));
 }
 
 asio::awaitable<void> RemoteRuntime::set_max_lifetime(double seconds) {

@@ -48,6 +48,16 @@ asio::awaitable<void> Runtime::resize_process(ProcessResize) {
   co_return;
 }
 
+asio::awaitable<std::optional<ProcessEnd>> Runtime::attach_session(SessionAttach, ProcessListener) {
+  throw ProcessesUnsupportedError("this runtime cannot attach a terminal to a session");
+  co_return std::nullopt;
+}
+
+asio::awaitable<void> Runtime::resize_session(SessionResize) {
+  throw ProcessesUnsupportedError("this runtime cannot attach a terminal to a session");
+  co_return;
+}
+
 asio::awaitable<void> Runtime::send_session_input(SessionInput) {
   throw SwerexException("this runtime cannot send input to a session's running command");
   co_return;

@@ -617,7 +617,18 @@ asio::awaitable<bool> Service::Impl::write_events(S& stream, EventProducer produ
     }
     if (events->finished())
       break;
-    co_await events->wait();
+    if (!events->watched()) {
+      co_await events->wait();
+      continue;
+    }
+    // A client that leaves while nothing is sent is noticed at once: the stream closes, and the
+    // producer that waits for that (wait_closed) stops.
+    auto more = events->wait();
+    auto gone = client_gone(stream);
+    auto race = first_of(std::move(more), std::move(gone));
+    auto raced = co_await std::move(race);
+    if (raced.index() == 1)
+      co_return false;
   }
   auto last = bhttp::make_chunk_last();
   stream.expires_after(cfg.read_timeout);

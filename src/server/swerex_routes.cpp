@@ -4,6 +4,7 @@
 #include <rex/core/outcome.hpp>
 #include <rex/core/temp_file.hpp>
 #include <rex/core/text.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/http/multipart.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/json.hpp>
@@ -302,6 +303,26 @@ asio::awaitable<json::value> session_input(State& s, std::string body) {
   co_return json::object{};
 }
 
+asio::awaitable<json::value> resize_session(State& s, std::string body) {
+  auto resize = parse_json<SessionResize>(body);
+  co_await s.runtime.resize_session(std::move(resize));
+  co_return json::object{};
+}
+
+// A terminal attached to a session while its client is there: a client that leaves detaches it
+// at once, so the session's commands need not wait for the next keepalive to find out.
+asio::awaitable<std::optional<ProcessEnd>> attached(State& s, SessionAttach attach,
+                                                    Runtime::ProcessListener listener,
+                                                    EventStream& events) {
+  auto lent = s.runtime.attach_session(std::move(attach), std::move(listener));
+  auto gone = events.wait_closed();
+  auto race = first_of(std::move(lent), std::move(gone));
+  auto raced = co_await std::move(race);
+  if (raced.index() == 1)
+    co_return std::nullopt;
+  co_return std::get<0>(std::move(raced));
+}
+
 // A process's events as Server-Sent Events: "start" {"pid"} (first, for a connect too),
 // "stdout" and "stderr" {"data": base64}, "keepalive" {} while quiet, then "end" (how it
 // ended), or "error" with the body a 511 answer would carry.
@@ -336,6 +357,8 @@ asio::awaitable<void> follow_process(std::shared_ptr<State> state, Selection sel
     std::optional<ProcessEnd> end;
     if constexpr (std::is_same_v<Selection, ProcessConfig>)
       end = co_await state->runtime.start_process(std::move(selection), std::move(listener));
+    else if constexpr (std::is_same_v<Selection, SessionAttach>)
+      end = co_await attached(*state, std::move(selection), std::move(listener), *events);
     else
       end = co_await state->runtime.connect_process(std::move(selection), std::move(listener));
     if (end)
@@ -627,6 +650,8 @@ RouteTable swerex_routes(asio::any_io_executor executor, Runtime& runtime,
   routes.add(verb::post, "/processes/signal", json_route(state, process_signal));
   routes.add(verb::post, "/processes/resize", json_route(state, process_resize));
   routes.add(verb::post, "/session_input", json_route(state, session_input));
+  routes.add(verb::post, "/sessions/attach", process_stream_route<SessionAttach>(state));
+  routes.add(verb::post, "/sessions/resize", json_route(state, resize_session));
   return routes;
 }
 

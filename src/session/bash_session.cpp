@@ -149,6 +149,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   int wait_status = 0;
   State state = State::not_started;
   bool interactive = false;  // running because an interactive program holds the terminal
+  bool attached = false;     // lent to a person's terminal (attach): commands are refused
   // $? as the next command should see it. Known from framed commands' prompts; after an
   // interactive program the status of its last input is unknown and counts as 0.
   int last_status = 0;
@@ -752,6 +753,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // recycled blocks (a larger one costs a trip through malloc with every command).
   asio::awaitable<BashObservation> run(BashAction action, BashSession::OutputListener on_output) {
     auto self = shared_from_this();
+    refuse_if_attached();
     Lock lock_ = try_lock();
     if (!lock_)
       lock_ = co_await lock();
@@ -876,6 +878,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<BashObservation> run_interactive(BashAction action,
                                                    BashSession::OutputListener on_output) {
     auto self = shared_from_this();
+    refuse_if_attached();
     Lock lock_ = try_lock();
     if (!lock_)
       lock_ = co_await lock();
@@ -973,12 +976,229 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // ---- input ---------------------------------------------------------------------------------
 
   asio::awaitable<void> send_input(std::string input) {
+    if (attached) {
+      co_await write(input);  // keys of the attached terminal
+      co_return;
+    }
     notice_finished_command();
     if (state != State::running)
       throw NoCommandRunningError(
           "no command is running in this session: input goes to a running command (bash would "
           "take it as a command of its own)");
     co_await write(input);
+  }
+
+  // ---- attach -------------------------------------------------------------------------------
+
+  void refuse_if_attached() const {
+    if (attached)
+      throw SessionBusyError(
+          "a terminal is attached to this session: its commands wait until it detaches");
+  }
+
+  // The rest of a chunk after `mark` and the line end that follows it; nullopt before it shows.
+  static std::optional<std::string> after_mark(const std::string& seen, const std::string& mark) {
+    const std::size_t at = seen.find(mark);
+    if (at == std::string::npos)
+      return std::nullopt;
+    std::size_t rest = at + mark.size();
+    while (rest < seen.size() && (seen[rest] == '\r' || seen[rest] == '\n'))
+      ++rest;
+    return seen.substr(rest);
+  }
+
+  // Reads the terminal until `limit`: the bytes, nothing on timeout (the read is cancelled);
+  // an error code (EIO once bash and everything holding the terminal are gone).
+  asio::awaitable<std::pair<error_code, std::optional<std::string>>> read_for(
+      Clock::duration limit) {
+    auto read = master.async_read_some(asio::buffer(chunk), use_tuple);
+    auto timed = with_timeout(std::move(read), limit);
+    auto got = co_await std::move(timed);
+    if (!got)
+      co_return std::pair<error_code, std::optional<std::string>>{};
+    auto [ec, n] = *got;
+    if (ec)
+      co_return std::pair<error_code, std::optional<std::string>>{ec, std::nullopt};
+    co_return std::pair<error_code, std::optional<std::string>>{error_code{},
+                                                                std::string(chunk.data(), n)};
+  }
+
+  asio::awaitable<std::optional<ProcessEnd>> attach(SessionAttach request,
+                                                    BashSession::EventListener on_event) {
+    auto self = shared_from_this();
+    detail::check_terminal_size(request.size);
+    ensure_usable();
+    refuse_if_attached();
+    Lock lock_ = try_lock();
+    if (!lock_)
+      throw SessionBusyError(
+          "a command is running in this session: a terminal attaches between commands");
+    notice_finished_command();
+    if (state == State::running)
+      throw SessionBusyError(
+          interactive ? "an interactive program is running in this session: a terminal attaches "
+                        "between commands (leave it with is_interactive_quit or interrupt it)"
+                      : "the previous command is still running (it timed out): interrupt it "
+                        "before a terminal attaches");
+    discard_stale_output();
+    attached = true;
+    state = State::running;
+    // A prompt for a person, the commands a person expects (rex's less and more print the
+    // whole text at once), and Ctrl-D that does not end the session; written with echo off, so
+    // only what it prints shows.
+    const std::string mark = framing.marker() + "attached";
+    co_await write(
+        "unset PROMPT_COMMAND; PS1='(rex) \\u@\\h:\\w\\$ '; PS2='> '; PS0=; unset -f less more; "
+        "set -o ignoreeof; "
+        "printf '%sattached\\n' \"$__rex_m\"\n");
+    std::optional<ProcessEnd> end;
+    std::exception_ptr failure;
+    try {
+      end = co_await lend(request, mark, on_event);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // Handed back whatever happened, a cancelled stream (a server stopping) included.
+    co_await asio::this_coro::reset_cancellation_state();
+    co_await give_back(end.has_value());
+    if (failure)
+      std::rethrow_exception(failure);
+    co_return end;
+  }
+
+  // The terminal with the person: echo on, their size, their output as it comes, until the
+  // listener stops (nothing) or bash ends (how).
+  asio::awaitable<std::optional<ProcessEnd>> lend(const SessionAttach& request,
+                                                  const std::string& mark,
+                                                  const BashSession::EventListener& on_event) {
+    const auto setup_limit = Clock::now() + std::chrono::seconds(10);
+    std::string seen;
+    std::optional<std::string> first;
+    while (!(first = after_mark(seen, mark))) {
+      if (Clock::now() >= setup_limit)
+        throw PexpectTimeout("bash did not take the attached terminal's prompt within 10 s");
+      auto [ec, bytes] = co_await read_for(setup_limit - Clock::now());
+      if (ec == asio::error::operation_aborted)
+        co_return std::nullopt;  // cancelled, or the session closed
+      if (ec)
+        co_return co_await ended();
+      if (bytes)
+        seen += *bytes;
+    }
+    termios person = baseline;
+    person.c_lflag |= ECHO | ECHOE | ECHOK | ECHOCTL | ECHOKE;
+    ::tcsetattr(master.native_handle(), TCSANOW, &person);
+    detail::set_terminal_size(master.native_handle(),
+                              static_cast<unsigned short>(request.size.cols),
+                              static_cast<unsigned short>(request.size.rows));
+    if (!on_event(ProcessEvent{ProcessEvent::Kind::started, pid, {}}))
+      co_return std::nullopt;
+    if (!first->empty() && !on_event(ProcessEvent{ProcessEvent::Kind::stdout_data, pid, *first}))
+      co_return std::nullopt;
+    const auto quiet_limit = request.keepalive > 0 ? duration_from_seconds(request.keepalive)
+                                                   : Clock::duration(std::chrono::hours(24));
+    for (;;) {
+      if (state == State::closed)
+        co_return ProcessEnd{std::nullopt, std::nullopt, "the session was closed"};
+      auto [ec, bytes] = co_await read_for(quiet_limit);
+      if (ec) {
+        if (state == State::closed)
+          co_return ProcessEnd{std::nullopt, std::nullopt, "the session was closed"};
+        if (ec == asio::error::operation_aborted)
+          co_return std::nullopt;  // the stream was cancelled: the session goes back
+        co_return co_await ended();
+      }
+      const ProcessEvent event =
+          bytes ? ProcessEvent{ProcessEvent::Kind::stdout_data, pid, std::move(*bytes)}
+                : ProcessEvent{ProcessEvent::Kind::keepalive, pid, {}};
+      if (!bytes && request.keepalive <= 0)
+        continue;
+      if (!on_event(event))
+        co_return std::nullopt;
+    }
+  }
+
+  // Bash has gone (the person typed exit): how, once it is collected.
+  asio::awaitable<ProcessEnd> ended() {
+    reap();
+    if (!reaped) {
+      auto timed = with_timeout(exited.wait(), std::chrono::seconds(5));
+      co_await std::move(timed);
+    }
+    ProcessEnd end;
+    if (reaped && WIFSIGNALED(wait_status)) {
+      end.signal = WTERMSIG(wait_status);
+      end.status = fmt::format("signal: {}", ::strsignal(WTERMSIG(wait_status)));
+    } else if (reaped) {
+      end.exit_code = WEXITSTATUS(wait_status);
+      end.status = fmt::format("exit status {}", *end.exit_code);
+    } else {
+      end.status = "the terminal closed";
+    }
+    if (state != State::closed)
+      state = State::dead;
+    co_return end;
+  }
+
+  // The session back to its commands: rex's terminal modes and size, what the person left in the
+  // foreground interrupted (then killed), keys not read yet dropped, and rex's prompt and helpers
+  // installed again, as at start.
+  asio::awaitable<void> give_back(bool bash_ended) {
+    attached = false;
+    if (bash_ended || state == State::closed || state == State::dead || !master.is_open())
+      co_return;
+    ::tcsetattr(master.native_handle(), TCSANOW, &baseline);
+    detail::set_terminal_size(master.native_handle(), cfg.columns, cfg.rows);
+    // Ctrl-C first, whatever runs: it also drops keys bash has not read yet (a line typed just
+    // before the detach would otherwise run after it). Then until bash has the terminal for
+    // 100 ms: Ctrl-C again now and then, and SIGKILL for a foreground job that outlasts them.
+    co_await write("\x03");
+    asio::steady_timer pause(ex);
+    int calm = 0;
+    for (int attempt = 0; attempt < 40 && calm < 2; ++attempt) {
+      pause.expires_after(std::chrono::milliseconds(50));
+      co_await pause.async_wait(use_tuple);
+      const pid_t group = foreground_group();
+      if (group <= 0 || group == pid) {
+        ++calm;
+        continue;
+      }
+      calm = 0;
+      if (attempt >= 20)
+        kill_foreground_job();
+      else if (attempt % 5 == 0)
+        co_await send_interrupt();
+    }
+    machine.reset();
+    const std::string setup = "set +o ignoreeof; " + framing.setup_code(true) + "\n";
+    co_await write(setup);
+    const auto deadline = Clock::now() + std::chrono::seconds(10);
+    const Action wait = machine.begin_wait(no_expect, deadline, Clock::now());
+    const Stop stop = co_await drive(wait);
+    if (stop.kind != Stop::prompt) {
+      kill_everything();
+      state = State::dead;
+      co_return;
+    }
+    note_prompt(stop.match);
+    machine.reset();
+    last_status = 0;  // the person's last status is theirs, not the next command's
+    tainted = guarded = true;
+    flushing = false;
+    interactive = false;
+    state = State::idle;
+  }
+
+  asio::awaitable<void> resize(const SessionResize& request) {
+    detail::check_terminal_size(request.size);
+    ensure_usable();
+    if (!attached)
+      throw ValueError(
+          fmt::format("no terminal is attached to session {}", python_repr(request.session)));
+    detail::set_terminal_size(master.native_handle(),
+                              static_cast<unsigned short>(request.size.cols),
+                              static_cast<unsigned short>(request.size.rows));
+    co_return;
   }
 
   // ---- interrupt ----------------------------------------------------------------------------
@@ -1006,6 +1226,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     const auto attempt_time = duration_from_seconds(std::max(action.timeout, 0.001));
     const int attempts = std::max(action.n_retry, 1);
     ensure_usable();
+    refuse_if_attached();
 
     Lock lock_;
     int attempt = 0;
@@ -1100,6 +1321,15 @@ asio::awaitable<BashObservation> BashSession::interrupt(BashInterruptAction acti
 
 asio::awaitable<void> BashSession::close() {
   return impl_->close();
+}
+
+asio::awaitable<std::optional<ProcessEnd>> BashSession::attach(SessionAttach request,
+                                                               EventListener on_event) {
+  return impl_->attach(std::move(request), std::move(on_event));
+}
+
+asio::awaitable<void> BashSession::resize(SessionResize request) {
+  return impl_->resize(request);
 }
 
 pid_t BashSession::pid() const noexcept {

@@ -17,6 +17,8 @@ missing).
 ShellTtyEndingsTest covers the other ways out, each with a server of its own: the server killed,
 SIGTERM to rex, and SWE-ReX's own swerex-remote (no terminals: refused with the way out,
 `--no-tty`); after each the terminal is blocking, canonical and echoing again.
+AttachSessionTtyTest lends the terminal to an agent's bash session on a server (`rex shell
+--attach-session`) and hands it back with Ctrl-P Ctrl-Q.
 
 Every wait polls the pane with a deadline; a failure shows what the pane held.
 """
@@ -543,6 +545,57 @@ class ShellTtyEndingsTest(PaneCase, unittest.TestCase):
         screen = self.assert_terminal_restored()
         self.assertEqual(status, 1, screen)
         self.assertIn("--no-tty", screen)
+
+
+class AttachSessionTtyTest(PaneCase, unittest.TestCase):
+    """`rex shell --attach-session NAME`: a person's terminal lent an agent's bash session on a
+    rex-server between its commands, then handed back with Ctrl-P Ctrl-Q."""
+
+    token = "shell-tty-attach"
+
+    def setUp(self):
+        super().setUp()
+        env = dict(os.environ, HOME=self.home)
+        self.server = RexServer(REX_SERVER, token=self.token, env=env)
+        self.addCleanup(self.server.terminate)
+        self.server.create_session("agent")
+        r = self.server.run(f"cd {shlex.quote(self.home)} && AGENT=busy", session="agent")
+        self.assertEqual(r.status, 200, r)
+
+    def agent_runs(self, command):
+        return self.server.run(command, session="agent", check="silent")
+
+    def test_a_person_looks_in_and_hands_the_session_back(self):
+        self.launch(["--deployment", "remote", "--url", f"http://127.0.0.1:{self.server.port}",
+                     "--token", self.token, "--attach-session", "agent"])
+        self.assertEqual(self.ask("$AGENT $PWD"), f"busy {self.home}")
+        r = self.agent_runs("echo meanwhile")
+        self.assertEqual(r.status, 511, r)
+        self.assertIn("a terminal is attached", r.json()["swerexception"]["message"])
+        # A program that reads the terminal, in the agent's session.
+        self.line("python3 -q")
+        self.wait_screen(lambda s: last_line(s) == ">>>", "python's prompt")
+        self.line("6*7")
+        self.wait_screen(lambda s: "42" in lines_of(s) and last_line(s) == ">>>", "6*7 answered")
+        self.tmux.keys("C-d")
+        self.wait_prompt("the shell after python")
+        self.line("cd / && PERSON=was-here")
+        self.wait_prompt()
+        self.tmux.keys("C-p")
+        self.tmux.keys("C-q")
+        self.assertEqual(self.wait_exit(), 0, self.tmux.screen())
+        screen = self.assert_terminal_restored()
+        self.assertIn("rex: detached from session agent", screen)
+        r = self.agent_runs("echo $AGENT $PERSON $PWD")
+        self.assertEqual((r.status, r.json().get("output")), (200, "busy was-here /\n"), r)
+
+    def test_a_session_that_does_not_exist_is_named(self):
+        self.launch(["--deployment", "remote", "--url", f"http://127.0.0.1:{self.server.port}",
+                     "--token", self.token, "--attach-session", "nobody"],
+                    wait_for_prompt=False)
+        self.assertNotEqual(self.wait_exit(timeout=SCREEN_TIMEOUT), 0)
+        screen = self.assert_terminal_restored()
+        self.assertIn("'nobody' does not exist", screen)
 
 
 class UnixConnection(http.client.HTTPConnection):

@@ -1674,6 +1674,62 @@ class TestProcessesThroughTheProxy(GatewayTestCase):
                 x.get("event") == "end"]
         self.assertEqual([x["response"]["exit_code"] for x in ends], [3], lines)
 
+    def test_a_sessions_terminal_is_lent_through_the_proxy_and_recorded(self):
+        sid = self.create()["session_id"]
+        base = f"/api/sessions/{sid}/swerex"
+        status, data = self.gw.json("POST", base + "/create_session", {"session": "agent"})
+        self.assertEqual(status, 200, data)
+        # The attachment streams on a connection of its own until the test closes it.
+        conn = self.gw.connection()
+        conn.request("POST", base + "/sessions/attach",
+                     body=json.dumps({"session": "agent", "size": {"cols": 70, "rows": 12}}),
+                     headers={**self.gw.headers, "Content-Type": "application/json"})
+        resp = conn.getresponse()
+        self.assertEqual(resp.status, 200)
+        seen = b""
+        deadline = time.monotonic() + 15
+
+        def decoded():
+            """The terminal's bytes in the stdout events read so far (whole lines only)."""
+            out = b""
+            for line in seen.split(b"\n")[:-1]:
+                if line.startswith(b"data: ") and b'"data"' in line:
+                    out += base64.b64decode(json.loads(line[6:])["data"])
+            return out
+
+        def read_until(text):
+            nonlocal seen
+            while text not in decoded():
+                self.assertLess(time.monotonic(), deadline, f"no {text!r} in {seen!r}")
+                seen += resp.read1(65536)
+
+        read_until(b"(rex) ")
+        self.assertIn(b"event: start", seen)
+        status, data = self.gw.json("POST", base + "/session_input",
+                                    {"session": "agent", "input": "stty size; P=$((6*7))\r"})
+        self.assertEqual(status, 200, data)
+        read_until(b"12 70")
+        status, data = self.gw.json("POST", base + "/run_in_session",
+                                    {"command": "echo no", "session": "agent", "check": "silent"})
+        self.assertEqual(status, 511, data)
+        conn.close()  # detaches
+        ran = {}
+
+        def agent_runs():
+            status, data = self.gw.json("POST", base + "/run_in_session",
+                                        {"command": "echo $P", "session": "agent"})
+            ran["answer"] = (status, data)
+            return status == 200
+
+        wait_until(agent_runs, 5, interval=0.05, what="the session back with its commands")
+        self.assertEqual(ran["answer"][1]["output"], "42\n")
+        lines = self.log_lines(sid)
+        output = "".join(x.get("output", "") for x in lines
+                         if x["call"] == "swerex/sessions/attach" and x.get("event") == "stdout")
+        self.assertIn("12 70", output, lines)
+        calls = [x["call"] for x in lines]
+        self.assertIn("swerex/session_input", calls, calls)
+
 class TestSwerexClient(GatewayTestCase):
     tenant_keys = {"default": "gw-key-" + uuid.uuid4().hex}
     default_key = tenant_keys["default"]

@@ -864,6 +864,198 @@ TEST_P(ProcessesTest, AHundredTerminalsAtOnce) {
   run(many_terminals(rt()), 90s);
 }
 
+// --- 10. A bash session's own terminal, lent to a person between its commands ----------------
+
+// The attachment of session `name` running beside the test body; it detaches (its listener
+// says so at the next event: a keepalive comes every 0.1 s) once `leave` is set.
+struct Attached {
+  std::shared_ptr<Beside> b = std::make_shared<Beside>();
+  std::shared_ptr<bool> leave = std::make_shared<bool>(false);
+};
+
+Attached attach_beside(Runtime& rt, std::string name, const asio::any_io_executor& ex,
+                       TerminalSize size = TerminalSize{}) {
+  Attached a;
+  Runtime::ProcessListener listener = [b = a.b, leave = a.leave](const ProcessEvent& e) {
+    b->seen.add(e);
+    return !*leave;
+  };
+  SessionAttach attach{.session = std::move(name), .size = size, .keepalive = 0.1};
+  auto op = rt.attach_session(std::move(attach), std::move(listener));
+  asio::co_spawn(ex, std::move(op), [b = a.b](std::exception_ptr e, std::optional<ProcessEnd> end) {
+    finish_beside(b, e, std::move(end));
+  });
+  return a;
+}
+
+asio::awaitable<void> keys(Runtime& rt, std::string session, std::string typed) {
+  SessionInput input{.session = std::move(session), .input = std::move(typed)};
+  auto write = rt.send_session_input(std::move(input));
+  co_await std::move(write);
+}
+
+asio::awaitable<BashObservation> command(Runtime& rt, std::string session, std::string text) {
+  BashAction action;
+  action.command = std::move(text);
+  action.session = std::move(session);
+  action.timeout = 10;
+  action.check = "silent";
+  auto op = rt.run_in_session(Action(std::move(action)));
+  co_return co_await std::move(op);
+}
+
+asio::awaitable<void> new_session(Runtime& rt, std::string name) {
+  CreateBashSessionRequest create;
+  create.session = std::move(name);
+  auto op = rt.create_session(std::move(create));
+  co_await std::move(op);
+}
+
+// What an operation threw: its message, or a failure when it threw nothing.
+template <class T>
+asio::awaitable<std::string> error_of(asio::awaitable<T> op) {
+  try {
+    co_await std::move(op);
+  } catch (const SwerexException& e) {
+    co_return std::string(e.what());
+  }
+  ADD_FAILURE() << "no exception";
+  co_return std::string();
+}
+
+asio::awaitable<void> lent_and_handed_back(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  co_await new_session(rt, "agent");
+  auto before = command(rt, "agent", "cd /tmp && AGENT=kept");
+  co_await std::move(before);
+
+  Attached person = attach_beside(rt, "agent", ex, TerminalSize{.cols = 90, .rows = 20});
+  co_await wait_for_output(person.b, "(rex) ");
+  EXPECT_GT(person.b->seen.started_pid(), 0);
+  co_await keys(rt, "agent", "stty size; cd / && PERSON=here\r");
+  co_await wait_for_output(person.b, "20 90\r\n");
+  EXPECT_NE(person.b->seen.data(Kind::stdout_data).find("cd / && PERSON=here"), std::string::npos)
+      << "the terminal did not echo the typed line";
+
+  // Meanwhile the session's commands wait for it.
+  auto refused = error_of(command(rt, "agent", "echo no"));
+  const std::string busy = co_await std::move(refused);
+  EXPECT_NE(busy.find("a terminal is attached"), std::string::npos) << busy;
+
+  SessionResize resize{.session = "agent", .size = TerminalSize{.cols = 120, .rows = 40}};
+  auto resizing = rt.resize_session(std::move(resize));
+  co_await std::move(resizing);
+  co_await keys(rt, "agent", "stty size\r");
+  co_await wait_for_output(person.b, "40 120\r\n");
+
+  // Ctrl-D does not end the session; what the person leaves running ends with the attachment.
+  co_await keys(rt, "agent", "\x04");
+  co_await wait_for_output(person.b, "exit");
+  co_await keys(rt, "agent", "sleep 100; echo slept\r");
+  co_await wait_for_output(person.b, "sleep 100; echo slept\r\n");
+  co_await keys(rt, "agent", "half-typ");
+  *person.leave = true;
+  auto returned = [b = person.b] { return b->done; };
+  auto wait = wait_until(returned, "attach_session returns after the detach", 15s);
+  co_await std::move(wait);
+  if (person.b->error)
+    std::rethrow_exception(person.b->error);
+  EXPECT_FALSE(person.b->end.has_value()) << "a detach reported an end: " << person.b->end->status;
+
+  // The session is back with its commands, with what the person changed and rex's helpers.
+  auto after = command(rt, "agent", "echo \"$PWD $AGENT $PERSON\"; type -t less");
+  const BashObservation seen = co_await std::move(after);
+  EXPECT_EQ(seen.output, "/ kept here\nfunction\n");
+  EXPECT_EQ(seen.exit_code, 0);
+  auto status = command(rt, "agent", "false");
+  const BashObservation failed = co_await std::move(status);
+  EXPECT_EQ(failed.exit_code, 1) << "exit codes after the attachment";
+  auto multi = command(rt, "agent", "for i in 1 2; do\n echo $i\ndone");
+  const BashObservation lines = co_await std::move(multi);
+  EXPECT_EQ(lines.output, "1\n2\n");
+
+  // And it can be lent again.
+  Attached again = attach_beside(rt, "agent", ex);
+  co_await wait_for_output(again.b, "(rex) ");
+  *again.leave = true;
+  auto returned_again = [b = again.b] { return b->done; };
+  auto wait_again = wait_until(returned_again, "the second attachment returns", 15s);
+  co_await std::move(wait_again);
+  auto last = command(rt, "agent", "echo $PWD");
+  const BashObservation last_seen = co_await std::move(last);
+  EXPECT_EQ(last_seen.output, "/\n");
+}
+
+TEST_P(ProcessesTest, ASessionsTerminalIsLentToAPersonAndHandedBack) {
+  run(lent_and_handed_back(rt()), 60s);
+}
+
+// A person who types `exit` ends the session: the attachment reports how bash ended.
+asio::awaitable<void> person_exits(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  co_await new_session(rt, "leaving");
+  Attached person = attach_beside(rt, "leaving", ex);
+  co_await wait_for_output(person.b, "(rex) ");
+  co_await keys(rt, "leaving", "exit 5\r");
+  auto ended = end_of(person.b, "attach_session", 15s);
+  const ProcessEnd end = co_await std::move(ended);
+  EXPECT_EQ(end.exit_code, 5);
+  auto after = error_of(command(rt, "leaving", "echo no"));
+  const std::string dead = co_await std::move(after);
+  EXPECT_NE(dead.find("exited"), std::string::npos) << dead;
+}
+
+TEST_P(ProcessesTest, APersonWhoExitsEndsTheSession) {
+  run(person_exits(rt()), 30s);
+}
+
+asio::awaitable<void> attach_errors(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  auto listen = [](const ProcessEvent&) { return true; };
+  SessionAttach nobody{.session = "nobody"};
+  auto attach_nobody = rt.attach_session(std::move(nobody), listen);
+  EXPECT_THROW(co_await std::move(attach_nobody), SessionDoesNotExistError);
+
+  co_await new_session(rt, "busy");
+  SessionAttach too_small{.session = "busy", .size = TerminalSize{.cols = 0, .rows = 24}};
+  auto attach_small = rt.attach_session(std::move(too_small), listen);
+  EXPECT_THROW(co_await std::move(attach_small), ValueError);
+  SessionResize unattached{.session = "busy", .size = TerminalSize{}};
+  auto resize_unattached = rt.resize_session(std::move(unattached));
+  EXPECT_THROW(co_await std::move(resize_unattached), ValueError);
+
+  // A command running: no terminal attaches.
+  auto running = std::make_shared<bool>(false);
+  asio::co_spawn(ex, command(rt, "busy", "sleep 1"),
+                 [running](std::exception_ptr, BashObservation) { *running = false; });
+  *running = true;
+  auto settle = asio::steady_timer(ex, 200ms);
+  co_await settle.async_wait(asio::use_awaitable);
+  SessionAttach during{.session = "busy"};
+  auto attach_during = error_of(rt.attach_session(std::move(during), listen));
+  const std::string refused = co_await std::move(attach_during);
+  EXPECT_NE(refused.find("a command is running"), std::string::npos) << refused;
+  auto done = [running] { return !*running; };
+  auto wait_done = wait_until(done, "sleep 1 ends", 10s);
+  co_await std::move(wait_done);
+
+  // One terminal at a time.
+  Attached first = attach_beside(rt, "busy", ex);
+  co_await wait_for_output(first.b, "(rex) ");
+  SessionAttach second{.session = "busy"};
+  auto attach_second = error_of(rt.attach_session(std::move(second), listen));
+  const std::string taken = co_await std::move(attach_second);
+  EXPECT_NE(taken.find("a terminal is attached"), std::string::npos) << taken;
+  *first.leave = true;
+  auto returned = [b = first.b] { return b->done; };
+  auto wait = wait_until(returned, "the attachment returns", 15s);
+  co_await std::move(wait);
+}
+
+TEST_P(ProcessesTest, AttachErrorsHaveTheirTypes) {
+  run(attach_errors(rt()), 30s);
+}
+
 // --- 9. A LocalRuntime destroyed with a process running ---------------------------------------
 
 asio::awaitable<long> start_and_leave(Runtime& rt, std::vector<std::string> argv) {

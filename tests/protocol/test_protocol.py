@@ -1151,8 +1151,8 @@ class ProcessStream:
         self.sock.close()
 
 
-class TestTerminals(unittest.TestCase):
-    """Processes with a pty (a rex addition): the wire of `rex shell`'s terminal."""
+class OneServerCase(unittest.TestCase):
+    """Tests that share one rex-server, started for the class."""
 
     @classmethod
     def setUpClass(cls):
@@ -1161,6 +1161,10 @@ class TestTerminals(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.server.terminate()
+
+
+class TestTerminals(OneServerCase):
+    """Processes with a pty (a rex addition): the wire of `rex shell`'s terminal."""
 
     def type(self, tag, keys):
         r = self.server.post("/processes/input",
@@ -1235,6 +1239,81 @@ class TestTerminals(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(again.wait_for("end")["signal"], signal.SIGKILL)
         again.sock.close()
+
+
+class TestSessionTerminals(OneServerCase):
+    """A bash session's own terminal lent to a person between its commands (a rex addition:
+    /sessions/attach, keys as /session_input, /sessions/resize)."""
+
+    def keys(self, session, typed):
+        r = self.server.post("/session_input", {"session": session, "input": typed})
+        self.assertEqual((r.status, r.json()), (200, {}), r)
+
+    def test_attach_type_detach_and_the_session_goes_on(self):
+        self.server.create_session("lent")
+        self.assertEqual(self.server.run("cd /tmp; A=1", session="lent").status, 200)
+        s = ProcessStream(self.server, "/sessions/attach",
+                          {"session": "lent", "size": {"cols": 70, "rows": 15}})
+        self.assertEqual(s.status, 200)
+        self.assertGreater(s.wait_for("start")["pid"], 0)
+        s.wait_for(b"(rex) ")
+        self.keys("lent", "stty size; B=2\r")
+        s.wait_for(b"15 70\r\n")
+        r = self.server.run("echo no", session="lent", check="silent")
+        self.assertEqual(r.status, 511, r)
+        self.assertIn("a terminal is attached", r.json()["swerexception"]["message"])
+        r = self.server.post("/sessions/resize", {"session": "lent", "size": {"cols": 99, "rows": 9}})
+        self.assertEqual((r.status, r.json()), (200, {}), r)
+        self.keys("lent", "stty size\r")
+        s.wait_for(b"9 99\r\n")
+        s.sock.close()
+        # A client that leaves detaches at once, without waiting for a keepalive.
+        t0 = time.monotonic()
+        while True:
+            r = self.server.run("echo $PWD $A $B", session="lent", check="silent")
+            if r.status == 200 or time.monotonic() - t0 > 10:
+                break
+            time.sleep(0.05)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["output"], "/tmp 1 2\n")
+        self.assertLess(time.monotonic() - t0, 3, "the session came back late after the client left")
+
+    def test_a_client_that_vanishes_hands_the_session_back(self):
+        self.server.create_session("vanish")
+        s = ProcessStream(self.server, "/sessions/attach", {"session": "vanish"})
+        s.wait_for(b"(rex) ")
+        self.keys("vanish", "sleep 100\r")
+        s.wait_for(b"sleep 100\r\n")
+        s.vanish()
+        t0 = time.monotonic()
+        while True:
+            r = self.server.run("echo back", session="vanish", check="silent")
+            if r.status == 200 or time.monotonic() - t0 > 10:
+                break
+            time.sleep(0.05)
+        self.assertEqual((r.status, r.json().get("output")), (200, "back\n"), r)
+        self.assertLess(time.monotonic() - t0, 3)
+        self.assertEqual(self.server.get("/is_alive").json()["is_alive"], True)
+
+    def test_bad_requests_are_named_and_change_nothing(self):
+        self.server.create_session("bad")
+        r = self.server.post("/sessions/attach", {"session": "bad", "size": {"cols": "wide"}})
+        self.assertEqual(r.status, 422, r)
+        self.assertIn("cols", r.body.decode())
+        r = self.server.post("/sessions/attach", {"session": "bad", "size": [80, 24]})
+        self.assertEqual(r.status, 422, r)
+        r = self.server.post("/sessions/attach", {"session": "nobody"})
+        self.assertEqual(r.status, 200, r)  # a failed attach is the stream's error event
+        error = json.loads(r.body.split(b"data: ", 1)[1].split(b"\n", 1)[0])["swerexception"]
+        self.assertEqual(error["class_path"], "swerex.exceptions.SessionDoesNotExistError", error)
+        r = self.server.post("/sessions/attach",
+                             {"session": "bad", "size": {"cols": 0, "rows": 24}})
+        error = json.loads(r.body.split(b"data: ", 1)[1].split(b"\n", 1)[0])["swerexception"]
+        self.assertEqual(error["class_path"], "builtins.ValueError", error)
+        r = self.server.post("/sessions/resize", {"session": "bad", "size": {"cols": 9, "rows": 9}})
+        self.assertEqual(r.status, 511, r)
+        self.assertIn("no terminal is attached", r.json()["swerexception"]["message"])
+        self.assertEqual(self.server.run("echo fine", session="bad").json()["output"], "fine\n")
 
 
 class TestLifetimeEndpoint(unittest.TestCase):

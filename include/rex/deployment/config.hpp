@@ -50,6 +50,9 @@ struct RemoteDeploymentConfig {
   std::optional<int> port{};
   double timeout = 0.15;          // is_alive's timeout, seconds (SWE-ReX's meaning)
   double startup_timeout = 10.0;  // start() waits this long for the server to answer
+  // stop() closes the server's sessions (SWE-ReX's behaviour). Off for a client that works
+  // beside others' sessions and must leave them alone (`rex shell`'s terminal); not in JSON.
+  bool close_on_stop = true;
 };
 
 /// Scripted observations for testing agents without running anything (see DummyRuntime).

@@ -2,6 +2,8 @@
 // Field names and defaults are those of the SWE-ReX protocol (PROTOCOL.md).
 #pragma once
 
+#include <rex/protocol/processes.hpp>
+
 #include <boost/describe/class.hpp>
 
 #include <string>
@@ -42,5 +44,25 @@ struct SessionInput {
   std::string input{};
 };
 BOOST_DESCRIBE_STRUCT(SessionInput, (), (session, input))
+
+/// A person's terminal, lent the session's own between its commands (a rex addition, POST
+/// /sessions/attach). Its output streams as a process's does (a "start" event with bash's pid,
+/// "stdout" events, "keepalive" while quiet); keys go as SessionInput, sizes as SessionResize.
+/// Commands are refused (SessionBusyError) while it is attached; when the listener leaves,
+/// what the person left running in the foreground is interrupted (then killed) and the session
+/// is handed back to its commands with its state: directory, variables, functions.
+struct SessionAttach {
+  std::string session = "default";
+  TerminalSize size{};
+  double keepalive = 15;  // seconds between keepalive events of a quiet stream; 0: none
+};
+BOOST_DESCRIBE_STRUCT(SessionAttach, (), (session, size, keepalive))
+
+/// A new size for the terminal attached to a session (a rex addition, POST /sessions/resize).
+struct SessionResize {
+  std::string session = "default";
+  TerminalSize size{};
+};
+BOOST_DESCRIBE_STRUCT(SessionResize, (), (session, size))
 
 }  // namespace rex

@@ -50,6 +50,9 @@ class LocalRuntime final : public Runtime {
   asio::awaitable<void> signal_process(ProcessSignal signal) override;
   asio::awaitable<void> resize_process(ProcessResize resize) override;
   asio::awaitable<void> send_session_input(SessionInput input) override;
+  asio::awaitable<std::optional<ProcessEnd>> attach_session(SessionAttach attach,
+                                                            ProcessListener on_event) override;
+  asio::awaitable<void> resize_session(SessionResize resize) override;
 
   /// Number of open sessions.
   std::size_t session_count() const noexcept;

@@ -87,6 +87,9 @@ class RemoteRuntime final : public Runtime {
   asio::awaitable<void> signal_process(ProcessSignal signal) override;
   asio::awaitable<void> resize_process(ProcessResize resize) override;
   asio::awaitable<void> send_session_input(SessionInput input) override;
+  asio::awaitable<std::optional<ProcessEnd>> attach_session(SessionAttach attach,
+                                                            ProcessListener on_event) override;
+  asio::awaitable<void> resize_session(SessionResize resize) override;
 
   /// Sends one SWE-ReX JSON request as it is (`body`, already read into `parsed` by the caller,
   /// or null when it is not JSON) and returns the server's answer as it is, whatever its status:

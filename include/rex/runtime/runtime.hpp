@@ -79,6 +79,16 @@ class Runtime {
   /// Writes to the terminal of the command a bash session runs now (BashSession::send_input).
   /// A runtime without it throws SwerexException saying so.
   virtual asio::awaitable<void> send_session_input(SessionInput input);
+
+  /// Lends a bash session's own terminal to a person between its commands (SessionAttach,
+  /// BashSession::attach): its output as a process's events, keys through send_session_input,
+  /// sizes through resize_session. Returns none when the listener stopped (the session is
+  /// handed back to its commands), or how bash ended. A runtime without it throws
+  /// ProcessesUnsupportedError.
+  virtual asio::awaitable<std::optional<ProcessEnd>> attach_session(SessionAttach attach,
+                                                                    ProcessListener on_event);
+  /// The new size of the terminal attached to a session.
+  virtual asio::awaitable<void> resize_session(SessionResize resize);
 };
 
 }  // namespace rex

@@ -24,7 +24,7 @@ namespace rex::server {
 
 class EventStream {
  public:
-  explicit EventStream(boost::asio::any_io_executor ex) : wake_(std::move(ex)) {}
+  explicit EventStream(boost::asio::any_io_executor ex) : wake_(ex), gone_(ex) {}
 
   // The producer's side.
   /// Queues one event (encoded by rex/http/sse.hpp) for the connection; `id` is the event's
@@ -52,6 +52,15 @@ class EventStream {
   /// The connection has ended (the client left or the answer was written): a producer that
   /// waits for something to send stops when it sees this.
   bool closed() const noexcept { return closed_; }
+  /// Returns once the connection has ended: for a producer that must stop as soon as its
+  /// client leaves, even while it has nothing to send (an attached terminal). The connection
+  /// then watches its client between events too (a little work per wake-up, so only on ask).
+  boost::asio::awaitable<void> wait_closed() {
+    watched_ = true;
+    co_await gone_.wait();
+  }
+  /// Whether a producer waits for the connection's end (wait_closed).
+  bool watched() const noexcept { return watched_; }
   /// No more events come; the connection ends the answer once the queue is written.
   void finish() {
     finished_ = true;
@@ -62,6 +71,7 @@ class EventStream {
   void close() {
     closed_ = true;
     events_.clear();
+    gone_.set();
   }
   bool empty() const noexcept { return events_.empty(); }
   bool finished() const noexcept { return finished_; }
@@ -82,7 +92,9 @@ class EventStream {
   std::function<void(std::string_view, std::string_view)> observer_;
   bool finished_ = false;
   bool closed_ = false;
+  bool watched_ = false;
   Event wake_;  // set on every send and at finish
+  Event gone_;  // set when the connection ends
 };
 
 }  // namespace rex::server

@@ -58,6 +58,8 @@ class BashSession {
   /// Receives a running command's output as it arrives: whole lines, cleaned like the
   /// observation's output. Called on the session's executor; must not block.
   using OutputListener = std::function<void(std::string_view)>;
+  /// Receives an attached terminal's events (attach); returns false to detach.
+  using EventListener = std::function<bool(const ProcessEvent&)>;
 
   BashSession(asio::any_io_executor executor, BashSessionConfig config = {});
   ~BashSession();
@@ -82,6 +84,19 @@ class BashSession {
   /// NoCommandRunningError when none runs (bash would take the input as a command),
   /// SessionDiedError.
   asio::awaitable<void> send_input(std::string input);
+
+  /// Lends the session's own terminal to a person between its commands (SessionAttach): bash
+  /// gets a prompt for people, echo and the given size, and its output goes to `on_event` as it
+  /// comes ("started" first, with bash's pid; "keepalive" while quiet); keys go through
+  /// send_input. Commands and interrupts are refused (SessionBusyError) meanwhile. When the
+  /// listener returns false (or the wait is cancelled) the session is handed back: what the
+  /// person left in the foreground is interrupted, then killed, a half-typed line is dropped,
+  /// and rex's prompt is installed again; then nothing is returned. When bash ends (`exit`),
+  /// how it ended. Throws SessionBusyError while a command runs or another terminal is
+  /// attached, ValueError for a size no terminal has.
+  asio::awaitable<std::optional<ProcessEnd>> attach(SessionAttach request, EventListener on_event);
+  /// The attached terminal's new size; ValueError when none is attached.
+  asio::awaitable<void> resize(SessionResize request);
 
   /// Ends bash and every process of its session (SIGKILL), reaps it, closes its descriptors.
   /// Safe to call more than once and while a command runs.
