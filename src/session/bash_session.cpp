@@ -148,8 +148,9 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   bool reaped = false;
   int wait_status = 0;
   State state = State::not_started;
-  bool interactive = false;  // running because an interactive program holds the terminal
-  bool attached = false;     // lent to a person's terminal (attach): commands are refused
+  bool interactive = false;   // running because an interactive program holds the terminal
+  bool attached = false;      // lent to a person's terminal (attach): commands are refused
+  std::string ended_because;  // why rex ended bash itself, when it did
   // $? as the next command should see it. Known from framed commands' prompts; after an
   // interactive program the status of its last input is unknown and counts as 0.
   int last_status = 0;
@@ -245,6 +246,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   }
 
   std::string death_description() const {
+    if (!ended_because.empty())
+      return ended_because;
     if (!reaped)
       return "bash is no longer running";
     if (WIFSIGNALED(wait_status))
@@ -1043,18 +1046,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     discard_stale_output();
     attached = true;
     state = State::running;
-    // A prompt for a person, the commands a person expects (rex's less and more print the
-    // whole text at once), and Ctrl-D that does not end the session; written with echo off, so
-    // only what it prints shows.
-    const std::string mark = framing.marker() + "attached";
-    co_await write(
-        "unset PROMPT_COMMAND; PS1='(rex) \\u@\\h:\\w\\$ '; PS2='> '; PS0=; unset -f less more; "
-        "set -o ignoreeof; "
-        "printf '%sattached\\n' \"$__rex_m\"\n");
     std::optional<ProcessEnd> end;
     std::exception_ptr failure;
     try {
-      end = co_await lend(request, mark, on_event);
+      end = co_await lend(request, on_event);
     } catch (...) {
       failure = std::current_exception();
     }
@@ -1069,8 +1064,14 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // The terminal with the person: echo on, their size, their output as it comes, until the
   // listener stops (nothing) or bash ends (how).
   asio::awaitable<std::optional<ProcessEnd>> lend(const SessionAttach& request,
-                                                  const std::string& mark,
                                                   const BashSession::EventListener& on_event) {
+    // A prompt for a person, the commands a person expects (rex's less and more print the
+    // whole text at once), and Ctrl-D that does not end the session; written with echo off, so
+    // only what it prints shows, the mark last.
+    const std::string mark = framing.marker() + "attached";
+    co_await write(
+        "unset PROMPT_COMMAND; PS1='(rex) \\u@\\h:\\w\\$ '; PS2='> '; PS0=; unset -f less more; "
+        "set -o ignoreeof; printf '%sattached\\n' \"$__rex_m\"\n");
     const auto setup_limit = Clock::now() + std::chrono::seconds(10);
     std::string seen;
     std::optional<std::string> first;
@@ -1176,6 +1177,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     const Action wait = machine.begin_wait(no_expect, deadline, Clock::now());
     const Stop stop = co_await drive(wait);
     if (stop.kind != Stop::prompt) {
+      ended_because = "bash did not come back to its prompt within 10 s after a terminal detached";
       kill_everything();
       state = State::dead;
       co_return;
