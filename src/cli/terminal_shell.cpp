@@ -254,6 +254,51 @@ struct TerminalShell::Impl {
     }
   }
 
+  // The sandbox's shell, started and followed. A stream that breaks (a proxy on the way that
+  // drops it: Kubernetes' pod proxy does, now and then, right after the answer's head) is
+  // taken up again by the shell's tag, up to three times; the shell is then asked to redraw its
+  // prompt (two resizes: the kernel signals only a change), since what it printed meanwhile is
+  // lost. A shell that is not running (or not reachable) ends it with the first failure.
+  asio::awaitable<std::optional<ProcessEnd>> follow_shell(Runtime& runtime,
+                                                          Runtime::ProcessListener show) {
+    std::exception_ptr broke;
+    try {
+      co_return co_await runtime.start_process(shell_config(tag, options), show);
+    } catch (const http::ConnectionError&) {
+      broke = std::current_exception();
+    }
+    Runtime::ProcessListener show_and_redraw = [this, &runtime, show](const ProcessEvent& e) {
+      if (e.kind == ProcessEvent::Kind::started)
+        asio::co_spawn(executor, redraw(runtime), [](std::exception_ptr) {});
+      return show(e);
+    };
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      ProcessSelector again{.pid = 0, .tag = tag, .keepalive = 15};
+      auto connecting = runtime.connect_process(std::move(again), show_and_redraw);
+      auto taken_up = co_await capture(std::move(connecting));
+      if (!taken_up.error())
+        co_return std::move(taken_up).value();
+      try {
+        std::rethrow_exception(taken_up.error());
+      } catch (const http::ConnectionError&) {
+        continue;  // broken again on the way
+      } catch (...) {
+        break;
+      }
+    }
+    std::rethrow_exception(broke);
+  }
+
+  // Has the shell draw its prompt again, once its stream was taken up (follow_shell).
+  asio::awaitable<void> redraw(Runtime& runtime) {
+    TerminalSize size = window_size();
+    TerminalSize nudged{.cols = size.cols, .rows = size.rows > 1 ? size.rows - 1 : size.rows + 1};
+    for (const TerminalSize& s : {nudged, size}) {
+      ProcessResize resize{.pid = 0, .tag = tag, .size = s};
+      co_await runtime.resize_process(std::move(resize));
+    }
+  }
+
   asio::awaitable<void> follow_resizes(Runtime& runtime) {
     for (;;) {
       auto [ec, signo] = co_await resizes.async_wait(use_tuple);
@@ -299,7 +344,7 @@ struct TerminalShell::Impl {
                                                               .size = window_size(),
                                                               .keepalive = 15},
                                                 show)
-                       : runtime.start_process(shell_config(tag, options), show);
+                       : follow_shell(runtime, show);
       auto keys_in = pump_input(runtime);
       auto ended = co_await first_of(std::move(shell), std::move(keys_in));
       if (ended.index() == 0)
