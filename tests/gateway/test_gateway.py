@@ -314,9 +314,10 @@ class GatewayTestCase(unittest.TestCase):
 
     # --- API helpers ------------------------------------------------------------------------
 
-    def create(self, body=None, gw=None, headers=None, expect=201):
+    def create(self, body=None, gw=None, headers=None, expect=201, timeout=None):
         gw = gw or self.gw
-        status, data = gw.json("POST", "/api/sessions", {**LOCAL, **(body or {})}, headers)
+        kw = {} if timeout is None else {"timeout": timeout}
+        status, data = gw.json("POST", "/api/sessions", {**LOCAL, **(body or {})}, headers, **kw)
         if expect is not None:
             self.assertEqual(status, expect, f"POST /api/sessions {body!r}: {data!r}")
         if status == 201:

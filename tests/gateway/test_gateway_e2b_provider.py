@@ -23,6 +23,9 @@ from gateway_process import Gateway  # noqa: E402
 ENDPOINT_KEY = "e2b-endpoint-key"
 E2B = {"provider": "e2b", "environment": "local"}
 UPLOADS = "test_a_session_is_an_endpoint_sandbox_with_state_kept_and_ends_with_it"
+# Its create uploads the build's rex-server through the endpoint's file API: some 240 MB under
+# the sanitizers, which took over 30 s there beside the other tests.
+UPLOAD_CREATE_TIMEOUT = 240.0
 
 
 class TestE2bProvider(tg.GatewayTestCase):
@@ -76,7 +79,7 @@ class TestE2bProvider(tg.GatewayTestCase):
         self.fail(f"waited {timeout} s for {what}")
 
     def test_a_session_is_an_endpoint_sandbox_with_state_kept_and_ends_with_it(self):
-        s = self.create(E2B)
+        s = self.create(E2B, timeout=UPLOAD_CREATE_TIMEOUT)
         self.assertEqual(s["provider"], "e2b")
         listed = self.endpoint_sandboxes()
         self.assertEqual([x["sandboxID"] for x in listed], [s["sandbox_id"]])
