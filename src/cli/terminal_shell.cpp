@@ -208,6 +208,17 @@ struct TerminalShell::Impl {
     }
   }
 
+  // A size for the sandbox's shell's terminal, or for the attached session's.
+  asio::awaitable<void> send_size(Runtime& runtime, TerminalSize size) {
+    if (attaching()) {
+      SessionResize resize{.session = options.attach_session, .size = size};
+      co_await runtime.resize_session(std::move(resize));
+    } else {
+      ProcessResize resize{.pid = 0, .tag = tag, .size = size};
+      co_await runtime.resize_process(std::move(resize));
+    }
+  }
+
   // Keys to the sandbox. What is typed while one write is on its way goes with the next. Returns
   // when the keys detach from a session (detached is then true).
   asio::awaitable<void> pump_input(Runtime& runtime) {
@@ -293,10 +304,8 @@ struct TerminalShell::Impl {
   asio::awaitable<void> redraw(Runtime& runtime) {
     TerminalSize size = window_size();
     TerminalSize nudged{.cols = size.cols, .rows = size.rows > 1 ? size.rows - 1 : size.rows + 1};
-    for (const TerminalSize& s : {nudged, size}) {
-      ProcessResize resize{.pid = 0, .tag = tag, .size = s};
-      co_await runtime.resize_process(std::move(resize));
-    }
+    for (const TerminalSize& s : {nudged, size})
+      co_await send_size(runtime, s);
   }
 
   asio::awaitable<void> follow_resizes(Runtime& runtime) {
@@ -306,13 +315,7 @@ struct TerminalShell::Impl {
       if (ec)
         co_return;
       try {
-        if (attaching()) {
-          SessionResize resize{.session = options.attach_session, .size = window_size()};
-          co_await runtime.resize_session(std::move(resize));
-        } else {
-          ProcessResize resize{.pid = 0, .tag = tag, .size = window_size()};
-          co_await runtime.resize_process(std::move(resize));
-        }
+        co_await send_size(runtime, window_size());
       } catch (const ProcessDoesNotExistError&) {
         co_return;  // it has just ended
       } catch (const std::exception&) {

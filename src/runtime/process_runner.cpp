@@ -7,6 +7,7 @@
 #include <rex/runtime/process_runner.hpp>
 #include <rex/session/output.hpp>
 
+#include "core/process_end.hpp"
 #include "core/pty.hpp"
 #include "core/spawn.hpp"
 #include "core/unique_fd.hpp"
@@ -91,11 +92,7 @@ class ChildReaper {
     pid_ = -1;
     if (rc < 0)
       return std::nullopt;  // ECHILD: SIGCHLD is ignored, the kernel reaped it
-    if (WIFEXITED(status))
-      return WEXITSTATUS(status);
-    if (WIFSIGNALED(status))
-      return -WTERMSIG(status);
-    return std::nullopt;
+    return detail::end_code(status);
   }
 
  private:
@@ -348,21 +345,6 @@ struct Listener {
   Event wake;
 };
 
-ProcessEnd end_of(const std::optional<int>& code) {
-  ProcessEnd end;
-  if (!code) {
-    end.status = "unknown";
-  } else if (*code >= 0) {
-    end.exit_code = *code;
-    end.status = fmt::format("exit status {}", *code);
-  } else {
-    end.signal = -*code;
-    const char* name = ::strsignal(-*code);
-    end.status = "signal: " + ascii_lower(name != nullptr ? name : std::to_string(-*code));
-  }
-  return end;
-}
-
 }  // namespace
 
 struct ProcessTable::Process {
@@ -455,7 +437,7 @@ asio::awaitable<void> pump(std::shared_ptr<ProcessTable::Processes> table,
   }
   if (!finished)
     p->reaper->kill_group();  // waiting failed: make sure the reap below cannot block
-  const ProcessEnd end = end_of(p->reaper->reap());
+  const ProcessEnd end = process_end(p->reaper->reap());
   p->reaper.reset();
   table->erase(p->info.pid);  // in the same step: the table holds only unreaped processes
   for (const auto& l : p->listeners) {

@@ -244,8 +244,10 @@ struct RemoteRuntime::Impl {
     check(request, response);
   }
 
+  // `what` names the feature for a server without the route ("background processes").
   asio::awaitable<std::optional<ProcessEnd>> follow_process(const char* target, json::value body,
-                                                            ProcessListener on_event);
+                                                            ProcessListener on_event,
+                                                            std::string_view what);
 
   // A command's own timeout plus the margin, or the long limit when it has none.
   Clock::duration command_timeout(const std::optional<double>& seconds) const {
@@ -506,7 +508,7 @@ struct StopListening {};
 // come, until "end" (returned), "error" (thrown as the runtime's exception), or the listener
 // stops (none).
 asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::Impl::follow_process(
-    const char* target, json::value body, ProcessListener on_event) {
+    const char* target, json::value body, ProcessListener on_event, std::string_view what) {
   // A process may run for as long as its sandbox: the stream has no limit of its own.
   http::ClientRequest request = post(target, &body, std::chrono::hours(24 * 365));
   request.retry = http::RetryPolicy{.max_retries = 0};  // a retried start would start another
@@ -577,10 +579,7 @@ asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::Impl::follow_process(
     co_return std::nullopt;
   if (response.status == 404 || response.status == 405)
     throw ProcessesUnsupportedError(fmt::format(
-        "{} has no {} (HTTP {} to {})", client.base_url().text,
-        std::string_view(target).starts_with("/sessions/") ? "terminals for its sessions"
-                                                           : "background processes",
-        response.status, target));
+        "{} has no {} (HTTP {} to {})", client.base_url().text, what, response.status, target));
   check(request, response);
   const std::string url = client.url_of(request.target);
   if (error)
@@ -595,15 +594,15 @@ asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::Impl::follow_process(
 asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::start_process(ProcessConfig config,
                                                                         ProcessListener on_event) {
   json::value body = to_json(config);
-  co_return co_await impl_->follow_process("/processes/start", std::move(body),
-                                           std::move(on_event));
+  co_return co_await impl_->follow_process("/processes/start", std::move(body), std::move(on_event),
+                                           "background processes");
 }
 
 asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::connect_process(
     ProcessSelector which, ProcessListener on_event) {
   json::value body = to_json(which);
   co_return co_await impl_->follow_process("/processes/connect", std::move(body),
-                                           std::move(on_event));
+                                           std::move(on_event), "background processes");
 }
 
 asio::awaitable<ProcessListResponse> RemoteRuntime::list_processes() {
@@ -641,8 +640,8 @@ asio::awaitable<void> RemoteRuntime::send_session_input(SessionInput input) {
 asio::awaitable<std::optional<ProcessEnd>> RemoteRuntime::attach_session(SessionAttach attach,
                                                                          ProcessListener on_event) {
   json::value body = to_json(attach);
-  co_return co_await impl_->follow_process("/sessions/attach", std::move(body),
-                                           std::move(on_event));
+  co_return co_await impl_->follow_process("/sessions/attach", std::move(body), std::move(on_event),
+                                           "terminals for its sessions");
 }
 
 asio::awaitable<void> RemoteRuntime::resize_session(SessionResize resize) {

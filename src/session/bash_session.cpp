@@ -12,6 +12,7 @@
 #include "session/command_machine.hpp"
 #include "session/session_processes.hpp"
 
+#include "core/process_end.hpp"
 #include "core/pty.hpp"
 #include "core/spawn.hpp"
 #include "core/unique_fd.hpp"
@@ -1126,16 +1127,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       auto timed = with_timeout(exited.wait(), std::chrono::seconds(5));
       co_await std::move(timed);
     }
-    ProcessEnd end;
-    if (reaped && WIFSIGNALED(wait_status)) {
-      end.signal = WTERMSIG(wait_status);
-      end.status = fmt::format("signal: {}", ::strsignal(WTERMSIG(wait_status)));
-    } else if (reaped) {
-      end.exit_code = WEXITSTATUS(wait_status);
-      end.status = fmt::format("exit status {}", *end.exit_code);
-    } else {
-      end.status = "the terminal closed";
-    }
+    ProcessEnd end = reaped ? detail::process_end(detail::end_code(wait_status))
+                            : ProcessEnd{std::nullopt, std::nullopt, "the terminal closed"};
     if (state != State::closed)
       state = State::dead;
     co_return end;
