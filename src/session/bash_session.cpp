@@ -54,6 +54,8 @@ using Clock = std::chrono::steady_clock;
 using boost::system::error_code;
 constexpr auto use_tuple = asio::as_tuple(asio::use_awaitable);
 constexpr std::size_t kCleanSlice = 1 << 20;  // yield to other work between 1 MiB slices
+// How long a command, an interrupt or an attach waits for an attached terminal to leave.
+constexpr auto kDetachGrace = std::chrono::seconds(2);
 
 Clock::time_point deadline_after(std::optional<double> seconds) {
   if (!seconds || *seconds < 0)
@@ -130,7 +132,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
         master(ex),
         pidfd(ex),
         read_timer(ex),
-        exited(ex) {}
+        exited(ex),
+        detached(ex) {
+    detached.set();
+  }
 
   ~Impl() { kill_everything(); }
 
@@ -151,6 +156,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   State state = State::not_started;
   bool interactive = false;   // running because an interactive program holds the terminal
   bool attached = false;      // lent to a person's terminal (attach): commands are refused
+  Event detached;             // set while no terminal is attached
   std::string ended_because;  // why rex ended bash itself, when it did
   // $? as the next command should see it. Known from framed commands' prompts; after an
   // interactive program the status of its last input is unknown and counts as 0.
@@ -757,7 +763,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // recycled blocks (a larger one costs a trip through malloc with every command).
   asio::awaitable<BashObservation> run(BashAction action, BashSession::OutputListener on_output) {
     auto self = shared_from_this();
-    refuse_if_attached();
+    if (attached)
+      co_await wait_until_detached();
     Lock lock_ = try_lock();
     if (!lock_)
       lock_ = co_await lock();
@@ -882,7 +889,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<BashObservation> run_interactive(BashAction action,
                                                    BashSession::OutputListener on_output) {
     auto self = shared_from_this();
-    refuse_if_attached();
+    if (attached)
+      co_await wait_until_detached();
     Lock lock_ = try_lock();
     if (!lock_)
       lock_ = co_await lock();
@@ -994,10 +1002,18 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   // ---- attach -------------------------------------------------------------------------------
 
-  void refuse_if_attached() const {
-    if (attached)
-      throw SessionBusyError(
-          "a terminal is attached to this session: its commands wait until it detaches");
+  // A call that comes while a terminal is attached waits a little for it to leave: a client
+  // that detaches and at once sends a command on another connection is often heard before its
+  // stream's close is. Then it is refused.
+  asio::awaitable<void> wait_until_detached() {
+    auto self = shared_from_this();
+    while (attached) {
+      auto left = with_timeout(detached.wait(), kDetachGrace);
+      const std::optional<bool> waited = co_await std::move(left);
+      if (!waited)
+        throw SessionBusyError(
+            "a terminal is attached to this session: its commands wait until it detaches");
+    }
   }
 
   // The rest of a chunk after `mark` and the line end that follows it; nullopt before it shows.
@@ -1032,7 +1048,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     auto self = shared_from_this();
     detail::check_terminal_size(request.size);
     ensure_usable();
-    refuse_if_attached();
+    if (attached)
+      co_await wait_until_detached();
     Lock lock_ = try_lock();
     if (!lock_)
       throw SessionBusyError(
@@ -1046,6 +1063,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                         "before a terminal attaches");
     discard_stale_output();
     attached = true;
+    detached.reset();
     state = State::running;
     std::optional<ProcessEnd> end;
     std::exception_ptr failure;
@@ -1139,6 +1157,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // installed again, as at start.
   asio::awaitable<void> give_back(bool bash_ended) {
     attached = false;
+    detached.set();
     if (bash_ended || state == State::closed || state == State::dead || !master.is_open())
       co_return;
     ::tcsetattr(master.native_handle(), TCSANOW, &baseline);
@@ -1221,7 +1240,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     const auto attempt_time = duration_from_seconds(std::max(action.timeout, 0.001));
     const int attempts = std::max(action.n_retry, 1);
     ensure_usable();
-    refuse_if_attached();
+    if (attached)
+      co_await wait_until_detached();
 
     Lock lock_;
     int attempt = 0;

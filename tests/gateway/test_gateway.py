@@ -799,6 +799,9 @@ class TestCrashRecovery(GatewayTestCase):
         for t in threads:
             t.start()
         time.sleep(1.5)
+        # The first cell of a session starts its kernel; under the sanitizers that can take
+        # longer than the 1.5 s above. The crash must come after some executes are answered.
+        wait_until(lambda: executed[0] > 0, 60, what="an execute answered under load")
         # Kill while a delete is under way (and creates and executes are).
         wait_until(delete_sent.is_set, 5, interval=0.001, what="a DELETE on its way")
         time.sleep(0.015)
