@@ -2,7 +2,7 @@
 // same work done directly, measured in the same run.
 //
 //   rex_gateway_bench [--runs N] [--sessions N] [--image IMAGE] [--no-docker] [--smoke] [--json]
-//                     [--strict]
+//                     [--strict] [--only create|proxy|e2b|sessions]
 //
 // Figures (each gateway run alternates with a floor run, so a noisy neighbour hurts both):
 //   create_local   POST /api/sessions on the local provider answered 201 (a rex-server process
@@ -16,6 +16,10 @@
 //                  (POST /api/sessions/{id}/swerex/run_in_session). Floor: the same request sent
 //                  to the sandbox's rex-server directly (its unix socket and token from the
 //                  session's record). Target: p50 <= 1.5x.
+//   proxy_bare_relay the same request through a bare byte relay (a thread of this program
+//                  between a loopback TCP port and the sandbox's socket: poll, read, write, no
+//                  HTTP) against the same floor: what any process in between costs here.
+//                  Reported only.
 //   e2b_command_T  E2B's commands.run("echo ok") as its SDKs send it (process.Process/Start: a
 //                  new `bash -l -c` in the sandbox per command) against the same command through
 //                  the gateway's SWE-ReX proxy (a bash session of the same sandbox), on template
@@ -31,6 +35,8 @@
 // docker figure needs a running engine and the image (scripts/common.sh: rex_docker_setup) and
 // is skipped, saying why, without one.
 // --smoke: 3 runs, 10 sessions; exits 0 even when a target misses (an error still fails).
+// --only: one group of figures (create_local and create_docker; proxy_command; the e2b figures;
+// the sessions figures).
 
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/deployment/local_deployment.hpp>
@@ -45,9 +51,16 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -80,6 +93,9 @@ struct Options {
   bool smoke = false;
   bool json = false;
   bool strict = false;
+  std::string only;  // empty: every figure
+
+  bool wants(std::string_view group) const { return only.empty() || only == group; }
 };
 
 constexpr int kCreatesInFlight = 50;
@@ -266,7 +282,74 @@ asio::awaitable<double> timed_post(rex::http::Client& client, std::string target
   co_return ms;
 }
 
-Result proxy_figure(asio::io_context& io, Gateway& gw, const std::string& gateway_url, int runs) {
+// What any proxy in its own process costs on this machine: a bare byte relay from a loopback TCP
+// port to a unix socket in a thread of its own (poll, read, write; no HTTP), for one connection.
+class ByteRelay {
+ public:
+  explicit ByteRelay(std::string socket_path) : target_(std::move(socket_path)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (listener_ < 0 || ::bind(listener_, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+        ::listen(listener_, 1) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+      throw std::runtime_error("the byte relay cannot listen");
+    port_ = ntohs(a.sin_port);
+    thread_ = std::thread([this] { serve(); });
+  }
+  ~ByteRelay() {
+    stop_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+  }
+  ByteRelay(const ByteRelay&) = delete;
+  ByteRelay& operator=(const ByteRelay&) = delete;
+
+  std::string url() const { return fmt::format("http://127.0.0.1:{}", port_); }
+
+ private:
+  void serve() {
+    const int client = ::accept4(listener_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (client < 0)
+      return;
+    const int one = 1;
+    ::setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    const int server = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_un u{};
+    u.sun_family = AF_UNIX;
+    target_.copy(u.sun_path, sizeof u.sun_path - 1);
+    if (server >= 0 && ::connect(server, reinterpret_cast<sockaddr*>(&u), sizeof u) == 0) {
+      std::vector<char> buf(1 << 16);
+      pollfd fds[2] = {{client, POLLIN, 0}, {server, POLLIN, 0}};
+      while (!stop_ && ::poll(fds, 2, 200) >= 0) {
+        bool open = true;
+        for (int i = 0; i < 2 && open; ++i) {
+          if (fds[i].revents == 0)
+            continue;
+          const ssize_t n = ::read(fds[i].fd, buf.data(), buf.size());
+          open = n > 0 && ::write(fds[1 - i].fd, buf.data(), static_cast<std::size_t>(n)) == n;
+        }
+        if (!open)
+          break;
+      }
+    }
+    if (server >= 0)
+      ::close(server);
+    ::close(client);
+  }
+
+  std::string target_;
+  int listener_ = -1;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+std::vector<Result> proxy_figures(asio::io_context& io, Gateway& gw, const std::string& gateway_url,
+                                  int runs) {
   const json::object rec = run_on(io, gw.create("local", "local"));
   const std::string id(rec.at("session_id").as_string());
   // The record's url names the sandbox's socket.
@@ -292,22 +375,35 @@ Result proxy_figure(asio::io_context& io, Gateway& gw, const std::string& gatewa
       throw std::runtime_error("the sandbox server's command line has no --auth-token");
     return *(flag + 1);
   }();
+  ByteRelay relay(rex::http::parse_url(sandbox_url).socket_path);
+  rex::http::Client via_relay(io.get_executor(), relay.url());
   const std::string body = R"({"command": "echo ok", "session": "bench"})";
-  std::vector<double> proxied, floor;
-  for (int i = 0; i < runs + 3; ++i) {  // the first rounds warm both connections up
+  std::vector<double> proxied, floor, relayed;
+  for (int i = 0; i < runs + 3; ++i) {  // the first rounds warm the connections up
     const double p = run_on(
         io, timed_post(via_gateway, "/api/sessions/" + id + "/swerex/run_in_session", {}, body));
     const double d =
         run_on(io, timed_post(direct, "/run_in_session", {{"X-API-Key", token}}, body));
+    const double b =
+        run_on(io, timed_post(via_relay, "/run_in_session", {{"X-API-Key", token}}, body));
     if (i >= 3) {
       proxied.push_back(p);
       floor.push_back(d);
+      relayed.push_back(b);
     }
   }
   run_on(io, gw.destroy(id));
+  std::vector<Result> out;
   Result r = ratio_result("proxy_command", proxied, floor, 1.5);
   r.note = "run_in_session `echo ok` through the gateway vs to the sandbox's server";
-  return r;
+  out.push_back(std::move(r));
+  // Reported only: the share of the proxy's cost that any process in between pays here.
+  Result bare = ratio_result("proxy_bare_relay", relayed, floor, 1.5);
+  bare.target.reset();
+  bare.verdict = Verdict::info;
+  bare.note = "the same through a bare TCP-to-unix byte relay thread (no HTTP) vs direct";
+  out.push_back(std::move(bare));
+  return out;
 }
 
 // --- the E2B-compatible path -------------------------------------------------------------------
@@ -563,6 +659,8 @@ Options parse(int argc, char** argv) {
       o.json = true;
     else if (a == "--strict")
       o.strict = true;
+    else if (a == "--only")
+      o.only = value();
     else
       throw std::invalid_argument("unknown argument: " + a);
   }
@@ -572,6 +670,9 @@ Options parse(int argc, char** argv) {
   }
   if (o.runs < 1 || o.sessions < 1)
     throw std::invalid_argument("--runs and --sessions must be at least 1");
+  if (!o.only.empty() && o.only != "create" && o.only != "proxy" && o.only != "e2b" &&
+      o.only != "sessions")
+    throw std::invalid_argument("--only takes create, proxy, e2b or sessions, not " + o.only);
   return o;
 }
 
@@ -586,36 +687,42 @@ int run(const Options& o) {
     Gateway gw(io, child->url());
     wait_ready(io, gw);
 
-    const fs::path floor_dir = scratch.path / "floor";
-    const auto [local, local_floor_ms] = alternate(
-        io, o.runs, [&] { return gateway_create(gw, "local", "local"); },
-        [&] { return local_floor(floor_dir); });
-    Result r = ratio_result("create_local", local, local_floor_ms, 1.5);
-    r.note = "create + `echo ok` vs LocalDeployment start + create_session + echo";
-    results.push_back(std::move(r));
-
     std::string why;
-    const bool docker_measured = o.docker && engine_answers(io, why);
-    if (docker_measured) {
-      const auto [docker, docker_floor_ms] = alternate(
-          io, o.runs, [&] { return gateway_create(gw, "docker", "Python3"); },
-          [&] { return docker_floor(o.image); });
-      Result d = ratio_result("create_docker", docker, docker_floor_ms, 1.2);
-      d.note = "create + `echo ok` vs DockerDeployment start + create_session + echo";
-      results.push_back(std::move(d));
-    } else {
-      std::fprintf(stderr, "create_docker skipped: %s\n", o.docker ? why.c_str() : "--no-docker");
-    }
-
-    results.push_back(proxy_figure(io, gw, child->url(), o.runs * 10));
-    std::vector<std::string> templates{"base"};
-    if (docker_measured)
-      templates.push_back("Python3");
-    for (auto& r : e2b_figures(io, gw, child->url(), o.runs * 5, templates))
+    const bool docker_measured =
+        o.docker && (o.wants("create") || o.wants("e2b")) && engine_answers(io, why);
+    if (o.wants("create")) {
+      const fs::path floor_dir = scratch.path / "floor";
+      const auto [local, local_floor_ms] = alternate(
+          io, o.runs, [&] { return gateway_create(gw, "local", "local"); },
+          [&] { return local_floor(floor_dir); });
+      Result r = ratio_result("create_local", local, local_floor_ms, 1.5);
+      r.note = "create + `echo ok` vs LocalDeployment start + create_session + echo";
       results.push_back(std::move(r));
+      if (docker_measured) {
+        const auto [docker, docker_floor_ms] = alternate(
+            io, o.runs, [&] { return gateway_create(gw, "docker", "Python3"); },
+            [&] { return docker_floor(o.image); });
+        Result d = ratio_result("create_docker", docker, docker_floor_ms, 1.2);
+        d.note = "create + `echo ok` vs DockerDeployment start + create_session + echo";
+        results.push_back(std::move(d));
+      } else {
+        std::fprintf(stderr, "create_docker skipped: %s\n", o.docker ? why.c_str() : "--no-docker");
+      }
+    }
+    if (o.wants("proxy"))
+      for (auto& r : proxy_figures(io, gw, child->url(), o.runs * 10))
+        results.push_back(std::move(r));
+    if (o.wants("e2b")) {
+      std::vector<std::string> templates{"base"};
+      if (docker_measured)
+        templates.push_back("Python3");
+      for (auto& r : e2b_figures(io, gw, child->url(), o.runs * 5, templates))
+        results.push_back(std::move(r));
+    }
   }
-  for (auto& r : sessions_figures(io, storage, child, o))
-    results.push_back(std::move(r));
+  if (o.wants("sessions"))
+    for (auto& r : sessions_figures(io, storage, child, o))
+      results.push_back(std::move(r));
   if (auto problem = child->stop(std::chrono::seconds(20)))
     throw std::runtime_error(*problem);
   std::error_code ec;
