@@ -517,6 +517,21 @@ contexts:
         write("kubeconfig", name, bytes([kind]) + text.encode())
 
 
+# --- aws_config: the AWS CLI's INI files (credentials and config) ----------------------------
+
+def aws_config_seeds():
+    seeds = {
+        "credentials": "[default]\naws_access_key_id = AKIDEXAMPLE\naws_secret_access_key = secret\n"
+                       "aws_session_token = token\n\n[work]\naws_access_key_id=W\n"
+                       "aws_secret_access_key=w\n",
+        "config": "# config\n[default]\nregion = eu-west-1\n[profile ci]\nregion = us-east-2\n"
+                  "s3 =\n  max_concurrent_requests = 2\n; done\n",
+        "role": "[default]\nrole_arn = arn:aws:iam::1:role/x\nsource_profile = base\n",
+    }
+    for name, text in seeds.items():
+        write("aws_config", name, text)
+
+
 if __name__ == "__main__":
     http_seeds()
     json_seeds()
@@ -527,3 +542,4 @@ if __name__ == "__main__":
     gateway_request_seeds()
     connect_envelope_seeds()
     kubeconfig_seeds()
+    aws_config_seeds()

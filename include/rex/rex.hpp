@@ -1,6 +1,8 @@
 // Umbrella header: everything an agent or harness needs.
 #pragma once
 
+#include <rex/aws/credentials.hpp>
+#include <rex/aws/sigv4.hpp>
 #include <rex/core/async_mutex.hpp>
 #include <rex/core/backoff.hpp>
 #include <rex/core/event.hpp>
