@@ -708,11 +708,16 @@ asio::awaitable<void> terminal_shell(Runtime& rt) {
   co_await type(rt, "tty", "stty size\r");
   co_await wait_for_output(sh, "43 132\r\n");
 
+  // Ctrl-C once sleep has the terminal (its echo comes before bash starts it); the answer is
+  // told from the typed line's echo by the quotes.
   co_await type(rt, "tty", "sleep 100\r");
-  co_await wait_for_output(sh, "sleep 100\r\n");
+  const auto bash_pid = static_cast<pid_t>(sh->seen.started_pid());
+  auto sleeping = wait_until([bash_pid] { return test::foreground_child(bash_pid, "sleep"); },
+                             "sleep in the terminal's foreground");
+  co_await std::move(sleeping);
   auto typed_at = Clock::now();
   co_await type(rt, "tty", "\x03");
-  co_await type(rt, "tty", "echo still-here\r");
+  co_await type(rt, "tty", "echo still\"\"-here\r");
   co_await wait_for_output(sh, "still-here\r\n");
   EXPECT_LT(seconds_between(typed_at, Clock::now()), 5.0) << "Ctrl-C did not end sleep";
   EXPECT_FALSE(sh->done) << "Ctrl-C ended the shell";

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <system_error>
@@ -121,6 +122,29 @@ inline bool process_running(pid_t pid) {
   const auto close = line.rfind(')');
   return close != std::string::npos && close + 2 < line.size() && line[close + 2] != 'Z' &&
          line[close + 2] != 'X';
+}
+
+/// True when a child of `parent` named `comm` runs in the foreground of its terminal (its
+/// process group is the terminal's): where a Ctrl-C typed now reaches it.
+inline bool foreground_child(pid_t parent, const std::string& comm) {
+  for (const auto& entry : std::filesystem::directory_iterator("/proc")) {
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line))
+      continue;
+    const auto open = line.find('(');
+    const auto close = line.rfind(')');
+    if (open == std::string::npos || close == std::string::npos || close < open ||
+        line.compare(open + 1, close - open - 1, comm) != 0)
+      continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    long ppid = 0, pgrp = 0, session = 0, tty = 0, tpgid = 0;
+    if ((rest >> state >> ppid >> pgrp >> session >> tty >> tpgid) && ppid == parent &&
+        pgrp == tpgid && state != 'Z')
+      return true;
+  }
+  return false;
 }
 
 /// Descriptors this process has open.
