@@ -9,6 +9,7 @@ REX_PACKAGES=(
   libfmt-dev libspdlog-dev libcli11-dev libarchive-dev libacl1-dev libzstd-dev liblz4-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libedit-dev
   libsqlite3-dev libyaml-cpp-dev  # the gateway: its state and its registry
+  libexpat1-dev  # the XML answers of AWS's Query APIs (EC2, IAM)
   bash python3 gdb procps
   tmux vim-tiny  # the terminal tests of `rex shell` (tests/cli/test_shell_tty.py)
   busybox-static bash-static
@@ -58,42 +59,56 @@ rex_build() {
   cmake --build "build/$preset" -j "$(nproc)" ${1:+--target "$@"}
 }
 
-# --- The Python environment of the SWE-ReX suites and benchmarks --------------------------------
+# --- The Python environments of the test suites and benchmarks -------------------------------
 
 REX_PYTHON_REQUIREMENTS="$REX_ROOT/tests/swerex/requirements.txt"
 REX_PYTHON_ENV_LINK="$REX_ROOT/build/swerex-env"  # what CMake's tests and the benchmarks use
+REX_MOTO_REQUIREMENTS="$REX_ROOT/tests/aws/requirements.txt"
+REX_MOTO_ENV_LINK="$REX_ROOT/build/moto-env"  # moto's server, the AWS emulator of tests/aws
 
-# rex_python_env: a virtual environment with exactly the packages of $REX_PYTHON_REQUIREMENTS
-# (SWE-ReX, mini-swe-agent, pytest), built once per version of that file under
-# ~/.cache/rex-python/ and linked at build/swerex-env. Never touches the system's Python.
-rex_python_env() {
+# rex_pinned_env NAME REQUIREMENTS LINK: a virtual environment with exactly the packages of
+# REQUIREMENTS, built once per version of that file under ~/.cache/rex-python/NAME-<hash> and
+# linked at LINK. Never touches the system's Python.
+rex_pinned_env() {
+  local name=$1 requirements=$2 link=$3
   local cache="${XDG_CACHE_HOME:-$HOME/.cache}/rex-python" hash env
-  hash=$( { python3 --version; cat "$REX_PYTHON_REQUIREMENTS"; } | sha256sum | cut -c1-16)
-  env="$cache/swerex-$hash"
+  hash=$( { python3 --version; cat "$requirements"; } | sha256sum | cut -c1-16)
+  env="$cache/$name-$hash"
   mkdir -p "$cache" "$REX_ROOT/build"
   (
     flock 9
     # .complete is written last: a run cut off in the middle leaves an environment that is
     # built again. (In place, since venv writes its own path into the scripts it installs.)
     if [[ ! -e $env/.complete ]]; then
-      echo "rex: creating the SWE-ReX Python environment $env (about 700 MB, once)"
+      echo "rex: creating the Python environment $env (once)"
       rm -rf "$env"
       python3 -m venv "$env"
       # Pinned and without resolution: the file lists every package, so nothing else comes in.
       if ! "$env/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
-        -r "$REX_PYTHON_REQUIREMENTS" || ! "$env/bin/python" -m pip check >/dev/null; then
-        echo "rex: installing $REX_PYTHON_REQUIREMENTS into $env failed" >&2
+        -r "$requirements" || ! "$env/bin/python" -m pip check >/dev/null; then
+        echo "rex: installing $requirements into $env failed" >&2
         return 1
       fi
       touch "$env/.complete"
     fi
     # Environments of earlier requirement files are of no more use.
     local old
-    for old in "$cache"/swerex-*; do
+    for old in "$cache/$name"-*; do
       [[ $old == "$env" || ! -d $old ]] || rm -rf "$old"
     done
   ) 9>"$cache/.lock" || return 1
-  ln -sfn "$env" "$REX_PYTHON_ENV_LINK"
+  ln -sfn "$env" "$link"
+}
+
+# rex_python_env: SWE-ReX, mini-swe-agent, E2B's Python SDK and pytest (about 700 MB), linked at
+# build/swerex-env.
+rex_python_env() {
+  rex_pinned_env swerex "$REX_PYTHON_REQUIREMENTS" "$REX_PYTHON_ENV_LINK"
+}
+
+# rex_moto_env: moto's stand-alone server (an AWS API emulator), linked at build/moto-env.
+rex_moto_env() {
+  rex_pinned_env moto "$REX_MOTO_REQUIREMENTS" "$REX_MOTO_ENV_LINK"
 }
 
 # rex_e2b_js_env: E2B's JavaScript SDK, exactly as tests/gateway/e2b_js/package-lock.json pins

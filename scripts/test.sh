@@ -9,6 +9,8 @@ rex_timed "installing packages" rex_install_packages
 rex_timed "the container engines and test images" rex_docker_setup
 # SWE-ReX and mini-swe-agent, pinned, for the tests labelled `swerex`.
 rex_timed "the SWE-ReX environment" rex_python_env
+# moto's server, pinned, for the tests labelled aws.
+rex_timed "the AWS emulator" rex_moto_env
 # E2B's JavaScript SDK, pinned, for the tests labelled e2b.
 rex_timed "E2B's JavaScript SDK" rex_e2b_js_env
 # A single-node Kubernetes (built once from pinned Go modules, cached), for the tests labelled

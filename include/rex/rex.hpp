@@ -1,8 +1,10 @@
 // Umbrella header: everything an agent or harness needs.
 #pragma once
 
+#include <rex/aws/client.hpp>
 #include <rex/aws/credentials.hpp>
 #include <rex/aws/sigv4.hpp>
+#include <rex/aws/xml.hpp>
 #include <rex/core/async_mutex.hpp>
 #include <rex/core/backoff.hpp>
 #include <rex/core/event.hpp>
