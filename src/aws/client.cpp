@@ -55,6 +55,24 @@ std::string host_of(const http::Url& url) {
   return url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host;
 }
 
+// A Query call's body: form encoding as AWS's SDKs send it (a space is '+'), sorted. The
+// signature covers the body's hash, so any encoding would do for AWS itself; emulators that
+// re-encode the parsed form to check it (moto) expect this one.
+std::string form_body(const Headers& params) {
+  std::string body = canonical_query(params);
+  std::string out;
+  out.reserve(body.size());
+  for (std::size_t i = 0; i < body.size(); ++i) {
+    if (body.compare(i, 3, "%20") == 0) {
+      out.push_back('+');
+      i += 2;
+    } else {
+      out.push_back(body[i]);
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 AwsError::AwsError(const std::string& what, std::string code, std::string message, unsigned status)
@@ -263,7 +281,7 @@ asio::awaitable<XmlElement> AwsClient::query_call(const Service& service, std::s
   params.emplace_back("Action", operation);
   params.emplace_back("Version", service.api_version);
   Headers headers{{"Content-Type", "application/x-www-form-urlencoded; charset=utf-8"}};
-  auto op = keep->call(service, operation, std::move(headers), canonical_query(params));
+  auto op = keep->call(service, operation, std::move(headers), form_body(params));
   const http::ClientResponse got = co_await std::move(op);
   try {
     co_return parse_xml(got.body);

@@ -84,7 +84,7 @@ TEST(AwsClient, AQueryCallSendsAFormAndReadsXml) {
       test::run_async(io, client.query_call(kIam, "GetRole", {{"RoleName", "rex task"}}));
   EXPECT_EQ(root.text_at("GetRoleResult/Role/Arn"), "arn:aws:iam::1:role/rex");
   const Seen& seen = server.requests.at(0);
-  EXPECT_EQ(seen.body, "Action=GetRole&RoleName=rex%20task&Version=2010-05-08");
+  EXPECT_EQ(seen.body, "Action=GetRole&RoleName=rex+task&Version=2010-05-08");
   EXPECT_EQ(seen.headers.at("x-amz-security-token"), "session");
   // IAM is global: signed for us-east-1 whatever the region.
   EXPECT_NE(seen.headers.at("authorization").find("/us-east-1/iam/aws4_request"),

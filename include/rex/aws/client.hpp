@@ -110,7 +110,8 @@ class AwsClient {
   asio::awaitable<boost::json::object> json_call(const Service& service, std::string operation,
                                                  boost::json::object params);
 
-  /// A Query call with flattened parameters ("Filter.1.Name" = "vpc-id"); the answer's root.
+  /// A Query call with flattened parameters ("Filter.1.Name" = "vpc-id"), sent as a form; the
+  /// answer's root.
   asio::awaitable<XmlElement> query_call(const Service& service, std::string operation,
                                          Headers params);
 
