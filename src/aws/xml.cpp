@@ -11,6 +11,7 @@ namespace rex::aws {
 namespace {
 
 constexpr std::size_t kMaxDepth = 256;
+constexpr char kNsSeparator = '\x01';
 
 struct Builder {
   XML_Parser parser = nullptr;
@@ -37,7 +38,10 @@ void on_start(void* data, const XML_Char* name, const XML_Char** /*attributes*/)
   } else {
     e = &b.open.back()->children.emplace_back();
   }
-  e->name = name;
+  // With namespace processing a name comes as "URI<kNsSeparator>local": the local part is kept.
+  const std::string_view full(name);
+  const std::size_t sep = full.rfind(kNsSeparator);
+  e->name = std::string(sep == std::string_view::npos ? full : full.substr(sep + 1));
   b.open.push_back(e);
 }
 
@@ -96,7 +100,7 @@ XmlElement parse_xml(std::string_view text) {
   if (text.size() > static_cast<std::size_t>(INT_MAX))
     throw XmlError("an XML document larger than 2 GiB");
   std::unique_ptr<std::remove_pointer_t<XML_Parser>, decltype(&XML_ParserFree)> parser(
-      XML_ParserCreate("UTF-8"), &XML_ParserFree);
+      XML_ParserCreateNS("UTF-8", kNsSeparator), &XML_ParserFree);
   if (!parser)
     throw XmlError("cannot create an XML parser");
   Builder b;

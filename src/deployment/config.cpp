@@ -5,6 +5,7 @@
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/deployment/dummy_deployment.hpp>
 #include <rex/deployment/e2b_deployment.hpp>
+#include <rex/deployment/fargate_deployment.hpp>
 #include <rex/deployment/gateway_deployment.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
 #include <rex/deployment/local_deployment.hpp>
@@ -318,6 +319,54 @@ KubernetesDeploymentConfig read_kubernetes(Reader& r) {
   return c;
 }
 
+FargateDeploymentConfig read_fargate(Reader& r) {
+  FargateDeploymentConfig c;
+  r.string("image", c.image);
+  std::optional<std::int64_t> port;
+  r.optional_integer("port", port, 1, 65535);
+  if (port)
+    c.port = static_cast<int>(*port);
+  r.string("cluster_name", c.cluster_name);
+  r.string("execution_role_prefix", c.execution_role_prefix);
+  r.string("task_definition_prefix", c.task_definition_prefix);
+  if (const json::value* v = r.raw("log_group")) {
+    if (v->is_null())
+      c.log_group.clear();  // SWE-ReX's None: no logs
+    else if (v->is_string())
+      c.log_group = std::string(v->get_string());
+    else
+      r.fail("log_group", "expected a string or null");
+  }
+  r.string("security_group_prefix", c.security_group_prefix);
+  r.object("fargate_args", c.fargate_args);
+  r.number("container_timeout", c.container_timeout);
+  r.number("runtime_timeout", c.runtime_timeout);
+  r.string("server_image", c.server_image);
+  r.string("region", c.region);
+  r.string("profile", c.profile);
+  r.string("subnet_id", c.subnet_id);
+  r.string("security_group_id", c.security_group_id);
+  r.string("ingress_cidr", c.ingress_cidr);
+  r.boolean("assign_public_ip", c.assign_public_ip);
+  r.choice("connect", c.connect,
+           {{"public_ip", std::string("public_ip")}, {"private_ip", std::string("private_ip")}});
+  r.string("cpu", c.cpu);
+  r.string("memory", c.memory);
+  r.number("startup_timeout", c.startup_timeout);
+  r.string_map("env", c.env);
+  if (c.image.empty())
+    r.fail("image", "must not be empty");
+  if (c.cluster_name.empty())
+    r.fail("cluster_name", "must not be empty");
+  if (!(c.container_timeout > 0))
+    r.fail("container_timeout", "must be a positive number of seconds");
+  if (!(c.runtime_timeout > 0))
+    r.fail("runtime_timeout", "must be a positive number of seconds");
+  if (!(c.startup_timeout > 0))
+    r.fail("startup_timeout", "must be a positive number of seconds");
+  return c;
+}
+
 DummyDeploymentConfig read_dummy(Reader& r) {
   DummyDeploymentConfig c;
   if (const json::value* v = r.raw("run_in_session_outputs")) {
@@ -418,8 +467,8 @@ json::array list_value(const std::vector<std::string>& v) {
 }  // namespace
 
 std::string_view deployment_type(const DeploymentConfig& config) noexcept {
-  static constexpr std::string_view names[] = {"local",   "remote", "docker",    "dummy",
-                                               "gateway", "e2b",    "kubernetes"};
+  static constexpr std::string_view names[] = {"local",   "remote", "docker",     "dummy",
+                                               "gateway", "e2b",    "kubernetes", "fargate"};
   return names[config.index()];
 }
 
@@ -469,10 +518,12 @@ DeploymentConfig deployment_config_from_json(const json::value& value) {
     config = read_e2b(r);
   else if (type == "kubernetes")
     config = read_kubernetes(r);
+  else if (type == "fargate")
+    config = read_fargate(r);
   else
     throw DeploymentConfigError(
         fmt::format("deployment config: unknown type \"{}\" (expected local, remote, docker, "
-                    "dummy, gateway, e2b or kubernetes)",
+                    "dummy, gateway, e2b, kubernetes or fargate)",
                     type));
   r.finish();
   return config;
@@ -552,6 +603,29 @@ json::object to_json(const DeploymentConfig& config) {
     o["pod_overrides"] = c->pod_overrides;
     o["connect"] = c->connect;
     o["pod_name"] = c->pod_name;
+  } else if (const auto* c = std::get_if<FargateDeploymentConfig>(&config)) {
+    o["image"] = c->image;
+    o["port"] = c->port;
+    o["cluster_name"] = c->cluster_name;
+    o["execution_role_prefix"] = c->execution_role_prefix;
+    o["task_definition_prefix"] = c->task_definition_prefix;
+    o["log_group"] = c->log_group;
+    o["security_group_prefix"] = c->security_group_prefix;
+    o["fargate_args"] = c->fargate_args;
+    o["container_timeout"] = c->container_timeout;
+    o["runtime_timeout"] = c->runtime_timeout;
+    o["server_image"] = c->server_image;
+    o["region"] = c->region;
+    o["profile"] = c->profile;
+    o["subnet_id"] = c->subnet_id;
+    o["security_group_id"] = c->security_group_id;
+    o["ingress_cidr"] = c->ingress_cidr;
+    o["assign_public_ip"] = c->assign_public_ip;
+    o["connect"] = c->connect;
+    o["cpu"] = c->cpu;
+    o["memory"] = c->memory;
+    o["startup_timeout"] = c->startup_timeout;
+    o["env"] = map_value(c->env);
   } else if (const auto* c = std::get_if<DummyDeploymentConfig>(&config)) {
     json::array outputs;
     for (const auto& obs : c->run_in_session_outputs)
@@ -607,6 +681,8 @@ std::unique_ptr<Deployment> make_deployment(asio::any_io_executor executor,
           return std::make_unique<E2BDeployment>(executor, std::move(c));
         else if constexpr (std::is_same_v<T, KubernetesDeploymentConfig>)
           return std::make_unique<KubernetesDeployment>(executor, std::move(c));
+        else if constexpr (std::is_same_v<T, FargateDeploymentConfig>)
+          return std::make_unique<FargateDeployment>(executor, std::move(c));
         else
           return std::make_unique<DummyDeployment>(std::move(c));
       },

@@ -34,6 +34,15 @@ TEST(AwsXml, ATreeOfNamesAndTexts) {
   EXPECT_EQ(root.find("isDefault")->text, "false");
 }
 
+TEST(AwsXml, NamesAreLocalWhateverTheirNamespace) {
+  const XmlElement root =
+      parse_xml(R"(<ns0:R xmlns:ns0="http://ec2.amazonaws.com/doc/2016-11-15/"><ns0:a>1</ns0:a>)"
+                R"(<b xmlns="urn:x">2</b></ns0:R>)");
+  EXPECT_EQ(root.name, "R");
+  EXPECT_EQ(root.text_at("a"), "1");
+  EXPECT_EQ(root.text_at("b"), "2");
+}
+
 TEST(AwsXml, WhatIsNotWellFormedIsRefusedWithItsPlace) {
   try {
     parse_xml("<a>\n<b></a>");

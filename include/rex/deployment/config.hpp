@@ -180,12 +180,39 @@ struct KubernetesDeploymentConfig {
   std::string pod_name{};  // empty: rex-<deployment id>
 };
 
+// AWS Fargate (docs/deployments.md): SWE-ReX's field names where it has them, rex's own after.
+struct FargateDeploymentConfig {
+  std::string image = "python:3.11";  // the sandbox's image; it needs nothing at all
+  int port = 8880;                    // rex-server's port in the task
+  std::string cluster_name = "rex-cluster";
+  std::string execution_role_prefix = "rex-execution-role";
+  std::string task_definition_prefix = "rex-task";
+  std::string log_group = "/ecs/rex-deployment";  // CloudWatch Logs; empty: no logs
+  std::string security_group_prefix = "rex-deployment-sg";
+  boost::json::object fargate_args{};  // merged into RunTask's overrides (cpu, memory, ...)
+  double container_timeout = 900.0;    // the task's lifetime: rex-server ends itself then
+  double runtime_timeout = 60.0;       // from RUNNING to the server's first answer
+  // rex's own:
+  std::string server_image{};  // holds /rex-server, pullable by Fargate (ECR); empty: the default
+  std::string region{};        // empty: AWS_REGION, AWS_DEFAULT_REGION, the profile's
+  std::string profile{};       // empty: AWS_PROFILE or default (the environment's keys first)
+  std::string subnet_id{};     // empty: the first subnet of the default VPC
+  std::string security_group_id{};  // empty: one opening `port` to ingress_cidr, made once
+  std::string ingress_cidr = "0.0.0.0/0";
+  bool assign_public_ip = true;
+  std::string connect = "public_ip";         // public_ip | private_ip: which address of the task
+  std::string cpu = "1024";                  // the task's CPU units
+  std::string memory = "2048";               // the task's memory (MiB)
+  double startup_timeout = 300.0;            // RunTask to RUNNING
+  std::map<std::string, std::string> env{};  // the sandbox container's environment
+};
+
 using DeploymentConfig =
     std::variant<LocalDeploymentConfig, RemoteDeploymentConfig, DockerDeploymentConfig,
                  DummyDeploymentConfig, GatewayDeploymentConfig, E2BDeploymentConfig,
-                 KubernetesDeploymentConfig>;
+                 KubernetesDeploymentConfig, FargateDeploymentConfig>;
 
-/// "local", "remote", "docker", "dummy", "gateway", "e2b" or "kubernetes".
+/// "local", "remote", "docker", "dummy", "gateway", "e2b", "kubernetes" or "fargate".
 std::string_view deployment_type(const DeploymentConfig& config) noexcept;
 
 /// Decodes a config object; "type" selects the struct (absent: "docker", as SWE-agent's

@@ -1,0 +1,148 @@
+// FargateDeployment against moto (AWS's control plane, every signature checked) and a data plane
+// that runs the task's rex-server on this machine (tests/aws/fargate_emulator.hpp): the calls
+// SWE-ReX's Fargate deployment makes, from C++; what is left in the emulator afterwards; a wrong
+// credential; and the runtime conformance suite through it.
+#include <rex/aws/client.hpp>
+#include <rex/deployment/fargate_deployment.hpp>
+
+#include <gtest/gtest.h>
+#include <boost/json.hpp>
+
+#include <string>
+
+#include "aws/fargate_emulator.hpp"
+#include "conformance/conformance.hpp"
+#include "support/async_test.hpp"
+#include "support/deployed_runtime.hpp"
+
+namespace rex::test {
+namespace {
+
+namespace json = boost::json;
+
+FargateDeploymentConfig sandbox_config() {
+  FargateDeploymentConfig c;
+  c.image = "python:3.11";
+  c.port = FargateEmulator::get().sandbox_port();
+  c.server_image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/rex-server:test";
+  c.startup_timeout = 30;
+  c.runtime_timeout = 30;
+  return c;
+}
+
+class FargateMoto : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = MotoServer::unavailable(); !why.empty())
+      GTEST_SKIP() << why;
+    emulator = &FargateEmulator::get();
+  }
+
+  json::object describe(const std::string& cluster, const std::string& task) {
+    aws::AwsClient client(io.get_executor(), emulator->config());
+    const json::object got = run_async(
+        io, client.json_call(
+                aws::kEcs, "DescribeTasks",
+                json::object{{"cluster", cluster}, {"tasks", json::array{json::value(task)}}}));
+    return got.at("tasks").at(0).as_object();
+  }
+
+  std::size_t security_groups(const std::string& prefix) {
+    aws::AwsClient client(io.get_executor(), emulator->config());
+    const aws::XmlElement got =
+        run_async(io, client.query_call(aws::kEc2, "DescribeSecurityGroups", {}));
+    std::size_t n = 0;
+    if (const auto* set = got.child("securityGroupInfo"))
+      for (const auto& g : set->children)
+        if (g.text_at("groupName").rfind(prefix, 0) == 0)
+          ++n;
+    return n;
+  }
+
+  asio::io_context io;
+  FargateEmulator* emulator = nullptr;
+};
+
+TEST_F(FargateMoto, ATaskRunsTheServerAndStopsWithTheDeployment) {
+  FargateDeployment d(io.get_executor(), sandbox_config());
+  std::vector<std::string> stages;
+  d.add_hook(
+      [&stages](const DeploymentEvent& e) { stages.push_back(std::string(to_string(e.stage))); });
+  run_async(io, d.start(), std::chrono::seconds(90));
+  ASSERT_TRUE(d.started());
+  EXPECT_EQ(d.url(), fmt::format("http://127.0.0.1:{}", emulator->sandbox_port()));
+  EXPECT_NE(d.task_arn().find(":task/"), std::string::npos) << d.task_arn();
+
+  CreateBashSessionRequest create;
+  run_async(io, d.runtime().create_session(std::move(create)));
+  BashAction action;
+  action.command = "echo \"hello from $((6*7))\"";
+  const BashObservation seen = run_async(io, d.runtime().run_in_session(Action(action)));
+  EXPECT_EQ(seen.output, "hello from 42\n");
+  const IsAliveResponse alive = run_async(io, d.is_alive());
+  EXPECT_TRUE(alive.is_alive) << alive.message;
+
+  // What ECS was asked: the task of rex's cluster, tagged with the deployment's id.
+  const json::object task = describe("rex-cluster", d.task_arn());
+  EXPECT_EQ(task.at("lastStatus"), "RUNNING");
+  EXPECT_EQ(task.at("launchType"), "FARGATE");
+
+  run_async(io, d.stop(), std::chrono::seconds(60));
+  const std::string events = emulator->events();
+  EXPECT_NE(events.find("\"event\": \"run\", \"task\": \"" + d.task_arn()), std::string::npos)
+      << events;
+  EXPECT_NE(events.find("\"event\": \"stop\", \"task\": \"" + d.task_arn()), std::string::npos)
+      << events;
+  EXPECT_EQ(describe("rex-cluster", d.task_arn()).at("desiredStatus"), "STOPPED");
+  EXPECT_NE(std::find(stages.begin(), stages.end(), "ready"), stages.end());
+  EXPECT_NE(std::find(stages.begin(), stages.end(), "stopped"), stages.end());
+}
+
+TEST_F(FargateMoto, ASecondDeploymentReusesTheRoleDefinitionAndGroup) {
+  for (int i = 0; i < 2; ++i) {
+    FargateDeployment d(io.get_executor(), sandbox_config());
+    run_async(io, d.start(), std::chrono::seconds(90));
+    run_async(io, d.stop(), std::chrono::seconds(60));
+  }
+  EXPECT_EQ(security_groups("rex-deployment-sg-"), 1u);
+}
+
+TEST_F(FargateMoto, AWrongSecretFailsTheStartAtOnceAndRunsNothing) {
+  const std::string before = emulator->events();
+  ScopedEnv secret("AWS_SECRET_ACCESS_KEY", "not the secret");
+  FargateDeployment d(io.get_executor(), sandbox_config());
+  try {
+    run_async(io, d.start(), std::chrono::seconds(30));
+    FAIL() << "started with a wrong secret";
+  } catch (const DeploymentStartupError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("fargate: ECS CreateCluster: SignatureDoesNotMatch: ", 0), 0u) << what;
+    EXPECT_NE(what.find("(credentials from environment)"), std::string::npos) << what;
+  }
+  EXPECT_FALSE(d.started());
+  EXPECT_EQ(emulator->events(), before) << "a task ran";
+}
+
+TEST_F(FargateMoto, BadSettingsAreRefusedBeforeAnyCall) {
+  FargateDeploymentConfig c = sandbox_config();
+  c.assign_public_ip = false;
+  EXPECT_THROW(FargateDeployment(io.get_executor(), c), DeploymentConfigError);
+  c.connect = "somewhere";
+  EXPECT_THROW(FargateDeployment(io.get_executor(), c), DeploymentConfigError);
+}
+
+using DeployedTask = DeployedRuntime<FargateDeployment>;
+
+const RuntimeFactory kFargate{"Fargate",
+                              [](asio::io_context& io) -> std::unique_ptr<Runtime> {
+                                if (const std::string why = MotoServer::unavailable(); !why.empty())
+                                  throw std::runtime_error(why);
+                                return std::make_unique<DeployedTask>(io, sandbox_config());
+                              },
+                              true};
+
+INSTANTIATE_TEST_SUITE_P(Fargate, RuntimeConformance, ::testing::Values(kFargate),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace rex::test
