@@ -1,8 +1,8 @@
 // The XML answers of AWS's Query APIs (EC2, IAM) as a small tree, read with expat.
 //
-// Names are the local names, whatever namespace or prefix they were written with; text is the concatenated character data directly inside an element, as written
-// (expat has decoded entities and CDATA). No DTDs: a document with one is refused, so no
-// entity can expand.
+// Names are the local names, whatever namespace or prefix they were written with; text is the
+// concatenated character data directly inside an element, as written (expat has decoded
+// entities and CDATA). No DTDs: a document with one is refused, so no entity can expand.
 //
 // Threading: pure functions.
 #pragma once
