@@ -24,29 +24,29 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::array<std::string_view, 7> type_names = {"local",   "remote", "docker",    "dummy",
-                                                        "gateway", "e2b",    "kubernetes"};
+constexpr std::array<std::string_view, 8> type_names = {
+    "local", "remote", "docker", "dummy", "gateway", "e2b", "kubernetes", "fargate"};
 
 // The config field each flag sets, per deployment type; empty where the flag does not apply.
 struct FlagRule {
   std::string_view flag;
-  std::string_view local, remote, docker, gateway, e2b, kubernetes;
+  std::string_view local, remote, docker, gateway, e2b, kubernetes, fargate;
 };
 constexpr FlagRule flag_rules[] = {
-    {"--image", "", "", "image", "", "", "image"},
-    {"--url", "", "host", "", "url", "api_url", ""},
-    {"--token", "", "auth_token", "", "token", "api_key", ""},
-    {"--port", "", "port", "port", "", "server_port", "port"},
-    {"--pull", "", "", "pull", "", "", ""},
-    {"--docker-arg", "", "", "docker_args", "", "", ""},
+    {"--image", "", "", "image", "", "", "image", "image"},
+    {"--url", "", "host", "", "url", "api_url", "", ""},
+    {"--token", "", "auth_token", "", "token", "api_key", "", ""},
+    {"--port", "", "port", "port", "", "server_port", "port", "port"},
+    {"--pull", "", "", "pull", "", "", "", ""},
+    {"--docker-arg", "", "", "docker_args", "", "", "", ""},
     {"--startup-timeout", "", "startup_timeout", "startup_timeout", "startup_timeout",
-     "startup_timeout", "startup_timeout"},
-    {"--workdir", "working_dir", "", "working_dir", "", "", "working_dir"},
-    {"--env", "env", "", "env", "env", "env", "env"},
-    {"--keep", "", "", "remove_container", "", "", ""},
-    {"--environment", "", "", "", "environment", "template", ""},
-    {"--namespace", "", "", "", "", "", "namespace"},
-    {"--context", "", "", "", "", "", "context"},
+     "startup_timeout", "startup_timeout", "startup_timeout"},
+    {"--workdir", "working_dir", "", "working_dir", "", "", "working_dir", ""},
+    {"--env", "env", "", "env", "env", "env", "env", "env"},
+    {"--keep", "", "", "remove_container", "", "", "", ""},
+    {"--environment", "", "", "", "environment", "template", "", ""},
+    {"--namespace", "", "", "", "", "", "namespace", ""},
+    {"--context", "", "", "", "", "", "context", ""},
 };
 
 std::string field_for(std::string_view flag, std::string_view type) {
@@ -59,6 +59,7 @@ std::string field_for(std::string_view flag, std::string_view type) {
                                    : type == "gateway"    ? rule.gateway
                                    : type == "e2b"        ? rule.e2b
                                    : type == "kubernetes" ? rule.kubernetes
+                                   : type == "fargate"    ? rule.fargate
                                                           : std::string_view{};
     if (!field.empty())
       return std::string(field);
@@ -75,6 +76,8 @@ std::string field_for(std::string_view flag, std::string_view type) {
       types += std::string(types.empty() ? "" : ", ") + "e2b";
     if (!rule.kubernetes.empty())
       types += std::string(types.empty() ? "" : ", ") + "kubernetes";
+    if (!rule.fargate.empty())
+      types += std::string(types.empty() ? "" : ", ") + "fargate";
     throw DeploymentConfigError(
         fmt::format("{} does not apply to a {} deployment (only to {})", flag, type, types));
   }
@@ -90,7 +93,7 @@ json::object base_config(const std::string& deployment) {
   if (!std::filesystem::is_regular_file(deployment, ec)) {
     throw DeploymentConfigError(fmt::format(
         "--deployment: \"{}\" is neither a deployment type (local, docker, remote, dummy, gateway, "
-        "e2b, kubernetes) nor a JSON config file",
+        "e2b, kubernetes, fargate) nor a JSON config file",
         deployment));
   }
   return to_json(load_deployment_config(deployment));
@@ -106,15 +109,16 @@ std::pair<std::string, std::string> split_env(const std::string& item) {
 }  // namespace
 
 void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
-  app.add_option("--deployment", o.deployment,
-                 "local, docker, remote, dummy, gateway, e2b, kubernetes, or the path of a JSON "
-                 "deployment config")
+  app.add_option(
+         "--deployment", o.deployment,
+         "local, docker, remote, dummy, gateway, e2b, kubernetes, fargate, or the path of a JSON "
+         "deployment config")
       ->capture_default_str();
   auto set_string = [&app](const char* name, std::optional<std::string>& target, const char* help) {
     app.add_option_function<std::string>(
         name, [&target](const std::string& v) { target = v; }, help);
   };
-  set_string("--image", o.image, "docker, kubernetes: the image to start");
+  set_string("--image", o.image, "docker, kubernetes, fargate: the image to start");
   set_string("--namespace", o.namespace_name,
              "kubernetes: the namespace of the pod (default: the context's)");
   set_string("--context", o.context, "kubernetes: the kubeconfig context (default: the current)");
@@ -126,18 +130,18 @@ void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
              "gateway: the environment of the session; e2b: the template");
   app.add_option_function<std::int64_t>(
       "--port", [&o](std::int64_t v) { o.port = v; },
-      "remote: the server's port; docker: the host port to publish the server on; kubernetes: "
-      "the server's port in the pod");
+      "remote: the server's port; docker: the host port to publish the server on; kubernetes, "
+      "fargate: the server's port in the pod or task");
   set_string("--pull", o.pull, "docker: never, missing or always");
   app.add_option("--docker-arg", o.docker_args,
                  "docker: a docker-run flag (repeat for more, e.g. --docker-arg=--memory=1g)")
       ->allow_extra_args(false);
   app.add_option_function<double>(
       "--startup-timeout", [&o](double v) { o.startup_timeout = v; },
-      "remote, docker, kubernetes: seconds to wait for the sandbox to answer");
+      "remote, docker, kubernetes, fargate: seconds to wait for the sandbox to answer");
   set_string("--workdir", o.workdir, "local, docker, kubernetes: the directory sessions start in");
   app.add_option("--env", o.env,
-                 "local, docker, kubernetes: KEY=VALUE set in sessions (repeatable)")
+                 "local, docker, kubernetes, fargate: KEY=VALUE set in sessions (repeatable)")
       ->allow_extra_args(false);
   app.add_flag("--keep", o.keep, "docker: keep the container after exit");
   app.add_flag("-q,--quiet", o.quiet, "Print no deployment progress");
@@ -199,6 +203,8 @@ std::string describe_deployment(const DeploymentConfig& config) {
   if (const auto* kube = std::get_if<KubernetesDeploymentConfig>(&config))
     return fmt::format("kubernetes {}{}", kube->image,
                        kube->namespace_name.empty() ? "" : " in " + kube->namespace_name);
+  if (const auto* fargate = std::get_if<FargateDeploymentConfig>(&config))
+    return fmt::format("fargate {} on {}", fargate->image, fargate->cluster_name);
   if (const auto* e2b = std::get_if<E2BDeploymentConfig>(&config))
     return fmt::format("e2b {}{}", e2b->template_id,
                        e2b->api_url.empty() ? "" : " at " + e2b->api_url);

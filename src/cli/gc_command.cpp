@@ -1,6 +1,8 @@
 #include "gc_command.hpp"
 
+#include <rex/aws/client.hpp>
 #include <rex/deployment/docker_gc.hpp>
+#include <rex/deployment/fargate_gc.hpp>
 #include <rex/deployment/kubernetes_gc.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/kubernetes/api_client.hpp>
@@ -11,6 +13,9 @@
 #include <boost/asio/io_context.hpp>
 
 #include <iostream>
+#include <map>
+#include <optional>
+#include <stdexcept>
 
 namespace rex::cli {
 
@@ -39,6 +44,14 @@ void add_gc_options(CLI::App& app, GcCommandOptions& o) {
   app.add_option("--kubeconfig", o.kubeconfig,
                  "kubernetes: kubeconfig files, ':'-separated (default: KUBECONFIG or "
                  "~/.kube/config)");
+  app.add_flag("--fargate", o.fargate,
+               "Stop the tasks of an AWS ECS cluster (Fargate) instead; credentials, region and "
+               "endpoints as the AWS CLI finds them");
+  app.add_option("--cluster", o.cluster, "fargate: the ECS cluster (default: rex-cluster)");
+  app.add_option("--region", o.region,
+                 "fargate: the AWS region (default: as the AWS CLI finds it)");
+  app.add_option("--profile", o.profile,
+                 "fargate: the AWS profile (default: as the AWS CLI finds it)");
 }
 
 int gc_command(const GcCommandOptions& o) {
@@ -53,7 +66,30 @@ int gc_command(const GcCommandOptions& o) {
       failure = e;
       report = std::move(r);
     };
-    if (o.kubernetes) {
+    if (o.fargate && o.kubernetes)
+      throw std::invalid_argument("--fargate and --kubernetes: one at a time");
+    if (o.fargate) {
+      aws::AwsConfig config;
+      if (o.region.empty()) {
+        config = aws::config_from_environment(o.profile);
+      } else {
+        // A region given here is enough without one in the environment.
+        std::map<std::string, std::string> region{{"AWS_REGION", o.region}};
+        const aws::EnvLookup base = aws::process_environment();
+        config = aws::config_from_environment(
+            o.profile, [&region, &base](const std::string& name) -> std::optional<std::string> {
+              if (auto it = region.find(name); it != region.end())
+                return it->second;
+              return base(name);
+            });
+      }
+      aws::AwsClient client(io.get_executor(), std::move(config));
+      FargateGcOptions fargate_options;
+      fargate_options.gc = options;
+      fargate_options.cluster = o.cluster;
+      asio::co_spawn(io, collect_fargate_garbage(client, fargate_options), done);
+      io.run();
+    } else if (o.kubernetes) {
       kubernetes::KubeconfigOptions where;
       where.path = o.kubeconfig;
       where.context = o.context;

@@ -1,5 +1,6 @@
-// `rex gc`: removes the containers (or, with --kubernetes, the pods) that rex processes started
-// and can no longer remove themselves (see rex/deployment/docker_gc.hpp for the rules).
+// `rex gc`: removes the containers (or, with --kubernetes, the pods; with --fargate, the tasks)
+// that rex processes started and can no longer remove themselves (see
+// rex/deployment/docker_gc.hpp for the rules).
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,12 +12,16 @@ namespace rex::cli {
 struct GcCommandOptions {
   bool all = false;
   bool dry_run = false;
-  std::string engine{};          // DOCKER_HOST form; empty: from the environment
-  bool podman = false;           // Podman's default socket instead of Docker's
-  bool kubernetes = false;       // the pods of a cluster instead of an engine's containers
-  std::string namespace_name{};  // kubernetes: empty: every namespace
-  std::string context{};         // kubernetes: empty: the current context
-  std::string kubeconfig{};      // kubernetes: empty: as kubectl finds it
+  std::string engine{};                 // DOCKER_HOST form; empty: from the environment
+  bool podman = false;                  // Podman's default socket instead of Docker's
+  bool kubernetes = false;              // the pods of a cluster instead of an engine's containers
+  std::string namespace_name{};         // kubernetes: empty: every namespace
+  std::string context{};                // kubernetes: empty: the current context
+  std::string kubeconfig{};             // kubernetes: empty: as kubectl finds it
+  bool fargate = false;                 // the tasks of an ECS cluster
+  std::string cluster = "rex-cluster";  // fargate: the cluster
+  std::string region{};                 // fargate: empty: as the AWS CLI finds it
+  std::string profile{};                // fargate: empty: as the AWS CLI finds it
 };
 
 void add_gc_options(CLI::App& app, GcCommandOptions& options);

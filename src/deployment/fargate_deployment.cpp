@@ -1,5 +1,6 @@
 #include <rex/aws/client.hpp>
 #include <rex/core/random.hpp>
+#include <rex/deployment/docker_gc.hpp>
 #include <rex/deployment/fargate_deployment.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
 #include <rex/runtime/remote_runtime.hpp>
@@ -14,6 +15,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <map>
 
 namespace rex {
 
@@ -121,11 +123,25 @@ struct FargateDeployment::Impl {
     return aws->query_call(aws::kIam, std::move(operation), std::move(params));
   }
 
+  // What rex makes once and shares (the cluster, task definitions): only where it came from.
+  static json::array shared_tags() {
+    return json::array{json::object{{"key", "origin"}, {"value", "rex-fargate"}}};
+  }
+
+  // A task's tags: rex's labels (docker_gc.hpp), by which `rex gc --fargate` finds and judges it.
   json::array tags() const {
-    return json::array{
-        json::object{{"key", "rex-deployment"}, {"value", id}},
-        json::object{{"key", "origin"}, {"value", "rex-fargate"}},
-    };
+    std::map<std::string, std::string> l = owner_labels();
+    l[std::string(labels::managed)] = "1";
+    l[std::string(labels::deployment)] = id;
+    const auto expires = std::chrono::duration_cast<std::chrono::seconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count() +
+                         static_cast<std::int64_t>(config.container_timeout) + 60;
+    l[std::string(labels::expires)] = std::to_string(expires);
+    json::array out;
+    for (const auto& [k, v] : l)
+      out.push_back(json::object{{"key", k}, {"value", v}});
+    return out;
   }
 
   asio::awaitable<std::string> execution_role() {
@@ -238,7 +254,7 @@ struct FargateDeployment::Impl {
         throw;
     }
     definition["family"] = family;
-    definition["tags"] = tags();
+    definition["tags"] = shared_tags();
     auto call8 = ecs("RegisterTaskDefinition", std::move(definition));
     const json::object made = co_await std::move(call8);
     co_return string_at(made.at("taskDefinition").as_object(), "taskDefinitionArn");
@@ -387,8 +403,8 @@ struct FargateDeployment::Impl {
     token = random_hex(16);
 
     emit(DeploymentStage::creating, "ECS cluster " + config.cluster_name);
-    auto call18 =
-        ecs("CreateCluster", json::object{{"clusterName", config.cluster_name}, {"tags", tags()}});
+    auto call18 = ecs("CreateCluster",
+                      json::object{{"clusterName", config.cluster_name}, {"tags", shared_tags()}});
     const json::object cluster = co_await std::move(call18);
     cluster_arn = string_at(cluster.at("cluster").as_object(), "clusterArn");
     const std::string role = co_await execution_role();

@@ -6,12 +6,13 @@ usage: fargate_data_plane.py MOTO_URL LISTEN_PORT REX_SERVER SANDBOX_PORT STATE_
 
 Every request goes to moto as it came (signatures untouched: moto checks them) and moto's answer
 comes back, with two additions:
-- ECS RunTask that moto accepted: the sandbox container is "run" as a rex-server on
-  127.0.0.1:SANDBOX_PORT (the deployment's port) with the token the call put in the container's
-  environment (REX_AUTH_TOKEN); ECS StopTask ends it.
-- EC2 DescribeNetworkInterfaces: each interface without one gets an association whose public
-  address is 127.0.0.1.
-STATE_FILE lists, as JSON lines, what happened ({"event": "run"|"stop", "task", "pid", "port"}),
+- ECS RunTask that moto accepted: the sandbox container is "run" as a rex-server on an address
+  of its own, 127.0.0.N:SANDBOX_PORT (the deployment's port), with the token the call put in the
+  container's environment (REX_AUTH_TOKEN); ECS StopTask ends it.
+- EC2 DescribeNetworkInterfaces: the interface of such a task gets an association whose public
+  address is that 127.0.0.N.
+STATE_FILE lists, as JSON lines, what happened ({"event": "run"|"stop", "task", "pid", "port",
+"address"}),
 for the tests to check.
 """
 import http.client
@@ -34,6 +35,7 @@ ECS_TARGET = "AmazonEC2ContainerServiceV20141113."
 
 lock = threading.Lock()
 tasks = {}  # task ARN -> rex-server process
+addresses = {}  # network interface id -> the loopback address its task's server listens on
 
 
 def note(**event):
@@ -58,12 +60,20 @@ def run_task(request, answer):
                 token = pair["value"]
     port = SANDBOX_PORT
     for task in json.loads(answer).get("tasks", []):
+        eni = ""
+        for attachment in task.get("attachments", []):
+            for detail in attachment.get("details", []):
+                if detail.get("name") == "networkInterfaceId":
+                    eni = detail["value"]
+        with lock:
+            address = f"127.0.0.{2 + len(addresses) % 250}"
+            addresses[eni] = address
         env = dict(os.environ, REX_AUTH_TOKEN=token or "")
-        proc = subprocess.Popen([REX_SERVER, "--host", "127.0.0.1", "--port", str(port)], env=env,
+        proc = subprocess.Popen([REX_SERVER, "--host", address, "--port", str(port)], env=env,
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         with lock:
             tasks[task["taskArn"]] = proc
-        note(event="run", task=task["taskArn"], pid=proc.pid, port=port)
+        note(event="run", task=task["taskArn"], pid=proc.pid, port=port, address=address)
 
 
 def stop_task(request):
@@ -84,9 +94,11 @@ def with_public_ip(body):
     ET.register_namespace("", ns)
     changed = False
     for item in root.findall(f"{q}networkInterfaceSet/{q}item"):
-        if item.find(f"{q}association") is None:
+        with lock:
+            address = addresses.get(item.findtext(f"{q}networkInterfaceId"))
+        if address and item.find(f"{q}association") is None:
             association = ET.SubElement(item, f"{q}association")
-            ET.SubElement(association, f"{q}publicIp").text = "127.0.0.1"
+            ET.SubElement(association, f"{q}publicIp").text = address
             ET.SubElement(association, f"{q}ipOwnerId").text = "amazon"
             changed = True
     return ET.tostring(root, encoding="utf-8", xml_declaration=True) if changed else body

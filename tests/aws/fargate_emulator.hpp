@@ -1,9 +1,9 @@
 // Fargate on this machine, for the tests of FargateDeployment: moto's server as the control
 // plane (every signature checked; tasks held RUNNING through its state manager), and in front of
 // it tests/aws/fargate_data_plane.py, which passes every call through untouched and does what
-// moto does not: it runs a task's sandbox as a rex-server on 127.0.0.1:<port> with the token the
-// task was given, stops it with the task, and gives the task's network interface the public
-// address 127.0.0.1. Made once per test process; its keys and endpoint are put in the
+// moto does not: it runs a task's sandbox as a rex-server on an address of its own,
+// 127.0.0.N:<port>, with the token the task was given, stops it with the task, and gives the
+// task's network interface that address as its public one. Made once per test process; its keys and endpoint are put in the
 // environment as the AWS CLI reads them.
 #pragma once
 
@@ -38,7 +38,8 @@ class FargateEmulator {
   std::string url() const { return fmt::format("http://127.0.0.1:{}", port_); }
   int sandbox_port() const { return sandbox_port_; }
   const aws::Credentials& keys() const { return keys_; }
-  /// What the data plane did, as JSON lines ({"event": "run"|"stop", "task", "pid", "port"}).
+  /// What the data plane did, as JSON lines ({"event": "run"|"stop", "task", "pid", "port",
+  /// "address"}).
   std::string events() const { return read_text(state_); }
 
   /// A client of the emulator with the test user's keys (or others).

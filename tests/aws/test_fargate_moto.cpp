@@ -4,6 +4,7 @@
 // credential; and the runtime conformance suite through it.
 #include <rex/aws/client.hpp>
 #include <rex/deployment/fargate_deployment.hpp>
+#include <rex/deployment/fargate_gc.hpp>
 
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
@@ -70,7 +71,8 @@ TEST_F(FargateMoto, ATaskRunsTheServerAndStopsWithTheDeployment) {
       [&stages](const DeploymentEvent& e) { stages.push_back(std::string(to_string(e.stage))); });
   run_async(io, d.start(), std::chrono::seconds(90));
   ASSERT_TRUE(d.started());
-  EXPECT_EQ(d.url(), fmt::format("http://127.0.0.1:{}", emulator->sandbox_port()));
+  EXPECT_EQ(d.url().rfind("http://127.0.0.", 0), 0u) << d.url();
+  EXPECT_TRUE(d.url().ends_with(fmt::format(":{}", emulator->sandbox_port()))) << d.url();
   EXPECT_NE(d.task_arn().find(":task/"), std::string::npos) << d.task_arn();
 
   CreateBashSessionRequest create;
@@ -121,6 +123,58 @@ TEST_F(FargateMoto, AWrongSecretFailsTheStartAtOnceAndRunsNothing) {
   }
   EXPECT_FALSE(d.started());
   EXPECT_EQ(emulator->events(), before) << "a task ran";
+}
+
+// `rex run` on Fargate killed with SIGKILL leaves its task running; `rex gc --fargate`'s
+// collection stops it (its owner is gone) and keeps a live deployment's.
+TEST_F(FargateMoto, GcStopsTheTaskOfAKilledProcessAndKeepsALiveOnes) {
+  aws::AwsClient client(io.get_executor(), emulator->config());
+  const std::string before = emulator->events();
+  const pid_t killed = spawn_process({REX_CLI_PATH, "run", "--deployment", "fargate", "--port",
+                                      std::to_string(emulator->sandbox_port()), "--timeout", "300",
+                                      "-q", "sleep 300"});
+  ASSERT_GT(killed, 0);
+  // Its task runs once the data plane has started its server and `rex run` has its session.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  std::string task;
+  while (task.empty() && std::chrono::steady_clock::now() < until) {
+    const std::string events = emulator->events().substr(before.size());
+    if (const auto at = events.find("\"event\": \"run\", \"task\": \""); at != std::string::npos) {
+      const auto start = at + std::string("\"event\": \"run\", \"task\": \"").size();
+      task = events.substr(start, events.find('"', start) - start);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_FALSE(task.empty()) << "rex run started no task: " << emulator->events();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  ::kill(killed, SIGKILL);
+  ::waitpid(killed, nullptr, 0);
+  EXPECT_EQ(describe("rex-cluster", task).at("lastStatus"), "RUNNING");
+
+  FargateDeployment live(io.get_executor(), sandbox_config());
+  run_async(io, live.start(), std::chrono::seconds(90));
+
+  FargateGcOptions dry;
+  dry.gc.dry_run = true;
+  const GcReport preview = run_async(io, collect_fargate_garbage(client, dry));
+  ASSERT_EQ(preview.removed.size(), 1u);
+  EXPECT_EQ(preview.removed[0].name, task);
+  EXPECT_EQ(describe("rex-cluster", task).at("lastStatus"), "RUNNING") << "a dry run stopped it";
+
+  const GcReport report = run_async(io, collect_fargate_garbage(client));
+  ASSERT_EQ(report.removed.size(), 1u) << "kept: " << report.kept.size();
+  EXPECT_EQ(report.removed[0].name, task);
+  EXPECT_NE(report.removed[0].reason.find(fmt::format("owner process {} is gone", killed)),
+            std::string::npos)
+      << report.removed[0].reason;
+  EXPECT_TRUE(report.errors.empty());
+  bool live_kept = false;
+  for (const auto& k : report.kept)
+    live_kept = live_kept || k.name == live.task_arn();
+  EXPECT_TRUE(live_kept) << "the live deployment's task was not kept";
+  EXPECT_EQ(describe("rex-cluster", task).at("desiredStatus"), "STOPPED");
+  EXPECT_NE(emulator->events().find("\"event\": \"stop\", \"task\": \"" + task), std::string::npos);
+  run_async(io, live.stop(), std::chrono::seconds(60));
 }
 
 TEST_F(FargateMoto, BadSettingsAreRefusedBeforeAnyCall) {

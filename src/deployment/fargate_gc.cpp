@@ -1,0 +1,105 @@
+#include <rex/aws/client.hpp>
+#include <rex/deployment/fargate_gc.hpp>
+
+#include <fmt/format.h>
+#include <boost/json.hpp>
+
+#include <chrono>
+#include <map>
+
+namespace rex {
+
+namespace json = boost::json;
+
+namespace {
+
+std::string text(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+}
+
+std::map<std::string, std::string> tags_of(const json::object& task) {
+  std::map<std::string, std::string> tags;
+  if (const json::value* list = task.if_contains("tags"); list != nullptr && list->is_array())
+    for (const auto& t : list->get_array())
+      if (t.is_object())
+        tags[text(t.get_object(), "key")] = text(t.get_object(), "value");
+  return tags;
+}
+
+}  // namespace
+
+asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
+                                                  FargateGcOptions options) {
+  GcReport report;
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  std::vector<std::string> arns;
+  std::string next;
+  do {
+    json::object params{{"cluster", options.cluster}, {"desiredStatus", "RUNNING"}};
+    if (!next.empty())
+      params["nextToken"] = next;
+    json::object page;
+    try {
+      auto list = client.json_call(aws::kEcs, "ListTasks", std::move(params));
+      page = co_await std::move(list);
+    } catch (const aws::AwsError& e) {
+      if (e.code() == "ClusterNotFoundException")
+        co_return report;
+      throw;
+    }
+    if (const json::value* a = page.if_contains("taskArns"); a != nullptr && a->is_array())
+      for (const auto& arn : a->get_array())
+        if (arn.is_string())
+          arns.emplace_back(arn.get_string());
+    next = text(page, "nextToken");
+  } while (!next.empty());
+
+  // DescribeTasks takes up to 100 tasks a call.
+  for (std::size_t at = 0; at < arns.size(); at += 100) {
+    json::array batch;
+    for (std::size_t i = at; i < std::min(arns.size(), at + 100); ++i)
+      batch.emplace_back(arns[i]);
+    auto describe = client.json_call(
+        aws::kEcs, "DescribeTasks",
+        json::object{
+            {"cluster", options.cluster}, {"tasks", std::move(batch)}, {"include", {"TAGS"}}});
+    const json::object described = co_await std::move(describe);
+    const json::value* tasks = described.if_contains("tasks");
+    if (tasks == nullptr || !tasks->is_array())
+      continue;
+    for (const auto& t : tasks->get_array()) {
+      if (!t.is_object())
+        continue;
+      const auto tags = tags_of(t.get_object());
+      if (tags.count(std::string(labels::managed)) == 0)
+        continue;  // not rex's
+      GcEntry entry;
+      entry.name = text(t.get_object(), "taskArn");
+      entry.reason = gc_reason(tags, now, options.gc);
+      if (entry.reason.empty()) {
+        entry.reason = gc_keep_reason(tags);
+        report.kept.push_back(std::move(entry));
+        continue;
+      }
+      if (!options.gc.dry_run) {
+        try {
+          auto stop = client.json_call(aws::kEcs, "StopTask",
+                                       json::object{{"cluster", options.cluster},
+                                                    {"task", entry.name},
+                                                    {"reason", "rex gc: " + entry.reason}});
+          co_await std::move(stop);
+        } catch (const aws::AwsError& e) {
+          report.errors.push_back(fmt::format("{}: {}", entry.name, e.what()));
+          continue;
+        }
+      }
+      report.removed.push_back(std::move(entry));
+    }
+  }
+  co_return report;
+}
+
+}  // namespace rex
