@@ -3,8 +3,8 @@
 // it tests/aws/fargate_data_plane.py, which passes every call through untouched and does what
 // moto does not: it runs a task's sandbox as a rex-server on an address of its own,
 // 127.0.0.N:<port>, with the token the task was given, stops it with the task, and gives the
-// task's network interface that address as its public one. Made once per test process; its keys and endpoint are put in the
-// environment as the AWS CLI reads them.
+// task's network interface that address as its public one. Made once per test process; its keys and
+// endpoint are put in the environment as the AWS CLI reads them.
 #pragma once
 
 #include <rex/aws/client.hpp>
@@ -61,25 +61,14 @@ class FargateEmulator {
     asio::io_context io;
     keys_ = moto_.make_user(io);
     hold_tasks_running(io);
-    port_ = free_port();
-    sandbox_port_ = free_port();
+    port_ = free_loopback_port();
+    sandbox_port_ = free_loopback_port();
     state_ = (std::filesystem::path(dir_.path()) / "data-plane.jsonl").string();
     const std::string log = (std::filesystem::path(dir_.path()) / "data-plane.log").string();
-    std::vector<std::string> args{
-        REX_MOTO_PYTHON,  REX_FARGATE_DATA_PLANE,        moto_.url(), std::to_string(port_),
-        REX_SERVER_BUILT, std::to_string(sandbox_port_), state_};
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0)
-      throw std::runtime_error("cannot start the Fargate data plane");
+    pid_ =
+        spawn_logged({REX_MOTO_PYTHON, REX_FARGATE_DATA_PLANE, moto_.url(), std::to_string(port_),
+                      REX_SERVER_BUILT, std::to_string(sandbox_port_), state_},
+                     log);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (read_text(log).find("listening") == std::string::npos) {
       if (std::chrono::steady_clock::now() > until || ::waitpid(pid_, nullptr, WNOHANG) == pid_)
@@ -108,18 +97,6 @@ class FargateEmulator {
     if (got.status != 201 && got.status != 200)
       throw std::runtime_error(
           fmt::format("moto's state manager answered {}: {}", got.status, got.body));
-  }
-
-  static int free_port() {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a);
-    ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(s);
-    return ntohs(a.sin_port);
   }
 
   MotoServer moto_;

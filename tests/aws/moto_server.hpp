@@ -33,6 +33,21 @@ extern char** environ;
 
 namespace rex::test {
 
+/// A loopback TCP port that was free a moment ago.
+inline int free_loopback_port() {
+  const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+                  ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) == 0;
+  ::close(s);
+  if (!ok)
+    throw std::runtime_error("no free loopback port");
+  return ntohs(a.sin_port);
+}
+
 class MotoServer {
  public:
   /// Why moto cannot run here, or empty.
@@ -46,24 +61,14 @@ class MotoServer {
   }
 
   MotoServer() {
-    port_ = free_port();
+    port_ = free_loopback_port();
     const std::string log = (std::filesystem::path(dir_.path()) / "moto.log").string();
-    std::vector<std::string> args{REX_MOTO_SERVER, "-H", "127.0.0.1", "-p", std::to_string(port_)};
-    std::vector<char*> argv;
-    for (auto& a : args)
-      argv.push_back(a.data());
-    argv.push_back(nullptr);
     // Signature checking from the fourth request on; AWS's managed policies loaded.
     ScopedEnv no_auth("INITIAL_NO_AUTH_ACTION_COUNT", "3");
     ScopedEnv managed("MOTO_IAM_LOAD_MANAGED_POLICIES", "true");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    const int rc = ::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&actions);
-    if (rc != 0)
-      throw std::runtime_error("cannot start moto_server");
+    pid_ = spawn_logged({REX_MOTO_SERVER, "-H", "127.0.0.1", "-p", std::to_string(port_)}, log);
+    if (pid_ < 0)
+      throw std::runtime_error("cannot start " REX_MOTO_SERVER);
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
     while (!answers()) {
       if (std::chrono::steady_clock::now() > until || ::waitpid(pid_, nullptr, WNOHANG) == pid_)
@@ -112,21 +117,6 @@ class MotoServer {
   }
 
  private:
-  static int free_port() {
-    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-        ::getsockname(s, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      ::close(s);
-      throw std::runtime_error("no free port");
-    }
-    ::close(s);
-    return ntohs(a.sin_port);
-  }
-
   bool answers() const {
     const int s = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};

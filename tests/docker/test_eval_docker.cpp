@@ -41,18 +41,7 @@ using test::read_text;
 // Starts the rex executable with stdout and stderr into `log`.
 pid_t spawn_rex(std::vector<std::string> args, const std::string& log) {
   args.insert(args.begin(), REX_CLI_PATH);
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
-  pid_t child = -1;
-  const int error = ::posix_spawn(&child, argv[0], &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  return error == 0 ? child : -1;
+  return test::spawn_logged(std::move(args), log);
 }
 
 // Waits for the child, at most `limit`; -1 when it had to be killed.

@@ -3,6 +3,7 @@
 // message.
 #pragma once
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <stdlib.h>
@@ -37,6 +38,22 @@ inline pid_t spawn_process(std::vector<std::string> args) {
   if (::posix_spawn(&child, argv[0], nullptr, nullptr, argv.data(), environ) != 0)
     return -1;
   return child;
+}
+
+/// The same with its stdout and stderr going into the file `log` (created or truncated).
+inline pid_t spawn_logged(std::vector<std::string> args, const std::string& log) {
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t child = -1;
+  const int error = ::posix_spawn(&child, argv[0], &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  return error == 0 ? child : -1;
 }
 
 // Sets (or unsets, for nullopt) an environment variable for the scope, then restores it.
