@@ -137,10 +137,11 @@ std::pair<std::string, std::string> error_of(unsigned status, std::string_view b
   return {std::move(code), std::move(message)};
 }
 
-AwsConfig config_from_environment(const std::string& profile, const EnvLookup& env) {
+AwsConfig config_from_environment(const std::string& profile, const std::string& region,
+                                  const EnvLookup& env) {
   AwsConfig c;
   c.credentials = find_credentials(profile, env);
-  c.region = find_region(profile, env);
+  c.region = region.empty() ? find_region(profile, env) : region;
   c.endpoint_url = env("AWS_ENDPOINT_URL").value_or("");
   for (const Service* s : {&kEcs, &kEc2, &kIam}) {
     std::string name = "AWS_ENDPOINT_URL_" + s->endpoint_prefix;

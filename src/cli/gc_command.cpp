@@ -13,8 +13,6 @@
 #include <boost/asio/io_context.hpp>
 
 #include <iostream>
-#include <map>
-#include <optional>
 #include <stdexcept>
 
 namespace rex::cli {
@@ -69,21 +67,7 @@ int gc_command(const GcCommandOptions& o) {
     if (o.fargate && o.kubernetes)
       throw std::invalid_argument("--fargate and --kubernetes: one at a time");
     if (o.fargate) {
-      aws::AwsConfig config;
-      if (o.region.empty()) {
-        config = aws::config_from_environment(o.profile);
-      } else {
-        // A region given here is enough without one in the environment.
-        std::map<std::string, std::string> region{{"AWS_REGION", o.region}};
-        const aws::EnvLookup base = aws::process_environment();
-        config = aws::config_from_environment(
-            o.profile, [&region, &base](const std::string& name) -> std::optional<std::string> {
-              if (auto it = region.find(name); it != region.end())
-                return it->second;
-              return base(name);
-            });
-      }
-      aws::AwsClient client(io.get_executor(), std::move(config));
+      aws::AwsClient client(io.get_executor(), aws::config_from_environment(o.profile, o.region));
       FargateGcOptions fargate_options;
       fargate_options.gc = options;
       fargate_options.cluster = o.cluster;

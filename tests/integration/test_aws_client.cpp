@@ -220,7 +220,7 @@ TEST(AwsClient, EndpointsFollowTheServiceTheRegionAndTheEnvironment) {
                                           {"AWS_ENDPOINT_URL", "http://127.0.0.1:5000"},
                                           {"AWS_ENDPOINT_URL_IAM", "http://127.0.0.1:5001"}};
   const AwsConfig from_env =
-      config_from_environment({}, [&vars](const std::string& n) -> std::optional<std::string> {
+      config_from_environment({}, {}, [&vars](const std::string& n) -> std::optional<std::string> {
         auto it = vars.find(n);
         return it == vars.end() ? std::nullopt : std::optional<std::string>(it->second);
       });

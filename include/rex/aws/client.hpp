@@ -95,8 +95,9 @@ struct AwsConfig {
 };
 
 /// The configuration the AWS CLI would use: credentials and region (credentials.hpp), and
-/// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<PREFIX> (ECS, EC2, IAM) when set.
-AwsConfig config_from_environment(const std::string& profile = {},
+/// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<PREFIX> (ECS, EC2, IAM) when set. A `region` given
+/// (a config's or a flag's) is used as it is, and then none need be set anywhere.
+AwsConfig config_from_environment(const std::string& profile = {}, const std::string& region = {},
                                   const EnvLookup& env = process_environment());
 
 class AwsClient {
