@@ -1,8 +1,10 @@
 #include <rex/aws/client.hpp>
+#include <rex/core/backoff.hpp>
 #include <rex/core/random.hpp>
 #include <rex/deployment/docker_gc.hpp>
 #include <rex/deployment/fargate_deployment.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
+#include <rex/kubernetes/object_fields.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
 #include <fmt/format.h>
@@ -23,6 +25,7 @@ namespace json = boost::json;
 using aws::AwsClient;
 using aws::AwsError;
 using aws::XmlElement;
+using kubernetes::field_text;  // a string field of a JSON object, empty when absent
 using Clock = std::chrono::steady_clock;
 
 namespace {
@@ -81,11 +84,6 @@ std::vector<std::string> members(const XmlElement* list, std::string_view field 
   for (const auto& m : list->children)
     out.push_back(field.empty() ? m.text : m.text_at(field));
   return out;
-}
-
-std::string string_at(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
 }
 
 }  // namespace
@@ -149,40 +147,41 @@ struct FargateDeployment::Impl {
     const std::string role = name_hash(config.execution_role_prefix, inline_policy, 64);
     std::string arn;
     try {
-      auto call1 = iam("GetRole", {{"RoleName", role}});
-      const XmlElement got = co_await std::move(call1);
+      auto get_role = iam("GetRole", {{"RoleName", role}});
+      const XmlElement got = co_await std::move(get_role);
       arn = got.text_at("GetRoleResult/Role/Arn");
     } catch (const AwsError& e) {
       if (e.code() != "NoSuchEntity")
         throw;
     }
     if (arn.empty()) {
-      auto call2 = iam("CreateRole", {{"RoleName", role},
-                                      {"AssumeRolePolicyDocument", json::serialize(trust_policy())},
-                                      {"Description", "Execution role of rex's Fargate tasks"},
-                                      {"Tags.member.1.Key", "origin"},
-                                      {"Tags.member.1.Value", "rex-fargate"}});
-      const XmlElement made = co_await std::move(call2);
+      auto create_role =
+          iam("CreateRole", {{"RoleName", role},
+                             {"AssumeRolePolicyDocument", json::serialize(trust_policy())},
+                             {"Description", "Execution role of rex's Fargate tasks"},
+                             {"Tags.member.1.Key", "origin"},
+                             {"Tags.member.1.Value", "rex-fargate"}});
+      const XmlElement made = co_await std::move(create_role);
       arn = made.text_at("CreateRoleResult/Role/Arn");
     }
-    auto call3 = iam("ListAttachedRolePolicies", {{"RoleName", role}});
-    const XmlElement attached = co_await std::move(call3);
+    auto list_attached = iam("ListAttachedRolePolicies", {{"RoleName", role}});
+    const XmlElement attached = co_await std::move(list_attached);
     const auto arns =
         members(attached.at("ListAttachedRolePoliciesResult/AttachedPolicies"), "PolicyArn");
     for (const char* policy : {kTaskExecutionPolicy, kRegistryReadOnlyPolicy}) {
       if (std::find(arns.begin(), arns.end(), policy) != arns.end())
         continue;
-      auto call4 = iam("AttachRolePolicy", {{"RoleName", role}, {"PolicyArn", policy}});
-      co_await std::move(call4);
+      auto attach = iam("AttachRolePolicy", {{"RoleName", role}, {"PolicyArn", policy}});
+      co_await std::move(attach);
     }
-    auto call5 = iam("ListRolePolicies", {{"RoleName", role}});
-    const XmlElement inline_list = co_await std::move(call5);
+    auto list_inline = iam("ListRolePolicies", {{"RoleName", role}});
+    const XmlElement inline_list = co_await std::move(list_inline);
     const auto names = members(inline_list.at("ListRolePoliciesResult/PolicyNames"));
     if (std::find(names.begin(), names.end(), kLogsPolicyName) == names.end()) {
-      auto call6 = iam("PutRolePolicy", {{"RoleName", role},
-                                         {"PolicyName", kLogsPolicyName},
-                                         {"PolicyDocument", json::serialize(inline_policy)}});
-      co_await std::move(call6);
+      auto put_policy = iam("PutRolePolicy", {{"RoleName", role},
+                                              {"PolicyName", kLogsPolicyName},
+                                              {"PolicyDocument", json::serialize(inline_policy)}});
+      co_await std::move(put_policy);
     }
     if (arn.empty())
       throw DeploymentStartupError("fargate: IAM answered no ARN for the role " + role);
@@ -244,9 +243,11 @@ struct FargateDeployment::Impl {
     json::object definition = task_definition(role_arn);
     const std::string family = name_hash(config.task_definition_prefix, definition, 255);
     try {
-      auto call7 = ecs("DescribeTaskDefinition", json::object{{"taskDefinition", family}});
-      const json::object got = co_await std::move(call7);
-      const std::string arn = string_at(got.at("taskDefinition").as_object(), "taskDefinitionArn");
+      auto describe_definition =
+          ecs("DescribeTaskDefinition", json::object{{"taskDefinition", family}});
+      const json::object got = co_await std::move(describe_definition);
+      const std::string arn =
+          field_text(got.at("taskDefinition").as_object(), {"taskDefinitionArn"});
       if (!arn.empty())
         co_return arn;
     } catch (const AwsError& e) {
@@ -255,28 +256,29 @@ struct FargateDeployment::Impl {
     }
     definition["family"] = family;
     definition["tags"] = shared_tags();
-    auto call8 = ecs("RegisterTaskDefinition", std::move(definition));
-    const json::object made = co_await std::move(call8);
-    co_return string_at(made.at("taskDefinition").as_object(), "taskDefinitionArn");
+    auto register_definition = ecs("RegisterTaskDefinition", std::move(definition));
+    const json::object made = co_await std::move(register_definition);
+    co_return field_text(made.at("taskDefinition").as_object(), {"taskDefinitionArn"});
   }
 
   // The subnet and its VPC: the one given, or the first of the default VPC.
   asio::awaitable<std::pair<std::string, std::string>> subnet() {
     if (!config.subnet_id.empty()) {
-      auto call9 = ec2("DescribeSubnets", {{"SubnetId.1", config.subnet_id}});
-      const XmlElement got = co_await std::move(call9);
+      auto describe_subnet = ec2("DescribeSubnets", {{"SubnetId.1", config.subnet_id}});
+      const XmlElement got = co_await std::move(describe_subnet);
       co_return std::pair{config.subnet_id, got.text_at("subnetSet/item/vpcId")};
     }
-    auto call10 =
+    auto describe_vpcs =
         ec2("DescribeVpcs", {{"Filter.1.Name", "is-default"}, {"Filter.1.Value.1", "true"}});
-    const XmlElement vpcs = co_await std::move(call10);
+    const XmlElement vpcs = co_await std::move(describe_vpcs);
     const std::string vpc = vpcs.text_at("vpcSet/item/vpcId");
     if (vpc.empty())
       throw DeploymentStartupError(
           "fargate: this account has no default VPC in " + aws->config().region +
           ": set subnet_id (and security_group_id) in the deployment config");
-    auto call11 = ec2("DescribeSubnets", {{"Filter.1.Name", "vpc-id"}, {"Filter.1.Value.1", vpc}});
-    const XmlElement subnets = co_await std::move(call11);
+    auto describe_subnets =
+        ec2("DescribeSubnets", {{"Filter.1.Name", "vpc-id"}, {"Filter.1.Value.1", vpc}});
+    const XmlElement subnets = co_await std::move(describe_subnets);
     const std::string id = subnets.text_at("subnetSet/item/subnetId");
     if (id.empty())
       throw DeploymentStartupError("fargate: the default VPC " + vpc + " has no subnet");
@@ -292,36 +294,37 @@ struct FargateDeployment::Impl {
                             {"CidrIp", config.ingress_cidr},
                             {"VpcId", vpc}};
     const std::string name = name_hash(config.security_group_prefix, rule, 255);
-    auto call12 = ec2("DescribeSecurityGroups", {{"Filter.1.Name", "group-name"},
-                                                 {"Filter.1.Value.1", name},
-                                                 {"Filter.2.Name", "vpc-id"},
-                                                 {"Filter.2.Value.1", vpc}});
-    const XmlElement found = co_await std::move(call12);
+    auto describe_groups = ec2("DescribeSecurityGroups", {{"Filter.1.Name", "group-name"},
+                                                          {"Filter.1.Value.1", name},
+                                                          {"Filter.2.Name", "vpc-id"},
+                                                          {"Filter.2.Value.1", vpc}});
+    const XmlElement found = co_await std::move(describe_groups);
     if (std::string id = found.text_at("securityGroupInfo/item/groupId"); !id.empty())
       co_return id;
-    auto call13 =
+    auto create_group =
         ec2("CreateSecurityGroup", {{"GroupName", name},
                                     {"GroupDescription", "rex-server of rex's Fargate sandboxes"},
                                     {"VpcId", vpc},
                                     {"TagSpecification.1.ResourceType", "security-group"},
                                     {"TagSpecification.1.Tag.1.Key", "origin"},
                                     {"TagSpecification.1.Tag.1.Value", "rex-fargate"}});
-    const XmlElement made = co_await std::move(call13);
+    const XmlElement made = co_await std::move(create_group);
     const std::string id = made.text_at("groupId");
-    auto call14 = ec2("AuthorizeSecurityGroupIngress",
-                      {{"GroupId", id},
-                       {"IpPermissions.1.IpProtocol", "tcp"},
-                       {"IpPermissions.1.FromPort", std::to_string(config.port)},
-                       {"IpPermissions.1.ToPort", std::to_string(config.port)},
-                       {"IpPermissions.1.IpRanges.1.CidrIp", config.ingress_cidr}});
-    co_await std::move(call14);
+    auto authorize = ec2("AuthorizeSecurityGroupIngress",
+                         {{"GroupId", id},
+                          {"IpPermissions.1.IpProtocol", "tcp"},
+                          {"IpPermissions.1.FromPort", std::to_string(config.port)},
+                          {"IpPermissions.1.ToPort", std::to_string(config.port)},
+                          {"IpPermissions.1.IpRanges.1.CidrIp", config.ingress_cidr}});
+    co_await std::move(authorize);
     co_return id;
   }
 
   asio::awaitable<json::object> describe_task() {
-    auto call15 = ecs("DescribeTasks", json::object{{"cluster", cluster_arn},
-                                                    {"tasks", json::array{json::value(task_arn)}}});
-    const json::object got = co_await std::move(call15);
+    auto describe_tasks =
+        ecs("DescribeTasks",
+            json::object{{"cluster", cluster_arn}, {"tasks", json::array{json::value(task_arn)}}});
+    const json::object got = co_await std::move(describe_tasks);
     const json::array* list = got.if_contains("tasks") ? got.at("tasks").if_array() : nullptr;
     if (list == nullptr || list->empty() || !list->front().is_object())
       throw DeploymentStartupError("fargate: ECS does not know the task " + task_arn);
@@ -329,15 +332,15 @@ struct FargateDeployment::Impl {
   }
 
   static std::string stopped_reason(const json::object& task) {
-    std::string why = string_at(task, "stoppedReason");
+    std::string why = field_text(task, {"stoppedReason"});
     if (const auto* containers = task.if_contains("containers");
         containers && containers->is_array())
       for (const auto& c : containers->as_array()) {
         if (!c.is_object())
           continue;
-        const std::string reason = string_at(c.as_object(), "reason");
+        const std::string reason = field_text(c.as_object(), {"reason"});
         if (!reason.empty())
-          why += fmt::format("; {}: {}", string_at(c.as_object(), "name"), reason);
+          why += fmt::format("; {}: {}", field_text(c.as_object(), {"name"}), reason);
       }
     return why.empty() ? "no reason given" : why;
   }
@@ -350,12 +353,12 @@ struct FargateDeployment::Impl {
       for (const auto& a : attachments->as_array())
         if (a.is_object() && a.as_object().if_contains("details"))
           for (const auto& d : a.at("details").as_array())
-            if (d.is_object() && string_at(d.as_object(), "name") == "networkInterfaceId")
-              eni = string_at(d.as_object(), "value");
+            if (d.is_object() && field_text(d.as_object(), {"name"}) == "networkInterfaceId")
+              eni = field_text(d.as_object(), {"value"});
     if (eni.empty())
       throw DeploymentStartupError("fargate: the task " + task_arn + " has no network interface");
-    auto call16 = ec2("DescribeNetworkInterfaces", {{"NetworkInterfaceId.1", eni}});
-    const XmlElement got = co_await std::move(call16);
+    auto describe_interface = ec2("DescribeNetworkInterfaces", {{"NetworkInterfaceId.1", eni}});
+    const XmlElement got = co_await std::move(describe_interface);
     const XmlElement* item = got.at("networkInterfaceSet/item");
     if (item == nullptr)
       throw DeploymentStartupError("fargate: EC2 does not know the network interface " + eni);
@@ -374,10 +377,10 @@ struct FargateDeployment::Impl {
     if (task_arn.empty())
       co_return;
     try {
-      auto call17 =
+      auto stop =
           ecs("StopTask",
               json::object{{"cluster", cluster_arn}, {"task", task_arn}, {"reason", reason}});
-      co_await std::move(call17);
+      co_await std::move(stop);
     } catch (const AwsError& e) {
       // A task already gone is stopped.
       if (e.code() != "InvalidParameterException" && e.code() != "ClientException")
@@ -386,27 +389,15 @@ struct FargateDeployment::Impl {
   }
 
   asio::awaitable<void> start() {
-    aws::AwsConfig ac;
-    try {
-      ac = aws::config_from_environment(config.profile);
-    } catch (const aws::CredentialsError& e) {
-      // A region given in the config is enough without one in the environment.
-      if (config.region.empty() ||
-          std::string_view(e.what()).find("region") == std::string_view::npos)
-        throw DeploymentStartupError(std::string("fargate: ") + e.what());
-      ac.credentials = aws::find_credentials(config.profile);
-      ac.endpoint_url = aws::process_environment()("AWS_ENDPOINT_URL").value_or("");
-    }
-    if (!config.region.empty())
-      ac.region = config.region;
-    aws = std::make_unique<AwsClient>(executor, std::move(ac));
+    aws = std::make_unique<AwsClient>(executor,
+                                      aws::config_from_environment(config.profile, config.region));
     token = random_hex(16);
 
     emit(DeploymentStage::creating, "ECS cluster " + config.cluster_name);
-    auto call18 = ecs("CreateCluster",
-                      json::object{{"clusterName", config.cluster_name}, {"tags", shared_tags()}});
-    const json::object cluster = co_await std::move(call18);
-    cluster_arn = string_at(cluster.at("cluster").as_object(), "clusterArn");
+    auto create_cluster = ecs("CreateCluster", json::object{{"clusterName", config.cluster_name},
+                                                            {"tags", shared_tags()}});
+    const json::object cluster = co_await std::move(create_cluster);
+    cluster_arn = field_text(cluster.at("cluster").as_object(), {"clusterArn"});
     const std::string role = co_await execution_role();
     const std::string definition = co_await task_definition_arn(role);
     const auto [subnet_id, vpc] = co_await subnet();
@@ -421,7 +412,7 @@ struct FargateDeployment::Impl {
     for (const auto& [k, v] : config.fargate_args)
       overrides[k] = v;
     emit(DeploymentStage::starting, "ECS RunTask on " + config.cluster_name);
-    auto call19 =
+    auto run_task =
         ecs("RunTask",
             json::object{
                 {"cluster", cluster_arn},
@@ -437,7 +428,7 @@ struct FargateDeployment::Impl {
                 {"overrides", std::move(overrides)},
                 {"tags", tags()},
                 {"startedBy", "rex-" + id}});
-    const json::object ran = co_await std::move(call19);
+    const json::object ran = co_await std::move(run_task);
     const json::array* started_tasks =
         ran.if_contains("tasks") ? ran.at("tasks").if_array() : nullptr;
     if (started_tasks == nullptr || started_tasks->empty()) {
@@ -445,22 +436,23 @@ struct FargateDeployment::Impl {
       if (const auto* failures = ran.if_contains("failures"); failures && failures->is_array())
         for (const auto& f : failures->as_array())
           if (f.is_object())
-            why += (why.empty() ? "" : "; ") + string_at(f.as_object(), "reason") + " " +
-                   string_at(f.as_object(), "detail");
+            why += (why.empty() ? "" : "; ") + field_text(f.as_object(), {"reason"}) + " " +
+                   field_text(f.as_object(), {"detail"});
       throw DeploymentStartupError("fargate: RunTask started no task: " +
                                    (why.empty() ? std::string("no reason given") : why));
     }
-    task_arn = string_at(started_tasks->front().as_object(), "taskArn");
+    task_arn = field_text(started_tasks->front().as_object(), {"taskArn"});
 
     emit(DeploymentStage::waiting, "waiting for the task " + task_arn + " to run");
     const auto until = Clock::now() + to_ms(config.startup_timeout);
     asio::steady_timer pause(executor);
     json::object task;
-    for (auto delay = std::chrono::milliseconds(200);;
-         delay = std::min(delay * 2, std::chrono::milliseconds(6000))) {
-      auto call20 = describe_task();
-      task = co_await std::move(call20);
-      const std::string status = string_at(task, "lastStatus");
+    // DescribeTasks from 0.2 s apart, doubling up to 6 s.
+    const Backoff poll{std::chrono::milliseconds(200), std::chrono::seconds(6), 2.0, 0.0};
+    for (unsigned attempt = 1;; ++attempt) {
+      auto look = describe_task();
+      task = co_await std::move(look);
+      const std::string status = field_text(task, {"lastStatus"});
       if (status == "RUNNING")
         break;
       if (status == "STOPPED" || status == "DEPROVISIONING" || status == "STOPPING")
@@ -470,7 +462,8 @@ struct FargateDeployment::Impl {
         throw DeploymentStartupError(
             fmt::format("fargate: the task {} was not running after {:g} s (last status {})",
                         task_arn, config.startup_timeout, status.empty() ? "unknown" : status));
-      pause.expires_after(delay);
+      pause.expires_after(
+          std::chrono::duration_cast<Clock::duration>(backoff_delay(poll, attempt, 0.0)));
       co_await pause.async_wait(asio::use_awaitable);
     }
     const std::string ip = co_await address(task);
@@ -519,8 +512,8 @@ asio::awaitable<void> FargateDeployment::start() {
     co_return;
   std::string failure;
   try {
-    auto call21 = s->start();
-    co_await std::move(call21);
+    auto starting = s->start();
+    co_await std::move(starting);
   } catch (const DeploymentStartupError& e) {
     failure = e.what();
   } catch (const std::exception& e) {
@@ -529,8 +522,8 @@ asio::awaitable<void> FargateDeployment::start() {
   if (!failure.empty()) {
     // Nothing is left running: a task this start made is stopped.
     try {
-      auto call22 = s->stop_task("rex: the deployment failed to start");
-      co_await std::move(call22);
+      auto stopping = s->stop_task("rex: the deployment failed to start");
+      co_await std::move(stopping);
     } catch (const std::exception& e) {
       failure += fmt::format(" (and stopping the task {} failed: {})", s->task_arn, e.what());
     }
@@ -558,8 +551,8 @@ asio::awaitable<void> FargateDeployment::stop() {
       // The task may be gone already; its sessions went with it.
     }
   }
-  auto call23 = s->stop_task("rex: the deployment stopped");
-  co_await std::move(call23);
+  auto stopping = s->stop_task("rex: the deployment stopped");
+  co_await std::move(stopping);
   emit(DeploymentStage::stopped, "stopped the task " + s->task_arn);
 }
 
@@ -568,9 +561,9 @@ asio::awaitable<IsAliveResponse> FargateDeployment::is_alive() {
   if (!s->started)
     co_return IsAliveResponse{false, "fargate deployment: not started"};
   try {
-    auto call24 = s->describe_task();
-    const json::object task = co_await std::move(call24);
-    const std::string status = string_at(task, "lastStatus");
+    auto look = s->describe_task();
+    const json::object task = co_await std::move(look);
+    const std::string status = field_text(task, {"lastStatus"});
     if (status != "RUNNING")
       co_return IsAliveResponse{false, fmt::format("the task {} is {}: {}", s->task_arn, status,
                                                    Impl::stopped_reason(task))};

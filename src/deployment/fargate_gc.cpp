@@ -1,5 +1,6 @@
 #include <rex/aws/client.hpp>
 #include <rex/deployment/fargate_gc.hpp>
+#include <rex/kubernetes/object_fields.hpp>
 
 #include <fmt/format.h>
 #include <boost/json.hpp>
@@ -13,17 +14,13 @@ namespace json = boost::json;
 
 namespace {
 
-std::string text(const json::object& o, std::string_view key) {
-  const json::value* v = o.if_contains(key);
-  return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
-}
-
 std::map<std::string, std::string> tags_of(const json::object& task) {
   std::map<std::string, std::string> tags;
   if (const json::value* list = task.if_contains("tags"); list != nullptr && list->is_array())
     for (const auto& t : list->get_array())
       if (t.is_object())
-        tags[text(t.get_object(), "key")] = text(t.get_object(), "value");
+        tags[kubernetes::field_text(t.get_object(), {"key"})] =
+            kubernetes::field_text(t.get_object(), {"value"});
   return tags;
 }
 
@@ -54,7 +51,7 @@ asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
       for (const auto& arn : a->get_array())
         if (arn.is_string())
           arns.emplace_back(arn.get_string());
-    next = text(page, "nextToken");
+    next = kubernetes::field_text(page, {"nextToken"});
   } while (!next.empty());
 
   // DescribeTasks takes up to 100 tasks a call.
@@ -77,7 +74,7 @@ asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
       if (tags.count(std::string(labels::managed)) == 0)
         continue;  // not rex's
       GcEntry entry;
-      entry.name = text(t.get_object(), "taskArn");
+      entry.name = kubernetes::field_text(t.get_object(), {"taskArn"});
       entry.reason = gc_reason(tags, now, options.gc);
       if (entry.reason.empty()) {
         entry.reason = gc_keep_reason(tags);
