@@ -139,6 +139,8 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
 
   ~Impl() { kill_everything(); }
 
+  bool attached() const noexcept { return !detached.is_set(); }
+
   asio::any_io_executor ex;
   BashSessionConfig cfg;
   ShellFraming framing;
@@ -154,9 +156,10 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   bool reaped = false;
   int wait_status = 0;
   State state = State::not_started;
-  bool interactive = false;   // running because an interactive program holds the terminal
-  bool attached = false;      // lent to a person's terminal (attach): commands are refused
-  Event detached;             // set while no terminal is attached
+  bool interactive = false;  // running because an interactive program holds the terminal
+  // Set while no terminal is attached; a terminal lent to a person (attach) makes the session's
+  // commands wait, then be refused.
+  Event detached;
   std::string ended_because;  // why rex ended bash itself, when it did
   // $? as the next command should see it. Known from framed commands' prompts; after an
   // interactive program the status of its last input is unknown and counts as 0.
@@ -763,7 +766,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // recycled blocks (a larger one costs a trip through malloc with every command).
   asio::awaitable<BashObservation> run(BashAction action, BashSession::OutputListener on_output) {
     auto self = shared_from_this();
-    if (attached)
+    if (attached())
       co_await wait_until_detached();
     Lock lock_ = try_lock();
     if (!lock_)
@@ -889,7 +892,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<BashObservation> run_interactive(BashAction action,
                                                    BashSession::OutputListener on_output) {
     auto self = shared_from_this();
-    if (attached)
+    if (attached())
       co_await wait_until_detached();
     Lock lock_ = try_lock();
     if (!lock_)
@@ -988,7 +991,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // ---- input ---------------------------------------------------------------------------------
 
   asio::awaitable<void> send_input(std::string input) {
-    if (attached) {
+    if (attached()) {
       co_await write(input);  // keys of the attached terminal
       co_return;
     }
@@ -1007,7 +1010,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // stream's close is. Then it is refused.
   asio::awaitable<void> wait_until_detached() {
     auto self = shared_from_this();
-    while (attached) {
+    while (attached()) {
       auto left = with_timeout(detached.wait(), kDetachGrace);
       const std::optional<bool> waited = co_await std::move(left);
       if (!waited)
@@ -1048,7 +1051,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     auto self = shared_from_this();
     detail::check_terminal_size(request.size);
     ensure_usable();
-    if (attached)
+    if (attached())
       co_await wait_until_detached();
     Lock lock_ = try_lock();
     if (!lock_)
@@ -1062,7 +1065,6 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
                       : "the previous command is still running (it timed out): interrupt it "
                         "before a terminal attaches");
     discard_stale_output();
-    attached = true;
     detached.reset();
     state = State::running;
     std::optional<ProcessEnd> end;
@@ -1156,7 +1158,6 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   // foreground interrupted (then killed), keys not read yet dropped, and rex's prompt and helpers
   // installed again, as at start.
   asio::awaitable<void> give_back(bool bash_ended) {
-    attached = false;
     detached.set();
     if (bash_ended || state == State::closed || state == State::dead || !master.is_open())
       co_return;
@@ -1206,7 +1207,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
   asio::awaitable<void> resize(const SessionResize& request) {
     detail::check_terminal_size(request.size);
     ensure_usable();
-    if (!attached)
+    if (!attached())
       throw ValueError(
           fmt::format("no terminal is attached to session {}", python_repr(request.session)));
     detail::set_terminal_size(master.native_handle(),
@@ -1240,7 +1241,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     const auto attempt_time = duration_from_seconds(std::max(action.timeout, 0.001));
     const int attempts = std::max(action.n_retry, 1);
     ensure_usable();
-    if (attached)
+    if (attached())
       co_await wait_until_detached();
 
     Lock lock_;
