@@ -14,6 +14,7 @@ REX_PACKAGES=(
   tmux vim-tiny  # the terminal tests of `rex shell` (tests/cli/test_shell_tty.py)
   busybox-static bash-static
   clang-14 libclang-rt-14-dev llvm-14  # the fuzz preset: libFuzzer, sanitizers, llvm-symbolizer
+  protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev  # Modal's gRPC API
 )
 
 # rex_install_packages [PACKAGE...]: installs those of them (default: REX_PACKAGES) that are
@@ -65,6 +66,8 @@ REX_PYTHON_REQUIREMENTS="$REX_ROOT/tests/swerex/requirements.txt"
 REX_PYTHON_ENV_LINK="$REX_ROOT/build/swerex-env"  # what CMake's tests and the benchmarks use
 REX_MOTO_REQUIREMENTS="$REX_ROOT/tests/aws/requirements.txt"
 REX_MOTO_ENV_LINK="$REX_ROOT/build/moto-env"  # moto's server, the AWS emulator of tests/aws
+REX_MODAL_REQUIREMENTS="$REX_ROOT/tests/modal/requirements.txt"
+REX_MODAL_ENV_LINK="$REX_ROOT/build/modal-env"  # Modal's Python SDK, for tests/modal
 
 # rex_pinned_env NAME REQUIREMENTS LINK: a virtual environment with exactly the packages of
 # REQUIREMENTS, built once per version of that file under ~/.cache/rex-python/NAME-<hash> and
@@ -111,6 +114,12 @@ rex_moto_env() {
   rex_pinned_env moto "$REX_MOTO_REQUIREMENTS" "$REX_MOTO_ENV_LINK"
 }
 
+# rex_modal_env: Modal's Python SDK (the official client, and the generated gRPC code the fake
+# control plane of tests/modal serves), linked at build/modal-env.
+rex_modal_env() {
+  rex_pinned_env modal "$REX_MODAL_REQUIREMENTS" "$REX_MODAL_ENV_LINK"
+}
+
 # rex_e2b_js_env: E2B's JavaScript SDK, exactly as tests/gateway/e2b_js/package-lock.json pins
 # it, installed with `npm ci` into build/e2b-js (CMake's REX_E2B_JS) for the tests labelled e2b;
 # again only when the lock file or Node changes.
@@ -125,6 +134,30 @@ rex_e2b_js_env() {
   cp "$src/package.json" "$src/package-lock.json" "$REX_E2B_JS_DIR/"
   (cd "$REX_E2B_JS_DIR" && npm ci --no-audit --no-fund --loglevel=error) || return 1
   touch "$REX_E2B_JS_DIR/.complete-$hash"
+}
+
+# rex_daytona_env: Daytona's TypeScript SDK and Stoplight Prism (an OpenAPI validator), as
+# tests/daytona/package-lock.json pins them (`npm ci` into build/daytona-env, CMake's
+# REX_DAYTONA_ENV), and Daytona's OpenAPI documents rebuilt from its Python API clients
+# (tests/daytona/openapi-clients.txt, pinned with hashes) into build/daytona-env/openapi, for the
+# tests labelled daytona; again only when one of those files, Node or the rebuilding script
+# changes.
+REX_DAYTONA_ENV_DIR="$REX_ROOT/build/daytona-env"
+rex_daytona_env() {
+  local src="$REX_ROOT/tests/daytona" dir=$REX_DAYTONA_ENV_DIR hash
+  command -v npm >/dev/null || { echo "rex: npm is missing: Daytona's SDK and Prism are not installed" >&2; return 0; }
+  hash=$( { node --version; cat "$src/package.json" "$src/package-lock.json" \
+    "$src/openapi-clients.txt" "$src/openapi_from_clients.py"; } | sha256sum | cut -c1-16)
+  [[ -e $dir/.complete-$hash ]] && return 0
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp "$src/package.json" "$src/package-lock.json" "$dir/"
+  # --ignore-scripts: no package needs its install script (Prism's only reports the install).
+  (cd "$dir" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || return 1
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
+    --require-hashes -r "$src/openapi-clients.txt" -d "$dir/wheels" || return 1
+  python3 "$src/openapi_from_clients.py" "$dir"/wheels/*.whl --out "$dir/openapi" || return 1
+  touch "$dir/.complete-$hash"
 }
 
 # --- A Docker engine and the test images, for the tests labelled `docker` ----------------------

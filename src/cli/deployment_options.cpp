@@ -24,64 +24,72 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::array<std::string_view, 8> type_names = {
-    "local", "remote", "docker", "dummy", "gateway", "e2b", "kubernetes", "fargate"};
+constexpr std::array<std::string_view, 9> type_names = {
+    "local", "remote", "docker", "dummy", "gateway", "e2b", "kubernetes", "fargate", "daytona"};
 
-// The config field each flag sets, per deployment type; empty where the flag does not apply.
-struct FlagRule {
-  std::string_view flag;
-  std::string_view local, remote, docker, gateway, e2b, kubernetes, fargate;
+// The config field each flag sets, per deployment type; a flag absent for a type does not apply
+// to it.
+struct FlagField {
+  std::string_view flag, type, field;
 };
-constexpr FlagRule flag_rules[] = {
-    {"--image", "", "", "image", "", "", "image", "image"},
-    {"--url", "", "host", "", "url", "api_url", "", ""},
-    {"--token", "", "auth_token", "", "token", "api_key", "", ""},
-    {"--port", "", "port", "port", "", "server_port", "port", "port"},
-    {"--pull", "", "", "pull", "", "", "", ""},
-    {"--docker-arg", "", "", "docker_args", "", "", "", ""},
-    {"--startup-timeout", "", "startup_timeout", "startup_timeout", "startup_timeout",
-     "startup_timeout", "startup_timeout", "startup_timeout"},
-    {"--workdir", "working_dir", "", "working_dir", "", "", "working_dir", ""},
-    {"--env", "env", "", "env", "env", "env", "env", "env"},
-    {"--keep", "", "", "remove_container", "", "", "", ""},
-    {"--environment", "", "", "", "environment", "template", "", ""},
-    {"--namespace", "", "", "", "", "", "namespace", ""},
-    {"--context", "", "", "", "", "", "context", ""},
+constexpr FlagField flag_fields[] = {
+    {"--image", "docker", "image"},
+    {"--image", "kubernetes", "image"},
+    {"--image", "fargate", "image"},
+    {"--image", "daytona", "image"},
+    {"--url", "remote", "host"},
+    {"--url", "gateway", "url"},
+    {"--url", "e2b", "api_url"},
+    {"--url", "daytona", "api_url"},
+    {"--token", "remote", "auth_token"},
+    {"--token", "gateway", "token"},
+    {"--token", "e2b", "api_key"},
+    {"--token", "daytona", "api_key"},
+    {"--port", "remote", "port"},
+    {"--port", "docker", "port"},
+    {"--port", "e2b", "server_port"},
+    {"--port", "kubernetes", "port"},
+    {"--port", "fargate", "port"},
+    {"--port", "daytona", "port"},
+    {"--pull", "docker", "pull"},
+    {"--docker-arg", "docker", "docker_args"},
+    {"--startup-timeout", "remote", "startup_timeout"},
+    {"--startup-timeout", "docker", "startup_timeout"},
+    {"--startup-timeout", "gateway", "startup_timeout"},
+    {"--startup-timeout", "e2b", "startup_timeout"},
+    {"--startup-timeout", "kubernetes", "startup_timeout"},
+    {"--startup-timeout", "fargate", "startup_timeout"},
+    {"--startup-timeout", "daytona", "startup_timeout"},
+    {"--workdir", "local", "working_dir"},
+    {"--workdir", "docker", "working_dir"},
+    {"--workdir", "kubernetes", "working_dir"},
+    {"--env", "local", "env"},
+    {"--env", "docker", "env"},
+    {"--env", "gateway", "env"},
+    {"--env", "e2b", "env"},
+    {"--env", "kubernetes", "env"},
+    {"--env", "fargate", "env"},
+    {"--env", "daytona", "env"},
+    {"--keep", "docker", "remove_container"},
+    {"--environment", "gateway", "environment"},
+    {"--environment", "e2b", "template"},
+    {"--namespace", "kubernetes", "namespace"},
+    {"--context", "kubernetes", "context"},
 };
 
 std::string field_for(std::string_view flag, std::string_view type) {
-  for (const auto& rule : flag_rules) {
-    if (rule.flag != flag)
+  std::string types;  // those the flag applies to, for the error
+  for (const auto& f : flag_fields) {
+    if (f.flag != flag)
       continue;
-    const std::string_view field = type == "local"        ? rule.local
-                                   : type == "remote"     ? rule.remote
-                                   : type == "docker"     ? rule.docker
-                                   : type == "gateway"    ? rule.gateway
-                                   : type == "e2b"        ? rule.e2b
-                                   : type == "kubernetes" ? rule.kubernetes
-                                   : type == "fargate"    ? rule.fargate
-                                                          : std::string_view{};
-    if (!field.empty())
-      return std::string(field);
-    std::string types;
-    if (!rule.local.empty())
-      types += "local";
-    if (!rule.remote.empty())
-      types += std::string(types.empty() ? "" : ", ") + "remote";
-    if (!rule.docker.empty())
-      types += std::string(types.empty() ? "" : ", ") + "docker";
-    if (!rule.gateway.empty())
-      types += std::string(types.empty() ? "" : ", ") + "gateway";
-    if (!rule.e2b.empty())
-      types += std::string(types.empty() ? "" : ", ") + "e2b";
-    if (!rule.kubernetes.empty())
-      types += std::string(types.empty() ? "" : ", ") + "kubernetes";
-    if (!rule.fargate.empty())
-      types += std::string(types.empty() ? "" : ", ") + "fargate";
-    throw DeploymentConfigError(
-        fmt::format("{} does not apply to a {} deployment (only to {})", flag, type, types));
+    if (f.type == type)
+      return std::string(f.field);
+    types += fmt::format("{}{}", types.empty() ? "" : ", ", f.type);
   }
-  throw DeploymentConfigError(fmt::format("{}: unknown deployment flag", flag));
+  if (types.empty())
+    throw DeploymentConfigError(fmt::format("{}: unknown deployment flag", flag));
+  throw DeploymentConfigError(
+      fmt::format("{} does not apply to a {} deployment (only to {})", flag, type, types));
 }
 
 json::object base_config(const std::string& deployment) {
@@ -93,7 +101,7 @@ json::object base_config(const std::string& deployment) {
   if (!std::filesystem::is_regular_file(deployment, ec)) {
     throw DeploymentConfigError(fmt::format(
         "--deployment: \"{}\" is neither a deployment type (local, docker, remote, dummy, gateway, "
-        "e2b, kubernetes, fargate) nor a JSON config file",
+        "e2b, kubernetes, fargate, daytona) nor a JSON config file",
         deployment));
   }
   return to_json(load_deployment_config(deployment));
@@ -111,37 +119,40 @@ std::pair<std::string, std::string> split_env(const std::string& item) {
 void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
   app.add_option(
          "--deployment", o.deployment,
-         "local, docker, remote, dummy, gateway, e2b, kubernetes, fargate, or the path of a JSON "
-         "deployment config")
+         "local, docker, remote, dummy, gateway, e2b, kubernetes, fargate, daytona, or the path of "
+         "a JSON deployment config")
       ->capture_default_str();
   auto set_string = [&app](const char* name, std::optional<std::string>& target, const char* help) {
     app.add_option_function<std::string>(
         name, [&target](const std::string& v) { target = v; }, help);
   };
-  set_string("--image", o.image, "docker, kubernetes, fargate: the image to start");
+  set_string("--image", o.image, "docker, kubernetes, fargate, daytona: the image to start");
   set_string("--namespace", o.namespace_name,
              "kubernetes: the namespace of the pod (default: the context's)");
   set_string("--context", o.context, "kubernetes: the kubeconfig context (default: the current)");
-  set_string("--url", o.url,
-             "remote: the server's base URL (or host); gateway: its base URL; e2b: the API's URL");
+  set_string(
+      "--url", o.url,
+      "remote: the server's base URL (or host); gateway: its base URL; e2b, daytona: the API's "
+      "URL");
   set_string("--token", o.token,
-             "remote: the server's auth token; gateway: an API key; e2b: an API key");
+             "remote: the server's auth token; gateway, e2b, daytona: an API key");
   set_string("--environment", o.environment,
              "gateway: the environment of the session; e2b: the template");
   app.add_option_function<std::int64_t>(
       "--port", [&o](std::int64_t v) { o.port = v; },
       "remote: the server's port; docker: the host port to publish the server on; kubernetes, "
-      "fargate: the server's port in the pod or task");
+      "fargate, daytona: the server's port in the pod, task or sandbox");
   set_string("--pull", o.pull, "docker: never, missing or always");
   app.add_option("--docker-arg", o.docker_args,
                  "docker: a docker-run flag (repeat for more, e.g. --docker-arg=--memory=1g)")
       ->allow_extra_args(false);
   app.add_option_function<double>(
       "--startup-timeout", [&o](double v) { o.startup_timeout = v; },
-      "remote, docker, kubernetes, fargate: seconds to wait for the sandbox to answer");
+      "remote, docker, kubernetes, fargate, daytona: seconds to wait for the sandbox to answer");
   set_string("--workdir", o.workdir, "local, docker, kubernetes: the directory sessions start in");
-  app.add_option("--env", o.env,
-                 "local, docker, kubernetes, fargate: KEY=VALUE set in sessions (repeatable)")
+  app.add_option(
+         "--env", o.env,
+         "local, docker, kubernetes, fargate, daytona: KEY=VALUE set in sessions (repeatable)")
       ->allow_extra_args(false);
   app.add_flag("--keep", o.keep, "docker: keep the container after exit");
   app.add_flag("-q,--quiet", o.quiet, "Print no deployment progress");
@@ -205,6 +216,9 @@ std::string describe_deployment(const DeploymentConfig& config) {
                        kube->namespace_name.empty() ? "" : " in " + kube->namespace_name);
   if (const auto* fargate = std::get_if<FargateDeploymentConfig>(&config))
     return fmt::format("fargate {} on {}", fargate->image, fargate->cluster_name);
+  if (const auto* daytona = std::get_if<DaytonaDeploymentConfig>(&config))
+    return fmt::format("daytona {}",
+                       daytona->snapshot.empty() ? daytona->image : daytona->snapshot);
   if (const auto* e2b = std::get_if<E2BDeploymentConfig>(&config))
     return fmt::format("e2b {}{}", e2b->template_id,
                        e2b->api_url.empty() ? "" : " at " + e2b->api_url);

@@ -1,6 +1,7 @@
 // Deployment configs from and to JSON, strictly: every field known, every value checked, and
 // each error naming "type.field".
 #include <rex/deployment/config.hpp>
+#include <rex/deployment/daytona_deployment.hpp>
 #include <rex/deployment/docker_args.hpp>
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/deployment/dummy_deployment.hpp>
@@ -367,6 +368,37 @@ FargateDeploymentConfig read_fargate(Reader& r) {
   return c;
 }
 
+DaytonaDeploymentConfig read_daytona(Reader& r) {
+  DaytonaDeploymentConfig c;
+  r.string("api_key", c.api_key);
+  r.string("target", c.target);
+  std::optional<std::int64_t> port;
+  r.optional_integer("port", port, 1, 65535);
+  if (port)
+    c.port = static_cast<int>(*port);
+  r.number("container_timeout", c.container_timeout);
+  r.number("runtime_timeout", c.runtime_timeout);
+  r.string("image", c.image);
+  r.string("api_url", c.api_url);
+  r.string("organization_id", c.organization_id);
+  r.string("snapshot", c.snapshot);
+  r.boolean("public", c.public_preview);
+  r.string_map("env", c.env);
+  r.string_map("labels", c.labels);
+  r.object("sandbox_args", c.sandbox_args);
+  r.string("server_path", c.server_path);
+  r.number("startup_timeout", c.startup_timeout);
+  if (c.image.empty() && c.snapshot.empty())
+    r.fail("image", "must not be empty (or give a snapshot)");
+  if (!(c.container_timeout >= 60))
+    r.fail("container_timeout", "must be at least 60 seconds (Daytona counts minutes)");
+  if (!(c.runtime_timeout > 0))
+    r.fail("runtime_timeout", "must be a positive number of seconds");
+  if (!(c.startup_timeout > 0))
+    r.fail("startup_timeout", "must be a positive number of seconds");
+  return c;
+}
+
 DummyDeploymentConfig read_dummy(Reader& r) {
   DummyDeploymentConfig c;
   if (const json::value* v = r.raw("run_in_session_outputs")) {
@@ -467,8 +499,8 @@ json::array list_value(const std::vector<std::string>& v) {
 }  // namespace
 
 std::string_view deployment_type(const DeploymentConfig& config) noexcept {
-  static constexpr std::string_view names[] = {"local",   "remote", "docker",     "dummy",
-                                               "gateway", "e2b",    "kubernetes", "fargate"};
+  static constexpr std::string_view names[] = {
+      "local", "remote", "docker", "dummy", "gateway", "e2b", "kubernetes", "fargate", "daytona"};
   return names[config.index()];
 }
 
@@ -520,10 +552,12 @@ DeploymentConfig deployment_config_from_json(const json::value& value) {
     config = read_kubernetes(r);
   else if (type == "fargate")
     config = read_fargate(r);
+  else if (type == "daytona")
+    config = read_daytona(r);
   else
     throw DeploymentConfigError(
         fmt::format("deployment config: unknown type \"{}\" (expected local, remote, docker, "
-                    "dummy, gateway, e2b, kubernetes or fargate)",
+                    "dummy, gateway, e2b, kubernetes, fargate or daytona)",
                     type));
   r.finish();
   return config;
@@ -626,6 +660,22 @@ json::object to_json(const DeploymentConfig& config) {
     o["memory"] = c->memory;
     o["startup_timeout"] = c->startup_timeout;
     o["env"] = map_value(c->env);
+  } else if (const auto* c = std::get_if<DaytonaDeploymentConfig>(&config)) {
+    o["api_key"] = c->api_key;
+    o["target"] = c->target;
+    o["port"] = c->port;
+    o["container_timeout"] = c->container_timeout;
+    o["runtime_timeout"] = c->runtime_timeout;
+    o["image"] = c->image;
+    o["api_url"] = c->api_url;
+    o["organization_id"] = c->organization_id;
+    o["snapshot"] = c->snapshot;
+    o["public"] = c->public_preview;
+    o["env"] = map_value(c->env);
+    o["labels"] = map_value(c->labels);
+    o["sandbox_args"] = c->sandbox_args;
+    o["server_path"] = c->server_path;
+    o["startup_timeout"] = c->startup_timeout;
   } else if (const auto* c = std::get_if<DummyDeploymentConfig>(&config)) {
     json::array outputs;
     for (const auto& obs : c->run_in_session_outputs)
@@ -683,6 +733,8 @@ std::unique_ptr<Deployment> make_deployment(asio::any_io_executor executor,
           return std::make_unique<KubernetesDeployment>(executor, std::move(c));
         else if constexpr (std::is_same_v<T, FargateDeploymentConfig>)
           return std::make_unique<FargateDeployment>(executor, std::move(c));
+        else if constexpr (std::is_same_v<T, DaytonaDeploymentConfig>)
+          return std::make_unique<DaytonaDeployment>(executor, std::move(c));
         else
           return std::make_unique<DummyDeployment>(std::move(c));
       },
