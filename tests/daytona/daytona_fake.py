@@ -53,7 +53,8 @@ Nothing listening on the port: 502.
 Not Daytona: GET /_fake/sandboxes lists what remains (every sandbox not destroyed, or with live
 process groups or open previews; ?all=1: every sandbox), with its state, address, directory,
 previews, live process groups ("processes") and processes outside them ("strays"), so that tests
-can check that nothing leaked. The fake prints `READY <port>` on stdout when it listens, logs each
+can check that nothing leaked; POST /_fake/throttle?count=N makes the next N calls of the API or
+the toolbox answer 429, as Daytona's rate limiter does, so that clients' retries can be tested. The fake prints `READY <port>` on stdout when it listens, logs each
 request on stderr, and on SIGTERM or SIGINT kills every process it started and exits 0.
 Python 3.11 standard library only.
 """
@@ -274,6 +275,7 @@ class Fake:
         self.lock = threading.RLock()
         self.sandboxes = {}  # id -> Sandbox (destroyed ones stay, for /_fake/sandboxes)
         self.addresses = 0
+        self.throttle = 0  # calls still to answer 429 (POST /_fake/throttle)
 
     def next_address(self):
         self.addresses += 1
@@ -664,6 +666,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.fake_routes(method, path)
             if path == "/config" and method == "GET":
                 return self.send_json(200, config_dto())
+            with FAKE.lock:
+                throttled = FAKE.throttle > 0
+                FAKE.throttle -= 1 if throttled else 0
+            if throttled:
+                raise ApiError(429, "ThrottlerException: Too Many Requests", "TOO_MANY_REQUESTS")
             self.check_auth()
             if toolbox:
                 return self.toolbox_routes(method, path)
@@ -1000,6 +1007,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                 "previews": {str(p): v.url for p, v in sb.previews.items()},
                                 "sessions": sorted(sb.sessions)})
             return self.send_json(200, out)
+        if path == "/_fake/throttle" and method == "POST":
+            with FAKE.lock:
+                FAKE.throttle = int((self.query.get("count") or ["1"])[0])
+            return self.send_json(200, {"throttle": FAKE.throttle})
         if path == "/_fake/preview-auth":
             return self.send_json(401, {"statusCode": 401, "error": "Unauthorized",
                                         "message": "preview login (fake): no token"})

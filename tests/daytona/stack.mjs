@@ -89,6 +89,11 @@ function toolboxDocument(doc) {
     for (const op of Object.values(item)) {
       op.parameters = [{ name: "sandboxId", in: "path", required: true, schema: { type: "string" } },
         ...(op.parameters ?? [])];
+      // The SDKs' upload (POST /files/bulk-upload, multipart: files[N].path and files[N].file)
+      // is documented without its body; declared here as the form it is, so Prism lets it pass.
+      if (p === "/files/bulk-upload" && !op.requestBody) {
+        op.requestBody = { content: { "multipart/form-data": { schema: { type: "object" } } } };
+      }
       for (const answer of Object.values(op.responses ?? {})) {
         if (answer.content?.["multipart/form-data"]) delete answer.content;
       }

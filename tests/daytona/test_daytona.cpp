@@ -1,0 +1,211 @@
+// DaytonaDeployment against a fake of Daytona's API and toolbox (tests/daytona/daytona_fake.py)
+// that runs each sandbox's commands on this machine, behind Prism proxies that check every
+// request and answer against Daytona's OpenAPI documents (daytona_stack.hpp): a sandbox's whole
+// life, what is left in the fake afterwards, a refused key, throttling, a server that cannot
+// start, a sandbox deleted behind the deployment's back, and the runtime conformance suite.
+#include <rex/deployment/daytona_deployment.hpp>
+
+#include <gtest/gtest.h>
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+
+#include "conformance/conformance.hpp"
+#include "daytona/daytona_stack.hpp"
+#include "support/async_test.hpp"
+#include "support/deployed_runtime.hpp"
+
+namespace rex::test {
+namespace {
+
+namespace json = boost::json;
+
+[[maybe_unused]] ::testing::Environment* const kStackCheck =
+    ::testing::AddGlobalTestEnvironment(new DaytonaStackCheck);
+
+DaytonaDeploymentConfig sandbox_config() {
+  DaytonaDeploymentConfig c;  // the API's URL and key from the environment, as the SDKs read them
+  c.image = "python:3.12";
+  c.startup_timeout = 30;
+  c.runtime_timeout = 30;
+  return c;
+}
+
+class DaytonaFake : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = DaytonaStack::unavailable(); !why.empty())
+      GTEST_SKIP() << why;
+    stack = &DaytonaStack::get();
+  }
+
+  std::string run(DaytonaDeployment& d, const std::string& command) {
+    BashAction action;
+    action.command = command;
+    return run_async(io, d.runtime().run_in_session(Action(std::move(action)))).output;
+  }
+
+  asio::io_context io;
+  DaytonaStack* stack = nullptr;
+};
+
+TEST_F(DaytonaFake, ASandboxRunsTheServerAndGoesWithTheDeployment) {
+  DaytonaDeployment d(io.get_executor(), sandbox_config());
+  std::vector<std::string> stages;
+  d.add_hook(
+      [&stages](const DeploymentEvent& e) { stages.push_back(std::string(to_string(e.stage))); });
+  run_async(io, d.start(), std::chrono::seconds(90));
+  ASSERT_TRUE(d.started());
+  EXPECT_FALSE(d.sandbox_id().empty());
+  EXPECT_EQ(d.url().rfind("http://127.0.0.1:", 0), 0u) << d.url();
+  EXPECT_EQ(d.config().api_url, stack->api_url());
+
+  run_async(io, d.runtime().create_session(CreateBashSessionRequest{}));
+  // The sandbox's environment, and its address: the fake gives each sandbox one of its own.
+  EXPECT_EQ(run(d, "echo $DAYTONA_SANDBOX_ID"), d.sandbox_id() + "\n");
+  EXPECT_EQ(run(d, "cd /tmp && pwd"), "/tmp\n");
+  EXPECT_EQ(run(d, "pwd"), "/tmp\n") << "the shell's state is kept between commands";
+  EXPECT_TRUE(run_async(io, d.is_alive()).is_alive);
+
+  // The sandbox carries rex's labels and the time to live of container_timeout.
+  bool found = false;
+  for (const auto& s : stack->remaining()) {
+    if (s.at("id").as_string() != d.sandbox_id())
+      continue;
+    found = true;
+    EXPECT_FALSE(s.at("processes").as_array().empty()) << "the server runs in the sandbox";
+  }
+  EXPECT_TRUE(found);
+
+  run_async(io, d.stop(), std::chrono::seconds(60));
+  EXPECT_FALSE(d.started());
+  EXPECT_NE(std::find(stages.begin(), stages.end(), "ready"), stages.end());
+  EXPECT_NE(std::find(stages.begin(), stages.end(), "stopped"), stages.end());
+  const json::array left = stack->remaining_settled();
+  EXPECT_TRUE(left.empty()) << "left in the fake: " << json::serialize(left);
+}
+
+TEST_F(DaytonaFake, AWrongKeyFailsTheStartAtOnceNamingWhereItCameFrom) {
+  const std::size_t before = stack->remaining().size();
+  ScopedEnv key("DAYTONA_API_KEY", "not-the-key");
+  DaytonaDeployment d(io.get_executor(), sandbox_config());
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    run_async(io, d.start(), std::chrono::seconds(30));
+    FAIL() << "started with a wrong key";
+  } catch (const DeploymentStartupError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("POST /sandbox: the API key from DAYTONA_API_KEY was refused: HTTP 401"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "it was retried";
+  EXPECT_FALSE(d.started());
+  EXPECT_EQ(stack->remaining().size(), before) << "a sandbox was made";
+}
+
+TEST_F(DaytonaFake, ThrottledCallsAreTriedAgain) {
+  stack->throttle(3);
+  DaytonaDeployment d(io.get_executor(), sandbox_config());
+  run_async(io, d.start(), std::chrono::seconds(90));
+  EXPECT_TRUE(d.started());
+  run_async(io, d.stop(), std::chrono::seconds(60));
+
+  // Throttled past the attempts: the start fails with Daytona's answer, and nothing is left.
+  stack->throttle(100);
+  DaytonaDeployment refused(io.get_executor(), sandbox_config());
+  try {
+    run_async(io, refused.start(), std::chrono::seconds(60));
+    FAIL() << "started while every call was throttled";
+  } catch (const DeploymentStartupError& e) {
+    EXPECT_NE(std::string(e.what()).find("HTTP 429: ThrottlerException: Too Many Requests"),
+              std::string::npos)
+        << e.what();
+  }
+  stack->throttle(0);
+  EXPECT_TRUE(stack->remaining_settled().empty());
+}
+
+TEST_F(DaytonaFake, AServerThatCannotStartIsReportedWithItsOutputAndTheSandboxDeleted) {
+  TempDir dir;
+  const std::string broken = dir.path() + "/rex-server";
+  {
+    std::ofstream out(broken);
+    out << "#!/bin/sh\necho 'this is not rex-server' >&2\nexit 3\n";
+  }
+  std::filesystem::permissions(broken, std::filesystem::perms::owner_all);
+  DaytonaDeploymentConfig c = sandbox_config();
+  c.server_path = broken;
+  c.runtime_timeout = 3;
+  DaytonaDeployment d(io.get_executor(), c);
+  try {
+    run_async(io, d.start(), std::chrono::seconds(60));
+    FAIL() << "started without a server";
+  } catch (const DeploymentStartupError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("did not answer within 3 s"), std::string::npos) << what;
+    EXPECT_NE(what.find("its output: this is not rex-server"), std::string::npos) << what;
+  }
+  const json::array left = stack->remaining_settled();
+  EXPECT_TRUE(left.empty()) << "left in the fake: " << json::serialize(left);
+}
+
+TEST_F(DaytonaFake, ASandboxDeletedBehindItsBackIsReportedByIsAlive) {
+  DaytonaDeployment d(io.get_executor(), sandbox_config());
+  run_async(io, d.start(), std::chrono::seconds(90));
+  {
+    http::Client client(io.get_executor(), stack->api_url());
+    http::ClientRequest r;
+    r.method = "DELETE";
+    r.target = "/sandbox/" + d.sandbox_id();
+    r.headers.emplace_back("Authorization", "Bearer " + stack->api_key());
+    EXPECT_EQ(run_async(io, client.request(std::move(r))).status, 200u);
+  }
+  const IsAliveResponse alive = run_async(io, d.is_alive());
+  EXPECT_FALSE(alive.is_alive);
+  EXPECT_NE(alive.message.find(d.sandbox_id()), std::string::npos) << alive.message;
+  run_async(io, d.stop(), std::chrono::seconds(60));  // the sandbox is gone already: no error
+  EXPECT_TRUE(stack->remaining_settled().empty());
+}
+
+TEST_F(DaytonaFake, BadSettingsAreRefusedBeforeAnyCall) {
+  {
+    ScopedEnv key("DAYTONA_API_KEY", std::nullopt);
+    try {
+      DaytonaDeployment d(io.get_executor(), sandbox_config());
+      FAIL() << "made without an API key";
+    } catch (const DeploymentConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("DAYTONA_API_KEY"), std::string::npos) << e.what();
+    }
+  }
+  DaytonaDeploymentConfig c = sandbox_config();
+  c.api_url = "not a url";
+  EXPECT_THROW(DaytonaDeployment(io.get_executor(), c), DeploymentConfigError);
+  EXPECT_THROW(deployment_config_from_json(json::parse(R"({"type": "daytona", "port": 0})")),
+               DeploymentConfigError);
+  EXPECT_THROW(
+      deployment_config_from_json(json::parse(R"({"type": "daytona", "container_timeout": 5})")),
+      DeploymentConfigError);
+  EXPECT_THROW(deployment_config_from_json(json::parse(R"({"type": "daytona", "cpus": 2})")),
+               DeploymentConfigError);
+}
+
+using DeployedSandbox = DeployedRuntime<DaytonaDeployment>;
+
+const RuntimeFactory kDaytona{"Daytona",
+                              [](asio::io_context& io) -> std::unique_ptr<Runtime> {
+                                if (const std::string why = DaytonaStack::unavailable();
+                                    !why.empty())
+                                  throw std::runtime_error(why);
+                                DaytonaStack::get();
+                                return std::make_unique<DeployedSandbox>(io, sandbox_config());
+                              },
+                              true};
+
+INSTANTIATE_TEST_SUITE_P(Daytona, RuntimeConformance, ::testing::Values(kDaytona),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace rex::test
