@@ -24,8 +24,9 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::array<std::string_view, 9> type_names = {
-    "local", "remote", "docker", "dummy", "gateway", "e2b", "kubernetes", "fargate", "daytona"};
+constexpr std::array<std::string_view, 10> type_names = {
+    "local", "remote",     "docker",  "dummy",   "gateway",
+    "e2b",   "kubernetes", "fargate", "daytona", "modal"};
 
 // The config field each flag sets, per deployment type; a flag absent for a type does not apply
 // to it.
@@ -37,10 +38,12 @@ constexpr FlagField flag_fields[] = {
     {"--image", "kubernetes", "image"},
     {"--image", "fargate", "image"},
     {"--image", "daytona", "image"},
+    {"--image", "modal", "image"},
     {"--url", "remote", "host"},
     {"--url", "gateway", "url"},
     {"--url", "e2b", "api_url"},
     {"--url", "daytona", "api_url"},
+    {"--url", "modal", "server_url"},
     {"--token", "remote", "auth_token"},
     {"--token", "gateway", "token"},
     {"--token", "e2b", "api_key"},
@@ -51,6 +54,7 @@ constexpr FlagField flag_fields[] = {
     {"--port", "kubernetes", "port"},
     {"--port", "fargate", "port"},
     {"--port", "daytona", "port"},
+    {"--port", "modal", "port"},
     {"--pull", "docker", "pull"},
     {"--docker-arg", "docker", "docker_args"},
     {"--startup-timeout", "remote", "startup_timeout"},
@@ -60,6 +64,7 @@ constexpr FlagField flag_fields[] = {
     {"--startup-timeout", "kubernetes", "startup_timeout"},
     {"--startup-timeout", "fargate", "startup_timeout"},
     {"--startup-timeout", "daytona", "startup_timeout"},
+    {"--startup-timeout", "modal", "startup_timeout"},
     {"--workdir", "local", "working_dir"},
     {"--workdir", "docker", "working_dir"},
     {"--workdir", "kubernetes", "working_dir"},
@@ -70,9 +75,11 @@ constexpr FlagField flag_fields[] = {
     {"--env", "kubernetes", "env"},
     {"--env", "fargate", "env"},
     {"--env", "daytona", "env"},
+    {"--env", "modal", "env"},
     {"--keep", "docker", "remove_container"},
     {"--environment", "gateway", "environment"},
     {"--environment", "e2b", "template"},
+    {"--environment", "modal", "environment"},
     {"--namespace", "kubernetes", "namespace"},
     {"--context", "kubernetes", "context"},
 };
@@ -101,7 +108,7 @@ json::object base_config(const std::string& deployment) {
   if (!std::filesystem::is_regular_file(deployment, ec)) {
     throw DeploymentConfigError(fmt::format(
         "--deployment: \"{}\" is neither a deployment type (local, docker, remote, dummy, gateway, "
-        "e2b, kubernetes, fargate, daytona) nor a JSON config file",
+        "e2b, kubernetes, fargate, daytona, modal) nor a JSON config file",
         deployment));
   }
   return to_json(load_deployment_config(deployment));
@@ -119,14 +126,14 @@ std::pair<std::string, std::string> split_env(const std::string& item) {
 void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
   app.add_option(
          "--deployment", o.deployment,
-         "local, docker, remote, dummy, gateway, e2b, kubernetes, fargate, daytona, or the path of "
-         "a JSON deployment config")
+         "local, docker, remote, dummy, gateway, e2b, kubernetes, fargate, daytona, modal, or the "
+         "path of a JSON deployment config")
       ->capture_default_str();
   auto set_string = [&app](const char* name, std::optional<std::string>& target, const char* help) {
     app.add_option_function<std::string>(
         name, [&target](const std::string& v) { target = v; }, help);
   };
-  set_string("--image", o.image, "docker, kubernetes, fargate, daytona: the image to start");
+  set_string("--image", o.image, "docker, kubernetes, fargate, daytona, modal: the image to start");
   set_string("--namespace", o.namespace_name,
              "kubernetes: the namespace of the pod (default: the context's)");
   set_string("--context", o.context, "kubernetes: the kubeconfig context (default: the current)");
@@ -137,22 +144,24 @@ void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
   set_string("--token", o.token,
              "remote: the server's auth token; gateway, e2b, daytona: an API key");
   set_string("--environment", o.environment,
-             "gateway: the environment of the session; e2b: the template");
+             "gateway: the environment of the session; e2b: the template; modal: Modal's "
+             "environment");
   app.add_option_function<std::int64_t>(
       "--port", [&o](std::int64_t v) { o.port = v; },
       "remote: the server's port; docker: the host port to publish the server on; kubernetes, "
-      "fargate, daytona: the server's port in the pod, task or sandbox");
+      "fargate, daytona, modal: the server's port in the pod, task or sandbox");
   set_string("--pull", o.pull, "docker: never, missing or always");
   app.add_option("--docker-arg", o.docker_args,
                  "docker: a docker-run flag (repeat for more, e.g. --docker-arg=--memory=1g)")
       ->allow_extra_args(false);
   app.add_option_function<double>(
       "--startup-timeout", [&o](double v) { o.startup_timeout = v; },
-      "remote, docker, kubernetes, fargate, daytona: seconds to wait for the sandbox to answer");
+      "remote, docker, kubernetes, fargate, daytona, modal: seconds to wait for the sandbox to "
+      "answer");
   set_string("--workdir", o.workdir, "local, docker, kubernetes: the directory sessions start in");
-  app.add_option(
-         "--env", o.env,
-         "local, docker, kubernetes, fargate, daytona: KEY=VALUE set in sessions (repeatable)")
+  app.add_option("--env", o.env,
+                 "local, docker, kubernetes, fargate, daytona, modal: KEY=VALUE set in sessions "
+                 "(repeatable)")
       ->allow_extra_args(false);
   app.add_flag("--keep", o.keep, "docker: keep the container after exit");
   app.add_flag("-q,--quiet", o.quiet, "Print no deployment progress");
@@ -219,6 +228,8 @@ std::string describe_deployment(const DeploymentConfig& config) {
   if (const auto* daytona = std::get_if<DaytonaDeploymentConfig>(&config))
     return fmt::format("daytona {}",
                        daytona->snapshot.empty() ? daytona->image : daytona->snapshot);
+  if (const auto* modal = std::get_if<ModalDeploymentConfig>(&config))
+    return "modal " + modal->image;
   if (const auto* e2b = std::get_if<E2BDeploymentConfig>(&config))
     return fmt::format("e2b {}{}", e2b->template_id,
                        e2b->api_url.empty() ? "" : " at " + e2b->api_url);

@@ -10,6 +10,7 @@
 #include <rex/deployment/gateway_deployment.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
 #include <rex/deployment/local_deployment.hpp>
+#include <rex/deployment/modal_deployment.hpp>
 #include <rex/deployment/remote_deployment.hpp>
 #include <rex/protocol/json.hpp>
 
@@ -399,6 +400,45 @@ DaytonaDeploymentConfig read_daytona(Reader& r) {
   return c;
 }
 
+ModalDeploymentConfig read_modal(Reader& r) {
+  ModalDeploymentConfig c;
+  r.string("image", c.image);
+  r.number("startup_timeout", c.startup_timeout);
+  r.number("runtime_timeout", c.runtime_timeout);
+  r.number("deployment_timeout", c.deployment_timeout);
+  r.boolean("install_pipx", c.install_pipx);
+  json::object kwargs;
+  r.object("modal_sandbox_kwargs", kwargs);
+  if (!kwargs.empty())
+    r.fail("modal_sandbox_kwargs",
+           "holds arguments of Modal's Python SDK; give the Sandbox message's fields as "
+           "sandbox_definition instead");
+  std::optional<std::int64_t> port;
+  r.optional_integer("port", port, 1, 65535);
+  if (port)
+    c.port = static_cast<int>(*port);
+  r.string("app_name", c.app_name);
+  r.string("environment", c.environment);
+  r.string("server_url", c.server_url);
+  r.string("token_id", c.token_id);
+  r.string("token_secret", c.token_secret);
+  r.string("server_path", c.server_path);
+  r.string("ca_file", c.ca_file);
+  r.string_map("env", c.env);
+  r.object("sandbox_definition", c.sandbox_definition);
+  if (c.image.empty())
+    r.fail("image", "must not be empty");
+  if (c.app_name.empty())
+    r.fail("app_name", "must not be empty");
+  if (!(c.deployment_timeout >= 1 && c.deployment_timeout <= 86400))
+    r.fail("deployment_timeout", "must be from 1 to 86400 seconds (Modal's limit)");
+  if (!(c.startup_timeout > 0))
+    r.fail("startup_timeout", "must be a positive number of seconds");
+  if (!(c.runtime_timeout > 0))
+    r.fail("runtime_timeout", "must be a positive number of seconds");
+  return c;
+}
+
 DummyDeploymentConfig read_dummy(Reader& r) {
   DummyDeploymentConfig c;
   if (const json::value* v = r.raw("run_in_session_outputs")) {
@@ -499,8 +539,11 @@ json::array list_value(const std::vector<std::string>& v) {
 }  // namespace
 
 std::string_view deployment_type(const DeploymentConfig& config) noexcept {
-  static constexpr std::string_view names[] = {
-      "local", "remote", "docker", "dummy", "gateway", "e2b", "kubernetes", "fargate", "daytona"};
+  static constexpr std::string_view names[] = {"local",   "remote", "docker",     "dummy",
+                                               "gateway", "e2b",    "kubernetes", "fargate",
+                                               "daytona", "modal"};
+  static_assert(std::size(names) == std::variant_size_v<DeploymentConfig>,
+                "a name for every deployment type, in the variant's order");
   return names[config.index()];
 }
 
@@ -554,10 +597,12 @@ DeploymentConfig deployment_config_from_json(const json::value& value) {
     config = read_fargate(r);
   else if (type == "daytona")
     config = read_daytona(r);
+  else if (type == "modal")
+    config = read_modal(r);
   else
     throw DeploymentConfigError(
         fmt::format("deployment config: unknown type \"{}\" (expected local, remote, docker, "
-                    "dummy, gateway, e2b, kubernetes, fargate or daytona)",
+                    "dummy, gateway, e2b, kubernetes, fargate, daytona or modal)",
                     type));
   r.finish();
   return config;
@@ -676,6 +721,22 @@ json::object to_json(const DeploymentConfig& config) {
     o["sandbox_args"] = c->sandbox_args;
     o["server_path"] = c->server_path;
     o["startup_timeout"] = c->startup_timeout;
+  } else if (const auto* c = std::get_if<ModalDeploymentConfig>(&config)) {
+    o["image"] = c->image;
+    o["startup_timeout"] = c->startup_timeout;
+    o["runtime_timeout"] = c->runtime_timeout;
+    o["deployment_timeout"] = c->deployment_timeout;
+    o["install_pipx"] = c->install_pipx;
+    o["port"] = c->port;
+    o["app_name"] = c->app_name;
+    o["environment"] = c->environment;
+    o["server_url"] = c->server_url;
+    o["token_id"] = c->token_id;
+    o["token_secret"] = c->token_secret;
+    o["server_path"] = c->server_path;
+    o["ca_file"] = c->ca_file;
+    o["env"] = map_value(c->env);
+    o["sandbox_definition"] = c->sandbox_definition;
   } else if (const auto* c = std::get_if<DummyDeploymentConfig>(&config)) {
     json::array outputs;
     for (const auto& obs : c->run_in_session_outputs)
@@ -735,6 +796,8 @@ std::unique_ptr<Deployment> make_deployment(asio::any_io_executor executor,
           return std::make_unique<FargateDeployment>(executor, std::move(c));
         else if constexpr (std::is_same_v<T, DaytonaDeploymentConfig>)
           return std::make_unique<DaytonaDeployment>(executor, std::move(c));
+        else if constexpr (std::is_same_v<T, ModalDeploymentConfig>)
+          return std::make_unique<ModalDeployment>(executor, std::move(c));
         else
           return std::make_unique<DummyDeployment>(std::move(c));
       },

@@ -39,6 +39,9 @@ TEST(DeploymentConfig, TypeSelectsTheStruct) {
   EXPECT_EQ(deployment_type(parse(R"({"type":"docker","image":"x"})")), "docker");
   EXPECT_EQ(deployment_type(parse(R"({"type":"gateway"})")), "gateway");
   EXPECT_EQ(deployment_type(parse(R"({"type":"e2b"})")), "e2b");
+  EXPECT_EQ(deployment_type(parse(R"({"type":"fargate"})")), "fargate");
+  EXPECT_EQ(deployment_type(parse(R"({"type":"daytona"})")), "daytona");
+  EXPECT_EQ(deployment_type(parse(R"({"type":"modal"})")), "modal");
   // SWE-agent's default deployment is docker; a config without type means it.
   EXPECT_EQ(deployment_type(parse(R"({"image":"python:3.12"})")), "docker");
 }
@@ -160,7 +163,20 @@ TEST(DeploymentConfig, RoundTripsThroughJson) {
                                "labels":{"team":"x"},"working_dir":"/w",
                                "startup_timeout":30,"max_lifetime":600,
                                "pod_overrides":{"spec":{"priorityClassName":"low"}},
-                               "connect":"proxy","pod_name":"my-pod"})"}) {
+                               "connect":"proxy","pod_name":"my-pod"})",
+                           R"({"type":"daytona","api_key":"k","target":"eu","port":9000,
+                               "container_timeout":600,"runtime_timeout":30,"image":"i",
+                               "api_url":"http://d","organization_id":"o","snapshot":"s",
+                               "public":true,"env":{"E":"1"},"labels":{"l":"2"},
+                               "sandbox_args":{"cpu":2},"server_path":"/s",
+                               "startup_timeout":60})",
+                           R"({"type":"modal","image":"i","startup_timeout":60,
+                               "runtime_timeout":30,"deployment_timeout":600,
+                               "install_pipx":false,"port":9000,"app_name":"a",
+                               "environment":"e","server_url":"http://m","token_id":"t",
+                               "token_secret":"s","server_path":"/s","ca_file":"/c",
+                               "env":{"E":"1"},
+                               "sandbox_definition":{"resources":{"milliCpu":2000}}})"}) {
     const auto c = parse(text);
     EXPECT_EQ(json::serialize(to_json(c)),
               json::serialize(to_json(deployment_config_from_json(to_json(c)))))

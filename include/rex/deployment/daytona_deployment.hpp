@@ -3,10 +3,10 @@
 //
 // start(), over Daytona's REST API (Authorization: Bearer API_KEY):
 // - POST /sandbox from the image (a one-line Dockerfile as its build, as Daytona's SDKs send an
-//   image) or a snapshot, with rex's labels, the environment, and a time to live (ttlMinutes)
-//   of container_timeout, so Daytona deletes it whatever happens here; then GET /sandbox/{id}
-//   until it is `started` (a build or start that fails ends start() with Daytona's
-//   errorReason).
+//   image) or a snapshot, with rex's labels, the environment, no stop for idleness, and a time
+//   to live (ttlMinutes) of container_timeout, so Daytona deletes it whatever happens here; then
+//   GET /sandbox/{id} until it is `started` (a build or start that fails ends start() with
+//   Daytona's errorReason).
 // - Through the sandbox's toolbox (its toolboxProxyUrl + /{id}): rex-server and a file with the
 //   server's token uploaded (POST /files/upload-v2), a process session made (POST
 //   /process/session) and the server started in it without waiting (POST
@@ -19,7 +19,7 @@
 // - stop() closes the runtime and deletes the sandbox (DELETE /sandbox/{id}); a failed start()
 //   deletes what it created. is_alive() reports Daytona's state and reason once the sandbox is
 //   no longer started.
-// - 429 and 5xx answers and lost connections are tried again (five attempts, exponential delays
+// - 429, 502, 503 and 504 answers (and 409 to a delete) and lost connections are tried again (five attempts, exponential delays
 //   with full jitter); a key Daytona refuses (401, 403) fails at once, naming where it came from.
 //
 // Threading: call every member from the executor the deployment was created with.

@@ -1,0 +1,211 @@
+// ModalDeployment against a fake of Modal's gRPC control plane (tests/modal/modal_fake.py, which
+// Modal's own Python client checks in modal.client) that runs each sandbox's entrypoint here,
+// behind a TLS tunnel: a sandbox's whole life and what is left afterwards, a refused token, a
+// throttled create, a server that cannot start, a sandbox past its lifetime, settings refused
+// before any call, and the runtime conformance suite.
+#include <rex/deployment/modal_deployment.hpp>
+
+#include <gtest/gtest.h>
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include "conformance/conformance.hpp"
+#include "modal/modal_fake.hpp"
+#include "support/async_test.hpp"
+#include "support/deployed_runtime.hpp"
+
+namespace rex::test {
+namespace {
+
+namespace json = boost::json;
+
+// The shared fake's URL and token from the environment, as Modal's SDKs read them.
+ModalDeploymentConfig sandbox_config() {
+  ModalDeploymentConfig c;
+  c.image = "python:3.12";
+  c.ca_file = ModalFake::shared().ca_file();
+  c.startup_timeout = 60;
+  c.runtime_timeout = 30;
+  c.deployment_timeout = 600;
+  return c;
+}
+
+class ModalFakeTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (const std::string why = ModalFake::unavailable(); !why.empty())
+      GTEST_SKIP() << why;
+    fake = &ModalFake::shared();
+  }
+
+  std::string run(ModalDeployment& d, const std::string& command) {
+    BashAction action;
+    action.command = command;
+    return run_async(io, d.runtime().run_in_session(Action(std::move(action)))).output;
+  }
+
+  asio::io_context io;
+  ModalFake* fake = nullptr;
+};
+
+TEST_F(ModalFakeTest, ASandboxRunsTheServerAndEndsWithTheDeployment) {
+  ModalDeployment d(io.get_executor(), sandbox_config());
+  std::vector<std::string> stages;
+  d.add_hook(
+      [&stages](const DeploymentEvent& e) { stages.push_back(std::string(to_string(e.stage))); });
+  run_async(io, d.start(), std::chrono::seconds(90));
+  ASSERT_TRUE(d.started());
+  EXPECT_EQ(d.sandbox_id().rfind("sb-", 0), 0u) << d.sandbox_id();
+  EXPECT_EQ(d.url().rfind("https://127.0.0.1:", 0), 0u) << d.url();
+
+  run_async(io, d.runtime().create_session(CreateBashSessionRequest{}));
+  EXPECT_EQ(run(d, "echo hello"), "hello\n");
+  // The token came as a secret, not on the command line.
+  EXPECT_EQ(run(d, "tr '\\0' ' ' < /proc/$PPID/cmdline | grep -c -- --auth-token || true"), "0\n");
+  EXPECT_TRUE(run_async(io, d.is_alive()).is_alive);
+  bool running = false;
+  for (const auto& s : fake->sandboxes())
+    running = running ||
+              (s.at("id").as_string() == d.sandbox_id() && s.at("state").as_string() == "running");
+  EXPECT_TRUE(running);
+
+  run_async(io, d.stop(), std::chrono::seconds(60));
+  EXPECT_FALSE(d.started());
+  EXPECT_NE(std::find(stages.begin(), stages.end(), "ready"), stages.end());
+  EXPECT_NE(std::find(stages.begin(), stages.end(), "stopped"), stages.end());
+  const json::array left = fake->running();
+  EXPECT_TRUE(left.empty()) << "still running in the fake: " << json::serialize(left);
+}
+
+TEST_F(ModalFakeTest, AWrongTokenFailsTheStartAtOnceNamingWhereItCameFrom) {
+  const std::size_t before = fake->sandboxes().size();
+  ScopedEnv secret("MODAL_TOKEN_SECRET", "not-the-secret");
+  ModalDeployment d(io.get_executor(), sandbox_config());
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    run_async(io, d.start(), std::chrono::seconds(30));
+    FAIL() << "started with a wrong token";
+  } catch (const DeploymentStartupError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("modal: AppGetOrCreate: the token from MODAL_TOKEN_ID and "
+                        "MODAL_TOKEN_SECRET was refused: UNAUTHENTICATED"),
+              std::string::npos)
+        << what;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "it was retried";
+  EXPECT_EQ(fake->sandboxes().size(), before) << "a sandbox was made";
+}
+
+TEST_F(ModalFakeTest, AThrottledCreateIsTriedAgain) {
+  // A fake of its own whose first two SandboxCreate calls answer UNAVAILABLE.
+  ModalFake throttled({"--fail-first", "2"});
+  ModalDeploymentConfig c = sandbox_config();
+  c.server_url = throttled.url();
+  c.token_id = throttled.token_id();
+  c.token_secret = throttled.token_secret();
+  c.ca_file = throttled.ca_file();
+  ModalDeployment d(io.get_executor(), c);
+  run_async(io, d.start(), std::chrono::seconds(90));
+  EXPECT_TRUE(d.started());
+  EXPECT_EQ(throttled.sandboxes().size(), 1u) << "a retry made a second sandbox";
+  run_async(io, d.stop(), std::chrono::seconds(60));
+  EXPECT_TRUE(throttled.running().empty());
+}
+
+TEST_F(ModalFakeTest, AServerThatCannotStartIsReportedWithItsStderrAndItsSandboxEnded) {
+  TempDir dir;
+  const std::string broken = dir.path() + "/rex-server";
+  {
+    std::ofstream out(broken);
+    out << "#!/bin/sh\necho 'this is not rex-server' >&2\nexit 3\n";
+  }
+  std::filesystem::permissions(broken, std::filesystem::perms::owner_all);
+  ModalDeploymentConfig c = sandbox_config();
+  c.server_path = broken;
+  c.runtime_timeout = 3;
+  ModalDeployment d(io.get_executor(), c);
+  try {
+    run_async(io, d.start(), std::chrono::seconds(60));
+    FAIL() << "started without a server";
+  } catch (const DeploymentStartupError& e) {
+    const std::string what = e.what();
+    // It may end before its tunnel is asked for (FAILED_PRECONDITION) or after.
+    EXPECT_TRUE(what.find("its stderr: this is not rex-server") != std::string::npos ||
+                what.find("SandboxGetTunnels: FAILED_PRECONDITION") != std::string::npos)
+        << what;
+  }
+  const json::array left = fake->running();
+  EXPECT_TRUE(left.empty()) << "still running in the fake: " << json::serialize(left);
+}
+
+TEST_F(ModalFakeTest, ASandboxPastItsLifetimeIsReportedByIsAlive) {
+  ModalDeploymentConfig c = sandbox_config();
+  c.deployment_timeout = 4;
+  ModalDeployment d(io.get_executor(), c);
+  run_async(io, d.start(), std::chrono::seconds(90));
+  IsAliveResponse alive;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    alive = run_async(io, d.is_alive());
+  } while (alive.is_alive && std::chrono::steady_clock::now() < until);
+  EXPECT_FALSE(alive.is_alive);
+  EXPECT_NE(alive.message.find("the sandbox " + d.sandbox_id()), std::string::npos)
+      << alive.message;
+  run_async(io, d.stop(), std::chrono::seconds(60));
+  EXPECT_TRUE(fake->running().empty());
+}
+
+TEST_F(ModalFakeTest, BadSettingsAreRefusedBeforeAnyCall) {
+  {
+    ScopedEnv id("MODAL_TOKEN_ID", std::nullopt);
+    try {
+      ModalDeployment d(io.get_executor(), sandbox_config());
+      FAIL() << "made without a token";
+    } catch (const DeploymentConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find("MODAL_TOKEN_ID"), std::string::npos) << e.what();
+    }
+  }
+  ModalDeploymentConfig c = sandbox_config();
+  c.sandbox_definition = json::object{{"timeoutSecs", "soon"}};
+  try {
+    ModalDeployment d(io.get_executor(), c);
+    FAIL() << "took a definition that is not a Sandbox message";
+  } catch (const DeploymentConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("modal.sandbox_definition"), std::string::npos)
+        << e.what();
+  }
+  c = sandbox_config();
+  c.server_url = "ftp://example.com";
+  EXPECT_THROW(ModalDeployment(io.get_executor(), c), DeploymentConfigError);
+  EXPECT_THROW(deployment_config_from_json(
+                   json::parse(R"({"type": "modal", "modal_sandbox_kwargs": {"cpu": 2}})")),
+               DeploymentConfigError);
+  EXPECT_THROW(deployment_config_from_json(
+                   json::parse(R"({"type": "modal", "deployment_timeout": 100000})")),
+               DeploymentConfigError);
+  // SWE-ReX's own config loads as it is.
+  EXPECT_NO_THROW(deployment_config_from_json(json::parse(
+      R"({"type": "modal", "image": "python:3.11", "startup_timeout": 180, "runtime_timeout": 60,
+          "deployment_timeout": 3600, "modal_sandbox_kwargs": {}, "install_pipx": true})")));
+}
+
+using DeployedSandbox = DeployedRuntime<ModalDeployment>;
+
+const RuntimeFactory kModal{"Modal",
+                            [](asio::io_context& io) -> std::unique_ptr<Runtime> {
+                              if (const std::string why = ModalFake::unavailable(); !why.empty())
+                                throw std::runtime_error(why);
+                              return std::make_unique<DeployedSandbox>(io, sandbox_config());
+                            },
+                            true};
+
+INSTANTIATE_TEST_SUITE_P(Modal, RuntimeConformance, ::testing::Values(kModal),
+                         [](const auto& info) { return info.param.name; });
+
+}  // namespace
+}  // namespace rex::test
