@@ -19,8 +19,9 @@
 // - stop() closes the runtime and deletes the sandbox (DELETE /sandbox/{id}); a failed start()
 //   deletes what it created. is_alive() reports Daytona's state and reason once the sandbox is
 //   no longer started.
-// - 429, 502, 503 and 504 answers (and 409 to a delete) and lost connections are tried again (five attempts, exponential delays
-//   with full jitter); a key Daytona refuses (401, 403) fails at once, naming where it came from.
+// - 429, 502, 503 and 504 answers (and 409 to a delete) and lost connections are tried again
+//   (five attempts, exponential delays with full jitter); a key Daytona refuses (401, 403) fails
+//   at once, naming where it came from.
 //
 // Threading: call every member from the executor the deployment was created with.
 #pragma once
