@@ -444,9 +444,13 @@ struct DaytonaDeployment::Impl {
   }
 };
 
-DaytonaDeployment::DaytonaDeployment(asio::any_io_executor executor, DaytonaDeploymentConfig config)
-    : impl_(std::make_shared<Impl>()) {
-  impl_->key_source = config.api_key.empty() ? "DAYTONA_API_KEY" : "the config's api_key";
+namespace {
+
+// An Impl for `config` with the environment's values filled in and checked.
+std::shared_ptr<DaytonaDeployment::Impl> make_impl(asio::any_io_executor executor,
+                                                   DaytonaDeploymentConfig config) {
+  auto impl = std::make_shared<DaytonaDeployment::Impl>();
+  impl->key_source = config.api_key.empty() ? "DAYTONA_API_KEY" : "the config's api_key";
   config.api_key = from_env(config.api_key, "DAYTONA_API_KEY");
   if (config.api_key.empty())
     throw DeploymentConfigError(
@@ -459,8 +463,15 @@ DaytonaDeployment::DaytonaDeployment(asio::any_io_executor executor, DaytonaDepl
     throw DeploymentConfigError(fmt::format("daytona.port: {} is not a TCP port", config.port));
   if (!(config.container_timeout >= 60))
     throw DeploymentConfigError("daytona.container_timeout: must be at least 60 seconds");
-  impl_->executor = std::move(executor);
-  impl_->config = std::move(config);
+  impl->executor = std::move(executor);
+  impl->config = std::move(config);
+  return impl;
+}
+
+}  // namespace
+
+DaytonaDeployment::DaytonaDeployment(asio::any_io_executor executor, DaytonaDeploymentConfig config)
+    : impl_(make_impl(std::move(executor), std::move(config))) {
   impl_->report = [this](DeploymentStage stage, std::string message) {
     emit(stage, std::move(message));
   };
@@ -560,6 +571,62 @@ const std::string& DaytonaDeployment::sandbox_id() const noexcept {
 
 const std::string& DaytonaDeployment::url() const noexcept {
   return impl_->url;
+}
+
+SandboxHandoff DaytonaDeployment::handoff() const {
+  if (!impl_->started)
+    throw DeploymentNotStartedError("daytona deployment: not started");
+  SandboxHandoff h{impl_->sandbox_id, impl_->url, impl_->token, {}};
+  h.headers = impl_->runtime->config().client.headers;
+  return h;
+}
+
+asio::awaitable<void> delete_daytona_sandbox(asio::any_io_executor executor,
+                                             DaytonaDeploymentConfig config,
+                                             std::string sandbox_id) {
+  auto impl = make_impl(std::move(executor), std::move(config));
+  impl->sandbox_id = std::move(sandbox_id);
+  auto deleting = impl->delete_sandbox();
+  co_await std::move(deleting);
+}
+
+asio::awaitable<json::array> list_daytona_sandboxes(asio::any_io_executor executor,
+                                                    DaytonaDeploymentConfig config,
+                                                    std::map<std::string, std::string> labels) {
+  auto impl = make_impl(std::move(executor), std::move(config));
+  const std::string filter = http::url_encode(json::serialize(detail::json_string_map(labels)));
+  json::array out;
+  std::string cursor;
+  for (int page = 0; page < 100; ++page) {
+    const std::string target = "/sandbox?limit=100&labels=" + filter +
+                               (cursor.empty() ? "" : "&cursor=" + http::url_encode(cursor));
+    auto listing = impl->checked(impl->api_client(), "GET", target, "GET /sandbox");
+    const http::ClientResponse got = co_await std::move(listing);
+    boost::system::error_code ec;
+    json::value v = json::parse(got.body, ec);
+    // Daytona's paginated answer ({items, nextCursor}); a plain array from older servers.
+    json::array* items = ec ? nullptr : v.if_array();
+    if (items == nullptr && !ec && v.is_object()) {
+      if (json::value* i = v.get_object().if_contains("items"))
+        items = i->if_array();
+    }
+    if (items == nullptr)
+      throw DeploymentStartupError("daytona: GET /sandbox: not a list of sandboxes: " +
+                                   got.body.substr(0, 300));
+    for (auto& item : *items) {
+      const json::object* o = item.if_object();
+      const json::object* l = o && o->if_contains("labels") ? o->at("labels").if_object() : nullptr;
+      bool all = l != nullptr;
+      for (const auto& [k, want] : labels)  // the filter is the server's; this checks it
+        all = all && l->if_contains(k) && l->at(k).is_string() && l->at(k).get_string() == want;
+      if (all)
+        out.push_back(std::move(item));
+    }
+    cursor = v.is_object() ? field_text(v.get_object(), {"nextCursor"}) : std::string();
+    if (cursor.empty())
+      break;
+  }
+  co_return out;
 }
 
 }  // namespace rex

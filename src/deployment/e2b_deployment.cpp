@@ -356,7 +356,7 @@ asio::awaitable<void> E2BDeployment::stop() {
   emit(DeploymentStage::stopped, fmt::format("sandbox {} killed", sandbox_id_));
 }
 
-E2BHandoff E2BDeployment::handoff() const {
+SandboxHandoff E2BDeployment::handoff() const {
   if (!started_)
     throw DeploymentNotStartedError("the E2B deployment is not started");
   return {sandbox_id_, port_url(server_port_), server_token_, port_headers(server_port_)};

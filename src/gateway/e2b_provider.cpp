@@ -90,7 +90,7 @@ asio::awaitable<SandboxAddress> E2BProvider::create(SandboxSpec spec) {
       if (where.exit_code == 0 && dir.starts_with('/'))
         address.working_dir = dir;
     }
-    E2BHandoff handoff = deployment.handoff();
+    SandboxHandoff handoff = deployment.handoff();
     address.sandbox_id = std::move(handoff.sandbox_id);
     address.url = std::move(handoff.url);
     address.token = std::move(handoff.token);

@@ -7,6 +7,7 @@
 #include <rex/core/text.hpp>
 #include <rex/core/timeout.hpp>
 #include <rex/deployment/docker_deployment.hpp>
+#include <rex/gateway/daytona_provider.hpp>
 #include <rex/gateway/docker_provider.hpp>
 #include <rex/gateway/e2b_provider.hpp>
 #include <rex/gateway/kubernetes_provider.hpp>
@@ -127,6 +128,19 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
       providers["e2b"] = std::make_unique<E2BProvider>(ex, std::move(e2b));
     } catch (const std::exception& x) {
       logging::warn("gateway: no e2b provider: {}", x.what());
+    }
+  }
+  // Daytona when configured, or when Daytona's own variable says so.
+  if (cfg.daytona.enabled || std::getenv("DAYTONA_API_KEY") != nullptr) {
+    DaytonaProviderConfig daytona;
+    daytona.gateway_id = gateway_id;
+    daytona.api_key = cfg.daytona.api_key;
+    daytona.api_url = cfg.daytona.api_url;
+    daytona.target = cfg.daytona.target;
+    try {
+      providers["daytona"] = std::make_unique<DaytonaProvider>(ex, std::move(daytona));
+    } catch (const std::exception& x) {
+      logging::warn("gateway: no daytona provider: {}", x.what());
     }
   }
   if (cfg.kubernetes.enabled) {

@@ -706,6 +706,17 @@ GatewayConfig parse_gateway_config(std::string_view yaml_text, std::string_view 
     }
     e2b.finish();
   }
+  if (auto f = fields.take("daytona"); f && !f->node.IsNull()) {
+    Mapping daytona(*f, "Daytona settings");
+    config.daytona.enabled = true;
+    for (auto [key, out] : {std::pair{"api_key", &config.daytona.api_key},
+                            std::pair{"api_url", &config.daytona.api_url},
+                            std::pair{"target", &config.daytona.target}}) {
+      if (auto v = daytona.take(key))
+        *out = read_string(*v);
+    }
+    daytona.finish();
+  }
   if (auto f = fields.take("kubernetes"); f && !f->node.IsNull()) {
     Mapping k8s(*f, "Kubernetes settings");
     auto& c = config.kubernetes;

@@ -30,7 +30,9 @@
 #include <rex/deployment/deployment.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/json/array.hpp>
 
+#include <map>
 #include <memory>
 #include <string>
 
@@ -58,10 +60,28 @@ class DaytonaDeployment final : public Deployment {
   const std::string& sandbox_id() const noexcept;
   /// The server's base URL (the port's preview URL); empty until started.
   const std::string& url() const noexcept;
+  /// After start(): how to reach the sandbox's server (its preview token among the headers).
+  /// Destroying the deployment without stop() leaves the sandbox running (its time to live still
+  /// ends it).
+  SandboxHandoff handoff() const;
+
+  struct Impl;  // the library's own (the functions below share it)
 
  private:
-  struct Impl;
   std::shared_ptr<Impl> impl_;
 };
+
+/// Deletes a sandbox by id, with the deployment's retries (a sandbox already gone is no error).
+/// `config` gives the API (its environment variables as for the deployment).
+/// DeploymentStartupError when Daytona refuses.
+asio::awaitable<void> delete_daytona_sandbox(asio::any_io_executor executor,
+                                             DaytonaDeploymentConfig config,
+                                             std::string sandbox_id);
+
+/// Every sandbox whose labels include all of `labels` (GET /sandbox, page by page), as Daytona's
+/// Sandbox objects. DeploymentStartupError when Daytona refuses.
+asio::awaitable<boost::json::array> list_daytona_sandboxes(
+    asio::any_io_executor executor, DaytonaDeploymentConfig config,
+    std::map<std::string, std::string> labels);
 
 }  // namespace rex

@@ -23,6 +23,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace rex {
@@ -56,6 +57,15 @@ class DeploymentNotStartedError : public std::logic_error {
 class DeploymentStartupError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
+};
+
+/// How to reach a started cloud sandbox's rex-server, for a holder that outlives the deployment
+/// (the gateway's providers keep it in their database): E2B's and Daytona's handoff().
+struct SandboxHandoff {
+  std::string sandbox_id;
+  std::string url;                                           // RemoteRuntimeConfig::url
+  std::string token;                                         // its auth_token
+  std::vector<std::pair<std::string, std::string>> headers;  // its client.headers
 };
 
 class Deployment {

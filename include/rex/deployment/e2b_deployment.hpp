@@ -26,15 +26,6 @@
 
 namespace rex {
 
-/// How to reach a started sandbox's rex-server, for a holder that outlives the deployment (the
-/// gateway's e2b provider keeps it in its database).
-struct E2BHandoff {
-  std::string sandbox_id;
-  std::string url;                                           // RemoteRuntimeConfig::url
-  std::string token;                                         // its auth_token
-  std::vector<std::pair<std::string, std::string>> headers;  // its client.headers
-};
-
 class E2BDeployment final : public Deployment {
  public:
   /// Fields left empty take E2B's environment variables, as its SDKs do (E2B_API_KEY,
@@ -56,7 +47,7 @@ class E2BDeployment final : public Deployment {
   int server_port() const noexcept { return server_port_; }
   /// After start(): how to reach the sandbox's server. Destroying the deployment without
   /// stop() leaves the sandbox running (its timeout still ends it).
-  E2BHandoff handoff() const;
+  SandboxHandoff handoff() const;
   /// The control API's URL and key, as given or taken from the environment.
   const std::string& api_url() const noexcept { return config_.api_url; }
   const std::string& api_key() const noexcept { return config_.api_key; }

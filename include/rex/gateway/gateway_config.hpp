@@ -64,6 +64,12 @@ struct GatewayConfig {
     std::string api_key, api_url, sandbox_url, domain;
     std::string template_server_path;  // a rex-server in every template used; "": uploaded
   } e2b;
+  // The daytona provider: present when this section is (`daytona:` in YAML) or DAYTONA_API_KEY
+  // is set; its empty fields take Daytona's environment variables, as Daytona's SDKs do.
+  struct Daytona {
+    bool enabled = false;
+    std::string api_key, api_url, target;
+  } daytona;
   // The kubernetes provider: present when this section is (`kubernetes:` in YAML). Empty fields
   // take their defaults: the kubeconfig as kubectl finds it, its current context and namespace.
   struct Kubernetes {
