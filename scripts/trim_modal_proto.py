@@ -62,6 +62,7 @@ RPCS = [
     "SandboxTerminate",
     "SandboxTerminateV2",
     "SandboxGetLogs",  # the stdout/stderr of an entrypoint that exited early
+    "SandboxList",  # a gateway's sandboxes, by its tag: adopted after a restart, orphans removed
 ]
 
 # Renames of identifiers that clash with C macros in generated C++: {full name: new name}. None

@@ -425,6 +425,7 @@ ModalDeploymentConfig read_modal(Reader& r) {
   r.string("server_path", c.server_path);
   r.string("ca_file", c.ca_file);
   r.string_map("env", c.env);
+  r.string_map("labels", c.labels);
   r.object("sandbox_definition", c.sandbox_definition);
   if (c.image.empty())
     r.fail("image", "must not be empty");
@@ -736,6 +737,7 @@ json::object to_json(const DeploymentConfig& config) {
     o["server_path"] = c->server_path;
     o["ca_file"] = c->ca_file;
     o["env"] = map_value(c->env);
+    o["labels"] = map_value(c->labels);
     o["sandbox_definition"] = c->sandbox_definition;
   } else if (const auto* c = std::get_if<DummyDeploymentConfig>(&config)) {
     json::array outputs;

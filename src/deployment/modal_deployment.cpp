@@ -285,7 +285,9 @@ struct ModalDeployment::Impl {
   }
 
   std::map<std::string, std::string> labels() const {
-    std::map<std::string, std::string> l = owner_labels();
+    std::map<std::string, std::string> l = config.labels;
+    for (auto& [k, v] : owner_labels())
+      l[k] = v;
     l[std::string(labels::managed)] = "1";
     l[std::string(labels::deployment)] = id;
     const auto now = std::chrono::duration_cast<std::chrono::seconds>(
@@ -665,10 +667,14 @@ struct ModalDeployment::Impl {
   }
 };
 
-ModalDeployment::ModalDeployment(asio::any_io_executor executor, ModalDeploymentConfig config)
-    : impl_(std::make_shared<Impl>()) {
+namespace {
+
+// An Impl for `config` with the environment's values filled in and checked.
+std::shared_ptr<ModalDeployment::Impl> make_impl(asio::any_io_executor executor,
+                                                 ModalDeploymentConfig config) {
+  auto impl = std::make_shared<ModalDeployment::Impl>();
   const bool from_config = !config.token_id.empty() || !config.token_secret.empty();
-  impl_->token_source = from_config ? "the config" : "MODAL_TOKEN_ID and MODAL_TOKEN_SECRET";
+  impl->token_source = from_config ? "the config" : "MODAL_TOKEN_ID and MODAL_TOKEN_SECRET";
   config.token_id = from_env(config.token_id, "MODAL_TOKEN_ID");
   config.token_secret = from_env(config.token_secret, "MODAL_TOKEN_SECRET");
   if (config.token_id.empty() || config.token_secret.empty())
@@ -689,14 +695,21 @@ ModalDeployment::ModalDeployment(asio::any_io_executor executor, ModalDeployment
     throw DeploymentConfigError("modal.ca_file: no such file: " + config.ca_file);
   if (!config.sandbox_definition.empty()) {
     const auto status = google::protobuf::util::JsonStringToMessage(
-        boost::json::serialize(config.sandbox_definition), &impl_->definition_overrides);
+        boost::json::serialize(config.sandbox_definition), &impl->definition_overrides);
     if (!status.ok())
       throw DeploymentConfigError(
           fmt::format("modal.sandbox_definition: not fields of Modal's Sandbox message: {}",
                       std::string(status.message())));
   }
-  impl_->executor = std::move(executor);
-  impl_->config = std::move(config);
+  impl->executor = std::move(executor);
+  impl->config = std::move(config);
+  return impl;
+}
+
+}  // namespace
+
+ModalDeployment::ModalDeployment(asio::any_io_executor executor, ModalDeploymentConfig config)
+    : impl_(make_impl(std::move(executor), std::move(config))) {
   impl_->report = [this](DeploymentStage stage, std::string message) {
     emit(stage, std::move(message));
   };
@@ -795,6 +808,60 @@ const std::string& ModalDeployment::sandbox_id() const noexcept {
 
 const std::string& ModalDeployment::url() const noexcept {
   return impl_->url;
+}
+
+SandboxHandoff ModalDeployment::handoff() const {
+  if (!impl_->started)
+    throw DeploymentNotStartedError("modal deployment: not started");
+  return SandboxHandoff{impl_->sandbox_id, impl_->url, impl_->token, {}};
+}
+
+asio::awaitable<void> terminate_modal_sandbox(asio::any_io_executor executor,
+                                              ModalDeploymentConfig config,
+                                              std::string sandbox_id) {
+  auto impl = make_impl(std::move(executor), std::move(config));
+  impl->sandbox_id = std::move(sandbox_id);
+  auto ending = impl->terminate();
+  co_await std::move(ending);
+}
+
+asio::awaitable<std::vector<ModalSandboxListing>> list_modal_sandboxes(
+    asio::any_io_executor executor, ModalDeploymentConfig config,
+    std::map<std::string, std::string> tags) {
+  auto impl = make_impl(std::move(executor), std::move(config));
+  std::vector<ModalSandboxListing> out;
+  double before = 0;  // newest first: each page asks for those older than the last one's
+  for (int page = 0; page < 100; ++page) {
+    api::SandboxListRequest request;
+    request.set_environment_name(impl->config.environment);
+    request.set_before_timestamp(before);
+    for (const auto& [k, v] : tags) {
+      api::SandboxTag* tag = request.add_tags();
+      tag->set_tag_name(k);
+      tag->set_tag_value(v);
+    }
+    auto listing =
+        impl->unary("SandboxList", &api::ModalClient::Stub::SandboxList, std::move(request));
+    const api::SandboxListResponse got = co_await std::move(listing);
+    if (got.sandboxes_size() == 0)
+      break;
+    for (const auto& info : got.sandboxes()) {
+      ModalSandboxListing l;
+      l.sandbox_id = info.id();
+      l.created_at = info.created_at();
+      l.running =
+          info.task_info().result().status() == api::GenericResult::GENERIC_STATUS_UNSPECIFIED;
+      for (const auto& t : info.tags())
+        l.tags[t.tag_name()] = t.tag_value();
+      bool all = true;  // the filter is the server's; this checks it
+      for (const auto& [k, v] : tags)
+        all = all && l.tags.contains(k) && l.tags.at(k) == v;
+      if (all)
+        out.push_back(std::move(l));
+      before = before == 0 ? info.created_at() : std::min(before, info.created_at());
+    }
+  }
+  co_return out;
 }
 
 }  // namespace rex

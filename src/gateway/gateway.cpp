@@ -12,6 +12,7 @@
 #include <rex/gateway/e2b_provider.hpp>
 #include <rex/gateway/kubernetes_provider.hpp>
 #include <rex/gateway/local_provider.hpp>
+#include <rex/gateway/modal_provider.hpp>
 #include <rex/runtime/archive.hpp>
 
 #include <fmt/format.h>
@@ -141,6 +142,22 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
       providers["daytona"] = std::make_unique<DaytonaProvider>(ex, std::move(daytona));
     } catch (const std::exception& x) {
       logging::warn("gateway: no daytona provider: {}", x.what());
+    }
+  }
+  // Modal when configured, or when Modal's own variable says so.
+  if (cfg.modal.enabled || std::getenv("MODAL_TOKEN_ID") != nullptr) {
+    ModalProviderConfig modal;
+    modal.gateway_id = gateway_id;
+    modal.token_id = cfg.modal.token_id;
+    modal.token_secret = cfg.modal.token_secret;
+    modal.server_url = cfg.modal.server_url;
+    modal.environment = cfg.modal.environment;
+    modal.app_name = cfg.modal.app_name;
+    modal.ca_file = cfg.modal.ca_file;
+    try {
+      providers["modal"] = std::make_unique<ModalProvider>(ex, std::move(modal));
+    } catch (const std::exception& x) {
+      logging::warn("gateway: no modal provider: {}", x.what());
     }
   }
   if (cfg.kubernetes.enabled) {

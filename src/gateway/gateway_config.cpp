@@ -717,6 +717,24 @@ GatewayConfig parse_gateway_config(std::string_view yaml_text, std::string_view 
     }
     daytona.finish();
   }
+  if (auto f = fields.take("modal"); f && !f->node.IsNull()) {
+    Mapping modal(*f, "Modal settings");
+    auto& c = config.modal;
+    c.enabled = true;
+    for (auto [key, out] :
+         {std::pair{"token_id", &c.token_id}, std::pair{"token_secret", &c.token_secret},
+          std::pair{"server_url", &c.server_url}, std::pair{"environment", &c.environment},
+          std::pair{"ca_file", &c.ca_file}}) {
+      if (auto v = modal.take(key))
+        *out = read_string(*v);
+    }
+    if (auto v = modal.take("app_name")) {
+      c.app_name = read_string(*v);
+      if (c.app_name.empty())
+        v->fail("must not be empty");
+    }
+    modal.finish();
+  }
   if (auto f = fields.take("kubernetes"); f && !f->node.IsNull()) {
     Mapping k8s(*f, "Kubernetes settings");
     auto& c = config.kubernetes;

@@ -22,7 +22,8 @@ What it implements (everything else answers UNIMPLEMENTED, and says so on stderr
   ImageGetOrCreate, ImageJoinStreaming, MountBatchedCheckExistence, BlobCreate (+ an HTTP PUT
   endpoint for the upload), MountPutFile, MountGetOrCreate, SandboxCreate / SandboxCreateV2,
   SandboxGetTaskId / V2, SandboxGetTunnels / V2, SandboxWait / V2, SandboxTerminate / V2,
-  SandboxGetLogs, SandboxGetCommandRouterAccess, TaskGetCommandRouterAccess; and, on the same port,
+  SandboxList (by app, tags, finished or not), SandboxGetLogs, SandboxGetCommandRouterAccess,
+  TaskGetCommandRouterAccess; and, on the same port,
   the task command router's TaskExecStart / TaskExecStdioRead / TaskExecWait / TaskExecPoll and
   SandboxStdioReadV2 (what `Sandbox.exec` and V2's `sandbox.stdout.read()` use).
 
@@ -810,6 +811,7 @@ class ControlPlane(api_grpc.ModalClientBase):
             if mount_id not in self.fake.mounts:
                 raise GRPCError(Status.NOT_FOUND, f"Mount {mount_id} not found")
         sb = Sandbox(self.fake, version, req.app_id, d, env)
+        sb.tags = {t.tag_name: t.tag_value for t in req.tags}
         self.fake.sandboxes[sb.id] = sb
         self.fake.by_task[sb.task_id] = sb
         await sb.start()
@@ -909,6 +911,28 @@ class ControlPlane(api_grpc.ModalClientBase):
     @rpc(v2=True)
     async def SandboxTerminateV2(self, req, stream):
         return self._terminate(self.fake.sandbox(req.sandbox_id, 2))
+
+    @rpc()
+    async def SandboxList(self, req, stream):
+        # Newest first, at most 100 a page; before_timestamp pages on (as Modal's SDK does); only
+        # the sandboxes carrying every tag asked for; finished ones only with include_finished.
+        want = {t.tag_name: t.tag_value for t in req.tags}
+        found = [sb for sb in self.fake.sandboxes.values()
+                 if (not req.app_id or sb.app_id == req.app_id)
+                 and (req.include_finished or sb.running)
+                 and (not req.before_timestamp or sb.created < req.before_timestamp)
+                 and all(sb.tags.get(k) == v for k, v in want.items())]
+        found.sort(key=lambda sb: sb.created, reverse=True)
+        resp = api_pb2.SandboxListResponse()
+        for sb in found[:100]:
+            info = resp.sandboxes.add(id=sb.id, created_at=sb.created, app_id=sb.app_id,
+                                      timeout_secs=int(sb.timeout))
+            info.task_info.id = sb.task_id
+            if not sb.running:
+                info.task_info.result.CopyFrom(sb.result)
+            for k, v in sb.tags.items():
+                info.tags.add(tag_name=k, tag_value=v)
+        return resp
 
     @rpc(streaming=True)
     async def SandboxGetLogs(self, req, stream):

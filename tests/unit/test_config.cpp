@@ -175,7 +175,7 @@ TEST(DeploymentConfig, RoundTripsThroughJson) {
                                "install_pipx":false,"port":9000,"app_name":"a",
                                "environment":"e","server_url":"http://m","token_id":"t",
                                "token_secret":"s","server_path":"/s","ca_file":"/c",
-                               "env":{"E":"1"},
+                               "env":{"E":"1"},"labels":{"l":"2"},
                                "sandbox_definition":{"resources":{"milliCpu":2000}}})"}) {
     const auto c = parse(text);
     EXPECT_EQ(json::serialize(to_json(c)),

@@ -55,7 +55,7 @@ std::string add_key_error(GatewayConfig& config, std::string_view flag) {
 constexpr std::string_view kKnown =
     "known: listen, storage, registry, python_image, tenants, max_sessions, creates_per_minute, "
     "max_storage_bytes, idle_timeout, max_lifetime, orphan_grace, sweep_interval, drift_interval, "
-    "docker_engine, podman_engine, e2b, kubernetes";
+    "docker_engine, podman_engine, e2b, daytona, modal, kubernetes";
 
 TEST(GatewayConfig, AnEmptyFileIsTheDefaults) {
   for (std::string_view text : {"", "# nothing yet\n", "---\n", "~\n"}) {
@@ -252,6 +252,34 @@ TEST(GatewayConfig, TheE2BSection) {
       << error_of("e2b:\n  template_server_path: rex-server\n");
   EXPECT_NE(error_of("e2b:\n  api_kye: k\n").find("api_kye: unknown field"), std::string::npos);
   EXPECT_NE(error_of("e2b: [1]\n").find("a mapping of E2B settings"), std::string::npos);
+}
+
+TEST(GatewayConfig, TheDaytonaAndModalSections) {
+  const GatewayConfig none = parse("listen: 127.0.0.1:1\n");
+  EXPECT_FALSE(none.daytona.enabled);
+  EXPECT_FALSE(none.modal.enabled);
+  const GatewayConfig d = parse("daytona:\n  api_key: k\n  api_url: http://api\n  target: eu\n");
+  EXPECT_TRUE(d.daytona.enabled);
+  EXPECT_EQ(d.daytona.api_key, "k");
+  EXPECT_EQ(d.daytona.api_url, "http://api");
+  EXPECT_EQ(d.daytona.target, "eu");
+  EXPECT_TRUE(parse("daytona: {}\n").daytona.enabled);  // every field from Daytona's variables
+  EXPECT_NE(error_of("daytona:\n  api_kye: k\n").find("api_kye: unknown field"), std::string::npos);
+  const GatewayConfig m = parse(
+      "modal:\n  token_id: ak\n  token_secret: as\n  server_url: http://m\n  environment: e\n"
+      "  app_name: a\n  ca_file: /ca.pem\n");
+  EXPECT_TRUE(m.modal.enabled);
+  EXPECT_EQ(m.modal.token_id, "ak");
+  EXPECT_EQ(m.modal.token_secret, "as");
+  EXPECT_EQ(m.modal.server_url, "http://m");
+  EXPECT_EQ(m.modal.environment, "e");
+  EXPECT_EQ(m.modal.app_name, "a");
+  EXPECT_EQ(m.modal.ca_file, "/ca.pem");
+  EXPECT_EQ(parse("modal: {}\n").modal.app_name, "rex");
+  EXPECT_NE(error_of("modal:\n  app_name: \"\"\n").find("app_name: must not be empty"),
+            std::string::npos)
+      << error_of("modal:\n  app_name: \"\"\n");
+  EXPECT_NE(error_of("modal: [1]\n").find("a mapping of Modal settings"), std::string::npos);
 }
 
 TEST(GatewayConfig, TheKubernetesSection) {

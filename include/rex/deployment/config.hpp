@@ -245,7 +245,8 @@ struct ModalDeploymentConfig {
   std::string token_secret{};    // empty: MODAL_TOKEN_SECRET
   std::string server_path{};     // the static rex-server to mount; empty: found as usual
   std::string ca_file{};         // extra trusted certificates (PEM) for the API and tunnels
-  std::map<std::string, std::string> env{};  // the sandbox's environment (a secret of the app)
+  std::map<std::string, std::string> env{};     // the sandbox's environment (a secret of the app)
+  std::map<std::string, std::string> labels{};  // the sandbox's tags, besides rex's own
   // Merged into Modal's Sandbox message (protobuf's JSON form: {"resources": {"milliCpu":
   // 2000}, "workdir": "/src"}), for anything else.
   boost::json::object sandbox_definition{};

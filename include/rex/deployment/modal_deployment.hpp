@@ -31,8 +31,10 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace rex {
 
@@ -58,10 +60,34 @@ class ModalDeployment final : public Deployment {
   const std::string& sandbox_id() const noexcept;
   /// The server's base URL (the tunnel's); empty until started.
   const std::string& url() const noexcept;
+  /// After start(): how to reach the sandbox's server. Destroying the deployment without stop()
+  /// leaves the sandbox running (its timeout still ends it).
+  SandboxHandoff handoff() const;
+
+  struct Impl;  // the library's own (the functions below share it)
 
  private:
-  struct Impl;
   std::shared_ptr<Impl> impl_;
 };
+
+/// Ends a sandbox by id (SandboxTerminate, with the deployment's retries); one already ended is
+/// no error. `config` gives the API and the token (their environment variables as for the
+/// deployment). DeploymentStartupError when Modal refuses.
+asio::awaitable<void> terminate_modal_sandbox(asio::any_io_executor executor,
+                                              ModalDeploymentConfig config, std::string sandbox_id);
+
+/// A sandbox SandboxList gives.
+struct ModalSandboxListing {
+  std::string sandbox_id;
+  double created_at = 0;  // unix seconds
+  bool running = false;   // false: it has ended (its result is set)
+  std::map<std::string, std::string> tags;
+};
+
+/// The running sandboxes of `config`'s environment that carry every one of `tags` (SandboxList,
+/// page by page). DeploymentStartupError when Modal refuses.
+asio::awaitable<std::vector<ModalSandboxListing>> list_modal_sandboxes(
+    asio::any_io_executor executor, ModalDeploymentConfig config,
+    std::map<std::string, std::string> tags);
 
 }  // namespace rex

@@ -70,6 +70,14 @@ struct GatewayConfig {
     bool enabled = false;
     std::string api_key, api_url, target;
   } daytona;
+  // The modal provider: present when this section is (`modal:` in YAML) or MODAL_TOKEN_ID is
+  // set; its empty fields take Modal's environment variables, as Modal's SDKs do.
+  struct Modal {
+    bool enabled = false;
+    std::string token_id, token_secret, server_url, environment;
+    std::string app_name = "rex";
+    std::string ca_file;  // extra trusted certificates for the API and the tunnels
+  } modal;
   // The kubernetes provider: present when this section is (`kubernetes:` in YAML). Empty fields
   // take their defaults: the kubeconfig as kubectl finds it, its current context and namespace.
   struct Kubernetes {
