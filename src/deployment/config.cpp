@@ -356,6 +356,7 @@ FargateDeploymentConfig read_fargate(Reader& r) {
   r.string("memory", c.memory);
   r.number("startup_timeout", c.startup_timeout);
   r.string_map("env", c.env);
+  r.string_map("labels", c.labels);
   if (c.image.empty())
     r.fail("image", "must not be empty");
   if (c.cluster_name.empty())
@@ -706,6 +707,7 @@ json::object to_json(const DeploymentConfig& config) {
     o["memory"] = c->memory;
     o["startup_timeout"] = c->startup_timeout;
     o["env"] = map_value(c->env);
+    o["labels"] = map_value(c->labels);
   } else if (const auto* c = std::get_if<DaytonaDeploymentConfig>(&config)) {
     o["api_key"] = c->api_key;
     o["target"] = c->target;

@@ -128,7 +128,9 @@ struct FargateDeployment::Impl {
 
   // A task's tags: rex's labels (docker_gc.hpp), by which `rex gc --fargate` finds and judges it.
   json::array tags() const {
-    std::map<std::string, std::string> l = owner_labels();
+    std::map<std::string, std::string> l = config.labels;
+    for (auto& [k, v] : owner_labels())
+      l[k] = v;
     l[std::string(labels::managed)] = "1";
     l[std::string(labels::deployment)] = id;
     const auto expires = std::chrono::duration_cast<std::chrono::seconds>(
@@ -598,6 +600,12 @@ const std::string& FargateDeployment::task_arn() const noexcept {
 
 const std::string& FargateDeployment::url() const noexcept {
   return impl_->url;
+}
+
+SandboxHandoff FargateDeployment::handoff() const {
+  if (!impl_->started)
+    throw DeploymentNotStartedError("fargate deployment: not started");
+  return SandboxHandoff{impl_->task_arn, impl_->url, impl_->token, {}};
 }
 
 }  // namespace rex

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <map>
 
@@ -26,16 +27,13 @@ std::map<std::string, std::string> tags_of(const json::object& task) {
 
 }  // namespace
 
-asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
-                                                  FargateGcOptions options) {
-  GcReport report;
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+asio::awaitable<std::vector<FargateTask>> list_fargate_tasks(aws::AwsClient& client,
+                                                             std::string cluster) {
+  std::vector<FargateTask> out;
   std::vector<std::string> arns;
   std::string next;
   do {
-    json::object params{{"cluster", options.cluster}, {"desiredStatus", "RUNNING"}};
+    json::object params{{"cluster", cluster}, {"desiredStatus", "RUNNING"}};
     if (!next.empty())
       params["nextToken"] = next;
     json::object page;
@@ -44,7 +42,7 @@ asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
       page = co_await std::move(list);
     } catch (const aws::AwsError& e) {
       if (e.code() == "ClusterNotFoundException")
-        co_return report;
+        co_return out;
       throw;
     }
     if (const json::value* a = page.if_contains("taskArns"); a != nullptr && a->is_array())
@@ -61,8 +59,7 @@ asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
       batch.emplace_back(arns[i]);
     auto describe = client.json_call(
         aws::kEcs, "DescribeTasks",
-        json::object{
-            {"cluster", options.cluster}, {"tasks", std::move(batch)}, {"include", {"TAGS"}}});
+        json::object{{"cluster", cluster}, {"tasks", std::move(batch)}, {"include", {"TAGS"}}});
     const json::object described = co_await std::move(describe);
     const json::value* tasks = described.if_contains("tasks");
     if (tasks == nullptr || !tasks->is_array())
@@ -70,31 +67,50 @@ asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
     for (const auto& t : tasks->get_array()) {
       if (!t.is_object())
         continue;
-      const auto tags = tags_of(t.get_object());
-      if (tags.count(std::string(labels::managed)) == 0)
-        continue;  // not rex's
-      GcEntry entry;
-      entry.name = kubernetes::field_text(t.get_object(), {"taskArn"});
-      entry.reason = gc_reason(tags, now, options.gc);
-      if (entry.reason.empty()) {
-        entry.reason = gc_keep_reason(tags);
-        report.kept.push_back(std::move(entry));
+      FargateTask task;
+      task.arn = kubernetes::field_text(t.get_object(), {"taskArn"});
+      task.tags = tags_of(t.get_object());
+      task.last_status = kubernetes::field_text(t.get_object(), {"lastStatus"});
+      if (const json::value* c = t.get_object().if_contains("createdAt"); c && c->is_number())
+        task.created_at = c->to_number<double>();
+      out.push_back(std::move(task));
+    }
+  }
+  co_return out;
+}
+
+asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
+                                                  FargateGcOptions options) {
+  GcReport report;
+  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                               std::chrono::system_clock::now().time_since_epoch())
+                               .count();
+  auto listing = list_fargate_tasks(client, options.cluster);
+  std::vector<FargateTask> tasks = co_await std::move(listing);
+  for (auto& task : tasks) {
+    if (task.tags.count(std::string(labels::managed)) == 0)
+      continue;  // not rex's
+    GcEntry entry;
+    entry.name = task.arn;
+    entry.reason = gc_reason(task.tags, now, options.gc);
+    if (entry.reason.empty()) {
+      entry.reason = gc_keep_reason(task.tags);
+      report.kept.push_back(std::move(entry));
+      continue;
+    }
+    if (!options.gc.dry_run) {
+      try {
+        auto stop = client.json_call(aws::kEcs, "StopTask",
+                                     json::object{{"cluster", options.cluster},
+                                                  {"task", entry.name},
+                                                  {"reason", "rex gc: " + entry.reason}});
+        co_await std::move(stop);
+      } catch (const aws::AwsError& e) {
+        report.errors.push_back(fmt::format("{}: {}", entry.name, e.what()));
         continue;
       }
-      if (!options.gc.dry_run) {
-        try {
-          auto stop = client.json_call(aws::kEcs, "StopTask",
-                                       json::object{{"cluster", options.cluster},
-                                                    {"task", entry.name},
-                                                    {"reason", "rex gc: " + entry.reason}});
-          co_await std::move(stop);
-        } catch (const aws::AwsError& e) {
-          report.errors.push_back(fmt::format("{}: {}", entry.name, e.what()));
-          continue;
-        }
-      }
-      report.removed.push_back(std::move(entry));
     }
+    report.removed.push_back(std::move(entry));
   }
   co_return report;
 }

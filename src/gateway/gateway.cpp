@@ -10,6 +10,7 @@
 #include <rex/gateway/daytona_provider.hpp>
 #include <rex/gateway/docker_provider.hpp>
 #include <rex/gateway/e2b_provider.hpp>
+#include <rex/gateway/fargate_provider.hpp>
 #include <rex/gateway/kubernetes_provider.hpp>
 #include <rex/gateway/local_provider.hpp>
 #include <rex/gateway/modal_provider.hpp>
@@ -158,6 +159,23 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
       providers["modal"] = std::make_unique<ModalProvider>(ex, std::move(modal));
     } catch (const std::exception& x) {
       logging::warn("gateway: no modal provider: {}", x.what());
+    }
+  }
+  if (cfg.fargate.enabled) {
+    FargateProviderConfig fargate;
+    fargate.gateway_id = gateway_id;
+    fargate.cluster = cfg.fargate.cluster;
+    fargate.region = cfg.fargate.region;
+    fargate.profile = cfg.fargate.profile;
+    fargate.server_image = cfg.fargate.server_image;
+    fargate.subnet_id = cfg.fargate.subnet_id;
+    fargate.security_group_id = cfg.fargate.security_group_id;
+    fargate.connect = cfg.fargate.connect;
+    fargate.port = cfg.fargate.port;
+    try {
+      providers["fargate"] = std::make_unique<FargateProvider>(ex, std::move(fargate));
+    } catch (const std::exception& x) {
+      logging::warn("gateway: no fargate provider: {}", x.what());
     }
   }
   if (cfg.kubernetes.enabled) {

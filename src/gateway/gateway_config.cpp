@@ -735,6 +735,32 @@ GatewayConfig parse_gateway_config(std::string_view yaml_text, std::string_view 
     }
     modal.finish();
   }
+  if (auto f = fields.take("fargate"); f && !f->node.IsNull()) {
+    Mapping fargate(*f, "Fargate settings");
+    auto& c = config.fargate;
+    c.enabled = true;
+    for (auto [key, out] :
+         {std::pair{"region", &c.region}, std::pair{"profile", &c.profile},
+          std::pair{"server_image", &c.server_image}, std::pair{"subnet_id", &c.subnet_id},
+          std::pair{"security_group_id", &c.security_group_id}}) {
+      if (auto v = fargate.take(key))
+        *out = read_string(*v);
+    }
+    if (auto v = fargate.take("cluster"))
+      c.cluster = read_nonempty_string(*v);
+    if (auto v = fargate.take("connect")) {
+      c.connect = read_string(*v);
+      if (c.connect != "public_ip" && c.connect != "private_ip")
+        v->fail(fmt::format("expected public_ip or private_ip, got {:?}", c.connect));
+    }
+    if (auto v = fargate.take("port")) {
+      const std::uint64_t port = read_whole(*v, "a TCP port");
+      if (port == 0 || port > 65535)
+        v->fail(fmt::format("expected a TCP port (1 to 65535), got {}", port));
+      c.port = static_cast<int>(port);
+    }
+    fargate.finish();
+  }
   if (auto f = fields.take("kubernetes"); f && !f->node.IsNull()) {
     Mapping k8s(*f, "Kubernetes settings");
     auto& c = config.kubernetes;

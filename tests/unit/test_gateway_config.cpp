@@ -55,7 +55,7 @@ std::string add_key_error(GatewayConfig& config, std::string_view flag) {
 constexpr std::string_view kKnown =
     "known: listen, storage, registry, python_image, tenants, max_sessions, creates_per_minute, "
     "max_storage_bytes, idle_timeout, max_lifetime, orphan_grace, sweep_interval, drift_interval, "
-    "docker_engine, podman_engine, e2b, daytona, modal, kubernetes";
+    "docker_engine, podman_engine, e2b, daytona, modal, fargate, kubernetes";
 
 TEST(GatewayConfig, AnEmptyFileIsTheDefaults) {
   for (std::string_view text : {"", "# nothing yet\n", "---\n", "~\n"}) {
@@ -280,6 +280,27 @@ TEST(GatewayConfig, TheDaytonaAndModalSections) {
             std::string::npos)
       << error_of("modal:\n  app_name: \"\"\n");
   EXPECT_NE(error_of("modal: [1]\n").find("a mapping of Modal settings"), std::string::npos);
+}
+
+TEST(GatewayConfig, TheFargateSection) {
+  EXPECT_FALSE(parse("listen: 127.0.0.1:1\n").fargate.enabled);
+  const GatewayConfig c = parse(
+      "fargate:\n  cluster: c\n  region: eu-west-1\n  profile: p\n  server_image: i\n"
+      "  subnet_id: s\n  security_group_id: g\n  connect: private_ip\n  port: 9000\n");
+  EXPECT_TRUE(c.fargate.enabled);
+  EXPECT_EQ(c.fargate.cluster, "c");
+  EXPECT_EQ(c.fargate.region, "eu-west-1");
+  EXPECT_EQ(c.fargate.profile, "p");
+  EXPECT_EQ(c.fargate.server_image, "i");
+  EXPECT_EQ(c.fargate.subnet_id, "s");
+  EXPECT_EQ(c.fargate.security_group_id, "g");
+  EXPECT_EQ(c.fargate.connect, "private_ip");
+  EXPECT_EQ(c.fargate.port, 9000);
+  EXPECT_EQ(parse("fargate: {}\n").fargate.cluster, "rex-cluster");
+  EXPECT_NE(error_of("fargate:\n  connect: ssh\n").find("expected public_ip or private_ip"),
+            std::string::npos);
+  EXPECT_NE(error_of("fargate:\n  port: 70000\n").find("expected a TCP port"), std::string::npos);
+  EXPECT_NE(error_of("fargate:\n  cluster: \"\"\n").find("cluster"), std::string::npos);
 }
 
 TEST(GatewayConfig, TheKubernetesSection) {

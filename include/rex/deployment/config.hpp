@@ -200,11 +200,12 @@ struct FargateDeploymentConfig {
   std::string security_group_id{};  // empty: one opening `port` to ingress_cidr, made once
   std::string ingress_cidr = "0.0.0.0/0";
   bool assign_public_ip = true;
-  std::string connect = "public_ip";         // public_ip | private_ip: which address of the task
-  std::string cpu = "1024";                  // the task's CPU units
-  std::string memory = "2048";               // the task's memory (MiB)
-  double startup_timeout = 300.0;            // RunTask to RUNNING
-  std::map<std::string, std::string> env{};  // the sandbox container's environment
+  std::string connect = "public_ip";            // public_ip | private_ip: which address of the task
+  std::string cpu = "1024";                     // the task's CPU units
+  std::string memory = "2048";                  // the task's memory (MiB)
+  double startup_timeout = 300.0;               // RunTask to RUNNING
+  std::map<std::string, std::string> env{};     // the sandbox container's environment
+  std::map<std::string, std::string> labels{};  // the task's tags, besides rex's own
 };
 
 // A Daytona sandbox (rex/deployment/daytona_deployment.hpp, docs/daytona.md): SWE-ReX's field

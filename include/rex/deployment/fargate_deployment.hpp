@@ -51,6 +51,9 @@ class FargateDeployment final : public Deployment {
   const std::string& task_arn() const noexcept;
   /// The server's base URL; empty until started.
   const std::string& url() const noexcept;
+  /// After start(): how to reach the task's server (sandbox_id: the task's ARN). Destroying the
+  /// deployment without stop() leaves the task running (rex-server's deadline still ends it).
+  SandboxHandoff handoff() const;
 
  private:
   struct Impl;

@@ -78,6 +78,15 @@ struct GatewayConfig {
     std::string app_name = "rex";
     std::string ca_file;  // extra trusted certificates for the API and the tunnels
   } modal;
+  // The fargate provider: present when this section is (`fargate:` in YAML). Credentials and
+  // region as the AWS CLI finds them, unless region and profile say otherwise.
+  struct Fargate {
+    bool enabled = false;
+    std::string cluster = "rex-cluster";
+    std::string region, profile, server_image, subnet_id, security_group_id;
+    std::string connect = "public_ip";  // public_ip | private_ip
+    int port = 8880;                    // rex-server's port in the task
+  } fargate;
   // The kubernetes provider: present when this section is (`kubernetes:` in YAML). Empty fields
   // take their defaults: the kubeconfig as kubectl finds it, its current context and namespace.
   struct Kubernetes {
