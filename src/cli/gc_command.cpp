@@ -43,8 +43,9 @@ void add_gc_options(CLI::App& app, GcCommandOptions& o) {
                  "kubernetes: kubeconfig files, ':'-separated (default: KUBECONFIG or "
                  "~/.kube/config)");
   app.add_flag("--fargate", o.fargate,
-               "Stop the tasks of an AWS ECS cluster (Fargate) instead; credentials, region and "
-               "endpoints as the AWS CLI finds them");
+               "Stop the tasks of an AWS ECS cluster (Fargate) instead, and delete the security "
+               "groups rex made that nothing uses; credentials, region and endpoints as the AWS "
+               "CLI finds them");
   app.add_option("--cluster", o.cluster, "fargate: the ECS cluster (default: rex-cluster)");
   app.add_option("--region", o.region,
                  "fargate: the AWS region (default: as the AWS CLI finds it)");

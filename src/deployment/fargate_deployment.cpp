@@ -30,6 +30,12 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+std::int64_t unix_now() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 constexpr const char* kSandbox = "sandbox";
 constexpr const char* kInstall = "rex-server-install";
 constexpr const char* kVolume = "rex-server";
@@ -303,13 +309,16 @@ struct FargateDeployment::Impl {
     const XmlElement found = co_await std::move(describe_groups);
     if (std::string id = found.text_at("securityGroupInfo/item/groupId"); !id.empty())
       co_return id;
-    auto create_group =
-        ec2("CreateSecurityGroup", {{"GroupName", name},
-                                    {"GroupDescription", "rex-server of rex's Fargate sandboxes"},
-                                    {"VpcId", vpc},
-                                    {"TagSpecification.1.ResourceType", "security-group"},
-                                    {"TagSpecification.1.Tag.1.Key", "origin"},
-                                    {"TagSpecification.1.Tag.1.Value", "rex-fargate"}});
+    auto create_group = ec2("CreateSecurityGroup",
+                            {{"GroupName", name},
+                             {"GroupDescription", "rex-server of rex's Fargate sandboxes"},
+                             {"VpcId", vpc},
+                             {"TagSpecification.1.ResourceType", "security-group"},
+                             {"TagSpecification.1.Tag.1.Key", "origin"},
+                             {"TagSpecification.1.Tag.1.Value", "rex-fargate"},
+                             // for `rex gc --fargate`, which spares a group this young
+                             {"TagSpecification.1.Tag.2.Key", "rex.created"},
+                             {"TagSpecification.1.Tag.2.Value", std::to_string(unix_now())}});
     const XmlElement made = co_await std::move(create_group);
     const std::string id = made.text_at("groupId");
     auto authorize = ec2("AuthorizeSecurityGroupIngress",

@@ -1,4 +1,5 @@
 #include <rex/aws/client.hpp>
+#include <rex/aws/xml.hpp>
 #include <rex/deployment/fargate_gc.hpp>
 #include <rex/kubernetes/object_fields.hpp>
 
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 
 namespace rex {
@@ -107,6 +109,51 @@ asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
         co_await std::move(stop);
       } catch (const aws::AwsError& e) {
         report.errors.push_back(fmt::format("{}: {}", entry.name, e.what()));
+        continue;
+      }
+    }
+    report.removed.push_back(std::move(entry));
+  }
+
+  // The security groups FargateDeployment made, once no network interface uses them.
+  auto groups =
+      client.query_call(aws::kEc2, "DescribeSecurityGroups",
+                        {{"Filter.1.Name", "tag:origin"}, {"Filter.1.Value.1", "rex-fargate"}});
+  const aws::XmlElement found = co_await std::move(groups);
+  const aws::XmlElement* set = found.child("securityGroupInfo");
+  for (const auto& g : set ? set->children : std::vector<aws::XmlElement>{}) {
+    GcEntry entry;
+    entry.id = g.text_at("groupId");
+    entry.name = entry.id;
+    std::int64_t created = 0;
+    if (const aws::XmlElement* tags = g.child("tagSet"))
+      for (const auto& t : tags->children)
+        if (t.text_at("key") == "rex.created")
+          created = std::strtoll(t.text_at("value").c_str(), nullptr, 10);
+    if (!options.gc.all && created > 0 && now - created < options.group_grace.count()) {
+      entry.reason = fmt::format("security group made {} s ago", now - created);
+      report.kept.push_back(std::move(entry));
+      continue;
+    }
+    auto users = client.query_call(aws::kEc2, "DescribeNetworkInterfaces",
+                                   {{"Filter.1.Name", "group-id"}, {"Filter.1.Value.1", entry.id}});
+    const aws::XmlElement interfaces = co_await std::move(users);
+    const aws::XmlElement* used = interfaces.child("networkInterfaceSet");
+    if (used != nullptr && !used->children.empty()) {
+      entry.reason =
+          fmt::format("security group used by {} network interfaces", used->children.size());
+      report.kept.push_back(std::move(entry));
+      continue;
+    }
+    entry.reason = "security group no network interface uses";
+    if (!options.gc.dry_run) {
+      try {
+        auto deleting =
+            client.query_call(aws::kEc2, "DeleteSecurityGroup", {{"GroupId", entry.id}});
+        co_await std::move(deleting);
+      } catch (const aws::AwsError& e) {
+        // DependencyViolation: something took it meanwhile; it stays.
+        report.errors.push_back(fmt::format("{}: {}", entry.id, e.what()));
         continue;
       }
     }

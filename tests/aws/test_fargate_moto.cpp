@@ -60,6 +60,29 @@ class FargateMoto : public ::testing::Test {
     return n;
   }
 
+  // Fargate deletes the network interface of a task that has stopped; moto keeps it: this does.
+  void delete_interfaces_of_stopped_tasks() {
+    aws::AwsClient client(io.get_executor(), emulator->config());
+    const json::object stopped = run_async(
+        io,
+        client.json_call(aws::kEcs, "ListTasks",
+                         json::object{{"cluster", "rex-cluster"}, {"desiredStatus", "STOPPED"}}));
+    for (const auto& arn : stopped.at("taskArns").as_array()) {
+      const json::object task = describe("rex-cluster", std::string(arn.as_string()));
+      for (const auto& a : task.at("attachments").as_array())
+        for (const auto& detail : a.at("details").as_array())
+          if (detail.at("name") == "networkInterfaceId") {
+            try {
+              run_async(io, client.query_call(aws::kEc2, "DeleteNetworkInterface",
+                                              {{"NetworkInterfaceId",
+                                                std::string(detail.at("value").as_string())}}));
+            } catch (const aws::AwsError&) {
+              // deleted before
+            }
+          }
+    }
+  }
+
   asio::io_context io;
   FargateEmulator* emulator = nullptr;
 };
@@ -175,6 +198,48 @@ TEST_F(FargateMoto, GcStopsTheTaskOfAKilledProcessAndKeepsALiveOnes) {
   EXPECT_EQ(describe("rex-cluster", task).at("desiredStatus"), "STOPPED");
   EXPECT_NE(emulator->events().find("\"event\": \"stop\", \"task\": \"" + task), std::string::npos);
   run_async(io, live.stop(), std::chrono::seconds(60));
+}
+
+// The security group a deployment made outlives its tasks (the next deployment shares it); the
+// gc deletes it once nothing uses it, and a later deployment makes it again.
+TEST_F(FargateMoto, GcDeletesTheSecurityGroupNothingUsesAny) {
+  {
+    FargateDeployment d(io.get_executor(), sandbox_config());
+    run_async(io, d.start(), std::chrono::seconds(90));
+    aws::AwsClient client(io.get_executor(), emulator->config());
+    FargateGcOptions young;  // the group was made moments ago: kept
+    const GcReport kept = run_async(io, collect_fargate_garbage(client, young));
+    EXPECT_EQ(security_groups("rex-deployment-sg-"), 1u);
+    bool seen = false;
+    for (const auto& k : kept.kept)
+      seen = seen || k.reason.find("security group") != std::string::npos;
+    EXPECT_TRUE(seen) << "the group is not in the report";
+    run_async(io, d.stop(), std::chrono::seconds(60));
+    delete_interfaces_of_stopped_tasks();
+  }
+  aws::AwsClient client(io.get_executor(), emulator->config());
+  FargateGcOptions now;
+  now.group_grace = std::chrono::seconds(0);
+  FargateGcOptions dry = now;
+  dry.gc.dry_run = true;
+  const GcReport preview = run_async(io, collect_fargate_garbage(client, dry));
+  EXPECT_EQ(security_groups("rex-deployment-sg-"), 1u) << "a dry run deleted it";
+  const GcReport report = run_async(io, collect_fargate_garbage(client, now));
+  std::string kept;
+  for (const auto& k : report.kept)
+    kept += k.name + ": " + k.reason + "; ";
+  EXPECT_EQ(security_groups("rex-deployment-sg-"), 0u) << "kept: " << kept;
+  ASSERT_EQ(report.removed.size(), preview.removed.size());
+  bool removed = false;
+  for (const auto& r : report.removed)
+    removed = removed || r.reason == "security group no network interface uses";
+  EXPECT_TRUE(removed);
+  EXPECT_TRUE(report.errors.empty()) << report.errors.front();
+
+  FargateDeployment again(io.get_executor(), sandbox_config());
+  run_async(io, again.start(), std::chrono::seconds(90));
+  EXPECT_EQ(security_groups("rex-deployment-sg-"), 1u);
+  run_async(io, again.stop(), std::chrono::seconds(60));
 }
 
 TEST_F(FargateMoto, BadSettingsAreRefusedBeforeAnyCall) {

@@ -8,6 +8,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,10 @@ class AwsClient;
 struct FargateGcOptions {
   GcOptions gc{};
   std::string cluster = "rex-cluster";  // the cluster's name or ARN
+  // Security groups FargateDeployment made (tag origin=rex-fargate) are removed once no network
+  // interface uses them and they are older than this (a deployment that made one may not have
+  // started its task yet); with gc.all, whatever their age.
+  std::chrono::seconds group_grace{600};
 };
 
 /// A running task of a cluster, as DescribeTasks tells it.
@@ -36,8 +41,9 @@ struct FargateTask {
 asio::awaitable<std::vector<FargateTask>> list_fargate_tasks(aws::AwsClient& client,
                                                              std::string cluster);
 
-/// Stops (StopTask) the tasks that should go. Entries are named by the task's ARN. A cluster
-/// that does not exist has nothing to collect.
+/// Stops (StopTask) the tasks that should go (entries named by the task's ARN; a cluster that
+/// does not exist has none), then deletes the security groups rex made that nothing uses any
+/// more (entries named by the group's id).
 asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
                                                   FargateGcOptions options = {});
 
