@@ -35,13 +35,14 @@ Deleting makes it destroying, then destroyed (GET answers 404 from then on); the
 while a state change is in progress, as Daytona does.
 
 A sandbox is a directory of its own (DIR/<id>, also its HOME and working directory) and a loopback
-address of its own, 127.0.0.N (N from 2 up), which its commands find in the environment variable
-DAYTONA_FAKE_HOST. A session command runs as `bash -c COMMAND` there, in a process group of its own,
-with the sandbox's env vars; in the command, the literal text 0.0.0.0 is replaced by 127.0.0.N (a
-server that binds every address in a real sandbox binds the sandbox's own here). Deleting or stopping
-the sandbox kills its process groups, and any process that left them but still has the sandbox's
-DAYTONA_SANDBOX_ID in its environment. Sessions do not keep a shell: each command is its own bash.
-Files: relative paths are taken from the sandbox's directory; absolute paths must lie inside it.
+address of its own, 127.R.x.y (R random for each fake, so that fakes side by side keep apart), which
+its commands find in the environment variable DAYTONA_FAKE_HOST. A session command runs as `bash -c
+COMMAND` there, in a process group of its own, with the sandbox's env vars; in the command, the
+literal text 0.0.0.0 is replaced by that address (a server that binds every address in a real sandbox
+binds the sandbox's own here). Deleting or stopping the sandbox kills its process groups, and any
+process that left them but still has the sandbox's DAYTONA_SANDBOX_ID in its environment. Sessions
+do not keep a shell: each command is its own bash. Files: relative paths are taken from the
+sandbox's directory; absolute paths must lie inside it.
 
 Preview links: for each (sandbox, port) the fake listens on a free loopback port of its own and
 forwards HTTP (keep-alive, chunked bodies, upgrades) to 127.0.0.N:port. Each request must carry the
@@ -65,6 +66,7 @@ import email.policy
 import http.server
 import json
 import os
+import random
 import secrets
 import shutil
 import signal
@@ -275,12 +277,15 @@ class Fake:
         self.lock = threading.RLock()
         self.sandboxes = {}  # id -> Sandbox (destroyed ones stay, for /_fake/sandboxes)
         self.addresses = 0
+        self.address_octet = random.randrange(16, 240)
         self.throttle = 0  # calls still to answer 429 (POST /_fake/throttle)
 
     def next_address(self):
-        self.addresses += 1
+        # 127.R.x.y, R random for each fake: fakes running side by side (tests run in parallel)
+        # give their sandboxes different addresses, and so the same ports.
         n = self.addresses
-        return f"127.0.{1 + (n - 1) // 253}.{2 + (n - 1) % 253}" if n > 253 else f"127.0.0.{1 + n}"
+        self.addresses += 1
+        return f"127.{self.address_octet}.{n // 250}.{2 + n % 250}"
 
     def find(self, id_or_name, destroyed_too=False):
         for sb in self.sandboxes.values():

@@ -2,8 +2,10 @@
 // that runs each sandbox's commands on this machine, behind Prism proxies that check every
 // request and answer against Daytona's OpenAPI documents (daytona_stack.hpp): a sandbox's whole
 // life, what is left in the fake afterwards, a refused key, throttling, a server that cannot
-// start, a sandbox deleted behind the deployment's back, and the runtime conformance suite.
+// start, a sandbox deleted behind the deployment's back, a SandboxPool of them, and the runtime
+// conformance suite.
 #include <rex/deployment/daytona_deployment.hpp>
+#include <rex/pool/sandbox_pool.hpp>
 
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
@@ -168,6 +170,47 @@ TEST_F(DaytonaFake, ASandboxDeletedBehindItsBackIsReportedByIsAlive) {
   EXPECT_NE(alive.message.find(d.sandbox_id()), std::string::npos) << alive.message;
   run_async(io, d.stop(), std::chrono::seconds(60));  // the sandbox is gone already: no error
   EXPECT_TRUE(stack->remaining_settled().empty());
+}
+
+// A SandboxPool of these sandboxes: two leased at once, each with its own shell, all gone once
+// the pool shuts down.
+TEST_F(DaytonaFake, ASandboxPoolLeasesThemAndLeavesNothing) {
+  SandboxPoolConfig pc;
+  pc.deployment = sandbox_config();
+  pc.max_sandboxes = 2;
+  SandboxPool pool(io.get_executor(), pc);
+  // g++ 12 miscompiles temporaries inside co_await expressions: every one is named first.
+  auto body = [&]() -> asio::awaitable<void> {
+    auto taking_first = pool.acquire();
+    auto first = co_await std::move(taking_first);
+    auto taking_second = pool.acquire();
+    auto second = co_await std::move(taking_second);
+    EXPECT_NE(first.sandbox_id(), second.sandbox_id());
+    for (SandboxLease* lease : {&first, &second}) {
+      const CreateBashSessionRequest request;
+      auto creating = lease->runtime().create_session(request);
+      co_await std::move(creating);
+    }
+    BashAction cd;
+    cd.command = "cd /tmp && echo one";
+    auto running_first = first.runtime().run_in_session(Action(cd));
+    const BashObservation one = co_await std::move(running_first);
+    EXPECT_EQ(one.output, "one\n");
+    BashAction pwd;
+    pwd.command = "pwd";
+    auto running_second = second.runtime().run_in_session(Action(pwd));
+    const BashObservation two = co_await std::move(running_second);
+    EXPECT_NE(two.output, "/tmp\n") << "the sandboxes share a shell";
+    auto releasing_first = first.release();
+    co_await std::move(releasing_first);
+    auto releasing_second = second.release();
+    co_await std::move(releasing_second);
+    auto closing = pool.shutdown();
+    co_await std::move(closing);
+  };
+  run_async(io, body(), std::chrono::seconds(180));
+  const json::array left = stack->remaining_settled();
+  EXPECT_TRUE(left.empty()) << "left in the fake: " << json::serialize(left);
 }
 
 TEST_F(DaytonaFake, BadSettingsAreRefusedBeforeAnyCall) {

@@ -50,8 +50,9 @@ process group, with:
     `env` maps and secret ids alike). Nothing else of the fake's environment is passed on.
   - the files of its mounts (definition.mount_ids) written under root/, with their mode, e.g. the
     MountFile "/rex/rex-server" becomes <dir>/root/rex/rex-server.
-  - its own loopback address, 127.a.b.c (from 127.0.0.2 up, one per sandbox, chosen so that every
-    open port is free on it): the sandbox's servers keep their container ports, on that address.
+  - its own loopback address, 127.a.b.c (from 127.R.0.2 up, R random for each fake so that fakes
+    running side by side keep apart, one per sandbox, chosen so that every open port is free on
+    it): the sandbox's servers keep their container ports, on that address.
 Because it is the host's file system and network, the entrypoint's argv is REWRITTEN before the
 exec, and only in these two ways (nothing else is: not paths inside a `sh -c` string, not paths
 the program opens by itself, not a server's default listening address):
@@ -118,6 +119,7 @@ import hashlib
 import hmac
 import json
 import os
+import random
 import secrets as pysecrets
 import shutil
 import signal
@@ -519,7 +521,9 @@ class Fake:
         self.sandboxes: dict[str, Sandbox] = {}
         self.by_task: dict[str, Sandbox] = {}
         self.create_calls = 0
-        self.next_address = 2
+        # 127.R.0.2 up, R random: another fake running beside this one (tests run in parallel)
+        # starts elsewhere in 127/8.
+        self.next_address = (random.randrange(16, 240) << 16) + 2
         self.grpc_port = 0
         self.http_port = 0
         self.tls_ctx: ssl.SSLContext | None = None

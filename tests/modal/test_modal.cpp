@@ -2,8 +2,9 @@
 // Modal's own Python client checks in modal.client) that runs each sandbox's entrypoint here,
 // behind a TLS tunnel: a sandbox's whole life and what is left afterwards, a refused token, a
 // throttled create, a server that cannot start, a sandbox past its lifetime, settings refused
-// before any call, and the runtime conformance suite.
+// before any call, a SandboxPool of them, and the runtime conformance suite.
 #include <rex/deployment/modal_deployment.hpp>
+#include <rex/pool/sandbox_pool.hpp>
 
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
@@ -158,6 +159,47 @@ TEST_F(ModalFakeTest, ASandboxPastItsLifetimeIsReportedByIsAlive) {
       << alive.message;
   run_async(io, d.stop(), std::chrono::seconds(60));
   EXPECT_TRUE(fake->running().empty());
+}
+
+// A SandboxPool of these sandboxes: two leased at once, each with its own shell, all gone once
+// the pool shuts down.
+TEST_F(ModalFakeTest, ASandboxPoolLeasesThemAndLeavesNothing) {
+  SandboxPoolConfig pc;
+  pc.deployment = sandbox_config();
+  pc.max_sandboxes = 2;
+  SandboxPool pool(io.get_executor(), pc);
+  // g++ 12 miscompiles temporaries inside co_await expressions: every one is named first.
+  auto body = [&]() -> asio::awaitable<void> {
+    auto taking_first = pool.acquire();
+    auto first = co_await std::move(taking_first);
+    auto taking_second = pool.acquire();
+    auto second = co_await std::move(taking_second);
+    EXPECT_NE(first.sandbox_id(), second.sandbox_id());
+    for (SandboxLease* lease : {&first, &second}) {
+      const CreateBashSessionRequest request;
+      auto creating = lease->runtime().create_session(request);
+      co_await std::move(creating);
+    }
+    BashAction cd;
+    cd.command = "cd /tmp && echo one";
+    auto running_first = first.runtime().run_in_session(Action(cd));
+    const BashObservation one = co_await std::move(running_first);
+    EXPECT_EQ(one.output, "one\n");
+    BashAction pwd;
+    pwd.command = "pwd";
+    auto running_second = second.runtime().run_in_session(Action(pwd));
+    const BashObservation two = co_await std::move(running_second);
+    EXPECT_NE(two.output, "/tmp\n") << "the sandboxes share a shell";
+    auto releasing_first = first.release();
+    co_await std::move(releasing_first);
+    auto releasing_second = second.release();
+    co_await std::move(releasing_second);
+    auto closing = pool.shutdown();
+    co_await std::move(closing);
+  };
+  run_async(io, body(), std::chrono::seconds(180));
+  const json::array left = fake->running();
+  EXPECT_TRUE(left.empty()) << "still running in the fake: " << json::serialize(left);
 }
 
 TEST_F(ModalFakeTest, BadSettingsAreRefusedBeforeAnyCall) {
