@@ -104,11 +104,12 @@ function toolboxDocument(doc) {
 }
 
 // Prism decodes a request body as UTF-8 text before it forwards it, so a binary file uploaded
-// through it arrives mangled (every byte that is not UTF-8 replaced by U+FFFD). The toolbox's
-// clients therefore reach Prism through this front: it passes every request on as it is, except a
-// multipart upload, whose copy with each file's content as base64 text (the same form, fields and
-// headers, only longer) goes through Prism to be checked against the document and answered by the
-// fake; once that succeeded, the upload itself goes to the fake as it was, and its answer back.
+// through it arrives mangled (every byte that is not UTF-8 replaced by U+FFFD), and it refuses
+// bodies over 10 MB (a sanitizer build's rex-server is more). The toolbox's clients therefore
+// reach Prism through this front: it passes every request on as it is, except a multipart upload,
+// whose copy with each file's content replaced by a line of text (the same form, fields and
+// headers) goes through Prism to be checked against the document and answered by the fake; once
+// that succeeded, the upload itself goes to the fake as it was, and its answer back.
 function multipartWithTextFiles(body, contentType) {
   const boundary = /boundary="?([^";]+)"?/.exec(contentType)?.[1];
   if (!boundary) return body;
@@ -126,7 +127,8 @@ function multipartWithTextFiles(body, contentType) {
     const head = split < 0 ? part : part.subarray(0, split + 4);
     if (split >= 0 && /filename=/.test(head.toString("latin1"))) {
       const content = part.subarray(split + 4, part.length - 2);  // less the CRLF before `next`
-      parts.push(head, Buffer.from(content.toString("base64")), Buffer.from("\r\n"));
+      parts.push(head, Buffer.from(`(${content.length} bytes, sent to the fake as they are)`),
+        Buffer.from("\r\n"));
     } else {
       parts.push(part);
     }
