@@ -122,6 +122,12 @@ class DaytonaStack {
     posix_spawn_file_actions_adddup2(&actions, in[0], 0);
     posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    // A process group of its own, so that a stack that has to be killed takes the fake and the
+    // Prism proxies with it.
+    posix_spawnattr_t attributes;
+    posix_spawnattr_init(&attributes);
+    posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attributes, 0);
     std::string node = REX_NODE, script = REX_DAYTONA_STACK;
     std::string env_var = std::string("REX_DAYTONA_ENV=") + REX_DAYTONA_ENV;
     std::vector<char*> argv{node.data(), script.data(), nullptr};
@@ -131,8 +137,9 @@ class DaytonaStack {
     envp.push_back(env_var.data());
     envp.push_back(nullptr);
     const int error =
-        ::posix_spawn(&pid_, node.c_str(), &actions, nullptr, argv.data(), envp.data());
+        ::posix_spawn(&pid_, node.c_str(), &actions, &attributes, argv.data(), envp.data());
     posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
     ::close(in[0]);
     stdin_ = in[1];
     if (error != 0)
@@ -173,7 +180,7 @@ class DaytonaStack {
     const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (::waitpid(pid_, &status, WNOHANG) == 0) {
       if (std::chrono::steady_clock::now() > until) {
-        ::kill(pid_, SIGKILL);
+        ::kill(-pid_, SIGKILL);  // the whole group: the fake and Prism too
         ::waitpid(pid_, &status, 0);
         break;
       }

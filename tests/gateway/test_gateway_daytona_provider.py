@@ -15,6 +15,7 @@ usage: test_gateway_daytona_provider.py PATH/TO/rex [unittest args]
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,7 +52,8 @@ class Stack:
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(
             [NODE, STACK], stdin=subprocess.PIPE, stdout=self.log, stderr=subprocess.STDOUT,
-            env={**os.environ, "REX_DAYTONA_ENV": ENV_DIR})
+            env={**os.environ, "REX_DAYTONA_ENV": ENV_DIR},
+            start_new_session=True)  # a group of its own: killed, it takes the fake and Prism
         until = time.monotonic() + 60
         while True:
             text = self.output()
@@ -75,7 +77,7 @@ class Stack:
             try:
                 self.process.wait(30)
             except subprocess.TimeoutExpired:
-                self.process.kill()
+                os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait()
         self.log.close()
         text = self.output()
