@@ -2,7 +2,8 @@
 
 #include <rex/deployment/daytona_deployment.hpp>
 #include <rex/kubernetes/object_fields.hpp>
-#include <rex/protocol/commands.hpp>
+
+#include "gateway/handed_over.hpp"
 
 #include <fmt/format.h>
 #include <boost/json.hpp>
@@ -67,35 +68,9 @@ asio::awaitable<SandboxAddress> DaytonaProvider::create(SandboxSpec spec) {
   // Daytona counts whole minutes, from one.
   d.container_timeout = std::max(60.0, spec.max_lifetime > 0 ? spec.max_lifetime : 3600.0);
   d.runtime_timeout = std::min(60.0, impl_->config.startup_timeout);
-  SandboxAddress address;
-  address.working_dir = spec.environment.working_dir;
-  std::string failure;
-  try {
-    DaytonaDeployment deployment(impl_->executor, std::move(d));
-    auto starting = deployment.start();  // deletes its sandbox itself when it fails
-    co_await std::move(starting);
-    if (address.working_dir.empty()) {
-      // Where the sandbox starts processes (the image's user's home, as Daytona makes it).
-      Command pwd;
-      pwd.command = "pwd";
-      pwd.shell = true;
-      pwd.timeout = 30;
-      auto asking = deployment.runtime().execute(std::move(pwd));
-      const CommandResponse where = co_await std::move(asking);
-      const std::string dir = where.stdout_.substr(0, where.stdout_.find('\n'));
-      address.working_dir = where.exit_code == 0 && dir.starts_with('/') ? dir : "/";
-    }
-    SandboxHandoff handoff = deployment.handoff();
-    address.sandbox_id = std::move(handoff.sandbox_id);
-    address.url = std::move(handoff.url);
-    address.token = std::move(handoff.token);
-    address.headers = std::move(handoff.headers);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  if (!failure.empty())
-    throw ProviderError(failure);
-  co_return address;
+  auto handing = detail::start_and_hand_over<DaytonaDeployment>(impl_->executor, std::move(d),
+                                                                spec.environment.working_dir);
+  co_return co_await std::move(handing);
 }
 
 asio::awaitable<void> DaytonaProvider::destroy(std::string sandbox_id) {

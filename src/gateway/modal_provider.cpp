@@ -1,7 +1,8 @@
 #include <rex/gateway/modal_provider.hpp>
 
 #include <rex/deployment/modal_deployment.hpp>
-#include <rex/protocol/commands.hpp>
+
+#include "gateway/handed_over.hpp"
 
 #include <fmt/format.h>
 
@@ -55,34 +56,9 @@ asio::awaitable<SandboxAddress> ModalProvider::create(SandboxSpec spec) {
               {std::string(kSessionKey), spec.session_id}};
   d.deployment_timeout =
       std::clamp(spec.max_lifetime > 0 ? spec.max_lifetime : 3600.0, 1.0, 86400.0);
-  SandboxAddress address;
-  address.working_dir = spec.environment.working_dir;
-  std::string failure;
-  try {
-    ModalDeployment deployment(impl_->executor, std::move(d));
-    auto starting = deployment.start();  // ends its sandbox itself when it fails
-    co_await std::move(starting);
-    if (address.working_dir.empty()) {
-      // Where the sandbox starts processes (the image's working directory).
-      Command pwd;
-      pwd.command = "pwd";
-      pwd.shell = true;
-      pwd.timeout = 30;
-      auto asking = deployment.runtime().execute(std::move(pwd));
-      const CommandResponse where = co_await std::move(asking);
-      const std::string dir = where.stdout_.substr(0, where.stdout_.find('\n'));
-      address.working_dir = where.exit_code == 0 && dir.starts_with('/') ? dir : "/";
-    }
-    SandboxHandoff handoff = deployment.handoff();
-    address.sandbox_id = std::move(handoff.sandbox_id);
-    address.url = std::move(handoff.url);
-    address.token = std::move(handoff.token);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  if (!failure.empty())
-    throw ProviderError(failure);
-  co_return address;
+  auto handing = detail::start_and_hand_over<ModalDeployment>(impl_->executor, std::move(d),
+                                                              spec.environment.working_dir);
+  co_return co_await std::move(handing);
 }
 
 asio::awaitable<void> ModalProvider::destroy(std::string sandbox_id) {
