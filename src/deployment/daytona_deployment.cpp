@@ -13,6 +13,7 @@
 #include <rex/kubernetes/object_fields.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
+#include "deployment/cloud_start.hpp"
 #include "deployment/service_client.hpp"
 
 #include <fmt/format.h>
@@ -487,26 +488,16 @@ asio::awaitable<void> DaytonaDeployment::start() {
     throw DeploymentStartupError("daytona deployment: cannot start again after stop()");
   if (s->started)
     co_return;
-  std::string failure;
-  try {
-    auto starting = s->start();
-    co_await std::move(starting);
-  } catch (const DeploymentStartupError& e) {
-    failure = e.what();
-  } catch (const std::exception& e) {
-    failure = std::string("daytona: ") + e.what();
-  }
-  if (!failure.empty()) {
-    // Nothing is left behind: a sandbox this start made is deleted.
+  // Nothing is left behind: a sandbox this start made is deleted.
+  auto clean_up = [s]() -> asio::awaitable<void> {
     s->runtime.reset();
-    try {
-      auto deleting = s->delete_sandbox();
-      co_await std::move(deleting);
-    } catch (const std::exception& e) {
-      failure += fmt::format(" (and deleting the sandbox {} failed: {})", s->sandbox_id, e.what());
-    }
-    throw DeploymentStartupError(failure);
-  }
+    auto deleting = s->delete_sandbox();
+    co_await std::move(deleting);
+  };
+  auto undoing = [s] { return "deleting the sandbox " + s->sandbox_id; };
+  auto starting =
+      detail::start_or_clean_up("daytona", s->start(), std::move(clean_up), std::move(undoing));
+  co_await std::move(starting);
   s->started = true;
   emit(DeploymentStage::ready, "rex-server at " + s->url + " (sandbox " + s->sandbox_id + ")");
 }

@@ -7,6 +7,8 @@
 #include <rex/kubernetes/object_fields.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
+#include "deployment/cloud_start.hpp"
+
 #include <fmt/format.h>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -521,26 +523,16 @@ asio::awaitable<void> FargateDeployment::start() {
     throw DeploymentStartupError("fargate deployment: cannot start again after stop()");
   if (s->started)
     co_return;
-  std::string failure;
-  try {
-    auto starting = s->start();
-    co_await std::move(starting);
-  } catch (const DeploymentStartupError& e) {
-    failure = e.what();
-  } catch (const std::exception& e) {
-    failure = std::string("fargate: ") + e.what();
-  }
-  if (!failure.empty()) {
-    // Nothing is left running: a task this start made is stopped.
-    try {
-      auto stopping = s->stop_task("rex: the deployment failed to start");
-      co_await std::move(stopping);
-    } catch (const std::exception& e) {
-      failure += fmt::format(" (and stopping the task {} failed: {})", s->task_arn, e.what());
-    }
+  // Nothing is left running: a task this start made is stopped.
+  auto clean_up = [s]() -> asio::awaitable<void> {
     s->runtime.reset();
-    throw DeploymentStartupError(failure);
-  }
+    auto stopping = s->stop_task("rex: the deployment failed to start");
+    co_await std::move(stopping);
+  };
+  auto undoing = [s] { return "stopping the task " + s->task_arn; };
+  auto starting =
+      detail::start_or_clean_up("fargate", s->start(), std::move(clean_up), std::move(undoing));
+  co_await std::move(starting);
   s->started = true;
   emit(DeploymentStage::ready, "rex-server at " + s->url + " (task " + s->task_arn + ")");
 }

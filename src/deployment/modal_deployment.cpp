@@ -11,6 +11,7 @@
 #include <rex/runtime/remote_runtime.hpp>
 
 #include "core/offload.hpp"
+#include "deployment/cloud_start.hpp"
 #include "deployment/modal/api.grpc.pb.h"
 #include "deployment/service_client.hpp"
 
@@ -725,27 +726,16 @@ asio::awaitable<void> ModalDeployment::start() {
     throw DeploymentStartupError("modal deployment: cannot start again after stop()");
   if (s->started)
     co_return;
-  std::string failure;
-  try {
-    auto starting = s->start();
-    co_await std::move(starting);
-  } catch (const DeploymentStartupError& e) {
-    failure = e.what();
-  } catch (const std::exception& e) {
-    failure = std::string("modal: ") + e.what();
-  }
-  if (!failure.empty()) {
-    // Nothing is left running: a sandbox this start made is terminated.
+  // Nothing is left running: a sandbox this start made is terminated.
+  auto clean_up = [s]() -> asio::awaitable<void> {
     s->runtime.reset();
-    try {
-      auto ending = s->terminate();
-      co_await std::move(ending);
-    } catch (const std::exception& e) {
-      failure +=
-          fmt::format(" (and terminating the sandbox {} failed: {})", s->sandbox_id, e.what());
-    }
-    throw DeploymentStartupError(failure);
-  }
+    auto ending = s->terminate();
+    co_await std::move(ending);
+  };
+  auto undoing = [s] { return "terminating the sandbox " + s->sandbox_id; };
+  auto starting =
+      detail::start_or_clean_up("modal", s->start(), std::move(clean_up), std::move(undoing));
+  co_await std::move(starting);
   s->started = true;
   emit(DeploymentStage::ready, "rex-server at " + s->url + " (sandbox " + s->sandbox_id + ")");
 }
