@@ -1074,9 +1074,23 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     } catch (...) {
       failure = std::current_exception();
     }
-    // Handed back whatever happened, a cancelled stream (a server stopping) included.
-    co_await asio::this_coro::reset_cancellation_state();
-    co_await give_back(end.has_value());
+    // Handed back whatever happened, a cancelled stream (a server stopping) included, and deaf
+    // to cancellation from here on: a stream whose client left can be cancelled after lend()
+    // returned on its own (the race that cancels it completes later), and a cancellation that
+    // lands in the middle would leave the session taken for ever.
+    co_await asio::this_coro::reset_cancellation_state(asio::disable_cancellation());
+    try {
+      co_await give_back(end.has_value());
+    } catch (const std::exception& e) {
+      if (state != State::closed) {
+        ended_because =
+            std::string("the session could not be taken back from its terminal: ") + e.what();
+        kill_everything();
+        state = State::dead;
+      }
+      if (!failure)
+        failure = std::current_exception();
+    }
     if (failure)
       std::rethrow_exception(failure);
     co_return end;

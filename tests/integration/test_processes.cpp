@@ -6,6 +6,7 @@
 //
 // The rex-server executable is REX_SERVER_PATH when set, else the one of the build tree this
 // test executable belongs to (build/<dir>/rex-server beside build/<dir>/tests/).
+#include <rex/core/event.hpp>
 #include <rex/core/timeout.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/processes.hpp>
@@ -1012,6 +1013,41 @@ asio::awaitable<void> person_exits(Runtime& rt) {
 
 TEST_P(ProcessesTest, APersonWhoExitsEndsTheSession) {
   run(person_exits(rt()), 30s);
+}
+
+// A stream whose client leaves races the attachment against the client's going (as rex-server's
+// /sessions/attach does): the attachment can end on its own (its listener said stop) and be
+// cancelled a moment later, in the middle of handing the terminal back. The session must come
+// back all the same, every time.
+asio::awaitable<void> cancelled_while_handing_back(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  co_await new_session(rt, "raced");
+  for (int round = 0; round < 5; ++round) {
+    auto gone = std::make_shared<Event>(ex);
+    Runtime::ProcessListener listener = [gone](const ProcessEvent& e) {
+      if (e.kind == Kind::stdout_data && e.data.find("(rex) ") != std::string::npos) {
+        gone->set();
+        return false;
+      }
+      return true;
+    };
+    SessionAttach attach{.session = "raced"};
+    auto lent = rt.attach_session(std::move(attach), std::move(listener));
+    auto left = gone->wait();
+    auto race = first_of(std::move(lent), std::move(left));
+    auto bounded = with_timeout(std::move(race), 15s);
+    const bool finished = (co_await std::move(bounded)).has_value();
+    EXPECT_TRUE(finished) << "round " << round << ": the attachment did not end";
+    if (!finished)
+      co_return;
+    auto back = command(rt, "raced", "echo back");
+    const BashObservation seen = co_await std::move(back);
+    EXPECT_EQ(seen.output, "back\n") << "round " << round;
+  }
+}
+
+TEST_P(ProcessesTest, AnAttachmentCancelledWhileHandingBackStillHandsBack) {
+  run(cancelled_while_handing_back(rt()), 120s);
 }
 
 asio::awaitable<void> attach_errors(Runtime& rt) {
