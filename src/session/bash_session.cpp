@@ -1177,9 +1177,50 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       co_return;
     ::tcsetattr(master.native_handle(), TCSANOW, &baseline);
     detail::set_terminal_size(master.native_handle(), cfg.columns, cfg.rows);
-    // Ctrl-C first, whatever runs: it also drops keys bash has not read yet (a line typed just
-    // before the detach would otherwise run after it). Then until bash has the terminal for
-    // 100 ms: Ctrl-C again now and then, and SIGKILL for a foreground job that outlasts them.
+    // rex's prompt and helpers go in as a line typed once bash has the terminal. A job the
+    // person started can take the terminal after bash seemed to have it (a line bash was still
+    // reading when the Ctrl-C came, a fork slow under load): the line then waits behind the job,
+    // and the job is stopped as before (its Ctrl-C also drops the line) and the line typed again.
+    const std::string setup = "set +o ignoreeof; " + framing.setup_code(true) + "\n";
+    const auto limit = Clock::now() + std::chrono::seconds(10);
+    Stop stop{Stop::timeout};
+    while (stop.kind != Stop::prompt && Clock::now() < limit) {
+      co_await settle();
+      machine.reset();
+      co_await write(setup);
+      for (;;) {
+        const auto now = Clock::now();
+        const Action wait = machine.begin_wait(
+            no_expect, std::min(limit, now + std::chrono::milliseconds(250)), now);
+        stop = co_await drive(wait);
+        if (stop.kind != Stop::timeout || Clock::now() >= limit)
+          break;
+        const pid_t group = foreground_group();
+        if (group > 0 && group != pid)
+          break;  // a job holds the terminal: settle again
+      }
+      if (stop.kind == Stop::died)
+        break;
+    }
+    if (stop.kind != Stop::prompt) {
+      ended_because = "bash did not come back to its prompt within 10 s after a terminal detached";
+      kill_everything();
+      state = State::dead;
+      co_return;
+    }
+    note_prompt(stop.match);
+    machine.reset();
+    last_status = 0;  // the person's last status is theirs, not the next command's
+    tainted = guarded = true;
+    flushing = false;
+    interactive = false;
+    state = State::idle;
+  }
+
+  // Ctrl-C first, whatever runs: it also drops keys bash has not read yet (a line typed just
+  // before the detach would otherwise run after it). Then until bash has the terminal for
+  // 100 ms: Ctrl-C again now and then, and SIGKILL for a foreground job that outlasts them.
+  asio::awaitable<void> settle() {
     co_await write("\x03");
     asio::steady_timer pause(ex);
     int calm = 0;
@@ -1197,25 +1238,6 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       else if (attempt % 5 == 0)
         co_await send_interrupt();
     }
-    machine.reset();
-    const std::string setup = "set +o ignoreeof; " + framing.setup_code(true) + "\n";
-    co_await write(setup);
-    const auto deadline = Clock::now() + std::chrono::seconds(10);
-    const Action wait = machine.begin_wait(no_expect, deadline, Clock::now());
-    const Stop stop = co_await drive(wait);
-    if (stop.kind != Stop::prompt) {
-      ended_because = "bash did not come back to its prompt within 10 s after a terminal detached";
-      kill_everything();
-      state = State::dead;
-      co_return;
-    }
-    note_prompt(stop.match);
-    machine.reset();
-    last_status = 0;  // the person's last status is theirs, not the next command's
-    tainted = guarded = true;
-    flushing = false;
-    interactive = false;
-    state = State::idle;
   }
 
   asio::awaitable<void> resize(const SessionResize& request) {

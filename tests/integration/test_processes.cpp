@@ -1050,6 +1050,37 @@ TEST_P(ProcessesTest, AnAttachmentCancelledWhileHandingBackStillHandsBack) {
   run(cancelled_while_handing_back(rt()), 120s);
 }
 
+// The person leaves while bash still runs a line of theirs that starts a job only later (here
+// after half a second of builtins that ignore Ctrl-C, as a slow fork under load does): bash
+// seems to have the terminal when the session's prompt line is typed, then the job takes it.
+// The session still comes back, the job stopped.
+asio::awaitable<void> job_takes_the_terminal_late(Runtime& rt) {
+  const auto ex = co_await asio::this_coro::executor;
+  co_await new_session(rt, "late");
+  Attached person = attach_beside(rt, "late", ex);
+  co_await wait_for_output(person.b, "(rex) ");
+  co_await keys(
+      rt, "late",
+      "trap '' INT; i=0; while ((i < 300000)); do ((i++)); done; sleep 100; echo slept\r");
+  co_await wait_for_output(person.b, "echo slept\r\n");
+  *person.leave = true;
+  auto returned = [b = person.b] { return b->done; };
+  auto wait = wait_until(returned, "attach_session returns after the detach", 15s);
+  co_await std::move(wait);
+  if (person.b->error)
+    std::rethrow_exception(person.b->error);
+  auto back = command(rt, "late", "trap - INT; echo back");
+  const BashObservation seen = co_await std::move(back);
+  EXPECT_EQ(seen.output, "back\n");
+  auto again = command(rt, "late", "echo $i");
+  const BashObservation count = co_await std::move(again);
+  EXPECT_EQ(count.output, "300000\n") << "the person's loop ran to its end in the session";
+}
+
+TEST_P(ProcessesTest, AJobThatTakesTheTerminalAfterADetachIsStopped) {
+  run(job_takes_the_terminal_late(rt()), 60s);
+}
+
 asio::awaitable<void> attach_errors(Runtime& rt) {
   const auto ex = co_await asio::this_coro::executor;
   auto listen = [](const ProcessEvent&) { return true; };
