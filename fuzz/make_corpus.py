@@ -532,6 +532,20 @@ def aws_config_seeds():
         write("aws_config", name, text)
 
 
+# --- modal_toml: Modal's settings file (~/.modal.toml) -------------------------------------
+
+def modal_toml_seeds():
+    seeds = {
+        "token": '[default]\ntoken_id = "ak-1"\ntoken_secret = "as-1"\nactive = true\n',
+        "profiles": "# profiles\n[\"other team\"]\ntoken_id = 'ak-2'\r\n"
+                    'server_url = "http://127.0.0.1:1\\u0041"\nlogs_timeout = 10\n'
+                    "max_throttle_wait = 1.5e1\n[b]\nactive = false\nx = 0x1F\ny = -inf\n",
+        "two_active": '[a]\nactive = true\n[b]\nactive = true\nz = "\\U0001F600\\t"\n',
+    }
+    for name, text in seeds.items():
+        write("modal_toml", name, text)
+
+
 if __name__ == "__main__":
     http_seeds()
     json_seeds()
@@ -543,3 +557,4 @@ if __name__ == "__main__":
     connect_envelope_seeds()
     kubeconfig_seeds()
     aws_config_seeds()
+    modal_toml_seeds()

@@ -1,4 +1,5 @@
 #include <rex/deployment/modal_deployment.hpp>
+#include <rex/deployment/modal_profile.hpp>
 
 #include <rex/core/backoff.hpp>
 #include <rex/core/random.hpp>
@@ -674,22 +675,50 @@ namespace {
 std::shared_ptr<ModalDeployment::Impl> make_impl(asio::any_io_executor executor,
                                                  ModalDeploymentConfig config) {
   auto impl = std::make_shared<ModalDeployment::Impl>();
-  const bool from_config = !config.token_id.empty() || !config.token_secret.empty();
-  impl->token_source = from_config ? "the config" : "MODAL_TOKEN_ID and MODAL_TOKEN_SECRET";
-  config.token_id = from_env(config.token_id, "MODAL_TOKEN_ID");
-  config.token_secret = from_env(config.token_secret, "MODAL_TOKEN_SECRET");
+  // As Modal's client: the config, else the environment, else the profile of ~/.modal.toml.
+  const std::optional<ModalProfile> profile =
+      find_modal_profile([](const std::string& name) -> std::optional<std::string> {
+        const char* value = std::getenv(name.c_str());
+        return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
+      });
+  auto from_profile = [&profile](std::string value, const char* key) {
+    if (value.empty() && profile) {
+      const auto it = profile->settings.find(key);
+      if (it != profile->settings.end())
+        value = it->second;
+    }
+    return value;
+  };
+  const std::string profile_name =
+      profile ? fmt::format("profile {} of {}", profile->name, profile->file) : std::string();
+  if (!config.token_id.empty() || !config.token_secret.empty())
+    impl->token_source = "the config";
+  else if (!from_env({}, "MODAL_TOKEN_ID").empty())
+    impl->token_source = "MODAL_TOKEN_ID and MODAL_TOKEN_SECRET";
+  else
+    impl->token_source = profile_name;
+  config.token_id = from_profile(from_env(config.token_id, "MODAL_TOKEN_ID"), "token_id");
+  config.token_secret =
+      from_profile(from_env(config.token_secret, "MODAL_TOKEN_SECRET"), "token_secret");
   if (config.token_id.empty() || config.token_secret.empty())
-    throw DeploymentConfigError(
-        "modal: no token: set token_id and token_secret in the config, or MODAL_TOKEN_ID and "
-        "MODAL_TOKEN_SECRET");
-  std::string server = from_env(config.server_url, "MODAL_SERVER_URL");
+    throw DeploymentConfigError(fmt::format(
+        "modal: no token: set token_id and token_secret in the config, MODAL_TOKEN_ID and "
+        "MODAL_TOKEN_SECRET, or both in a profile of ~/.modal.toml (`modal token new` writes "
+        "one){}",
+        profile ? fmt::format("; {} has {}", profile_name,
+                              config.token_id.empty() && config.token_secret.empty()
+                                  ? "neither"
+                                  : "only one of them")
+                : std::string()));
+  std::string server = from_profile(from_env(config.server_url, "MODAL_SERVER_URL"), "server_url");
   if (const auto comma = server.find(','); comma != std::string::npos)
     server.resize(comma);  // Modal's SDKs race a list of fallbacks; the first is the service
   config.server_url = detail::checked_base_url(
       server.empty() ? std::string(kDefaultServerUrl) : std::move(server), "modal.server_url");
   if (http::parse_url(config.server_url).scheme == http::Url::Scheme::http_unix)
     throw DeploymentConfigError("modal.server_url: expected an http:// or https:// URL");
-  config.environment = from_env(config.environment, "MODAL_ENVIRONMENT");
+  config.environment =
+      from_profile(from_env(config.environment, "MODAL_ENVIRONMENT"), "environment");
   if (config.port <= 0 || config.port > 65535)
     throw DeploymentConfigError(fmt::format("modal.port: {} is not a TCP port", config.port));
   if (!config.ca_file.empty() && !std::filesystem::is_regular_file(config.ca_file))

@@ -18,7 +18,9 @@ pair in the environment:
   - a rex-server that exits at once (a bad flag): wait() gives its exit code, its stderr is
     readable, tunnels() fails with ConflictError;
   - a sandbox past its timeout (timeout=2): SandboxTimeoutError, returncode 124;
-then a wrong token secret (AuthError), the fake's sandboxes.json (nothing running, no process
+then a wrong token secret (AuthError); a settings file (MODAL_CONFIG_PATH, no token or server in
+the environment) whose active profile names the fake (App.lookup works) and whose other profile,
+picked by MODAL_PROFILE (the server from MODAL_SERVER_URL), has a wrong token (AuthError); the fake's sandboxes.json (nothing running, no process
 left), and a SIGTERM to the fake (exit status 0). Exits non-zero, saying what failed, on any
 failure; --keep leaves the state directory (the fake's log is fake.log in it).
 """
@@ -139,12 +141,19 @@ def scenario_auth() -> None:
     raise CheckFailed("wrong token secret: App.lookup succeeded")
 
 
+def scenario_profile() -> None:
+    import modal
+
+    app = modal.App.lookup("rex-client-check", create_if_missing=True)
+    check(bool(app.app_id), f"token and server from the settings file's active profile: app {app.app_id}")
+
+
 # --- the driver --------------------------------------------------------------------------------
 
 def run_child(args, state: str, env_extra: dict, what: str, *child_args) -> list[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MODAL_")}
-    env.update(env_extra)
     env["MODAL_CONFIG_PATH"] = os.path.join(state, "modal.toml")  # never the user's ~/.modal.toml
+    env.update(env_extra)
     print(f"{what}:", flush=True)
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), *child_args], env=env,
                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=300)
@@ -197,6 +206,18 @@ def drive(args) -> None:
                           "--scenario", "main", "--rex-server", rex_server, "--ca", ca, "--flavour", flavour)
         ids += [line.split()[1] for line in lines if line.startswith("SANDBOX ")]
     run_child(args, state, {**base, "MODAL_TOKEN_SECRET": "as-wrong"}, "wrong token", "--scenario", "auth")
+    # The settings file as rex's test of it writes one (tests/modal/test_modal.cpp): the active
+    # profile gives the token and the server; MODAL_PROFILE picks another, whose token is refused.
+    profiles = os.path.join(state, "profiles.toml")
+    with open(profiles, "w") as f:
+        f.write(f'[other]\ntoken_id = "ak-other"\ntoken_secret = "as-other"\n\n[fake]\n'
+                f'token_id = "{token_id}"\ntoken_secret = "{token_secret}"\n'
+                f'server_url = "{base["MODAL_SERVER_URL"]}"\nactive = true\n')
+    run_child(args, state, {"MODAL_CONFIG_PATH": profiles}, "the active profile of a settings file",
+              "--scenario", "profile")
+    run_child(args, state, {"MODAL_CONFIG_PATH": profiles, "MODAL_PROFILE": "other",
+                            "MODAL_SERVER_URL": base["MODAL_SERVER_URL"]},
+              "MODAL_PROFILE=other (its token is wrong)", "--scenario", "auth")
 
     print("fake's state and log:")
     with open(os.path.join(state, "fake.log")) as f:
@@ -237,6 +258,8 @@ def main() -> int:
         try:
             if args.scenario == "main":
                 scenario_main(args.rex_server, args.ca, args.flavour)
+            elif args.scenario == "profile":
+                scenario_profile()
             else:
                 scenario_auth()
         except CheckFailed as e:

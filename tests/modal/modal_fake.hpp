@@ -39,10 +39,12 @@ class ModalFake {
   }
 
   /// The process's shared fake, started on first use; MODAL_SERVER_URL, MODAL_TOKEN_ID and
-  /// MODAL_TOKEN_SECRET name it.
+  /// MODAL_TOKEN_SECRET name it, and MODAL_CONFIG_PATH a settings file that is not there (so
+  /// that the machine's ~/.modal.toml plays no part).
   static ModalFake& shared() {
     static std::unique_ptr<ModalFake> one = [] {
       auto fake = std::make_unique<ModalFake>();
+      ::setenv("MODAL_CONFIG_PATH", (fake->dir_.path() + "/no-settings.toml").c_str(), 1);
       ::setenv("MODAL_SERVER_URL", fake->url().c_str(), 1);
       ::setenv("MODAL_TOKEN_ID", fake->token_id().c_str(), 1);
       ::setenv("MODAL_TOKEN_SECRET", fake->token_secret().c_str(), 1);

@@ -101,6 +101,45 @@ TEST_F(ModalFakeTest, AWrongTokenFailsTheStartAtOnceNamingWhereItCameFrom) {
   EXPECT_EQ(fake->sandboxes().size(), before) << "a sandbox was made";
 }
 
+// With nothing in the config or the environment, the token and the server come from the
+// active profile of Modal's settings file, as Modal's client finds them; a refused token names
+// that profile and file.
+TEST_F(ModalFakeTest, TheTokenAndServerOfModalsSettingsFileAreUsed) {
+  TempDir dir;
+  const std::string file = dir.path() + "/modal.toml";
+  std::ofstream(file) << "[other]\ntoken_id = \"ak-other\"\ntoken_secret = \"as-other\"\n\n"
+                      << "[fake]\ntoken_id = \"" << fake->token_id() << "\"\ntoken_secret = \""
+                      << fake->token_secret() << "\"\nserver_url = \"" << fake->url()
+                      << "\"\nactive = true\n";
+  ScopedEnv path("MODAL_CONFIG_PATH", file);
+  ScopedEnv id("MODAL_TOKEN_ID", std::nullopt);
+  ScopedEnv secret("MODAL_TOKEN_SECRET", std::nullopt);
+  ScopedEnv server("MODAL_SERVER_URL", std::nullopt);
+  {
+    ModalDeployment d(io.get_executor(), sandbox_config());
+    EXPECT_EQ(d.config().server_url, fake->url());
+    run_async(io, d.start(), std::chrono::seconds(90));
+    run_async(io, d.runtime().create_session(CreateBashSessionRequest{}));
+    EXPECT_EQ(run(d, "echo from the profile"), "from the profile\n");
+    run_async(io, d.stop(), std::chrono::seconds(60));
+  }
+  ScopedEnv profile("MODAL_PROFILE", "other");
+  ModalDeploymentConfig c = sandbox_config();
+  c.server_url = fake->url();
+  ModalDeployment d(io.get_executor(), c);
+  try {
+    run_async(io, d.start(), std::chrono::seconds(30));
+    FAIL() << "started with the other profile's token";
+  } catch (const DeploymentStartupError& e) {
+    EXPECT_NE(std::string(e.what()).find("the token from profile other of " + file +
+                                         " was refused: UNAUTHENTICATED"),
+              std::string::npos)
+        << e.what();
+  }
+  const json::array left = fake->running();
+  EXPECT_TRUE(left.empty()) << "still running in the fake: " << json::serialize(left);
+}
+
 TEST_F(ModalFakeTest, AThrottledCreateIsTriedAgain) {
   // A fake of its own whose first two SandboxCreate calls answer UNAVAILABLE.
   ModalFake throttled({"--fail-first", "2"});

@@ -41,8 +41,10 @@ namespace rex {
 class ModalDeployment final : public Deployment {
  public:
   /// Fields left empty take Modal's environment variables (MODAL_TOKEN_ID, MODAL_TOKEN_SECRET,
-  /// MODAL_SERVER_URL, MODAL_ENVIRONMENT). DeploymentConfigError for no token, a server URL that
-  /// is not http(s), or a sandbox_definition that is not a Sandbox message.
+  /// MODAL_SERVER_URL, MODAL_ENVIRONMENT), else the profile of Modal's settings file
+  /// (rex/deployment/modal_profile.hpp). DeploymentConfigError for no token, a settings file
+  /// that cannot be used, a server URL that is not http(s), or a sandbox_definition that is not
+  /// a Sandbox message.
   ModalDeployment(asio::any_io_executor executor, ModalDeploymentConfig config);
   ~ModalDeployment() override;
 
