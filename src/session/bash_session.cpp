@@ -1091,6 +1091,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
       if (!failure)
         failure = std::current_exception();
     }
+    co_await asio::this_coro::reset_cancellation_state();  // the caller cancellable again
     if (failure)
       std::rethrow_exception(failure);
     co_return end;
