@@ -30,7 +30,9 @@ namespace json = boost::json;
 DaytonaDeploymentConfig sandbox_config() {
   DaytonaDeploymentConfig c;  // the API's URL and key from the environment, as the SDKs read them
   c.image = "python:3.12";
-  c.startup_timeout = 30;
+  // Each step of a start (the upload of rex-server above all: 250 MB under ASan, through the
+  // upload front and the fake) gets the 120 s a default config gives it.
+  c.startup_timeout = 120;
   c.runtime_timeout = 30;
   return c;
 }
