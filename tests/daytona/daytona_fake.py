@@ -637,6 +637,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         log(f"{self.address_string()} {fmt % args}")
 
+    def end_headers(self):
+        # An answer after which this server closes the connection (the request asked for it, as
+        # Prism's fetch does) says so: a client's keep-alive pool (Node's, in Prism) would
+        # otherwise put the connection back and send its next request into a closed socket.
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        super().end_headers()
+
     # Each method: route, and turn ApiError into Daytona's error bodies.
     def do_GET(self):
         self.dispatch("GET")
