@@ -1187,7 +1187,7 @@ struct BashSession::Impl : std::enable_shared_from_this<Impl> {
     Stop stop{Stop::timeout};
     while (stop.kind != Stop::prompt && Clock::now() < limit) {
       co_await settle();
-      read_available();  // what bash printed meanwhile (the prompt of a line cut short) goes
+      read_available();  // dropped: what bash printed meanwhile (a line cut short, its prompt)
       machine.reset();
       co_await write(setup);
       for (;;) {
