@@ -3,7 +3,8 @@
 #include <rex/deployment/e2b_deployment.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/url.hpp>
-#include <rex/protocol/commands.hpp>
+
+#include "gateway/handed_over.hpp"
 
 #include <fmt/format.h>
 #include <boost/json.hpp>
@@ -72,35 +73,12 @@ asio::awaitable<SandboxAddress> E2BProvider::create(SandboxSpec spec) {
   d.metadata = {{std::string(kGatewayKey), impl_->config.gateway_id},
                 {std::string(kSessionKey), spec.session_id}};
   d.timeout = spec.max_lifetime > 0 ? spec.max_lifetime : 3600;
-  SandboxAddress address;
-  address.working_dir = spec.environment.working_dir.empty() ? std::string(kWorkingDir)
-                                                             : spec.environment.working_dir;
-  std::string failure;
-  try {
-    E2BDeployment deployment(impl_->executor, std::move(d));
-    co_await deployment.start();  // kills its sandbox itself when it fails
-    if (spec.environment.working_dir.empty()) {
-      // Where the sandbox starts processes (E2B: the user's home; another endpoint may differ).
-      Command pwd;
-      pwd.command = "pwd";
-      pwd.shell = true;
-      pwd.timeout = 30;
-      const CommandResponse where = co_await deployment.runtime().execute(std::move(pwd));
-      const std::string dir = where.stdout_.substr(0, where.stdout_.find('\n'));
-      if (where.exit_code == 0 && dir.starts_with('/'))
-        address.working_dir = dir;
-    }
-    SandboxHandoff handoff = deployment.handoff();
-    address.sandbox_id = std::move(handoff.sandbox_id);
-    address.url = std::move(handoff.url);
-    address.token = std::move(handoff.token);
-    address.headers = std::move(handoff.headers);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  if (!failure.empty())
-    throw ProviderError("e2b: " + failure);
-  co_return address;
+  // Where sessions work when the environment names no place: where the sandbox starts
+  // processes, else the home of E2B's default user.
+  auto handing = detail::start_and_hand_over<E2BDeployment>(impl_->executor, std::move(d),
+                                                            spec.environment.working_dir,
+                                                            std::string(kWorkingDir), "e2b: ");
+  co_return co_await std::move(handing);
 }
 
 asio::awaitable<void> E2BProvider::destroy(std::string sandbox_id) {

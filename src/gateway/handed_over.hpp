@@ -1,5 +1,6 @@
-// What the gateway's cloud providers (daytona, modal, fargate) share in create(): a deployment
-// started, then handed over to the gateway with where its sessions work. Internal to the library.
+// What the gateway's cloud providers (e2b, daytona, modal, fargate) share in create(): a
+// deployment started, then handed over to the gateway with where its sessions work. Internal to
+// the library.
 #pragma once
 
 #include <rex/deployment/deployment.hpp>
@@ -16,12 +17,15 @@
 namespace rex::gateway::detail {
 
 /// Makes a D from `config` and starts it (it removes its sandbox itself when the start fails),
-/// then hands it over: `working_dir`, else where the sandbox starts processes (`pwd`, "/" when
-/// that fails), and the handoff's URL, token and headers. ProviderError with the deployment's
-/// message for any failure, a config the deployment refuses included.
+/// then hands it over: `working_dir`, else where the sandbox starts processes (`pwd`,
+/// `fallback_dir` when that fails), and the handoff's URL, token and headers. ProviderError with
+/// `prefix` and the deployment's message for any failure, a config the deployment refuses
+/// included.
 template <class D, class Config>
 asio::awaitable<SandboxAddress> start_and_hand_over(asio::any_io_executor executor, Config config,
-                                                    std::string working_dir) {
+                                                    std::string working_dir,
+                                                    std::string fallback_dir = "/",
+                                                    std::string prefix = {}) {
   SandboxAddress address;
   address.working_dir = std::move(working_dir);
   std::string failure;
@@ -37,7 +41,7 @@ asio::awaitable<SandboxAddress> start_and_hand_over(asio::any_io_executor execut
       auto asking = deployment.runtime().execute(std::move(pwd));
       const CommandResponse where = co_await std::move(asking);
       const std::string dir = where.stdout_.substr(0, where.stdout_.find('\n'));
-      address.working_dir = where.exit_code == 0 && dir.starts_with('/') ? dir : "/";
+      address.working_dir = where.exit_code == 0 && dir.starts_with('/') ? dir : fallback_dir;
     }
     SandboxHandoff handoff = deployment.handoff();
     address.sandbox_id = std::move(handoff.sandbox_id);
@@ -48,7 +52,7 @@ asio::awaitable<SandboxAddress> start_and_hand_over(asio::any_io_executor execut
     failure = e.what();
   }
   if (!failure.empty())
-    throw ProviderError(failure);
+    throw ProviderError(prefix + failure);
   co_return address;
 }
 
