@@ -1,4 +1,5 @@
 #include <rex/deployment/modal_profile.hpp>
+#include <rex/protocol/python_text.hpp>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -160,10 +161,10 @@ class LineReader {
           out.push_back('\\');
           break;
         case 'u':
-          append_utf8(out, hex(4));
+          append_scalar(out, hex(4));
           break;
         case 'U':
-          append_utf8(out, hex(8));
+          append_scalar(out, hex(8));
           break;
         default:
           fail(fmt::format("an unknown escape \\{} in a string", e));
@@ -199,24 +200,10 @@ class LineReader {
     return code;
   }
 
-  void append_utf8(std::string& out, std::uint32_t code) const {
+  void append_scalar(std::string& out, std::uint32_t code) const {
     if (code > 0x10ffff || (code >= 0xd800 && code <= 0xdfff))
       fail(fmt::format("U+{:X} is not a Unicode scalar value", code));
-    if (code < 0x80) {
-      out.push_back(static_cast<char>(code));
-    } else if (code < 0x800) {
-      out.push_back(static_cast<char>(0xc0 | (code >> 6)));
-      out.push_back(static_cast<char>(0x80 | (code & 0x3f)));
-    } else if (code < 0x10000) {
-      out.push_back(static_cast<char>(0xe0 | (code >> 12)));
-      out.push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3f)));
-      out.push_back(static_cast<char>(0x80 | (code & 0x3f)));
-    } else {
-      out.push_back(static_cast<char>(0xf0 | (code >> 18)));
-      out.push_back(static_cast<char>(0x80 | ((code >> 12) & 0x3f)));
-      out.push_back(static_cast<char>(0x80 | ((code >> 6) & 0x3f)));
-      out.push_back(static_cast<char>(0x80 | (code & 0x3f)));
-    }
+    append_utf8(out, static_cast<char32_t>(code));
   }
 
   // TOML's numbers: decimal integers and floats (underscores between digits), 0x/0o/0b

@@ -23,6 +23,10 @@ std::string python_float_repr(double value);
 /// each with Python's message.
 std::string decode_text(std::string_view bytes, std::string_view encoding, std::string_view errors);
 
+/// Appends one code point as UTF-8 (one to four bytes). The caller checks that it is a Unicode
+/// scalar value (at most U+10FFFF, not a surrogate) when its input could hold any other.
+void append_utf8(std::string& out, char32_t code_point);
+
 /// Python's universal-newline reading: "\r\n" and lone "\r" become "\n".
 std::string translate_newlines(std::string_view text);
 
