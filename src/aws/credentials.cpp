@@ -144,14 +144,6 @@ IniFile parse_ini(std::string_view text, std::string_view file) {
   return out;
 }
 
-EnvLookup process_environment() {
-  return [](const std::string& name) -> std::optional<std::string> {
-    if (const char* v = std::getenv(name.c_str()))
-      return std::string(v);
-    return std::nullopt;
-  };
-}
-
 Credentials find_credentials(const std::string& profile, const EnvLookup& env) {
   std::vector<std::string> looked;
   if (profile.empty()) {

@@ -676,11 +676,7 @@ std::shared_ptr<ModalDeployment::Impl> make_impl(asio::any_io_executor executor,
                                                  ModalDeploymentConfig config) {
   auto impl = std::make_shared<ModalDeployment::Impl>();
   // As Modal's client: the config, else the environment, else the profile of ~/.modal.toml.
-  const std::optional<ModalProfile> profile =
-      find_modal_profile([](const std::string& name) -> std::optional<std::string> {
-        const char* value = std::getenv(name.c_str());
-        return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-      });
+  const std::optional<ModalProfile> profile = find_modal_profile();
   auto from_profile = [&profile](std::string value, const char* key) {
     if (value.empty() && profile) {
       const auto it = profile->settings.find(key);

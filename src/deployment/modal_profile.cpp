@@ -303,7 +303,7 @@ ModalToml parse_modal_toml(std::string_view text, std::string_view file) {
   return out;
 }
 
-std::optional<ModalProfile> find_modal_profile(const ModalEnvLookup& env) {
+std::optional<ModalProfile> find_modal_profile(const EnvLookup& env) {
   auto get = [&env](const char* name) { return env(name).value_or(std::string()); };
   if (get("MODAL_IS_REMOTE") == "1")
     return std::nullopt;

@@ -95,7 +95,7 @@ class ModalProfileFile : public ::testing::Test {
   std::map<std::string, std::string> vars;
 
   void SetUp() override { vars["HOME"] = home.path(); }
-  ModalEnvLookup env() const {
+  EnvLookup env() const {
     return [vars = vars](const std::string& name) -> std::optional<std::string> {
       auto it = vars.find(name);
       if (it == vars.end())

@@ -18,8 +18,8 @@
 #pragma once
 
 #include <rex/aws/sigv4.hpp>
+#include <rex/core/environment.hpp>
 
-#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -42,9 +42,8 @@ using IniFile = std::map<std::string, std::map<std::string, std::string>>;
 /// Throws CredentialsError naming `file` and the line for anything else.
 IniFile parse_ini(std::string_view text, std::string_view file);
 
-/// Reads an environment variable: std::getenv by default, a map in tests.
-using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
-EnvLookup process_environment();
+using rex::EnvLookup;
+using rex::process_environment;
 
 /// The credentials (see above). `profile` empty: AWS_PROFILE, else "default".
 Credentials find_credentials(const std::string& profile = {},

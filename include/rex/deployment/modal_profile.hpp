@@ -19,9 +19,9 @@
 // multi-line strings, dates and dotted names are refused by name).
 #pragma once
 
+#include <rex/core/environment.hpp>
 #include <rex/deployment/config.hpp>
 
-#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -50,11 +50,8 @@ struct ModalProfile {
   std::map<std::string, std::string> settings;  // token_id, token_secret, server_url, ...
 };
 
-/// Reads an environment variable: std::getenv by default, a map in tests.
-using ModalEnvLookup = std::function<std::optional<std::string>(const std::string&)>;
-
 /// The profile Modal's client would use, or nothing when there is no settings file (or inside
 /// a Modal container). DeploymentConfigError for a file that cannot be read or used.
-std::optional<ModalProfile> find_modal_profile(const ModalEnvLookup& env);
+std::optional<ModalProfile> find_modal_profile(const EnvLookup& env = process_environment());
 
 }  // namespace rex
