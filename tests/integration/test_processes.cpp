@@ -894,6 +894,18 @@ Attached attach_beside(Runtime& rt, std::string name, const asio::any_io_executo
   return a;
 }
 
+// Lets the attachment go (its listener says so at the next keepalive), waits until it has
+// returned, and rethrows its error; its end, which a detach does not have.
+asio::awaitable<std::optional<ProcessEnd>> detach(const Attached& a, std::string what) {
+  *a.leave = true;
+  auto returned = [b = a.b] { return b->done; };
+  auto wait = wait_until(returned, what + " returns", 15s);
+  co_await std::move(wait);
+  if (a.b->error)
+    std::rethrow_exception(a.b->error);
+  co_return a.b->end;
+}
+
 asio::awaitable<void> keys(Runtime& rt, std::string session, std::string typed) {
   SessionInput input{.session = std::move(session), .input = std::move(typed)};
   auto write = rt.send_session_input(std::move(input));
@@ -960,13 +972,9 @@ asio::awaitable<void> lent_and_handed_back(Runtime& rt) {
   co_await keys(rt, "agent", "sleep 100; echo slept\r");
   co_await wait_for_output(person.b, "sleep 100; echo slept\r\n");
   co_await keys(rt, "agent", "half-typ");
-  *person.leave = true;
-  auto returned = [b = person.b] { return b->done; };
-  auto wait = wait_until(returned, "attach_session returns after the detach", 15s);
-  co_await std::move(wait);
-  if (person.b->error)
-    std::rethrow_exception(person.b->error);
-  EXPECT_FALSE(person.b->end.has_value()) << "a detach reported an end: " << person.b->end->status;
+  auto leaving = detach(person, "attach_session, after the detach,");
+  const std::optional<ProcessEnd> end = co_await std::move(leaving);
+  EXPECT_FALSE(end.has_value()) << "a detach reported an end: " << end->status;
 
   // The session is back with its commands, with what the person changed and rex's helpers.
   auto after = command(rt, "agent", "echo \"$PWD $AGENT $PERSON\"; type -t less");
@@ -983,10 +991,8 @@ asio::awaitable<void> lent_and_handed_back(Runtime& rt) {
   // And it can be lent again.
   Attached again = attach_beside(rt, "agent", ex);
   co_await wait_for_output(again.b, "(rex) ");
-  *again.leave = true;
-  auto returned_again = [b = again.b] { return b->done; };
-  auto wait_again = wait_until(returned_again, "the second attachment returns", 15s);
-  co_await std::move(wait_again);
+  auto leaving_again = detach(again, "the second attachment");
+  co_await std::move(leaving_again);
   auto last = command(rt, "agent", "echo $PWD");
   const BashObservation last_seen = co_await std::move(last);
   EXPECT_EQ(last_seen.output, "/\n");
@@ -1063,12 +1069,8 @@ asio::awaitable<void> job_takes_the_terminal_late(Runtime& rt) {
       rt, "late",
       "trap '' INT; i=0; while ((i < 300000)); do ((i++)); done; sleep 100; echo slept\r");
   co_await wait_for_output(person.b, "echo slept\r\n");
-  *person.leave = true;
-  auto returned = [b = person.b] { return b->done; };
-  auto wait = wait_until(returned, "attach_session returns after the detach", 15s);
-  co_await std::move(wait);
-  if (person.b->error)
-    std::rethrow_exception(person.b->error);
+  auto leaving = detach(person, "attach_session, after the detach,");
+  co_await std::move(leaving);
   auto back = command(rt, "late", "trap - INT; echo back");
   const BashObservation seen = co_await std::move(back);
   EXPECT_EQ(seen.output, "back\n");
@@ -1118,10 +1120,8 @@ asio::awaitable<void> attach_errors(Runtime& rt) {
   auto attach_second = error_of(rt.attach_session(std::move(second), listen));
   const std::string taken = co_await std::move(attach_second);
   EXPECT_NE(taken.find("a terminal is attached"), std::string::npos) << taken;
-  *first.leave = true;
-  auto returned = [b = first.b] { return b->done; };
-  auto wait = wait_until(returned, "the attachment returns", 15s);
-  co_await std::move(wait);
+  auto leaving = detach(first, "the attachment");
+  co_await std::move(leaving);
 }
 
 TEST_P(ProcessesTest, AttachErrorsHaveTheirTypes) {
