@@ -89,7 +89,8 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
       cfg(std::move(config)),
       registry(std::move(reg)),
       storage(fs::absolute(cfg.storage).lexically_normal()),
-      stop_requested(ex) {
+      stop_requested(ex),
+      background_ended(ex) {
   validate(cfg);
   for (const char* sub : {"logs", "artifacts", "tmp"})
     fs::create_directories(storage / sub);
@@ -299,7 +300,7 @@ void Gateway::Impl::touch(Entry& e, bool new_call) {
   const double slack = std::max(1.0, e.rec.idle_timeout / 10);
   if (e.rec.last_active - e.persisted_activity >= slack) {
     e.persisted_activity = e.rec.last_active;
-    asio::co_spawn(ex, persist_activity(e.rec.id), log_failure("recording activity"));
+    spawn(persist_activity(e.rec.id), "recording activity");
   }
 }
 
@@ -509,6 +510,17 @@ asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
   co_await record(e.rec, "destroyed", who);
 }
 
+void Gateway::Impl::spawn(asio::awaitable<void> task, std::string what) {
+  ++background;
+  background_ended.reset();
+  // `this` outlives the task: run() waits for it.
+  asio::co_spawn(ex, std::move(task), [this, failed = log_failure(std::move(what))](auto e) {
+    failed(e);
+    if (--background == 0)
+      background_ended.set();
+  });
+}
+
 // --- the sweeper and the drift check ---------------------------------------------------------
 
 asio::awaitable<void> Gateway::Impl::sweep_loop() {
@@ -532,7 +544,7 @@ asio::awaitable<void> Gateway::Impl::sweep_loop() {
         continue;
       Caller who = sweeper;
       who.tenant = e.rec.tenant;
-      asio::co_spawn(ex, destroy(id, reason, who), log_failure("expiring " + id));
+      spawn(destroy(id, reason, who), "expiring " + id);
     }
     if (std::chrono::steady_clock::now() - last_drift >=
         duration_from_seconds(cfg.drift_interval)) {
@@ -588,7 +600,7 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
         if (it != by_sandbox.end())
           co_await p->destroy(e.rec.sandbox_id);
       } else if (e.rec.state == state::stopping && !e.stopping_now) {
-        asio::co_spawn(ex, finish_stop(id, drift), log_failure("destroying " + id));
+        spawn(finish_stop(id, drift), "destroying " + id);
       }
     }
     for (const auto& s : listing) {
@@ -695,8 +707,7 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
     for (const auto& s : listing) {
       if (s.spare) {
         // An earlier run's spare: nobody's, removed without holding up the start.
-        asio::co_spawn(ex, p->destroy(s.sandbox_id),
-                       log_failure("removing spare sandbox " + s.sandbox_id));
+        spawn(p->destroy(s.sandbox_id), "removing spare sandbox " + s.sandbox_id);
         continue;
       }
       const auto it = sessions.find(s.session_id);
@@ -775,14 +786,18 @@ asio::awaitable<void> Gateway::run() {
   }
   if (failure) {
     self->service->stop();
-    co_await served->wait();
-    std::rethrow_exception(failure);
-  }
-  if (!self->stopping) {
-    asio::co_spawn(self->ex, self->sweep_loop(), log_failure("the sweeper"));
+  } else if (!self->stopping) {
+    self->spawn(self->sweep_loop(), "the sweeper");
     self->keep_spares();
   }
   co_await served->wait();
+  // No request is left; the sweeper and every task spawned on its own end before the gateway.
+  self->stopping = true;
+  self->stop_requested.set();
+  while (self->background > 0)
+    co_await self->background_ended.wait();
+  if (failure)
+    std::rethrow_exception(failure);
   for (auto& [name, p] : self->providers)
     co_await p->drop_spares();
   if (*serve_failure)

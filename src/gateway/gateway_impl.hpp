@@ -104,6 +104,8 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   bool reconciled = false;
   bool stopping = false;
   Event stop_requested;
+  std::size_t background = 0;  // coroutines spawned on their own that have not ended
+  Event background_ended;      // set while `background` is 0
   Metrics metrics;
 
   // --- database (gateway.cpp) ---
@@ -124,6 +126,10 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   void publish(const std::vector<StoredEvent>& events);
 
   // --- lifecycle (gateway.cpp) ---
+  /// Runs `task` on its own, logging what it throws. run() waits for every such task before it
+  /// returns: none outlives the gateway, and none has a call in flight on a thread pool (a
+  /// provider's blocking client) when the io_context ends.
+  void spawn(asio::awaitable<void> task, std::string what);
   asio::awaitable<void> reconcile();
   asio::awaitable<void> sweep_loop();
   asio::awaitable<void> check_drift();

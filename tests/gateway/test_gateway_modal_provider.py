@@ -39,14 +39,14 @@ print(sb.object_id)
 
 
 class ModalFake:
-    def __init__(self):
+    def __init__(self, extra_args=()):
         self.dir = tempfile.mkdtemp(prefix="modal-fake-", dir="/tmp")
         self.log = open(os.path.join(self.dir, "fake.log"), "w")
         self.out_path = os.path.join(self.dir, "ready")
         with open(self.out_path, "w") as out:
             self.process = subprocess.Popen(
                 [sys.executable, FAKE, "--port", "0", "--state-dir", self.dir,
-                 "--token-id", TOKEN_ID, "--token-secret", TOKEN_SECRET],
+                 "--token-id", TOKEN_ID, "--token-secret", TOKEN_SECRET, *extra_args],
                 stdout=out, stderr=self.log)
         until = time.monotonic() + 60
         while True:
@@ -62,12 +62,15 @@ class ModalFake:
         self.env = {"MODAL_SERVER_URL": self.url, "MODAL_TOKEN_ID": TOKEN_ID,
                     "MODAL_TOKEN_SECRET": TOKEN_SECRET}
 
-    def sandboxes(self):
+    def state(self):
         try:
             with open(os.path.join(self.dir, "sandboxes.json")) as f:
-                return json.load(f)["sandboxes"]
+                return json.load(f)
         except (FileNotFoundError, json.JSONDecodeError):
-            return []
+            return {}
+
+    def sandboxes(self):
+        return self.state().get("sandboxes", [])
 
     def running(self):
         return [s for s in self.sandboxes() if s["state"] == "running"]
@@ -79,11 +82,13 @@ class ModalFake:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class TestModalProvider(tg.GatewayTestCase):
+class ModalProviderCase(tg.GatewayTestCase):
+    """A gateway whose modal provider talks to a fake started for each test."""
     config = {"orphan_grace": 1, "drift_interval": 1, "sweep_interval": 0.1}
+    fake_args = ()
 
     def setUp(self):
-        self.fake = ModalFake()
+        self.fake = ModalFake(self.fake_args)
         self.addCleanup(self.fake.stop)  # runs last: after the gateway under test is gone
         self.gateway_env = dict(self.fake.env)
         self.config = dict(self.config, modal={"ca_file": self.fake.ca_file})
@@ -101,6 +106,8 @@ class TestModalProvider(tg.GatewayTestCase):
     def sandbox(self, sandbox_id):
         return next((s for s in self.fake.sandboxes() if s["id"] == sandbox_id), None)
 
+
+class TestModalProvider(ModalProviderCase):
     def test_a_session_is_a_modal_sandbox_with_state_kept_and_ends_with_it(self):
         s = self.create(MODAL, timeout=120)
         self.assertEqual(s["provider"], "modal")
@@ -147,6 +154,30 @@ class TestModalProvider(tg.GatewayTestCase):
                       lambda: self.sandbox(ours)["state"] == "finished", timeout=30)
         self.assertEqual(self.sandbox(theirs)["state"], "running",
                          "another gateway's sandbox was touched")
+
+
+class TestModalProviderStopping(ModalProviderCase):
+    """Each SandboxList takes 2 s: the drift check (every second) has one in flight most of the
+    time."""
+    fake_args = ("--list-delay", "2")
+
+    def test_sigterm_waits_for_the_call_in_flight_and_exits_cleanly(self):
+        def listing():
+            st = self.fake.state()
+            return st.get("lists_begun", 0) > st.get("lists_answered", 0)
+
+        self.wait_for("the drift check's listing", listing)
+        rc = self.gw.terminate()
+        self.assertEqual(rc, 0, self.gw.output_tail())
+        # The fake counts an answer once it is sent, a moment after the gateway may have it.
+        st = self.fake.state()
+        for _ in range(30):
+            if st["lists_answered"] == st["lists_begun"]:
+                break
+            time.sleep(0.1)
+            st = self.fake.state()
+        self.assertEqual(st["lists_answered"], st["lists_begun"],
+                         "the gateway ended with a call to Modal unanswered")
 
 
 def main():

@@ -93,7 +93,9 @@ address, rewritten argv, directory, tunnels.
 
 Test hooks: --fail-first N makes the first N SandboxCreate/SandboxCreateV2 calls (counted
 together, after authentication) fail with UNAVAILABLE, which clients should retry.
---task-id-delay, --auth-token-ttl and --create-returns-tunnels as above.
+--task-id-delay, --auth-token-ttl and --create-returns-tunnels as above. --list-delay SECONDS holds
+each SandboxList that long before answering; sandboxes.json counts the SandboxList calls begun
+("lists_begun") and those whose answer reached a client still connected ("lists_answered").
 
 Uploads: BlobCreate hands out http://127.0.0.1:<port>/blob/<id> (plain HTTP, served here; Modal
 hands out presigned HTTPS URLs of S3 or R2) in both the current (blob_ids + upload_urls) and the
@@ -521,6 +523,8 @@ class Fake:
         self.sandboxes: dict[str, Sandbox] = {}
         self.by_task: dict[str, Sandbox] = {}
         self.create_calls = 0
+        self.lists_begun = 0
+        self.lists_answered = 0
         # 127.R.0.2 up, R random: another fake running beside this one (tests run in parallel)
         # starts elsewhere in 127/8.
         self.next_address = (random.randrange(16, 240) << 16) + 2
@@ -534,6 +538,7 @@ class Fake:
     def write_state(self) -> None:
         path = os.path.join(self.state_dir, "sandboxes.json")
         data = {"updated": round(time.time(), 3), "grpc_port": self.grpc_port, "ca": self.ca_path,
+                "lists_begun": self.lists_begun, "lists_answered": self.lists_answered,
                 "sandboxes": [sb.info() for sb in self.sandboxes.values()]}
         tmp = path + ".tmp"
         with open(tmp, "w") as f:
@@ -916,10 +921,14 @@ class ControlPlane(api_grpc.ModalClientBase):
     async def SandboxTerminateV2(self, req, stream):
         return self._terminate(self.fake.sandbox(req.sandbox_id, 2))
 
-    @rpc()
+    @rpc(streaming=True)
     async def SandboxList(self, req, stream):
         # Newest first, at most 100 a page; before_timestamp pages on (as Modal's SDK does); only
         # the sandboxes carrying every tag asked for; finished ones only with include_finished.
+        self.fake.lists_begun += 1
+        self.fake.write_state()
+        if self.fake.args.list_delay > 0:
+            await asyncio.sleep(self.fake.args.list_delay)
         want = {t.tag_name: t.tag_value for t in req.tags}
         found = [sb for sb in self.fake.sandboxes.values()
                  if (not req.app_id or sb.app_id == req.app_id)
@@ -936,7 +945,9 @@ class ControlPlane(api_grpc.ModalClientBase):
                 info.task_info.result.CopyFrom(sb.result)
             for k, v in sb.tags.items():
                 info.tags.add(tag_name=k, tag_value=v)
-        return resp
+        await stream.send_message(resp)  # raises when the client has gone
+        self.fake.lists_answered += 1
+        self.fake.write_state()
 
     @rpc(streaming=True)
     async def SandboxGetLogs(self, req, stream):
@@ -1168,6 +1179,8 @@ def parse_args(argv=None):
                    help="V1 SandboxGetTaskId answers no task id for this long after the create")
     p.add_argument("--auth-token-ttl", type=int, default=3600, metavar="SECONDS",
                    help="lifetime of the JWTs AuthTokenGet hands out")
+    p.add_argument("--list-delay", type=float, default=0.0, metavar="SECONDS",
+                   help="each SandboxList waits this long before it answers")
     p.add_argument("--create-returns-tunnels", action="store_true",
                    help="SandboxCreateV2's answer carries the tunnels")
     p.add_argument("--image-builder-version", default="2025.06")
