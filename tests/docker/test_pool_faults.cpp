@@ -168,7 +168,11 @@ asio::awaitable<void> watch(SandboxPool& pool, RestartRun& run) {
 asio::awaitable<void> restart_mid_run(RestartRun& run) {
   auto executor = co_await asio::this_coro::executor;
   auto config = pool_config("pool-faults-restart");
-  config.max_sandboxes = 3;
+  // One more than the jobs run at once: when the engine stops under three leases, their three
+  // sandboxes wait in `returning` (their stops wait for the engine) and take three places; the
+  // fourth lets the next job's start meet the engine's absence. With three, a run in which all
+  // three jobs held a sandbox at the stop could start nothing until the engine was back.
+  config.max_sandboxes = 4;
   config.return_policy = ReturnPolicy::stop;
   // Starts during the engine's absence are retried until it is back (a restart takes seconds).
   config.start_attempts = 8;
