@@ -12,24 +12,20 @@
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
 
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <algorithm>
-#include <array>
 #include <chrono>
-#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "deployment/docker_plan.hpp"
+#include "deployment/local_addresses.hpp"
 #include "docker/docker_support.hpp"
 #include "support/async_test.hpp"
 #include "support/test_helpers.hpp"
@@ -117,54 +113,19 @@ TEST_F(DockerDeploymentTest, AnImageWithoutPythonWorks) {
   test::run_async(io_, d.stop(), 60s);
 }
 
-// This machine's IPv4 addresses, in network byte order.
-std::vector<in_addr_t> own_addresses() {
-  std::vector<in_addr_t> out;
-  ifaddrs* list = nullptr;
-  if (::getifaddrs(&list) != 0)
-    return out;
-  for (const ifaddrs* a = list; a != nullptr; a = a->ifa_next) {
-    if (a->ifa_addr != nullptr && a->ifa_addr->sa_family == AF_INET)
-      out.push_back(reinterpret_cast<const sockaddr_in*>(a->ifa_addr)->sin_addr.s_addr);
-  }
-  ::freeifaddrs(list);
-  return out;
-}
-
 // Whether the containers of the engine's default bridge network are reachable at their own
-// addresses: its gateway is an address of this machine, or, when the engine names no gateway
-// (as Docker's bridge does just after some daemon starts), an address of this machine lies in
-// its subnet.
+// addresses, by the rule of docker_plan.hpp's network_ranges(): its gateway is an address of this
+// machine, or, when the engine names no gateway (as Docker's bridge does just after some daemon
+// starts), an address of this machine lies in its subnet. The parts are unit-tested
+// (test_docker_plan, test_local_addresses); this asks the engine itself.
 bool bridge_is_routable(asio::io_context& io, docker::Engine& engine) {
   auto info = test::run_async(io, engine.inspect_network("bridge"), 30s);
   if (!info)
     return false;
-  const std::vector<in_addr_t> own = own_addresses();
-  for (const auto& c : info->at("IPAM").at("Config").as_array()) {
-    const auto& range = c.as_object();
-    if (const auto* g = range.if_contains("Gateway");
-        g && g->is_string() && !g->as_string().empty()) {
-      in_addr gateway{};
-      if (::inet_pton(AF_INET, g->as_string().c_str(), &gateway) == 1 &&
-          std::find(own.begin(), own.end(), gateway.s_addr) != own.end())
-        return true;
-      continue;
-    }
-    const auto* subnet = range.if_contains("Subnet");
-    if (subnet == nullptr || !subnet->is_string())
-      continue;
-    const std::string text(subnet->as_string());
-    const auto slash = text.find('/');
-    in_addr base{};
-    if (slash == std::string::npos ||
-        ::inet_pton(AF_INET, text.substr(0, slash).c_str(), &base) != 1)
-      continue;
-    const int bits = std::stoi(text.substr(slash + 1));
-    const std::uint32_t mask = bits == 0 ? 0 : ~std::uint32_t{0} << (32 - bits);
-    for (const in_addr_t a : own) {
-      if ((ntohl(a) & mask) == (ntohl(base.s_addr) & mask))
-        return true;
-    }
+  for (const auto& range : detail::network_ranges(*info)) {
+    if (range.gateway.empty() ? detail::has_local_address_in(range.subnet)
+                              : detail::is_local_address(range.gateway))
+      return true;
   }
   return false;
 }

@@ -170,14 +170,8 @@ class TestModalProviderStopping(ModalProviderCase):
         rc = self.gw.terminate()
         self.assertEqual(rc, 0, self.gw.output_tail())
         # The fake counts an answer once it is sent, a moment after the gateway may have it.
-        st = self.fake.state()
-        for _ in range(30):
-            if st["lists_answered"] == st["lists_begun"]:
-                break
-            time.sleep(0.1)
-            st = self.fake.state()
-        self.assertEqual(st["lists_answered"], st["lists_begun"],
-                         "the gateway ended with a call to Modal unanswered")
+        self.wait_for("every call to Modal answered (the gateway ended with one unanswered)",
+                      lambda: not listing(), timeout=3)
 
 
 def main():
