@@ -20,6 +20,7 @@
 #include <openssl/evp.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
@@ -516,6 +517,20 @@ void Gateway::Impl::spawn(asio::awaitable<void> task, std::string what) {
   // `this` outlives the task: run() waits for it.
   asio::co_spawn(ex, std::move(task), [this, failed = log_failure(std::move(what))](auto e) {
     failed(e);
+    if (--background == 0)
+      background_ended.set();
+  });
+}
+
+void Gateway::Impl::after_answer(std::function<void()> work) {
+  ++background;
+  background_ended.reset();
+  asio::post(ex, [this, work = std::move(work)] {
+    try {
+      work();
+    } catch (const std::exception& e) {
+      logging::error("gateway: after an answer: {}", e.what());
+    }
     if (--background == 0)
       background_ended.set();
   });

@@ -15,6 +15,7 @@
 
 #include <deque>
 #include <filesystem>
+#include <functional>
 #include <list>
 #include <map>
 #include <memory>
@@ -130,6 +131,10 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   /// returns: none outlives the gateway, and none has a call in flight on a thread pool (a
   /// provider's blocking client) when the io_context ends.
   void spawn(asio::awaitable<void> task, std::string what);
+  /// Runs `work` once the handler now running has returned to the event loop, which is after
+  /// the answer it writes has gone to its socket: bookkeeping kept off the answer's way, counted
+  /// with the spawned tasks so that run() waits for it too.
+  void after_answer(std::function<void()> work);
   asio::awaitable<void> reconcile();
   asio::awaitable<void> sweep_loop();
   asio::awaitable<void> check_drift();

@@ -48,14 +48,30 @@ std::string clip(std::string_view text) {
   return fmt::format("{}... [{} bytes]", text.substr(0, kLogBodyLimit), text.size());
 }
 
-json::value body_for_log(std::string_view body) {
-  boost::system::error_code ec;
-  if (body.size() <= kLogBodyLimit) {
-    json::value v = json::parse(body, ec);
-    if (!ec)
-      return v;
+// A body as a transcript keeps it: taken at once, made JSON when the line is written.
+class LoggedBody {
+ public:
+  explicit LoggedBody(std::string_view body)
+      : whole_(body.size() <= kLogBodyLimit), text_(whole_ ? std::string(body) : clip(body)) {}
+
+  // The body's JSON when it is JSON and small enough, else its (clipped) text.
+  json::value json() const {
+    if (whole_) {
+      boost::system::error_code ec;
+      json::value v = json::parse(text_, ec);
+      if (!ec)
+        return v;
+    }
+    return json::value(utf8_backslashreplace(text_));
   }
-  return json::value(utf8_backslashreplace(clip(body)));
+
+ private:
+  bool whole_;
+  std::string text_;
+};
+
+json::value body_for_log(std::string_view body) {
+  return LoggedBody(body).json();
 }
 
 std::string quota_text(double x) {
@@ -1006,14 +1022,18 @@ ProxyTarget proxy_target(Gateway::Impl& s, const Caller& who, const Request& r,
   return ProxyTarget{std::move(live), route, e.rec};
 }
 
-// A proxied JSON call's line in the session's transcript.
+// A proxied JSON call's line in the session's transcript, written once the answer has gone.
 void log_proxied(Gateway::Impl& s, const std::string& session_id, const Caller& who,
                  const SwerexEndpoint& endpoint, json::value request_log, const Answer& answer) {
-  s.append_log(session_id, who,
-               json::object{{"call", "swerex" + endpoint.path},
-                            {"request", std::move(request_log)},
-                            {"status", answer.status},
-                            {"response", body_for_log(answer.body)}});
+  s.after_answer([&s, session_id, who, call = "swerex" + endpoint.path,
+                  request_log = std::move(request_log), status = answer.status,
+                  response = LoggedBody(answer.body)]() mutable {
+    s.append_log(session_id, who,
+                 json::object{{"call", std::move(call)},
+                              {"request", std::move(request_log)},
+                              {"status", status},
+                              {"response", response.json()}});
+  });
 }
 
 // A call through the session's own SWE-ReX routes over its RemoteRuntime (decoded, called,

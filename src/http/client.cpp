@@ -18,8 +18,11 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/buffers_range.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <boost/beast/core/string.hpp>
 #include <boost/beast/http/empty_body.hpp>
 #include <boost/beast/http/error.hpp>
@@ -32,6 +35,7 @@
 
 #include <sys/socket.h>
 
+#include <array>
 #include <cerrno>
 #include <exception>
 #include <random>
@@ -388,6 +392,104 @@ asio::awaitable<AttemptResult> open_connection(State& st, Connection& c, const W
   co_return r;
 }
 
+// The request as it goes on the wire over a plain socket: its head as text and its body, in one
+// gathered write tried at once; the event loop is waited on only when the socket is full.
+template <class Socket>
+asio::awaitable<void> write_plain(Socket& socket, const OutgoingRequest& message, error_code& ec) {
+  std::string head;
+  head.reserve(256);
+  head.append(message.method_string()).append(" ").append(message.target()).append(" HTTP/1.1\r\n");
+  for (const auto& field : message.base())
+    head.append(field.name_string()).append(": ").append(field.value()).append("\r\n");
+  head.append("\r\n");
+  const std::array<asio::const_buffer, 2> pieces{asio::buffer(head), asio::buffer(message.body())};
+  if (!socket.non_blocking())  // asks the kernel each time it is set: once per connection
+    socket.non_blocking(true, ec);
+  std::size_t sent = 0;
+  if (!ec)
+    sent = socket.write_some(pieces, ec);
+  if (ec == asio::error::would_block || ec == asio::error::try_again) {
+    ec = {};
+    sent = 0;
+  }
+  if (ec || sent == asio::buffer_size(pieces))
+    co_return;
+  beast::buffers_suffix<std::array<asio::const_buffer, 2>> rest(pieces);
+  rest.consume(sent);
+  co_await asio::async_write(socket, rest, asio::redirect_error(asio::use_awaitable, ec));
+}
+
+// Feeds `parser` from the connection's buffer, then from the socket as it becomes readable,
+// until it has the header (`header_only`) or the whole message. Bytes already here are parsed
+// without a trip through the event loop. The ends of the stream are told as Beast's reads tell
+// them: end_of_stream before any byte, partial_message within one.
+template <class Socket, class Parser>
+asio::awaitable<void> read_plain(Socket& socket, beast::flat_buffer& buffer, Parser& parser,
+                                 bool header_only, error_code& ec) {
+  auto enough = [&] { return header_only ? parser.is_header_done() : parser.is_done(); };
+  if (!socket.non_blocking())
+    socket.non_blocking(true, ec);
+  while (!ec && !enough()) {
+    if (buffer.size() > 0) {
+      const std::size_t used = parser.put(buffer.data(), ec);
+      buffer.consume(used);
+      if (ec == bhttp::error::need_more)
+        ec = {};
+      if (ec || enough() || used > 0)
+        continue;
+    }
+    const std::size_t n = socket.read_some(buffer.prepare(beast::read_size(buffer, 65536)), ec);
+    if (ec == asio::error::would_block || ec == asio::error::try_again) {
+      ec = {};
+      co_await socket.async_wait(asio::socket_base::wait_read,
+                                 asio::redirect_error(asio::use_awaitable, ec));
+    } else if (ec == asio::error::eof) {
+      ec = {};
+      if (parser.got_some())
+        parser.put_eof(ec);
+      else
+        ec = bhttp::error::end_of_stream;
+      if (!ec && !enough())
+        ec = bhttp::error::partial_message;
+    } else if (!ec) {
+      buffer.commit(n);
+    }
+  }
+}
+
+// An answer kept in memory, read over a plain socket by one parser, header and body alike.
+template <class Socket>
+asio::awaitable<AttemptResult> read_in_memory(Socket& socket, Connection& c, bool head_request,
+                                              const ClientConfig& cfg, const std::string& url,
+                                              AttemptResult r) {
+  bhttp::response_parser<bhttp::string_body> parser;
+  parser.header_limit(kHeaderLimit);
+  parser.body_limit(cfg.max_body_in_memory);
+  parser.skip(head_request);
+  co_await read_plain(socket, c.buffer, parser, false, r.error);
+  r.answered = parser.is_header_done() || parser.got_some() || c.buffer.size() > 0;
+  if (parser.is_header_done())
+    r.stage = "reading the answer";
+  if (r.error == bhttp::error::body_limit) {
+    const auto length = parser.is_header_done() ? parser.content_length() : boost::none;
+    if (length && *length > cfg.max_body_in_memory) {
+      throw SwerexException(fmt::format("the answer of {} has {} bytes, more than the {} allowed",
+                                        url, *length, cfg.max_body_in_memory));
+    }
+    throw SwerexException(fmt::format("the answer of {} is larger than the {} bytes allowed", url,
+                                      cfg.max_body_in_memory));
+  }
+  if (r.error)
+    co_return r;
+  ClientResponse response;
+  response.status = parser.get().result_int();
+  copy_headers(parser.get(), response);
+  response.body = std::move(parser.get().body());
+  r.keep_alive = parser.keep_alive();
+  r.response = std::move(response);
+  co_return r;
+}
+
 // Writes the request and reads the answer on an open connection.
 template <class Stream>
 asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingRequest& message,
@@ -396,9 +498,13 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
   AttemptResult r;
   auto token = asio::redirect_error(asio::use_awaitable, r.error);
   r.stage = "sending the request";
-  if (request.body_file.empty()) {
+  if constexpr (!std::is_same_v<Stream, TlsStream>) {
+    if (request.body_file.empty())
+      co_await write_plain(stream, message, r.error);
+  } else if (request.body_file.empty()) {
     co_await bhttp::async_write(stream, message, token);
-  } else {
+  }
+  if (!request.body_file.empty()) {
     bhttp::request<bhttp::file_body> file_message(message.base());
     error_code open_error;
     file_message.body().open(request.body_file.c_str(), beast::file_mode::scan, open_error);
@@ -417,12 +523,19 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
       co_await stream.async_wait(asio::socket_base::wait_read, token);
     if (r.error)
       co_return r;
+    if (request.response_file.empty() && !request.on_body) {
+      co_return co_await read_in_memory(stream, c, message.method() == bhttp::verb::head, cfg, url,
+                                        std::move(r));
+    }
   }
   bhttp::response_parser<bhttp::empty_body> head;
   head.header_limit(kHeaderLimit);
   head.body_limit(boost::none);  // the real limit is set once the body's destination is known
   head.skip(message.method() == bhttp::verb::head);
-  co_await bhttp::async_read_header(stream, c.buffer, head, token);
+  if constexpr (std::is_same_v<Stream, TlsStream>)
+    co_await bhttp::async_read_header(stream, c.buffer, head, token);
+  else
+    co_await read_plain(stream, c.buffer, head, true, r.error);
   if (r.error) {
     r.answered = head.got_some() || c.buffer.size() > 0;
     co_return r;
@@ -464,8 +577,12 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
     }
     bhttp::response_parser<bhttp::string_body> parser(std::move(head));
     parser.body_limit(cfg.max_body_in_memory);
-    if (!parser.is_done())
-      co_await bhttp::async_read(stream, c.buffer, parser, token);
+    if (!parser.is_done()) {
+      if constexpr (std::is_same_v<Stream, TlsStream>)
+        co_await bhttp::async_read(stream, c.buffer, parser, token);
+      else
+        co_await read_plain(stream, c.buffer, parser, false, r.error);
+    }
     if (r.error == bhttp::error::body_limit) {
       throw SwerexException(fmt::format("the answer of {} is larger than the {} bytes allowed", url,
                                         cfg.max_body_in_memory));

@@ -682,9 +682,9 @@ asio::awaitable<http::ClientResponse> RemoteRuntime::forward(const char* method,
     timeout = s.startup_timeout(
         number("startup_timeout").value_or(CreateBashSessionRequest{}.startup_timeout));
   }
-  const http::ClientRequest request =
+  http::ClientRequest request =
       s.json_request(method, std::move(target), std::move(body), timeout, std::move(request_id));
-  co_return co_await s.client.request(request);
+  co_return co_await s.client.request(std::move(request));
 }
 
 }  // namespace rex

@@ -1,5 +1,7 @@
 #include <rex/server/route_table.hpp>
 
+#include <boost/container/small_vector.hpp>
+
 #include <algorithm>
 
 #include "core/hex.hpp"
@@ -39,23 +41,25 @@ std::string_view without_query(std::string_view target) {
 
 bool match_path(std::string_view pattern, std::string_view path,
                 std::vector<std::pair<std::string, std::string>>& params) {
-  const std::size_t kept = params.size();
-  auto fail = [&] {
-    params.resize(kept);
-    return false;
-  };
+  // The parameters as views into the pattern and the path; decoded copies only for a match (a
+  // table is mostly tried against paths that share a prefix with the one that matches).
+  boost::container::small_vector<std::pair<std::string_view, std::string_view>, 4> found;
   while (!pattern.empty()) {
     const auto open = pattern.find('{');
-    if (open == std::string_view::npos)
-      return pattern == path || fail();
+    if (open == std::string_view::npos) {
+      if (pattern != path)
+        return false;
+      path = {};
+      break;
+    }
     // The literal part before the parameter must match as it is.
     if (path.substr(0, open) != pattern.substr(0, open))
-      return fail();
+      return false;
     path.remove_prefix(open);
     pattern.remove_prefix(open);
     const auto close = pattern.find('}');
     if (close == std::string_view::npos)
-      return fail();  // a malformed pattern matches nothing
+      return false;  // a malformed pattern matches nothing
     std::string_view name = pattern.substr(1, close - 1);
     pattern.remove_prefix(close + 1);
     const bool rest = name.size() > 3 && name.substr(name.size() - 3) == "...";
@@ -69,10 +73,14 @@ bool match_path(std::string_view pattern, std::string_view path,
       path.remove_prefix(value.size());
     }
     if (value.empty())
-      return fail();
-    params.emplace_back(std::string(name), percent_decode(value, false));
+      return false;
+    found.emplace_back(name, value);
   }
-  return path.empty() || fail();
+  if (!path.empty())
+    return false;
+  for (const auto& [name, value] : found)
+    params.emplace_back(std::string(name), percent_decode(value, false));
+  return true;
 }
 
 std::string_view Request::param(std::string_view name) const {
@@ -155,17 +163,18 @@ RouteTable::Match RouteTable::find(bhttp::verb method, std::string_view target) 
   const bhttp::verb wanted = method == bhttp::verb::head ? bhttp::verb::get : method;
   Match m;
   for (const auto& r : routes_) {
-    if (!match_path(r.path, path, m.params))
-      continue;
-    if (r.method == wanted) {
+    if (r.method == wanted && match_path(r.path, path, m.params)) {
       m.route = &r;
-      m.other_methods.clear();
       return m;
     }
-    m.params.clear();
-    if (std::find(m.other_methods.begin(), m.other_methods.end(), r.method) ==
-        m.other_methods.end())
+  }
+  // No route for this method: the methods the path has (a 405 names them).
+  for (const auto& r : routes_) {
+    if (match_path(r.path, path, m.params) &&
+        std::find(m.other_methods.begin(), m.other_methods.end(), r.method) ==
+            m.other_methods.end())
       m.other_methods.push_back(r.method);
+    m.params.clear();
   }
   return m;
 }

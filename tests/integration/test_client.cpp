@@ -365,6 +365,43 @@ TEST(HttpClient, AnswerLargerThanTheLimitIsRefused) {
   }
 }
 
+TEST(HttpClient, ChunkedAnswerLargerThanTheLimitIsRefused) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) {
+    Reply r;
+    r.chunks = {std::string(60, 'x'), std::string(60, 'y')};
+    return r;
+  });
+  http::ClientConfig cfg;
+  cfg.max_body_in_memory = 100;
+  http::Client client(io.get_executor(), server.listen_tcp(), cfg);
+  try {
+    test::run_async(io, client.request(http::ClientRequest{}));
+    ADD_FAILURE() << "no exception";
+  } catch (const SwerexException& e) {
+    EXPECT_THAT(e.what(), HasSubstr("is larger than the 100 bytes allowed"));
+  }
+  EXPECT_EQ(client.idle_connections(), 0u) << "a half-read answer leaves its connection unusable";
+}
+
+TEST(HttpClient, ChunkedAnswerInPiecesIsKeptWholeAndItsConnectionReused) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) {
+    Reply r;
+    r.chunks = {"{\"a\": ", "1}"};
+    r.chunk_delay = 20ms;
+    return r;
+  });
+  http::Client client(io.get_executor(), server.listen_tcp());
+  for (int i = 0; i < 2; ++i) {
+    const auto response = test::run_async(io, client.request(http::ClientRequest{}));
+    EXPECT_EQ(response.status, 200u);
+    EXPECT_EQ(response.body, "{\"a\": 1}");
+    EXPECT_EQ(response.header("content-type"), "application/json");
+  }
+  EXPECT_EQ(client.connections_opened(), 1u);
+}
+
 TEST(HttpClient, BadRequestsAreRefusedBeforeSending) {
   asio::io_context io;
   http::Client client(io.get_executor(), "http://127.0.0.1:9");
