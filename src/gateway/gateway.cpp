@@ -511,28 +511,34 @@ asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
   co_await record(e.rec, "destroyed", who);
 }
 
-void Gateway::Impl::spawn(asio::awaitable<void> task, std::string what) {
+void Gateway::Impl::background_began() {
   ++background;
   background_ended.reset();
+}
+
+void Gateway::Impl::background_done() {
+  if (--background == 0)
+    background_ended.set();
+}
+
+void Gateway::Impl::spawn(asio::awaitable<void> task, std::string what) {
+  background_began();
   // `this` outlives the task: run() waits for it.
   asio::co_spawn(ex, std::move(task), [this, failed = log_failure(std::move(what))](auto e) {
     failed(e);
-    if (--background == 0)
-      background_ended.set();
+    background_done();
   });
 }
 
 void Gateway::Impl::after_answer(std::function<void()> work) {
-  ++background;
-  background_ended.reset();
+  background_began();
   asio::post(ex, [this, work = std::move(work)] {
     try {
       work();
     } catch (const std::exception& e) {
       logging::error("gateway: after an answer: {}", e.what());
     }
-    if (--background == 0)
-      background_ended.set();
+    background_done();
   });
 }
 

@@ -135,6 +135,9 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   /// the answer it writes has gone to its socket: bookkeeping kept off the answer's way, counted
   /// with the spawned tasks so that run() waits for it too.
   void after_answer(std::function<void()> work);
+  // The count of spawn()'s and after_answer()'s work (`background`, `background_ended`).
+  void background_began();
+  void background_done();
   asio::awaitable<void> reconcile();
   asio::awaitable<void> sweep_loop();
   asio::awaitable<void> check_drift();

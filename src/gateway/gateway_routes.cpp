@@ -48,31 +48,32 @@ std::string clip(std::string_view text) {
   return fmt::format("{}... [{} bytes]", text.substr(0, kLogBodyLimit), text.size());
 }
 
-// A body as a transcript keeps it: taken at once, made JSON when the line is written.
+// A body in a transcript: its JSON when it is JSON and small enough, else its text, clipped.
+json::value body_for_log(std::string_view body) {
+  boost::system::error_code ec;
+  if (body.size() <= kLogBodyLimit) {
+    json::value v = json::parse(body, ec);
+    if (!ec)
+      return v;
+  }
+  return json::value(utf8_backslashreplace(clip(body)));
+}
+
+// A body kept for a transcript line written later: the body when small enough to be parsed
+// then, else only its clipped text.
 class LoggedBody {
  public:
   explicit LoggedBody(std::string_view body)
       : whole_(body.size() <= kLogBodyLimit), text_(whole_ ? std::string(body) : clip(body)) {}
 
-  // The body's JSON when it is JSON and small enough, else its (clipped) text.
   json::value json() const {
-    if (whole_) {
-      boost::system::error_code ec;
-      json::value v = json::parse(text_, ec);
-      if (!ec)
-        return v;
-    }
-    return json::value(utf8_backslashreplace(text_));
+    return whole_ ? body_for_log(text_) : json::value(utf8_backslashreplace(text_));
   }
 
  private:
   bool whole_;
   std::string text_;
 };
-
-json::value body_for_log(std::string_view body) {
-  return LoggedBody(body).json();
-}
 
 std::string quota_text(double x) {
   return fmt::format("{:g}", x);

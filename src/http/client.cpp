@@ -457,6 +457,18 @@ asio::awaitable<void> read_plain(Socket& socket, beast::flat_buffer& buffer, Par
   }
 }
 
+// An answer too large to keep in memory: by its Content-Length when it gave one larger than the
+// limit, else by what came.
+[[noreturn]] void refuse_large_answer(const std::string& url, boost::optional<std::uint64_t> length,
+                                      std::size_t limit) {
+  if (length && *length > limit) {
+    throw SwerexException(fmt::format("the answer of {} has {} bytes, more than the {} allowed",
+                                      url, *length, limit));
+  }
+  throw SwerexException(
+      fmt::format("the answer of {} is larger than the {} bytes allowed", url, limit));
+}
+
 // An answer kept in memory, read over a plain socket by one parser, header and body alike.
 template <class Socket>
 asio::awaitable<AttemptResult> read_in_memory(Socket& socket, Connection& c, bool head_request,
@@ -471,13 +483,8 @@ asio::awaitable<AttemptResult> read_in_memory(Socket& socket, Connection& c, boo
   if (parser.is_header_done())
     r.stage = "reading the answer";
   if (r.error == bhttp::error::body_limit) {
-    const auto length = parser.is_header_done() ? parser.content_length() : boost::none;
-    if (length && *length > cfg.max_body_in_memory) {
-      throw SwerexException(fmt::format("the answer of {} has {} bytes, more than the {} allowed",
-                                        url, *length, cfg.max_body_in_memory));
-    }
-    throw SwerexException(fmt::format("the answer of {} is larger than the {} bytes allowed", url,
-                                      cfg.max_body_in_memory));
+    refuse_large_answer(url, parser.is_header_done() ? parser.content_length() : boost::none,
+                        cfg.max_body_in_memory);
   }
   if (r.error)
     co_return r;
@@ -498,12 +505,6 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
   AttemptResult r;
   auto token = asio::redirect_error(asio::use_awaitable, r.error);
   r.stage = "sending the request";
-  if constexpr (!std::is_same_v<Stream, TlsStream>) {
-    if (request.body_file.empty())
-      co_await write_plain(stream, message, r.error);
-  } else if (request.body_file.empty()) {
-    co_await bhttp::async_write(stream, message, token);
-  }
   if (!request.body_file.empty()) {
     bhttp::request<bhttp::file_body> file_message(message.base());
     error_code open_error;
@@ -512,6 +513,10 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
       throw_os_error(open_error.value(), request.body_file);
     file_message.prepare_payload();
     co_await bhttp::async_write(stream, file_message, token);
+  } else if constexpr (std::is_same_v<Stream, TlsStream>) {
+    co_await bhttp::async_write(stream, message, token);
+  } else {
+    co_await write_plain(stream, message, r.error);
   }
   if (r.error)
     co_return r;
@@ -571,10 +576,8 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
     r.keep_alive = parser.keep_alive();
   } else {
     const auto length = head.content_length();
-    if (length && *length > cfg.max_body_in_memory) {
-      throw SwerexException(fmt::format("the answer of {} has {} bytes, more than the {} allowed",
-                                        url, *length, cfg.max_body_in_memory));
-    }
+    if (length && *length > cfg.max_body_in_memory)
+      refuse_large_answer(url, length, cfg.max_body_in_memory);
     bhttp::response_parser<bhttp::string_body> parser(std::move(head));
     parser.body_limit(cfg.max_body_in_memory);
     if (!parser.is_done()) {
@@ -583,10 +586,8 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
       else
         co_await read_plain(stream, c.buffer, parser, false, r.error);
     }
-    if (r.error == bhttp::error::body_limit) {
-      throw SwerexException(fmt::format("the answer of {} is larger than the {} bytes allowed", url,
-                                        cfg.max_body_in_memory));
-    }
+    if (r.error == bhttp::error::body_limit)
+      refuse_large_answer(url, boost::none, cfg.max_body_in_memory);
     if (r.error)
       co_return r;
     copy_headers(parser.get(), response);
