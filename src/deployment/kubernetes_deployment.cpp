@@ -612,6 +612,9 @@ asio::awaitable<void> KubernetesDeployment::Impl::start() {
   if (proxy) {
     rc.client = api->tls_config();
     rc.client.header_source = proxy_headers();
+    // The pod proxy cuts an answer that starts before it has read the client's whole body:
+    // see ClientConfig::chunked_request_bodies.
+    rc.client.chunked_request_bodies = true;
   }
   remote = std::make_unique<RemoteRuntime>(executor, std::move(rc));
   runtime = std::make_unique<detail::PodRuntime>(*this, *remote);

@@ -402,7 +402,17 @@ asio::awaitable<void> write_plain(Socket& socket, const OutgoingRequest& message
   for (const auto& field : message.base())
     head.append(field.name_string()).append(": ").append(field.value()).append("\r\n");
   head.append("\r\n");
-  const std::array<asio::const_buffer, 2> pieces{asio::buffer(head), asio::buffer(message.body())};
+  // A chunked body goes as one chunk and the last one.
+  std::string_view end_of_body;
+  if (message.chunked() && !message.body().empty()) {
+    fmt::format_to(std::back_inserter(head), "{:x}\r\n", message.body().size());
+    end_of_body = "\r\n0\r\n\r\n";
+  } else if (message.chunked()) {
+    end_of_body = "0\r\n\r\n";
+  }
+  const std::array<asio::const_buffer, 3> pieces{
+      asio::buffer(head), asio::buffer(message.body()),
+      asio::buffer(end_of_body.data(), end_of_body.size())};
   if (!socket.non_blocking())  // asks the kernel each time it is set: once per connection
     socket.non_blocking(true, ec);
   std::size_t sent = 0;
@@ -414,7 +424,7 @@ asio::awaitable<void> write_plain(Socket& socket, const OutgoingRequest& message
   }
   if (ec || sent == asio::buffer_size(pieces))
     co_return;
-  beast::buffers_suffix<std::array<asio::const_buffer, 2>> rest(pieces);
+  beast::buffers_suffix<std::array<asio::const_buffer, 3>> rest(pieces);
   rest.consume(sent);
   co_await asio::async_write(socket, rest, asio::redirect_error(asio::use_awaitable, ec));
 }
@@ -511,7 +521,10 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
     file_message.body().open(request.body_file.c_str(), beast::file_mode::scan, open_error);
     if (open_error)
       throw_os_error(open_error.value(), request.body_file);
-    file_message.prepare_payload();
+    if (cfg.chunked_request_bodies)
+      file_message.chunked(true);
+    else
+      file_message.prepare_payload();
     co_await bhttp::async_write(stream, file_message, token);
   } else if constexpr (std::is_same_v<Stream, TlsStream>) {
     co_await bhttp::async_write(stream, message, token);
@@ -651,7 +664,10 @@ OutgoingRequest build_message(const State& st, ClientRequest& request) {
   message.keep_alive(true);
   if (request.body_file.empty()) {
     message.body() = std::move(request.body);
-    message.prepare_payload();
+    if (st.cfg.chunked_request_bodies && !message.body().empty())
+      message.chunked(true);
+    else
+      message.prepare_payload();
   }
   return message;
 }

@@ -104,6 +104,26 @@ asio::awaitable<void> client_gone(S& stream) {
   (void)never_ec;
 }
 
+// Parses what `buffer` already holds into `parser`, as far as it goes: a request that came in one
+// piece (the usual case) is taken without another trip through the event loop. Whether the
+// parser needs no more (`header_only`: of its header); an error that is not "need more" in `ec`.
+template <class Parser>
+bool parse_buffered(Parser& parser, beast::flat_buffer& buffer, bool header_only,
+                    boost::system::error_code& ec) {
+  auto enough = [&] { return header_only ? parser.is_header_done() : parser.is_done(); };
+  while (!enough() && buffer.size() > 0) {
+    const std::size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == bhttp::error::need_more) {
+      ec = {};
+      break;
+    }
+    if (ec || used == 0)
+      break;
+  }
+  return !ec && enough();
+}
+
 // How reading a whole body ended.
 enum class BodyRead {
   done,
@@ -362,9 +382,13 @@ asio::awaitable<bool> Service::Impl::serve_one(S& stream, beast::flat_buffer& bu
       co_return false;  // the peer left, went quiet, or the service is stopping
     buffer.commit(first_n);
   }
-  stream.expires_after(cfg.read_timeout);
-  auto [ec, n] = co_await bhttp::async_read_header(stream, buffer, head, use_tuple);
-  (void)n;
+  boost::system::error_code ec;
+  if (!parse_buffered(head, buffer, true, ec) && !ec) {
+    stream.expires_after(cfg.read_timeout);
+    auto [read_ec, n] = co_await bhttp::async_read_header(stream, buffer, head, use_tuple);
+    (void)n;
+    ec = read_ec;
+  }
   if (ec) {
     auto error = header_error_answer(ec);
     if (!error)
@@ -458,6 +482,7 @@ asio::awaitable<BodyRead> Service::Impl::read_whole_body(
   // The read timeout bounds each piece, not the whole body: a slow link that keeps sending is
   // not cut off.
   boost::system::error_code read_ec;
+  parse_buffered(full, buffer, false, read_ec);
   while (!read_ec && !full.is_done()) {
     stream.expires_after(cfg.read_timeout);
     auto [piece_ec, piece_n] = co_await bhttp::async_read_some(stream, buffer, full, use_tuple);

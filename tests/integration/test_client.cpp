@@ -192,6 +192,57 @@ TEST(HttpClient, BodiesStreamFromAndToFiles) {
   EXPECT_EQ(response.header("CONTENT-TYPE").value_or(""), "application/octet-stream");
 }
 
+// Sends a body (from memory, then from a file), then an empty one, on one connection, and
+// returns what the server saw.
+asio::awaitable<void> three_bodies(http::Client& client, std::string file) {
+  http::ClientRequest from_memory;
+  from_memory.method = "POST";
+  from_memory.target = "/a";
+  from_memory.body = R"({"command": "echo ok"})";
+  EXPECT_EQ((co_await client.request(from_memory)).status, 200u);
+  http::ClientRequest from_file;
+  from_file.method = "PUT";
+  from_file.target = "/b";
+  from_file.body_file = std::move(file);
+  EXPECT_EQ((co_await client.request(from_file)).status, 200u);
+  http::ClientRequest empty;
+  empty.method = "POST";
+  empty.target = "/c";
+  EXPECT_EQ((co_await client.request(empty)).status, 200u);
+}
+
+void expect_chunked_bodies(const std::vector<Seen>& seen, const std::string& file_body) {
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0].body, R"({"command": "echo ok"})");
+  EXPECT_EQ(seen[1].body, file_body);
+  for (int i : {0, 1}) {
+    EXPECT_EQ(seen[i].headers.count("content-length"), 0u) << seen[i].target;
+    EXPECT_EQ(
+        seen[i].headers.count("transfer-encoding") ? seen[i].headers.at("transfer-encoding") : "",
+        "chunked")
+        << seen[i].target;
+  }
+  // Nothing to chunk: an empty body is said to be empty.
+  EXPECT_EQ(seen[2].body, "");
+  EXPECT_EQ(seen[2].headers.count("transfer-encoding"), 0u);
+  for (const auto& s : seen)
+    EXPECT_EQ(s.connection, 0u) << "each body ended where the server found its end";
+}
+
+TEST(HttpClient, ChunkedRequestBodiesArriveWholeAndKeepTheConnection) {
+  asio::io_context io;
+  TempDir dir;
+  const std::string file_body(200000, 'f');
+  const std::string file = dir.file("body.bin", file_body);
+  ScriptedServer server(io, [](const Seen&) { return Reply::json_body("{}"); });
+  http::ClientConfig cfg;
+  cfg.chunked_request_bodies = true;
+  http::Client client(io.get_executor(), server.listen_tcp(), cfg);
+  test::run_async(io, three_bodies(client, file));
+  expect_chunked_bodies(server.requests, file_body);
+  EXPECT_EQ(client.connections_opened(), 1u);
+}
+
 // Collects what on_body hands over, with the time each piece came.
 struct Pieces {
   std::vector<std::string> pieces;
@@ -499,6 +550,18 @@ TEST_F(Tls, TrustedCertificateWorksByAddressAndByName) {
   }
   ASSERT_EQ(server.requests.size(), 4u);
   EXPECT_EQ(server.requests[2].headers.at("host"), by_name.substr(8));
+}
+
+TEST_F(Tls, ChunkedRequestBodiesArriveWhole) {
+  ScriptedServer server(io_, [](const Seen&) { return Reply::json_body("{}"); });
+  const std::string file_body(100000, 't');
+  const std::string file = dir_.file("body.bin", file_body);
+  http::ClientConfig cfg;
+  cfg.ca_file = ca_file_;
+  cfg.chunked_request_bodies = true;
+  http::Client client(io_.get_executor(), server.listen_tls(server_tls_, "127.0.0.1"), cfg);
+  test::run_async(io_, three_bodies(client, file));
+  expect_chunked_bodies(server.requests, file_body);
 }
 
 TEST_F(Tls, UntrustedCertificateFailsWithoutRetries) {

@@ -74,6 +74,13 @@ struct ClientConfig {
   // Asked at every request for headers whose values change over time (an expiring bearer
   // token), added like `headers`. Runs on the client's executor and must not block.
   std::function<std::vector<std::pair<std::string, std::string>>()> header_source{};
+  // Request bodies go chunked instead of with a Content-Length. For a proxy in front of the
+  // server that answers early answers badly: Go's HTTP/1 reverse proxies (the Kubernetes API
+  // server's pod proxy) send a body of known length to the server, then read the client's body
+  // once more to find its end; when the server's answer has come in the meantime, writing its
+  // head closes the client's body under that read, and the proxy drops its connection to the
+  // server with the answer half sent. A chunked body ends only after that read.
+  bool chunked_request_bodies = false;
 };
 
 struct ClientRequest {
