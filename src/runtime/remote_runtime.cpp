@@ -14,6 +14,7 @@
 
 #include "core/file_system.hpp"
 #include "core/offload.hpp"
+#include "runtime/forward_link.hpp"
 
 #include <fmt/format.h>
 #include <boost/asio/steady_timer.hpp>
@@ -138,6 +139,21 @@ struct RemoteRuntime::Impl {
   ~Impl() {
     if (files)
       files->join();
+  }
+
+  // forward()'s own connection, made at its first use where a link can serve the URL.
+  detail::ForwardLink* forward_link() {
+    if (!link_checked) {
+      link_checked = true;
+      if (detail::ForwardLink::serves(client.base_url(), cfg.client)) {
+        detail::ForwardLink::Headers fixed;
+        if (!cfg.auth_token.empty())
+          fixed.emplace_back("X-API-Key", cfg.auth_token);
+        fixed.emplace_back("Accept", "application/json");
+        link.emplace(ex, client.base_url(), cfg.client, std::move(fixed));
+      }
+    }
+    return link ? &*link : nullptr;
   }
 
   template <class F>
@@ -304,6 +320,8 @@ struct RemoteRuntime::Impl {
   http::Client client;
   std::optional<asio::thread_pool> files;
   bool streaming_unsupported = false;  // the server answered 404 to /run_in_session_stream
+  bool link_checked = false;
+  std::optional<detail::ForwardLink> link;
 };
 
 RemoteRuntime::RemoteRuntime(asio::any_io_executor executor, RemoteRuntimeConfig config)
@@ -321,6 +339,8 @@ const http::Client& RemoteRuntime::client() const noexcept {
 
 void RemoteRuntime::close_idle_connections() noexcept {
   impl_->client.close_idle_connections();
+  if (impl_->link && !impl_->link->busy())
+    impl_->link->close();
 }
 
 asio::awaitable<IsAliveResponse> RemoteRuntime::is_alive() {
@@ -681,6 +701,14 @@ asio::awaitable<http::ClientResponse> RemoteRuntime::forward(const char* method,
   } else if (target == "/create_session") {
     timeout = s.startup_timeout(
         number("startup_timeout").value_or(CreateBashSessionRequest{}.startup_timeout));
+  }
+  // One call at a time goes on the runtime's own link; others, and one the link leaves (its
+  // connection found closed), go by the client.
+  if (detail::ForwardLink* link = s.forward_link(); link != nullptr && !link->busy()) {
+    std::optional<http::ClientResponse> got =
+        co_await link->call(method, target, request_id, body, timeout);
+    if (got)
+      co_return std::move(*got);
   }
   http::ClientRequest request =
       s.json_request(method, std::move(target), std::move(body), timeout, std::move(request_id));

@@ -3,9 +3,11 @@
 #include <rex/docker/engine.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
+#include <rex/http/url.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <openssl/evp.h>
@@ -241,6 +243,146 @@ TEST(HttpClient, ChunkedRequestBodiesArriveWholeAndKeepTheConnection) {
   test::run_async(io, three_bodies(client, file));
   expect_chunked_bodies(server.requests, file_body);
   EXPECT_EQ(client.connections_opened(), 1u);
+}
+
+// ---------------------------------------------------------------------------------------------
+// RemoteRuntime::forward: a proxy's calls on the runtime's own kept-alive connection.
+
+asio::awaitable<http::ClientResponse> forward_run(RemoteRuntime& rt, std::string body,
+                                                  std::string id) {
+  co_return co_await rt.forward("POST", "/run_in_session", std::move(body), nullptr, std::move(id));
+}
+
+TEST(Forward, CallsGoAsTheyCameOnOneConnectionAndComeBackAsAnswered) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen& seen) {
+    Reply r = Reply::json_body(R"({"echo": )" + seen.body + "}");
+    if (seen.on_connection == 1)
+      r.status = 422;  // the protocol's own refusals come back as they are
+    r.headers.emplace_back("X-Extra", "kept");
+    return r;
+  });
+  auto cfg = config_for(server.listen_tcp());
+  cfg.auth_token = "secret";
+  RemoteRuntime rt(io.get_executor(), cfg);
+  for (int i = 0; i < 3; ++i) {
+    const auto got = test::run_async(
+        io, forward_run(rt, fmt::format(R"({{"n": {}}})", i), fmt::format("id{}", i)));
+    EXPECT_EQ(got.status, i == 1 ? 422u : 200u);
+    EXPECT_EQ(got.body, fmt::format(R"({{"echo": {{"n": {}}}}})", i));
+    EXPECT_EQ(got.header("content-type").value_or(""), "application/json");
+    EXPECT_EQ(got.header("x-extra").value_or(""), "kept");
+  }
+  ASSERT_EQ(server.requests.size(), 3u);
+  for (std::size_t i = 0; i < 3; ++i) {
+    const Seen& seen = server.requests[i];
+    EXPECT_EQ(seen.method, "POST");
+    EXPECT_EQ(seen.target, "/run_in_session");
+    EXPECT_EQ(seen.headers.at("x-api-key"), "secret");
+    EXPECT_EQ(seen.headers.at("x-request-id"), fmt::format("id{}", i));
+    EXPECT_EQ(seen.headers.at("content-type"), "application/json");
+    EXPECT_EQ(seen.connection, 0u);
+  }
+  EXPECT_EQ(server.connections, 1u);
+}
+
+TEST(Forward, AConnectionTheServerClosedIsReplacedAndNoCallIsLost) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen& seen) {
+    if (seen.connection == 0 && seen.on_connection == 1)
+      return Reply::of(Reply::Act::drop);  // as when its idle timeout strikes
+    Reply r = Reply::json_body(R"({"ok": true})");
+    r.close_after = seen.connection == 1;  // says keep-alive, then closes
+    return r;
+  });
+  RemoteRuntime rt(io.get_executor(), config_for(server.listen_tcp()));
+  for (int i = 0; i < 4; ++i) {
+    const auto got = test::run_async(io, forward_run(rt, "{}", fmt::format("id{}", i)));
+    EXPECT_EQ(got.status, 200u) << i;
+    EXPECT_EQ(got.body, R"({"ok": true})") << i;
+    io.run_for(20ms);  // let a close arrive
+  }
+  // The dropped call was sent again with its id, so a server's replay store can answer it.
+  ASSERT_GE(server.requests.size(), 5u);
+  EXPECT_EQ(server.requests[1].headers.at("x-request-id"),
+            server.requests[2].headers.at("x-request-id"));
+}
+
+TEST(Forward, AChunkedAnswerIsReadWholeAndItsConnectionKept) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen& seen) {
+    Reply r;
+    if (seen.on_connection == 0 && seen.connection == 0)
+      r.chunks = {R"({"out)", R"(put": ")", R"(abc"})"};
+    else
+      r = Reply::json_body(R"({"second": true})");
+    return r;
+  });
+  RemoteRuntime rt(io.get_executor(), config_for(server.listen_tcp()));
+  EXPECT_EQ(test::run_async(io, forward_run(rt, "{}", "a")).body, R"({"output": "abc"})");
+  EXPECT_EQ(test::run_async(io, forward_run(rt, "{}", "b")).body, R"({"second": true})");
+  EXPECT_EQ(server.connections, 1u) << "the chunked answer's end was found: the connection kept";
+}
+
+TEST(Forward, ACallPastItsTimeLimitFailsAsTheClientsDo) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen&) { return Reply::of(Reply::Act::hang); });
+  auto cfg = config_for(server.listen_tcp());
+  cfg.timeout_margin = 100ms;
+  RemoteRuntime rt(io.get_executor(), cfg);
+  const auto t0 = Clock::now();
+  // The command's own limit and the margin: 0.3 s.
+  const json::value parsed = json::parse(R"({"command": "sleep 9", "timeout": 0.2})");
+  auto call = [&]() -> asio::awaitable<void> {
+    co_await rt.forward("POST", "/run_in_session", json::serialize(parsed), &parsed, "t");
+  };
+  try {
+    test::run_async(io, call());
+    FAIL() << "no timeout";
+  } catch (const http::RequestTimeoutError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("/run_in_session timed out after"));
+  }
+  const double took = seconds_since(t0);
+  EXPECT_GE(took, 0.29);
+  EXPECT_LT(took, 2.0);
+  run_until(io, [&] { return server.closed_by_client == 1; });
+  // The next call opens a new connection.
+  ScriptedServer answering(io, [](const Seen&) { return Reply::json_body("{}"); });
+  RemoteRuntime again(io.get_executor(), config_for(answering.listen_tcp()));
+  EXPECT_EQ(test::run_async(io, forward_run(again, "{}", "x")).status, 200u);
+}
+
+asio::awaitable<void> two_forwards(RemoteRuntime& rt) {
+  auto first = forward_run(rt, R"({"n": 1})", "one");
+  auto second = forward_run(rt, R"({"n": 2})", "two");
+  const auto [a, b] = co_await (std::move(first) && std::move(second));
+  EXPECT_EQ(a.body, R"({"n": 1})");
+  EXPECT_EQ(b.body, R"({"n": 2})");
+}
+
+TEST(Forward, ConcurrentCallsAreAllAnswered) {
+  asio::io_context io;
+  ScriptedServer server(io, [](const Seen& seen) {
+    Reply r = Reply::json_body(seen.body);
+    r.delay = 30ms;
+    return r;
+  });
+  RemoteRuntime rt(io.get_executor(), config_for(server.listen_tcp()));
+  test::run_async(io, two_forwards(rt));
+  test::run_async(io, two_forwards(rt));
+  EXPECT_EQ(server.requests.size(), 4u);
+}
+
+TEST(Forward, OverAUnixSocket) {
+  asio::io_context io;
+  TempDir dir;
+  ScriptedServer server(io, [](const Seen& seen) { return Reply::json_body(seen.body); });
+  const std::string path = dir.path() + "/s.sock";
+  server.listen_unix(path);
+  RemoteRuntime rt(io.get_executor(), config_for(http::unix_socket_url(path)));
+  EXPECT_EQ(test::run_async(io, forward_run(rt, R"({"a": 1})", "u1")).body, R"({"a": 1})");
+  EXPECT_EQ(test::run_async(io, forward_run(rt, R"({"a": 2})", "u2")).body, R"({"a": 2})");
+  EXPECT_EQ(server.connections, 1u);
 }
 
 // Collects what on_body hands over, with the time each piece came.
