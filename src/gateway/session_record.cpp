@@ -176,8 +176,13 @@ std::string iso_time(double unix_seconds) {
                      tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
 }
 
+double recorded_time(double unix_seconds) {
+  return std::round(unix_seconds * 1000.0) / 1000.0;
+}
+
 double unix_now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  return recorded_time(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
 }
 
 }  // namespace rex::gateway

@@ -74,7 +74,12 @@ struct SessionRecord {
 /// "2026-11-24T12:00:00.000Z" for unix seconds (empty for 0).
 std::string iso_time(double unix_seconds);
 
-/// The current time, unix seconds.
+/// A time as records keep it: unix seconds rounded to the millisecond. Boost.JSON (1.81) reads
+/// some doubles back a few units in the last place off, which could move a time printed to the
+/// millisecond across a rounding boundary between a gateway and its restart; a time on a whole
+/// millisecond prints the same however it comes back.
+double recorded_time(double unix_seconds);
+/// The current time as records keep it (recorded_time).
 double unix_now();
 
 }  // namespace rex::gateway

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <sqlite3.h>
 #include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -14,9 +15,11 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "gateway/session_record.hpp"
 #include "support/test_helpers.hpp"
 
 namespace rex::gateway {
@@ -169,6 +172,28 @@ TEST(Store, RoundTripsSessionRecords) {
   const auto all = store.load_sessions();
   ASSERT_EQ(all.size(), 1u);
   EXPECT_EQ(all[0].record, session.record);
+}
+
+// A record's times print the same after its stored form is read back (a gateway's restart):
+// Boost.JSON 1.81 reads some doubles back a few units in the last place off.
+TEST(Store, RecordTimesPrintTheSameAfterTheirStoredFormIsReadBack) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> when(1.7e9, 1.9e9);
+  int moved = 0;
+  for (int i = 0; i < 200000; ++i) {
+    SessionRecord r;
+    r.created_at = recorded_time(when(rng));
+    r.max_lifetime = 3600;
+    r.last_active = recorded_time(when(rng));
+    r.idle_timeout = 300;
+    const auto back =
+        SessionRecord::from_json(json::parse(json::serialize(r.to_json())).as_object());
+    if (iso_time(back.deadline()) != iso_time(r.deadline()) ||
+        iso_time(back.idle_deadline()) != iso_time(r.idle_deadline()))
+      ++moved;
+  }
+  EXPECT_EQ(moved, 0);
+  EXPECT_EQ(iso_time(recorded_time(1764336631.4395001)), "2025-11-28T13:30:31.440Z");
 }
 
 TEST(Store, ReplacingASessionKeepsItsPlaceInCreationOrder) {
