@@ -620,9 +620,13 @@ TEST_P(RuntimeConformance, HugeOutputDoesNotStallOtherSessions) {
           big_done = true;
           co_return obs.output.size();
         };
+        // The other session is pinged while the output streams (up to 200 times): its
+        // answers come meanwhile, not after the stream. How many fit depends on the path's
+        // round trip (a fraction of a millisecond locally, a tenth of a second through a
+        // validating proxy), so the count asked for is small.
         auto small = [&]() -> asio::awaitable<int> {
           int finished_before_big = 0;
-          for (int i = 0; i < 20; ++i) {
+          for (int i = 0; i < 200 && !big_done; ++i) {
             BashAction a = cmd("echo ping");
             a.session = "small";
             auto obs = co_await rt.run_in_session(a);
@@ -634,7 +638,7 @@ TEST_P(RuntimeConformance, HugeOutputDoesNotStallOtherSessions) {
         };
         auto [size, before] = co_await (big() && small());
         EXPECT_EQ(size, kHugeOutput);
-        EXPECT_EQ(before, 20);
+        EXPECT_GE(before, 3) << "the other session was not answered while the output streamed";
       },
       180s);
 }
