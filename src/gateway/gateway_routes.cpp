@@ -1074,14 +1074,13 @@ asio::awaitable<Answer> proxy_json(std::shared_ptr<Gateway::Impl> s, SwerexEndpo
     boost::system::error_code ec;
     fields = json::parse(text, ec);
   }
-  const json::value* parsed = &fields;
   Answer answer;
   std::exception_ptr failure;
   try {
     // The caller's request id, within its tenant: a retry of it is answered from the sandbox's
     // replay store, and no other tenant's id can meet it there.
     http::ClientResponse got = co_await live->runtime->forward(
-        "POST", endpoint.path, std::move(r.body), parsed, who.tenant + "/" + who.request_id);
+        "POST", endpoint.path, std::move(r.body), &fields, who.tenant + "/" + who.request_id);
     const unsigned status = got.status;
     if (status / 100 == 2 || status == 422 || status == 511) {
       answer.status = status;

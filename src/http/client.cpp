@@ -7,6 +7,8 @@
 #include <rex/http/client_errors.hpp>
 #include <rex/protocol/exceptions.hpp>
 
+#include "http/client_failures.hpp"
+
 #include <fmt/format.h>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -467,18 +469,6 @@ asio::awaitable<void> read_plain(Socket& socket, beast::flat_buffer& buffer, Par
   }
 }
 
-// An answer too large to keep in memory: by its Content-Length when it gave one larger than the
-// limit, else by what came.
-[[noreturn]] void refuse_large_answer(const std::string& url, boost::optional<std::uint64_t> length,
-                                      std::size_t limit) {
-  if (length && *length > limit) {
-    throw SwerexException(fmt::format("the answer of {} has {} bytes, more than the {} allowed",
-                                      url, *length, limit));
-  }
-  throw SwerexException(
-      fmt::format("the answer of {} is larger than the {} bytes allowed", url, limit));
-}
-
 // An answer kept in memory, read over a plain socket by one parser, header and body alike.
 template <class Socket>
 asio::awaitable<AttemptResult> read_in_memory(Socket& socket, Connection& c, bool head_request,
@@ -493,8 +483,10 @@ asio::awaitable<AttemptResult> read_in_memory(Socket& socket, Connection& c, boo
   if (parser.is_header_done())
     r.stage = "reading the answer";
   if (r.error == bhttp::error::body_limit) {
-    refuse_large_answer(url, parser.is_header_done() ? parser.content_length() : boost::none,
-                        cfg.max_body_in_memory);
+    std::optional<std::uint64_t> length;
+    if (parser.is_header_done() && parser.content_length())
+      length = *parser.content_length();
+    detail::refuse_large_answer(url, length, cfg.max_body_in_memory);
   }
   if (r.error)
     co_return r;
@@ -590,7 +582,7 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
   } else {
     const auto length = head.content_length();
     if (length && *length > cfg.max_body_in_memory)
-      refuse_large_answer(url, length, cfg.max_body_in_memory);
+      detail::refuse_large_answer(url, *length, cfg.max_body_in_memory);
     bhttp::response_parser<bhttp::string_body> parser(std::move(head));
     parser.body_limit(cfg.max_body_in_memory);
     if (!parser.is_done()) {
@@ -600,7 +592,7 @@ asio::awaitable<AttemptResult> exchange(Stream& stream, Connection& c, OutgoingR
         co_await read_plain(stream, c.buffer, parser, false, r.error);
     }
     if (r.error == bhttp::error::body_limit)
-      refuse_large_answer(url, boost::none, cfg.max_body_in_memory);
+      detail::refuse_large_answer(url, std::nullopt, cfg.max_body_in_memory);
     if (r.error)
       co_return r;
     copy_headers(parser.get(), response);
@@ -698,10 +690,7 @@ asio::awaitable<ClientResponse> perform(std::shared_ptr<State> st, ClientRequest
     }
     connection->abort();
     if (r.timed_out) {
-      throw RequestTimeoutError(
-          fmt::format("{} {} timed out after {}", request.method, url, seconds_text(timeout)),
-          boost::json::object{{"url", url},
-                              {"timeout", std::chrono::duration<double>(timeout).count()}});
+      throw detail::timed_out(request.method, url, timeout);
     }
     // The awaiting coroutine was cancelled: report it the way Asio operations do.
     if (r.error == asio::error::operation_aborted)
@@ -726,18 +715,11 @@ asio::awaitable<ClientResponse> perform(std::shared_ptr<State> st, ClientRequest
       why += fmt::format("; no time left for another attempt within the {} timeout",
                          seconds_text(timeout));
     }
-    const std::string text = fmt::format("{} {}: failed {}: {} ({} attempt{})", request.method, url,
-                                         r.stage, why, attempts, attempts == 1 ? "" : "s");
     // A malformed answer is the server's fault, not the connection's.
     const bool malformed =
         r.error.category() == bhttp::make_error_code(bhttp::error::partial_message).category() &&
         r.error != bhttp::error::end_of_stream && r.error != bhttp::error::partial_message;
-    boost::json::object info{{"url", url},
-                             {"attempts", static_cast<std::int64_t>(attempts)},
-                             {"error", r.error.message()}};
-    if (malformed)
-      throw SwerexException(text, std::move(info));
-    throw ConnectionError(text, std::move(info));
+    detail::throw_failed(request.method, url, r.stage, why, r.error.message(), attempts, malformed);
   }
 }
 

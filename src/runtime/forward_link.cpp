@@ -1,6 +1,7 @@
 #include "runtime/forward_link.hpp"
 
-#include <rex/core/text.hpp>
+#include "http/client_failures.hpp"
+
 #include <rex/http/client_errors.hpp>
 #include <rex/protocol/exceptions.hpp>
 
@@ -109,13 +110,13 @@ bool parse_answer_head(std::string_view text, AnswerHead& h) {
 struct ForwardLink::State : std::enable_shared_from_this<State> {
   State(asio::any_io_executor executor, http::Url base, const http::ClientConfig& cfg,
         const Headers& headers)
-      : ex(std::move(executor)),
-        url(std::move(base)),
+      : url(std::move(base)),
         max_body(cfg.max_body_in_memory),
         idle_timeout(cfg.idle_timeout),
-        socket(ex),
-        timer(ex) {
-    auto add = [this](std::string_view name, std::string_view value) {
+        socket(executor),
+        timer(executor) {
+    Headers sent;  // a header given twice goes once, as first given
+    auto add = [this, &sent](std::string_view name, std::string_view value) {
       for (const auto& [have, ignored] : sent)
         if (beast::iequals(have, name))
           return;
@@ -213,7 +214,6 @@ struct ForwardLink::State : std::enable_shared_from_this<State> {
     }
   }
 
-  asio::any_io_executor ex;
   http::Url url;
   std::uint64_t max_body;
   Clock::duration idle_timeout;
@@ -225,8 +225,7 @@ struct ForwardLink::State : std::enable_shared_from_this<State> {
   bool timed_out = false;
   bool busy = false;
   Clock::time_point idle_since{};
-  std::string fixed;  // the header lines every request carries
-  Headers sent;
+  std::string fixed;   // the header lines every request carries
   std::string head;    // the request's head, rebuilt for each call
   std::string buffer;  // bytes of the answer read and not yet used
 };
@@ -273,17 +272,7 @@ asio::awaitable<std::optional<http::ClientResponse>> ForwardLink::call(std::stri
     }
   } done{s};
   auto url = [&] { return s.url.text + std::string(target); };
-  auto timed_out = [&]() -> http::RequestTimeoutError {
-    return http::RequestTimeoutError(
-        fmt::format("{} {} timed out after {}", method, url(), seconds_text(timeout)),
-        boost::json::object{{"url", url()},
-                            {"timeout", std::chrono::duration<double>(timeout).count()}});
-  };
-  auto broken = [&](const std::string& why) -> http::ConnectionError {
-    return http::ConnectionError(
-        fmt::format("{} {}: failed reading the answer: {} (1 attempt)", method, url(), why),
-        boost::json::object{{"url", url()}, {"attempts", 1}, {"error", why}});
-  };
+  auto timed_out = [&] { return http::detail::timed_out(method, url(), timeout); };
   error_code ec;
   // A call that cannot go on: its time ran out, it was cancelled, or its answer broke off.
   auto fail = [&](const std::string& why) {
@@ -292,7 +281,7 @@ asio::awaitable<std::optional<http::ClientResponse>> ForwardLink::call(std::stri
       throw timed_out();
     if (ec == asio::error::operation_aborted)
       throw boost::system::system_error(ec);
-    throw broken(why);
+    http::detail::throw_failed(method, url(), "reading the answer", why, why, 1, false);
   };
   s.watch(Clock::now() + timeout);
 
@@ -364,8 +353,7 @@ asio::awaitable<std::optional<http::ClientResponse>> ForwardLink::call(std::stri
     const std::uint64_t length = h.content_length.value_or(0);
     if (length > s.max_body) {
       s.drop();
-      throw SwerexException(fmt::format("the answer of {} has {} bytes, more than the {} allowed",
-                                        url(), length, s.max_body));
+      http::detail::refuse_large_answer(url(), length, s.max_body);
     }
     while (!ec && s.buffer.size() < h.size + length)
       co_await s.read_more(ec);
@@ -398,8 +386,7 @@ asio::awaitable<std::optional<http::ClientResponse>> ForwardLink::call(std::stri
     }
     if (ec == bhttp::error::body_limit) {
       s.drop();
-      throw SwerexException(
-          fmt::format("the answer of {} is larger than the {} bytes allowed", url(), s.max_body));
+      http::detail::refuse_large_answer(url(), std::nullopt, s.max_body);
     }
     if (ec)
       fail(ec.message());
