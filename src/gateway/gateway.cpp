@@ -91,7 +91,8 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
       registry(std::move(reg)),
       storage(fs::absolute(cfg.storage).lexically_normal()),
       stop_requested(ex),
-      background_ended(ex) {
+      background_ended(ex),
+      after_answer_timer(ex) {
   validate(cfg);
   for (const char* sub : {"logs", "artifacts", "tmp"})
     fs::create_directories(storage / sub);
@@ -317,11 +318,19 @@ void Gateway::Impl::append_log(const SessionRecord& rec, const Caller& who, json
 
 void Gateway::Impl::append_log(const std::string& session_id, const Caller& who,
                                json::object line) {
-  line.emplace("time", iso_time(unix_now()));
-  line.emplace("request_id", who.request_id);
-  line.emplace("actor", who.actor);
+  run_after_answer();  // the session's lines keep the order of its calls
   std::string text = json::serialize(line);
-  text.push_back('\n');
+  text.pop_back();  // its closing brace: the gateway's members follow
+  append_log_members(session_id, who, std::move(text));
+}
+
+void Gateway::Impl::append_log_members(const std::string& session_id, const Caller& who,
+                                       std::string text) {
+  if (text.size() > 1)
+    text.push_back(',');
+  text.append(R"("time":")").append(iso_time(unix_now())).append(R"(","request_id":)");
+  text.append(json::serialize(json::string_view(who.request_id))).append(R"(,"actor":)");
+  text.append(json::serialize(json::string_view(who.actor))).append("}\n");
   // A ready session keeps its log open (with its connection); others open it for the line.
   const auto it = sessions.find(session_id);
   Live* live = it != sessions.end() ? it->second.live.get() : nullptr;
@@ -532,14 +541,34 @@ void Gateway::Impl::spawn(asio::awaitable<void> task, std::string what) {
 
 void Gateway::Impl::after_answer(std::function<void()> work) {
   background_began();
-  asio::post(ex, [this, work = std::move(work)] {
+  after_answer_work.push_back(std::move(work));
+  if (after_answer_armed)
+    return;
+  after_answer_armed = true;
+  after_answer_timer.expires_after(kAfterAnswerDelay);
+  after_answer_timer.async_wait([self = shared_from_this()](const boost::system::error_code&) {
+    self->after_answer_armed = false;
+    self->run_after_answer();
+  });
+}
+
+void Gateway::Impl::run_after_answer_soon() {
+  if (after_answer_work.empty())
+    return;
+  asio::post(ex, [self = shared_from_this()] { self->run_after_answer(); });
+}
+
+void Gateway::Impl::run_after_answer() {
+  std::vector<std::function<void()>> due;
+  due.swap(after_answer_work);  // what the work writes finds nothing pending
+  for (auto& work : due) {
     try {
       work();
     } catch (const std::exception& e) {
       logging::error("gateway: after an answer: {}", e.what());
     }
     background_done();
-  });
+  }
 }
 
 // --- the sweeper and the drift check ---------------------------------------------------------

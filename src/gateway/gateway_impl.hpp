@@ -11,8 +11,10 @@
 #include <rex/server/route_table.hpp>
 #include <rex/server/service.hpp>
 
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 
+#include <chrono>
 #include <deque>
 #include <filesystem>
 #include <functional>
@@ -107,6 +109,10 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   Event stop_requested;
   std::size_t background = 0;  // coroutines spawned on their own that have not ended
   Event background_ended;      // set while `background` is 0
+  static constexpr std::chrono::milliseconds kAfterAnswerDelay{20};
+  std::vector<std::function<void()>> after_answer_work;  // see after_answer()
+  asio::steady_timer after_answer_timer;                 // its latest time
+  bool after_answer_armed = false;
   Metrics metrics;
 
   // --- database (gateway.cpp) ---
@@ -131,10 +137,17 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   /// returns: none outlives the gateway, and none has a call in flight on a thread pool (a
   /// provider's blocking client) when the io_context ends.
   void spawn(asio::awaitable<void> task, std::string what);
-  /// Runs `work` once the handler now running has returned to the event loop, which is after
-  /// the answer it writes has gone to its socket: bookkeeping kept off the answer's way, counted
-  /// with the spawned tasks so that run() waits for it too.
+  /// Holds `work`, an answered call's bookkeeping (its transcript line), until the gateway waits
+  /// anyway: while a later proxied call's request is with its sandbox (run_after_answer_soon),
+  /// before any other line is written or a transcript read (run_after_answer), and at the
+  /// latest kAfterAnswerDelay after it came. Neither the answer nor the caller's next request
+  /// waits for it: on a busy machine the caller woken by an answer often runs on the gateway's
+  /// CPU once the gateway sleeps. Counted with the spawned tasks, so run() waits for it too.
   void after_answer(std::function<void()> work);
+  /// Runs what after_answer() holds, now.
+  void run_after_answer();
+  /// Runs it once the handler now running has to wait (proxy_json, before its forward).
+  void run_after_answer_soon();
   // The count of spawn()'s and after_answer()'s work (`background`, `background_ended`).
   void background_began();
   void background_done();
@@ -158,6 +171,10 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   fs::path artifact_path(const std::string& sha256) const { return storage / "artifacts" / sha256; }
   void append_log(const SessionRecord& rec, const Caller& who, boost::json::object line);
   void append_log(const std::string& session_id, const Caller& who, boost::json::object line);
+  /// The same with the line's own members as text: `text` is a JSON object's text without its
+  /// closing brace ("{" and its members), which a line built around bodies passed through as
+  /// they came (log_proxied) is.
+  void append_log_members(const std::string& session_id, const Caller& who, std::string text);
   /// Copies files or directories out of a session's sandbox into the artifact store.
   asio::awaitable<std::vector<StoredArtifact>> save_artifacts(Entry& e,
                                                               std::vector<std::string> paths,
@@ -166,6 +183,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
 
   // --- API (gateway_routes.cpp) ---
   server::RouteTable routes();
+  /// The caller's tenant and actor; its request id is for the caller of this to set.
   Caller authenticate(const server::Request& r, bool needs_key = true) const;
   Entry& session_for(const Caller& who, std::string_view id);
   Entry& ready_session(const Caller& who, std::string_view id);

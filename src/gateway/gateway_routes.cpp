@@ -59,6 +59,18 @@ json::value body_for_log(std::string_view body) {
   return json::value(utf8_backslashreplace(clip(body)));
 }
 
+// Whether `text` is JSON (as json::parse reads it) with no line break in it.
+bool one_line_json(std::string_view text) {
+  if (text.find_first_of("\r\n") != std::string_view::npos)
+    return false;
+  // The values go in an arena on the stack (or what it takes after that), dropped at once.
+  unsigned char space[4096];
+  json::monotonic_resource arena(space, sizeof space);
+  boost::system::error_code ec;
+  json::parse(text, ec, &arena);
+  return !ec;
+}
+
 // A body kept for a transcript line written later: the body when small enough to be parsed
 // then, else only its clipped text.
 class LoggedBody {
@@ -68,6 +80,15 @@ class LoggedBody {
 
   json::value json() const {
     return whole_ ? body_for_log(text_) : json::value(utf8_backslashreplace(text_));
+  }
+
+  // Appends the body to a line's text as json() gives it; a body that is JSON on one line is
+  // appended as it came, checked but not made into values and written out again.
+  void append_to(std::string& line) const {
+    if (whole_ && one_line_json(text_))
+      line.append(text_);
+    else
+      line.append(json::serialize(json()));
   }
 
  private:
@@ -112,7 +133,6 @@ std::string request_id_of(const Request& r) {
 
 Caller Gateway::Impl::authenticate(const Request& r, bool needs_key) const {
   Caller who;
-  who.request_id = request_id_of(r);
   bool any_key = false;
   for (const auto& t : cfg.tenants)
     any_key = any_key || !t.keys.empty();
@@ -259,33 +279,43 @@ Caller admit(const Gateway::Impl& s, const Request& r, const std::string& reques
 struct Api {
   std::shared_ptr<Gateway::Impl> self;
 
-  static asio::awaitable<Answer> call(std::shared_ptr<Gateway::Impl> self, std::string pattern,
-                                      Handler h, bool needs_ready, Request r) {
-    self->metrics.requests[pattern]++;
+  // A route as registered: made once, shared by its calls (nothing of it is copied per call).
+  template <class H>
+  struct Bound {
+    std::string pattern;
+    H handler;
+    bool needs_ready = true;
+    std::uint64_t* requests = nullptr;  // its counter in the metrics (a map's node stays put)
+  };
+
+  static asio::awaitable<Answer> call(std::shared_ptr<Gateway::Impl> self,
+                                      std::shared_ptr<const Bound<Handler>> route, Request r) {
+    ++*route->requests;
     std::string rid = request_id_of(r);
     std::optional<ApiError> failure;
     try {
-      Caller who = admit(*self, r, rid, needs_ready);
-      Answer answer = co_await h(std::move(who), std::move(r));
-      answer.headers.emplace_back("X-Request-ID", rid);
+      Caller who = admit(*self, r, rid, route->needs_ready);
+      Answer answer = co_await route->handler(std::move(who), std::move(r));
+      answer.headers.emplace_back("X-Request-ID", std::move(rid));
       co_return answer;
     } catch (const std::exception& e) {
       failure = api_error_of(e);
     }
     self->metrics.errors[failure->code()]++;
     if (failure->status() >= 500)
-      logging::warn("gateway: {} {}: {}", pattern, failure->code(), failure->what());
+      logging::warn("gateway: {} {}: {}", route->pattern, failure->code(), failure->what());
     co_return error_answer(*failure, rid);
   }
 
   static asio::awaitable<std::variant<Answer, FileAnswer>> call_file(
-      std::shared_ptr<Gateway::Impl> self, std::string pattern, FileHandler h, Request r) {
-    self->metrics.requests[pattern]++;
+      std::shared_ptr<Gateway::Impl> self, std::shared_ptr<const Bound<FileHandler>> route,
+      Request r) {
+    ++*route->requests;
     std::string rid = request_id_of(r);
     std::optional<ApiError> failure;
     try {
       Caller who = admit(*self, r, rid);
-      co_return co_await h(std::move(who), std::move(r));
+      co_return co_await route->handler(std::move(who), std::move(r));
     } catch (const std::exception& e) {
       failure = api_error_of(e);
     }
@@ -293,14 +323,21 @@ struct Api {
     co_return error_answer(*failure, rid);
   }
 
+  template <class H>
+  std::shared_ptr<const Bound<H>> bind(std::string pattern, H h, bool needs_ready) const {
+    std::uint64_t* requests = &self->metrics.requests[pattern];
+    return std::make_shared<const Bound<H>>(
+        Bound<H>{std::move(pattern), std::move(h), needs_ready, requests});
+  }
+
   server::JsonRoute json(std::string pattern, Handler h, bool needs_ready = true) const {
-    return [s = self, pattern = std::move(pattern), h = std::move(h), needs_ready](Request r) {
-      return call(s, pattern, h, needs_ready, std::move(r));
+    return [s = self, route = bind(std::move(pattern), std::move(h), needs_ready)](Request r) {
+      return call(s, route, std::move(r));
     };
   }
   server::FileRoute file(std::string pattern, FileHandler h) const {
-    return [s = self, pattern = std::move(pattern), h = std::move(h)](Request r) {
-      return call_file(s, pattern, h, std::move(r));
+    return [s = self, route = bind(std::move(pattern), std::move(h), true)](Request r) {
+      return call_file(s, route, std::move(r));
     };
   }
 };
@@ -785,6 +822,7 @@ asio::awaitable<Answer> write_files(std::shared_ptr<Gateway::Impl> s, Caller who
 asio::awaitable<std::variant<Answer, FileAnswer>> get_log(std::shared_ptr<Gateway::Impl> s,
                                                           Caller who, Request r) {
   const Entry& e = s->session_for(who, r.param("id"));
+  s->run_after_answer();  // with every call answered before this one
   FileAnswer answer;
   answer.content_type = "application/x-ndjson";
   const auto path = s->log_path(e.rec.id);
@@ -1028,12 +1066,15 @@ void log_proxied(Gateway::Impl& s, const std::string& session_id, const Caller& 
                  const SwerexEndpoint& endpoint, LoggedBody request_log, const Answer& answer) {
   s.after_answer([&s, session_id, who, call = "swerex" + endpoint.path,
                   request_log = std::move(request_log), status = answer.status,
-                  response = LoggedBody(answer.body)]() mutable {
-    s.append_log(session_id, who,
-                 json::object{{"call", std::move(call)},
-                              {"request", request_log.json()},
-                              {"status", status},
-                              {"response", response.json()}});
+                  response = LoggedBody(answer.body)] {
+    // The line append_log would write for {call, request, status, response}, with the bodies
+    // as they came when they are JSON.
+    std::string line = R"({"call":)" + json::serialize(json::string_view(call));
+    line.append(R"(,"request":)");
+    request_log.append_to(line);
+    fmt::format_to(std::back_inserter(line), R"(,"status":{},"response":)", status);
+    response.append_to(line);
+    s.append_log_members(session_id, who, std::move(line));
   });
 }
 
@@ -1076,6 +1117,8 @@ asio::awaitable<Answer> proxy_json(std::shared_ptr<Gateway::Impl> s, SwerexEndpo
   }
   Answer answer;
   std::exception_ptr failure;
+  // Earlier calls' transcript lines are written while this call's sandbox works.
+  s->run_after_answer_soon();
   try {
     // The caller's request id, within its tenant: a retry of it is answered from the sandbox's
     // replay store, and no other tenant's id can meet it there.

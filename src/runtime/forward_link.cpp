@@ -24,7 +24,6 @@
 
 #include <array>
 #include <charconv>
-#include <iterator>
 
 namespace rex::detail {
 
@@ -68,6 +67,7 @@ bool parse_answer_head(std::string_view text, AnswerHead& h) {
   if (ec != std::errc() || end != line.data() + 12)
     return false;
   std::size_t at = first_end + 2;
+  h.headers.reserve(8);
   while (at < text.size()) {
     const std::size_t next = text.find("\r\n", at);
     if (next == std::string_view::npos || next == at)
@@ -283,9 +283,10 @@ asio::awaitable<std::optional<http::ClientResponse>> ForwardLink::call(std::stri
       throw boost::system::system_error(ec);
     http::detail::throw_failed(method, url(), "reading the answer", why, why, 1, false);
   };
-  s.watch(Clock::now() + timeout);
+  const Clock::time_point now = Clock::now();
+  s.watch(now + timeout);
 
-  if (s.socket.is_open() && Clock::now() - s.idle_since >= s.idle_timeout)
+  if (s.socket.is_open() && now - s.idle_since >= s.idle_timeout)
     s.drop();  // the server may be closing it: a new one costs less than a failed reuse
   if (!s.socket.is_open() && !co_await s.connect()) {
     if (s.timed_out)
@@ -299,7 +300,9 @@ asio::awaitable<std::optional<http::ClientResponse>> ForwardLink::call(std::stri
   head.append(s.fixed).append("X-Request-ID: ").append(request_id).append("\r\n");
   if (!body.empty())
     head.append("Content-Type: application/json\r\n");
-  fmt::format_to(std::back_inserter(head), "Content-Length: {}\r\n\r\n", body.size());
+  std::array<char, 24> length{};
+  const auto written = std::to_chars(length.data(), length.data() + length.size(), body.size());
+  head.append("Content-Length: ").append(length.data(), written.ptr).append("\r\n\r\n");
   const std::array<asio::const_buffer, 2> pieces{asio::buffer(head), asio::buffer(body)};
   std::size_t sent = s.socket.write_some(pieces, ec);
   if (ec == asio::error::would_block || ec == asio::error::try_again) {

@@ -134,19 +134,32 @@ std::optional<std::string_view> Request::field(std::string_view name) const {
 
 void RouteTable::add(bhttp::verb method, std::string path, JsonRoute handler) {
   routes_.push_back(Route{method, std::move(path), std::move(handler)});
+  added();
 }
 
 void RouteTable::add(bhttp::verb method, std::string path, FileRoute handler) {
   routes_.push_back(Route{method, std::move(path), std::move(handler)});
+  added();
 }
 
 void RouteTable::add(bhttp::verb method, std::string path, StreamRoute handler,
                      std::string content_type) {
   routes_.push_back(Route{method, std::move(path), std::move(handler), std::move(content_type)});
+  added();
 }
 
 void RouteTable::add(bhttp::verb method, std::string path, UploadRoute handler) {
   routes_.push_back(Route{method, std::move(path), std::move(handler)});
+  added();
+}
+
+void RouteTable::added() {
+  const bhttp::verb method = routes_.back().method;
+  auto it = std::find_if(by_method_.begin(), by_method_.end(),
+                         [method](const auto& entry) { return entry.first == method; });
+  if (it == by_method_.end())
+    it = by_method_.emplace(by_method_.end(), method, std::vector<std::size_t>());
+  it->second.push_back(routes_.size() - 1);
 }
 
 void RouteTable::intercept(Claim claims, RelayRoute handler) {
@@ -162,11 +175,16 @@ RouteTable::Match RouteTable::find(bhttp::verb method, std::string_view target) 
   const std::string_view path = without_query(target);
   const bhttp::verb wanted = method == bhttp::verb::head ? bhttp::verb::get : method;
   Match m;
-  for (const auto& r : routes_) {
-    if (r.method == wanted && match_path(r.path, path, m.params)) {
-      m.route = &r;
-      return m;
+  for (const auto& [route_method, positions] : by_method_) {
+    if (route_method != wanted)
+      continue;
+    for (const std::size_t at : positions) {
+      if (match_path(routes_[at].path, path, m.params)) {
+        m.route = &routes_[at];
+        return m;
+      }
     }
+    break;
   }
   // No route for this method: the methods the path has (a 405 names them).
   for (const auto& r : routes_) {

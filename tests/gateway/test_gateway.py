@@ -1678,6 +1678,48 @@ class TestProcessesThroughTheProxy(GatewayTestCase):
                 x.get("event") == "end"]
         self.assertEqual([x["response"]["exit_code"] for x in ends], [3], lines)
 
+    def test_proxied_calls_are_in_the_transcript_at_once_and_in_order(self):
+        sid = self.create()["session_id"]
+        base = f"/api/sessions/{sid}/swerex"
+        status, data = self.gw.json("POST", base + "/create_session", {"session": "t"})
+        self.assertEqual(status, 200, data)
+        # A body as Python's json.dumps writes it, one spread over lines, one that is not JSON.
+        bodies = [b'{"command": "echo one", "session": "t"}',
+                  b'{\n  "command": "echo two",\n  "session": "t"\n}',
+                  b'{"command": "echo three", "session": ',
+                  b'{"command":"echo four > four.txt","session":"t","big":123456789012345678901}']
+        statuses = [self.gw.request("POST", base + "/run_in_session", body,
+                                    {"Content-Type": "application/json"})[0] for body in bodies]
+        self.assertEqual(statuses, [200, 200, 422, 200])
+        # The transcript read at once has them all.
+        runs = [x for x in self.log_lines(sid) if x["call"] == "swerex/run_in_session"]
+        self.assertEqual([x["status"] for x in runs], statuses, runs)
+        # A line of another kind right after the last call comes after its line.
+        status, _, body = self.gw.request("GET", f"/api/sessions/{sid}/files?path=four.txt")
+        self.assertEqual(status, 200, body)
+        lines = self.log_lines(sid)
+        calls = [x["call"] for x in lines]
+        runs = [x for x in lines if x["call"] == "swerex/run_in_session"]
+        self.assertEqual([x["status"] for x in runs], statuses, lines)
+        self.assertEqual(runs[0]["request"], {"command": "echo one", "session": "t"})
+        self.assertEqual(runs[1]["request"], {"command": "echo two", "session": "t"})
+        self.assertEqual(runs[2]["request"], bodies[2].decode())
+        self.assertEqual(runs[3]["request"]["big"], 123456789012345678901)
+        self.assertEqual([x["response"].get("output") for x in runs[:2]], ["one\n", "two\n"])
+        self.assertEqual(runs[2]["response"]["detail"][0]["type"], "json_invalid", runs[2])
+        last_run = max(i for i, c in enumerate(calls) if c == "swerex/run_in_session")
+        self.assertEqual(calls[last_run + 1:], ["files.read"], calls)
+
+        # A line still due when the gateway is stopped is written before it exits.
+        status, data = self.gw.json("POST", base + "/run_in_session",
+                                    {"command": "echo five", "session": "t"})
+        self.assertEqual(status, 200, data)
+        self.assertEqual(self.gw.terminate(), 0, self.gw.output_tail())
+        with open(os.path.join(self.storage, "logs", sid + ".jsonl")) as f:
+            last = json.loads(f.read().splitlines()[-1])
+        self.assertEqual((last["call"], last["response"].get("output")),
+                         ("swerex/run_in_session", "five\n"), last)
+
     def test_a_sessions_terminal_is_lent_through_the_proxy_and_recorded(self):
         sid = self.create()["session_id"]
         base = f"/api/sessions/{sid}/swerex"

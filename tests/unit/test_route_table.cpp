@@ -113,6 +113,29 @@ TEST(RouteTable, MatchPathLeavesNoParametersWhenItFails) {
   EXPECT_EQ(params.size(), 2u);
 }
 
+TEST(RouteTable, TheFirstRouteAddedThatMatchesWinsWhateverTheOtherMethodsBetween) {
+  RouteTable routes;
+  JsonRoute json = [](Request) -> asio::awaitable<Answer> { co_return Answer{}; };
+  routes.add(bhttp::verb::get, "/a/{x}", json);
+  routes.add(bhttp::verb::post, "/a/{x}", json);
+  routes.add(bhttp::verb::get, "/a/b", json);  // the pattern above takes it first
+  routes.add(bhttp::verb::put, "/a/b", json);
+  routes.add(bhttp::verb::post, "/a/b", json);
+  const RouteTable moved = std::move(routes);
+  const RouteTable copy = moved;
+  for (const RouteTable* t : {&moved, &copy}) {
+    const auto got = t->find(bhttp::verb::get, "/a/b");
+    ASSERT_NE(got.route, nullptr);
+    EXPECT_EQ(got.route->path, "/a/{x}");
+    EXPECT_EQ(got.params, (std::vector<std::pair<std::string, std::string>>{{"x", "b"}}));
+    EXPECT_EQ(t->find(bhttp::verb::post, "/a/b").route->path, "/a/{x}");
+    ASSERT_NE(t->find(bhttp::verb::put, "/a/b").route, nullptr);
+    EXPECT_EQ(t->find(bhttp::verb::put, "/a/b").route->method, bhttp::verb::put);
+    EXPECT_EQ(t->find(bhttp::verb::put, "/a/c").other_methods,
+              (std::vector<bhttp::verb>{bhttp::verb::get, bhttp::verb::post}));
+  }
+}
+
 TEST(RouteTable, AnEmptyTableFindsNothing) {
   const RouteTable routes;
   EXPECT_EQ(find(routes, "/"), nullptr);
