@@ -318,7 +318,6 @@ void Gateway::Impl::append_log(const SessionRecord& rec, const Caller& who, json
 
 void Gateway::Impl::append_log(const std::string& session_id, const Caller& who,
                                json::object line) {
-  run_after_answer();  // the session's lines keep the order of its calls
   std::string text = json::serialize(line);
   text.pop_back();  // its closing brace: the gateway's members follow
   append_log_members(session_id, who, std::move(text));
@@ -326,6 +325,7 @@ void Gateway::Impl::append_log(const std::string& session_id, const Caller& who,
 
 void Gateway::Impl::append_log_members(const std::string& session_id, const Caller& who,
                                        std::string text) {
+  run_after_answer();  // the lines of calls answered before this one go first
   if (text.size() > 1)
     text.push_back(',');
   text.append(R"("time":")").append(iso_time(unix_now())).append(R"(","request_id":)");
