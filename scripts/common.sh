@@ -4,13 +4,13 @@ set -euo pipefail
 
 REX_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 REX_PACKAGES=(
-  build-essential cmake ninja-build ccache git pkg-config
+  build-essential cmake ninja-build ccache mold git pkg-config
   libboost1.81-all-dev libboost-json1.81-dev
   libfmt-dev libspdlog-dev libcli11-dev libarchive-dev libacl1-dev libzstd-dev liblz4-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev libedit-dev
   libsqlite3-dev libyaml-cpp-dev  # the gateway: its state and its registry
   libexpat1-dev  # the XML answers of AWS's Query APIs (EC2, IAM)
-  bash python3 gdb procps
+  bash python3 gdb procps curl less  # curl: the gateway's curl flows; less: the pager test
   tmux vim-tiny  # the terminal tests of `rex shell` (tests/cli/test_shell_tty.py)
   busybox-static bash-static
   clang-14 libclang-rt-14-dev llvm-14  # the fuzz preset: libFuzzer, sanitizers, llvm-symbolizer
@@ -40,6 +40,40 @@ rex_timed() {
   shift
   "$@"
   echo "rex: $what took $((SECONDS - start)) s"
+}
+
+# rex_node: Node.js and npm, for E2B's JavaScript SDK and Daytona's SDK and Prism; Debian's when
+# the machine has none.
+rex_node() {
+  command -v node >/dev/null && command -v npm >/dev/null && return 0
+  rex_install_packages nodejs npm
+}
+
+# rex_ctest PRESET [CTEST ARGUMENTS...]: runs CTest on PRESET's build, then fails unless every
+# test that skipped or did not run is on tests/allowed_skips.txt (tests/check_skips.py): the
+# CTest tests CTest calls skipped, and the tests inside a CTest test (a whole GoogleTest binary,
+# a Python script) that skipped, which report themselves to REX_SKIP_REPORT.
+rex_ctest() {
+  local preset=$1 dir
+  shift
+  dir="$REX_ROOT/build/$preset"
+  rm -f "$dir/skips.tsv" "$dir/results.xml"
+  local status=0
+  (
+    cd "$REX_ROOT"
+    export REX_SKIP_REPORT="$dir/skips.tsv"
+    export PYTHONPATH="$REX_ROOT/tests/support/python${PYTHONPATH:+:$PYTHONPATH}"
+    export PYTEST_PLUGINS=rex_skip_report
+    ctest --preset "$preset" --output-junit "$dir/results.xml" "$@"
+  ) || status=$?
+  if [[ -f $dir/results.xml ]]; then
+    python3 "$REX_ROOT/tests/check_skips.py" --junit "$dir/results.xml" \
+      --report "$dir/skips.tsv" || status=1
+  else
+    echo "rex: ctest wrote no results ($dir/results.xml)" >&2
+    status=1
+  fi
+  return "$status"
 }
 
 # rex_build PRESET [TARGET...]: configure once, then build incrementally.
@@ -126,7 +160,7 @@ rex_modal_env() {
 REX_E2B_JS_DIR="$REX_ROOT/build/e2b-js"
 rex_e2b_js_env() {
   local src="$REX_ROOT/tests/gateway/e2b_js" hash
-  command -v npm >/dev/null || { echo "rex: npm is missing: E2B's JavaScript SDK is not installed" >&2; return 0; }
+  rex_node || return 1
   hash=$( { node --version; cat "$src/package.json" "$src/package-lock.json"; } | sha256sum | cut -c1-16)
   [[ -e $REX_E2B_JS_DIR/.complete-$hash ]] && return 0
   rm -rf "$REX_E2B_JS_DIR"
@@ -145,7 +179,7 @@ rex_e2b_js_env() {
 REX_DAYTONA_ENV_DIR="$REX_ROOT/build/daytona-env"
 rex_daytona_env() {
   local src="$REX_ROOT/tests/daytona" dir=$REX_DAYTONA_ENV_DIR hash
-  command -v npm >/dev/null || { echo "rex: npm is missing: Daytona's SDK and Prism are not installed" >&2; return 0; }
+  rex_node || return 1
   hash=$( { node --version; cat "$src/package.json" "$src/package-lock.json" \
     "$src/openapi-clients.txt" "$src/openapi_from_clients.py"; } | sha256sum | cut -c1-16)
   [[ -e $dir/.complete-$hash ]] && return 0

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -623,10 +624,39 @@ struct ModalDeployment::Impl {
     auto creating = create_sandbox(image_id, mount_id, secret_id);
     co_await std::move(creating);
     emit(DeploymentStage::starting, fmt::format("sandbox {}: waiting for it to run", sandbox_id));
-    auto scheduling = wait_until_scheduled();
-    co_await std::move(scheduling);
-    auto tunneling = open_tunnel();
-    co_await std::move(tunneling);
+    // A server that exits at once may end the sandbox before it is scheduled or before its
+    // tunnel is asked for: the failure then says how it ended and what the server wrote.
+    std::exception_ptr early;
+    try {
+      auto scheduling = wait_until_scheduled();
+      co_await std::move(scheduling);
+      auto tunneling = open_tunnel();
+      co_await std::move(tunneling);
+    } catch (const std::exception&) {
+      early = std::current_exception();
+    }
+    if (early) {
+      std::string ended;
+      try {
+        auto polling = poll();
+        if (const auto result = co_await std::move(polling))
+          ended = fmt::format("the sandbox {}", describe(*result));
+      } catch (const std::exception&) {
+      }
+      if (ended.empty())
+        std::rethrow_exception(early);
+      std::string failure;
+      try {
+        std::rethrow_exception(early);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+      auto reading = server_stderr();
+      const std::string output = co_await std::move(reading);
+      throw DeploymentStartupError(
+          fmt::format("{}; {}; its stderr: {}", failure, ended,
+                      output.empty() ? std::string("(none)") : output.substr(0, 2000)));
+    }
 
     RemoteRuntimeConfig rc;
     rc.url = url;

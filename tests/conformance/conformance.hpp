@@ -34,6 +34,11 @@ struct RuntimeFactory {
   // and descriptors through the runtime instead of this process's children/fds (a check that
   // cannot be made that way is skipped with a GTEST_SKIP saying why).
   bool shares_host = true;
+  // How many commands another session must answer while a huge output streams
+  // (HugeOutputDoesNotStallOtherSessions). 20 where a round trip is a fraction of a millisecond;
+  // fewer only where the path's round trip is long against the stream's time (Daytona's, through
+  // a validating proxy: a tenth of a second).
+  int answers_while_streaming = 20;
 };
 
 std::ostream& operator<<(std::ostream& os, const RuntimeFactory& factory);
@@ -49,6 +54,7 @@ class RuntimeConformance : public ::testing::TestWithParam<RuntimeFactory> {
            std::chrono::seconds deadline = std::chrono::seconds(60));
 
   bool shares_host() const { return GetParam().shares_host; }
+  int answers_while_streaming() const { return GetParam().answers_while_streaming; }
 
   // A fresh, empty directory on the runtime's side, made through the runtime (so it exists where
   // the runtime's files are, container or not) and removed through it in TearDown.

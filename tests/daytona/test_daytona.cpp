@@ -247,7 +247,9 @@ const RuntimeFactory kDaytona{"Daytona",
                                 DaytonaStack::get();
                                 return std::make_unique<DeployedSandbox>(io, sandbox_config());
                               },
-                              true};
+                              true,
+                              // A tenth of a second a round trip through Prism.
+                              3};
 
 INSTANTIATE_TEST_SUITE_P(Daytona, RuntimeConformance, ::testing::Values(kDaytona),
                          [](const auto& info) { return info.param.name; });

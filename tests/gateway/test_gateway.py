@@ -6,9 +6,12 @@ Usage: test_gateway.py PATH/TO/rex [unittest arguments]
        (or REX_BINARY=PATH test_gateway.py ...)
 
 Each test starts its own gateway on a free port with its own storage folder (a fresh temporary
-directory) and, when it ends, destroys its sessions, stops the gateway and, as a last resort,
-kills by pid every sandbox server still named in <storage>/sandboxes/*/sandbox.json, so that
-nothing outlives it. Every socket and process wait has a timeout.
+directory) and, when it ends, destroys its sessions and stops the gateway with SIGTERM. Then
+nothing of a sandbox the gateway has ended may be left: no process of it, no directory of it
+under <storage>/sandboxes/, no file naming it in /tmp; a test that leaves one fails, naming it
+(see GatewayTestCase.left_behind). Only as a last resort, so that a failed test does not spill
+into the next, are the processes still left killed by pid. Every socket and process wait has a
+timeout.
 """
 
 import base64
@@ -82,6 +85,14 @@ def tmp_paths_naming(text):
         return []
 
 
+def environ_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f.read().split(b"\0")
+    except OSError:
+        return []
+
+
 def rid():
     return "rid-" + uuid.uuid4().hex[:12]
 
@@ -101,7 +112,7 @@ class GatewayTestCase(unittest.TestCase):
         self.tmp = tempfile.mkdtemp(prefix="gw-", dir="/tmp" if os.path.isdir("/tmp") else None)
         self.storage = os.path.join(self.tmp, "s")
         self.gateways = []
-        self.known_sids = set()  # every session id this test saw, for the last-resort cleanup
+        self.known_sids = set()  # every session id this test saw, for the cleanup's checks
         self.addCleanup(self._clean_up)
         self.gw = self.start_gateway()
         self.gateway_id = self.ready["gateway_id"]
@@ -141,6 +152,13 @@ class GatewayTestCase(unittest.TestCase):
 
     def _clean_up(self):
         problems = []
+        # How the test left its last gateway says what may outlive it (see left_behind).
+        last = self.gateways[-1] if self.gateways else None
+        stopped_here = last is not None and last.running()
+        names = set(self.known_sids) | set(self.sandbox_dirs())
+        # The sandboxes whose files are this machine's: the local provider's. (The other
+        # providers' fakes run their sandboxes here too, but a real one's files go with it.)
+        local = set(self.sandbox_dirs())
         for gw in self.gateways:
             if not gw.running():
                 continue
@@ -155,16 +173,25 @@ class GatewayTestCase(unittest.TestCase):
                 for h in header_sets:
                     listed = self.list_sessions(gw, headers=h)
                     self.known_sids.update(s["session_id"] for s in listed)
+                    names.update(s["session_id"] for s in listed)
+                    names.update(s["sandbox_id"] for s in listed if s.get("sandbox_id"))
+                    for s in listed:
+                        if s.get("provider") == "local":
+                            local.update(n for n in (s["session_id"], s.get("sandbox_id")) if n)
                     ids += [(s["session_id"], h) for s in listed if s["state"] in ACTIVE_STATES]
 
                 def destroy(item):
                     try:
-                        gw.request("DELETE", f"/api/sessions/{item[0]}", headers=item[1])
-                    except NET_ERRORS:
-                        pass
+                        status, _, body = gw.request("DELETE", f"/api/sessions/{item[0]}",
+                                                     headers=item[1])
+                    except NET_ERRORS as e:
+                        return f"DELETE of session {item[0]} failed: {e!r}"
+                    if status != 200:
+                        return f"DELETE of session {item[0]} answered {status}: {body[:300]!r}"
+                    return None
 
                 with concurrent.futures.ThreadPoolExecutor(8) as pool:
-                    list(pool.map(destroy, ids))
+                    problems += [p for p in pool.map(destroy, ids) if p]
             except Exception as e:  # the test failed already; clean up what can be
                 problems.append(f"could not destroy the sessions: {e!r}")
             try:
@@ -174,16 +201,105 @@ class GatewayTestCase(unittest.TestCase):
                                     f"output: {gw.output_tail()}")
             except AssertionError as e:
                 problems.append(str(e))
-        self.known_sids.update(self.sandbox_dirs())  # spares' REX_SANDBOX is their directory's
+        names.update(self.sandbox_dirs())  # spares' REX_SANDBOX is their directory's
+        local.update(self.sandbox_dirs())
+        leaks = self.left_behind(last, stopped_here, names, local)
+        # The last resort, for what a failed test left (and what a crash test leaves by design).
         self.kill_sandbox_servers()
-        self.kill_sandbox_leftovers()
+        self.kill_sandbox_leftovers(names)
         if os.environ.get("REX_GATEWAY_TEST_LOGS"):  # for debugging: what each gateway printed
             for gw in self.gateways:
                 sys.stderr.write(f"\n--- {self.id()}: {' '.join(gw.command)}\n"
                                  f"{gw.output_tail(20000)}\n")
         shutil.rmtree(self.tmp, ignore_errors=True)
+        if leaks:
+            problems.append("left behind by sandboxes the gateway ended (killed now): "
+                            + "; ".join(leaks))
         if problems:
             raise AssertionError("; ".join(problems))
+
+    def left_behind(self, last, stopped_here, names, local, settle=5.0):
+        """What is left of the sandboxes the gateway has ended, once its last gateway is gone:
+        ["pid N of sandbox S: COMMAND LINE", "directory PATH ...", "file PATH"], empty when
+        nothing is (processes get `settle` seconds to finish exiting). `names` are the session
+        ids and sandbox directories the test saw; files in /tmp count for those in `local` (the
+        local provider's) only.
+
+        What may stay depends on how the test left its last gateway (`last`):
+        - running (`stopped_here`): the cleanup destroyed every session and stopped it with
+          SIGTERM, so nothing of any sandbox may stay;
+        - stopped by the test with SIGTERM: the sessions' sandboxes stay (the next start adopts
+          them), the spares may not (SIGTERM removes them), nor anything of a sandbox whose
+          directory is gone;
+        - killed (kill -9), or ended with an error: all of it stays for a restarted gateway to
+          adopt or remove, so nothing is judged.
+        Sandboxes of other gateways (their sandbox.json names another gateway_id) are never
+        judged."""
+        gateway_id = getattr(self, "gateway_id", None)
+        if last is None or last.proc.returncode != 0 or not gateway_id:
+            return []
+
+        def kept():
+            out = set() if stopped_here else set(self.known_sids)
+            for d in self.sandbox_dirs():
+                info = self.sandbox_json(d)
+                if info and info.get("gateway_id") != gateway_id:
+                    out.add(d)
+                elif not stopped_here and info and info.get("session_id") \
+                        and not self.is_spare(d):
+                    out.update((d, info["session_id"]))
+            return out
+
+        def leftovers():
+            keep = kept()
+            found = [f"directory {os.path.join(self.sandboxes, d)} (sandbox.json: "
+                     f"{self.sandbox_json(d)})" for d in self.sandbox_dirs() if d not in keep]
+            found += [f"pid {pid} of sandbox {sandbox}: {line}" for pid, (sandbox, line)
+                      in sorted(self.sandbox_processes(names).items()) if sandbox not in keep]
+            for name in sorted((names & local) - keep):
+                found += [f"file {path}" for path in tmp_paths_naming(name)]
+            return found
+
+        deadline = time.monotonic() + settle
+        found = leftovers()
+        while found and time.monotonic() < deadline:
+            time.sleep(0.1)
+            found = leftovers()
+        return found
+
+    def sandbox_processes(self, names):
+        """{pid: (sandbox, command line)} of the live processes of this test's sandboxes: those
+        whose command line names a path under <storage>/sandboxes/ (the servers), whose
+        REX_SANDBOX is one of `names`, or that run in the storage folder. `sandbox` is the
+        directory's name under sandboxes/ (None for a process in the storage folder but in no
+        sandbox's)."""
+        found = {}
+        prefix = self.sandboxes + "/"
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            pid = int(entry)
+            line = cmdline(pid)
+            sandbox, ours = None, False
+            if prefix in line:
+                sandbox, ours = line.split(prefix, 1)[1].split("/", 1)[0].split(" ", 1)[0], True
+            else:
+                tag = next((v[len(b"REX_SANDBOX="):].decode("utf-8", "replace")
+                            for v in environ_of(pid) if v.startswith(b"REX_SANDBOX=")), None)
+                if tag is not None and tag in names:
+                    sandbox, ours = tag, True
+                else:
+                    try:
+                        cwd = os.readlink(f"/proc/{pid}/cwd")
+                    except OSError:
+                        continue
+                    if cwd.startswith(prefix):
+                        sandbox, ours = cwd[len(prefix):].split("/", 1)[0], True
+                    elif cwd == self.storage or cwd.startswith(self.storage + "/"):
+                        ours = True
+            if ours and not is_gone(pid):
+                found[pid] = (sandbox, line)
+        return found
 
     def kill_sandbox_servers(self):
         """Last resort: SIGTERM (then SIGKILL) every sandbox server named in a sandbox.json,
@@ -219,31 +335,16 @@ class GatewayTestCase(unittest.TestCase):
                 except ProcessLookupError:
                     pass
 
-    def kill_sandbox_leftovers(self):
-        """Last resort: SIGKILL processes a sandbox of this test started that outlived it (their
-        environment names the sandbox: REX_SANDBOX=<session id>, or they run in this test's
-        storage folder), and remove the sandboxes' notebook folders in /tmp."""
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            pid = int(entry)
+    def kill_sandbox_leftovers(self, names):
+        """Last resort: SIGKILL processes a sandbox of this test started that outlived it
+        (sandbox_processes), and remove the sandboxes' notebook folders in /tmp."""
+        for pid in self.sandbox_processes(names):
             try:
-                with open(f"/proc/{pid}/environ", "rb") as f:
-                    env = f.read().split(b"\0")
-                cwd = os.readlink(f"/proc/{pid}/cwd")
-            except OSError:
-                continue
-            sandbox = next((v[len(b"REX_SANDBOX="):].decode("utf-8", "replace") for v in env
-                            if v.startswith(b"REX_SANDBOX=")), None)
-            ours = (sandbox is not None and sandbox in self.known_sids) or \
-                cwd == self.storage or cwd.startswith(self.storage + "/")
-            if ours and not is_gone(pid):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-        for sid in self.known_sids:
-            for path in tmp_paths_naming(sid):
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        for name in names:
+            for path in tmp_paths_naming(name):
                 shutil.rmtree(path, ignore_errors=True)
 
     def kill_later(self, pid):
@@ -895,6 +996,36 @@ class TestCrashRecovery(GatewayTestCase):
             if sid in acked or sid in extra_acked:
                 self.assertTrue(lines, f"empty transcript for {sid}")
 
+    def test_kill9_keeps_the_line_of_a_proxied_call_answered_before_its_last_20_ms(self):
+        """A proxied call's transcript line is written at the latest 20 ms after its answer,
+        with nothing else of the session to make it written: a kill -9 half a second later
+        loses none of it, and the restarted gateway's transcript has the call's line."""
+        sid = self.create()["session_id"]
+        pid = self.session_sandbox(sid)["pid"]
+        base = f"/api/sessions/{sid}/swerex"
+        status, data = self.gw.json("POST", base + "/create_session", {"session": "t"})
+        self.assertEqual(status, 200, data)
+        request = {"command": "echo written before the crash", "session": "t"}
+        status, data = self.gw.json("POST", base + "/run_in_session", request)
+        self.assertEqual((status, data.get("output")), (200, "written before the crash\n"), data)
+        # Nothing goes to the gateway until the kill: a read of the transcript, another proxied
+        # call or any other line of the session would write the pending line itself.
+        time.sleep(0.5)
+        self.gw.kill9()
+        self.assertFalse(is_gone(pid), "the sandbox ended with the gateway's crash")
+
+        gw2 = self.start_gateway()
+        self.assertEqual(self.get(sid, gw2)["state"], "ready")
+        lines = self.log_lines(sid, gw2)
+        calls = [x["call"] for x in lines]
+        runs = [x for x in lines if x["call"] == "swerex/run_in_session"]
+        self.assertEqual(len(runs), 1, f"the line of the call answered 0.5 s before the kill "
+                                       f"-9 is lost: {lines!r}")
+        self.assertEqual((runs[0]["request"], runs[0]["status"], runs[0]["response"]["output"]),
+                         (request, 200, "written before the crash\n"), runs[0])
+        self.assertEqual([c for c in calls if c.startswith("swerex/")],
+                         ["swerex/create_session", "swerex/run_in_session"], calls)
+
 
 # --- 3. idempotent create -----------------------------------------------------------------------
 
@@ -1101,14 +1232,6 @@ class TestSandboxHardDeadline(GatewayTestCase):
 
 
 # --- spares: sandboxes started ahead of time -----------------------------------------------------
-
-def environ_of(pid):
-    try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return f.read().split(b"\0")
-    except OSError:
-        return []
-
 
 class TestSpares(GatewayTestCase):
     """The built-in local environment keeps two sandboxes started ahead of time."""
