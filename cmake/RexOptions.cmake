@@ -46,3 +46,18 @@ find_program(REX_CCACHE ccache)
 if(REX_CCACHE AND NOT CMAKE_CXX_COMPILER_LAUNCHER)
   set(CMAKE_CXX_COMPILER_LAUNCHER ${REX_CCACHE} CACHE STRING "" FORCE)
 endif()
+
+# Debug info names the checkout as "." rather than its absolute folder: the objects of a clone in
+# another folder are then the same, and ccache (with CCACHE_BASEDIR, scripts/common.sh) reuses
+# them instead of leaving the working directory in every hash.
+add_compile_options(-fdebug-prefix-map=${PROJECT_SOURCE_DIR}=.)
+
+# mold links the test executables, each holding the whole library with gRPC, several times
+# faster than the default linker (scripts/common.sh installs it; REX_LINKER=default to opt out).
+set(REX_LINKER "mold" CACHE STRING "Linker: mold when it is installed, or default")
+if(REX_LINKER STREQUAL "mold")
+  find_program(REX_MOLD mold)
+  if(REX_MOLD)
+    add_link_options(-fuse-ld=mold)
+  endif()
+endif()
