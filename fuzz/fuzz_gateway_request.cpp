@@ -53,6 +53,10 @@ struct Fixture {
     gateway = std::make_shared<rex::gateway::Gateway::Impl>(
         io.get_executor(), config, rex::gateway::Registry(), "/nonexistent/rex");
     gateway->reconciled = true;
+    // Each tenant's minute already holds a create that never leaves it, so every create is
+    // refused by the quota once validated (a quota alone lets a tenant's first create through).
+    for (const char* tenant : {"alpha", "beta"})
+      gateway->recent_creates[tenant].push_back(4e9);
     routes = gateway->routes();
   }
 };

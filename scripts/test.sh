@@ -53,5 +53,8 @@ echo "rex: the build and the test environments took $((SECONDS - start)) s"
 
 cd "$REX_ROOT"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-# Fails on any test that skipped or did not run unless tests/allowed_skips.txt allows it.
-rex_timed "the tests" rex_ctest release -j "$(nproc)" "$@"
+# Two tests per processor: most of a test's time is spent waiting (on its processes, servers,
+# containers, pods and timers), and the whole suite kept two processors a third busy at one test
+# per processor. Fails on any test that skipped or did not run unless tests/allowed_skips.txt
+# allows it.
+rex_timed "the tests" rex_ctest release -j "$((2 * $(nproc)))" "$@"

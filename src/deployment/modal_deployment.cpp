@@ -571,7 +571,19 @@ struct ModalDeployment::Impl {
     co_return got.result();
   }
 
-  // The entrypoint's stderr so far (SandboxGetLogs), for a server that did not answer.
+  // "the sandbox ... exited with ..." once it has ended, else empty (also when Modal cannot say).
+  asio::awaitable<std::string> how_it_ended() {
+    try {
+      auto polling = poll();
+      if (const auto result = co_await std::move(polling))
+        co_return fmt::format("the sandbox {}", describe(*result));
+    } catch (const std::exception&) {
+    }
+    co_return std::string();
+  }
+
+  // The entrypoint's stderr so far (SandboxGetLogs, its first 2,000 bytes, or "(none)"), for a
+  // server that did not answer or ended its sandbox.
   asio::awaitable<std::string> server_stderr() {
     std::string out;
     auto work = [&]() {
@@ -599,7 +611,7 @@ struct ModalDeployment::Impl {
     } catch (const std::exception& e) {
       out += fmt::format("(its logs could not be read: {})", e.what());
     }
-    co_return out;
+    co_return out.empty() ? std::string("(none)") : out.substr(0, 2000);
   }
 
   asio::awaitable<void> start() {
@@ -636,13 +648,8 @@ struct ModalDeployment::Impl {
       early = std::current_exception();
     }
     if (early) {
-      std::string ended;
-      try {
-        auto polling = poll();
-        if (const auto result = co_await std::move(polling))
-          ended = fmt::format("the sandbox {}", describe(*result));
-      } catch (const std::exception&) {
-      }
+      auto asking = how_it_ended();
+      const std::string ended = co_await std::move(asking);
       if (ended.empty())
         std::rethrow_exception(early);
       std::string failure;
@@ -653,9 +660,7 @@ struct ModalDeployment::Impl {
       }
       auto reading = server_stderr();
       const std::string output = co_await std::move(reading);
-      throw DeploymentStartupError(
-          fmt::format("{}; {}; its stderr: {}", failure, ended,
-                      output.empty() ? std::string("(none)") : output.substr(0, 2000)));
+      throw DeploymentStartupError(fmt::format("{}; {}; its stderr: {}", failure, ended, output));
     }
 
     RemoteRuntimeConfig rc;
@@ -671,19 +676,14 @@ struct ModalDeployment::Impl {
       failure = e.what();
     }
     if (!failure.empty()) {
-      std::string ended;
-      try {
-        auto polling = poll();
-        if (const auto result = co_await std::move(polling))
-          ended = fmt::format("; the sandbox {}", describe(*result));
-      } catch (const std::exception&) {
-      }
+      auto asking = how_it_ended();
+      const std::string ended = co_await std::move(asking);
       auto reading = server_stderr();
       const std::string output = co_await std::move(reading);
       throw DeploymentStartupError(fmt::format(
           "modal: rex-server at {} (sandbox {}) did not answer within {:g} s: {}{}; its stderr: {}",
-          url, sandbox_id, config.runtime_timeout, failure, ended,
-          output.empty() ? std::string("(none)") : output.substr(0, 2000)));
+          url, sandbox_id, config.runtime_timeout, failure, ended.empty() ? "" : "; " + ended,
+          output));
     }
   }
 
