@@ -13,7 +13,7 @@ REX_PACKAGES=(
   bash python3 gdb procps curl less  # curl: the gateway's curl flows; less: the pager test
   tmux vim-tiny  # the terminal tests of `rex shell` (tests/cli/test_shell_tty.py)
   busybox-static bash-static
-  clang-14 libclang-rt-14-dev llvm-14  # the fuzz preset: libFuzzer, sanitizers, llvm-symbolizer
+  clang-14 libclang-rt-14-dev llvm-14  # the asan preset: libFuzzer, sanitizers, llvm-symbolizer
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev  # Modal's gRPC API
 )
 

@@ -639,25 +639,21 @@ struct ModalDeployment::Impl {
     // A server that exits at once may end the sandbox before it is scheduled or before its
     // tunnel is asked for: the failure then says how it ended and what the server wrote.
     std::exception_ptr early;
+    std::string failure;
     try {
       auto scheduling = wait_until_scheduled();
       co_await std::move(scheduling);
       auto tunneling = open_tunnel();
       co_await std::move(tunneling);
-    } catch (const std::exception&) {
+    } catch (const std::exception& e) {
       early = std::current_exception();
+      failure = e.what();
     }
     if (early) {
       auto asking = how_it_ended();
       const std::string ended = co_await std::move(asking);
       if (ended.empty())
         std::rethrow_exception(early);
-      std::string failure;
-      try {
-        std::rethrow_exception(early);
-      } catch (const std::exception& e) {
-        failure = e.what();
-      }
       auto reading = server_stderr();
       const std::string output = co_await std::move(reading);
       throw DeploymentStartupError(fmt::format("{}; {}; its stderr: {}", failure, ended, output));
@@ -669,7 +665,6 @@ struct ModalDeployment::Impl {
     rc.client.ca_file = config.ca_file;
     runtime = std::make_unique<RemoteRuntime>(executor, std::move(rc));
     emit(DeploymentStage::waiting, "waiting for rex-server at " + url);
-    std::string failure;
     try {
       co_await runtime->wait_until_alive(detail::seconds_to_ms(config.runtime_timeout));
     } catch (const std::exception& e) {
