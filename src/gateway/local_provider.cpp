@@ -100,6 +100,23 @@ bool our_process(pid_t pid, const std::string& marker) {
   return read_text(fmt::format("/proc/{}/cmdline", pid)).find(marker) != std::string::npos;
 }
 
+// The live processes whose command line names `marker`: a sandbox's server whose pid no
+// sandbox.json names (the gateway ended between the server's start and its record).
+std::vector<pid_t> processes_naming(const std::string& marker) {
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() ||
+        !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    if (pid != ::getpid() && our_process(pid, marker))
+      found.push_back(pid);
+  }
+  return found;
+}
+
 struct SandboxFile {
   std::string gateway_id;
   std::string session_id;  // empty for a spare not handed out
@@ -257,8 +274,14 @@ struct LocalProvider::Impl {
   // the grace period. Returns when the process is gone.
   asio::awaitable<void> end_server(const fs::path& dir, const std::string& socket) {
     const auto file = read_sandbox_file(dir);
-    if (file)
+    if (file && file->pid > 0) {
       co_await end_process(file->pid, socket);
+      co_return;
+    }
+    // Its record was written before the server started and not again: the server, if it was
+    // started, is found by its socket's path, which its command line names.
+    for (const pid_t pid : processes_naming(socket))
+      co_await end_process(pid, socket);
   }
 
   // The same for a server known by its pid (and the socket its command line names).

@@ -1472,6 +1472,36 @@ class TestDrift(GatewayTestCase):
         self.assertIsNone(other_proc.poll(), "another gateway's sandbox server was ended")
         self.assertEqual(self.list_sessions(), [])
 
+    def test_an_orphans_server_its_record_does_not_name_is_ended(self):
+        """A gateway killed between starting a sandbox's server and recording its pid leaves a
+        sandbox.json with pid 0 and a server that listens: the server goes with the orphan."""
+        name = "unnamed" + uuid.uuid4().hex[:8]
+        d = os.path.join(self.sandboxes, name)
+        os.makedirs(os.path.join(d, "work"))
+        # Written before the server starts, as the gateway does; created just now, so the drift
+        # check leaves it for orphan_grace (1 s) and the server is listening when it goes.
+        with open(os.path.join(d, "sandbox.json"), "w") as f:
+            json.dump({"gateway_id": self.gateway_id, "session_id": name,
+                       "created_at": time.time(), "pid": 0}, f)
+        sock = os.path.join(d, "server.sock")
+        proc = subprocess.Popen([BINARY, "server", "--unix-socket", sock, "--auth-token",
+                                 "t" + uuid.uuid4().hex, "--log-level", "warn"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+
+        def stop():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(timeout=10)
+        self.addCleanup(stop)
+        wait_until(lambda: os.path.exists(sock) or not os.path.exists(d), 10,
+                   what="the unrecorded server's socket")
+        self.assertTrue(os.path.exists(sock), "the orphan was removed before its server listened")
+        wait_until(lambda: not os.path.exists(d), 10, interval=0.1,
+                   what="the orphan sandbox to be removed")
+        wait_until(lambda: proc.poll() is not None, 10,
+                   what="the server its sandbox.json does not name to be ended")
+
 
 # --- 8. events ----------------------------------------------------------------------------------
 
