@@ -4,12 +4,27 @@
 //   rex_gateway_bench [--runs N] [--sessions N] [--image IMAGE] [--no-docker] [--smoke] [--json]
 //                     [--strict] [--only create|proxy|e2b|sessions]
 //
+// The gateway runs with a registry of one environment of its own, `cold` (provider local,
+// `spares: 0`), beside the built-in `local` (two spares). A floor sandbox is made as the local
+// provider makes one (FloorSandbox): a rex-server child of this program in a directory of its
+// own and a session of its own (`--unix-socket DIR/server.sock --auth-token T --log-level warn
+// --max-lifetime S`), started from a thread and polled the provider's way until is_alive
+// answers.
+//
 // Figures (each gateway run alternates with a floor run, so a noisy neighbour hurts both):
-//   create_local   POST /api/sessions on the local provider answered 201 (a rex-server process
-//                  started in a directory of its own, two commits to SQLite), then `echo ok` in
-//                  the session's shell (POST /api/sessions/{id}/execute, bash). Floor: a
-//                  LocalDeployment in this process started, a bash session created and the same
-//                  `echo ok` answered. Target: p50 <= 1.5x.
+//   create_local   POST /api/sessions on `local` answered 201, taking a spare (a rex-server whose
+//                  notebook shell runs already: the record committed twice, the spare's
+//                  sandbox.json rewritten, its deadline set with POST /lifetime), then `echo ok`
+//                  in that shell (POST /api/sessions/{id}/execute, bash). Floor: a floor sandbox
+//                  with its notebook shell started, as a spare is (not timed); timed, its
+//                  deadline set (POST /lifetime) from one client and `echo ok` run in that shell
+//                  from another, the same two requests over new connections as the gateway
+//                  sends them. Target: p50 <= 1.5x.
+//   create_local_cold  the same create on `cold` (no spare: the gateway starts a sandbox, then
+//                  the first execute creates the notebook shell and runs `cd WORKDIR` in it
+//                  before `echo ok`). Floor: a floor sandbox started, a bash session created in
+//                  it and `echo ok` run there (its shell starts in the working directory, so it
+//                  needs no `cd`). Target: p50 <= 1.5x.
 //   create_docker  the same on the docker provider (image IMAGE). Floor: DockerDeployment::start
 //                  with the same image, create_session and `echo ok`. Target: p50 <= 1.2x.
 //   proxy_command  `echo ok` as SWE-ReX's run_in_session through the gateway's proxied protocol
@@ -26,45 +41,70 @@
 //                  T (local; Python3, the docker provider, when the engine answers). Target:
 //                  p50 <= 1.5x.
 //   e2b_create_to_output_T  E2B's Sandbox.create to the first commands.run's output (reported).
-//   sessions       N sessions (default 500) on the local provider, created 50 at a time, each
-//                  running one command, all alive at once; then the gateway killed with SIGKILL
-//                  and started again: the time to /readyz 200 (reconciling all N); then every
-//                  session destroyed. Target: zero errors. Reported: the gateway's resident
-//                  memory per live session (its RSS with N sessions less its RSS before).
-// Neither side counts destroying what it made. Needs the rex executable (REX_CLI_PATH); the
-// docker figure needs a running engine and the image (scripts/common.sh: rex_docker_setup) and
-// is skipped, saying why, without one.
+//   sessions_N     N sessions (default 500) on `cold`, created 50 at a time, each running `echo
+//                  ok`, all alive at once; then the gateway killed with SIGKILL and started
+//                  again: the time to /readyz 200 (reconciling all N); then every session
+//                  destroyed. Target: zero errors. Then the floor: N floor sandboxes, 50 at a
+//                  time, each with a bash session that runs `echo ok`, all alive at once.
+//                  Reported beside it:
+//     sessions_N_create_and_use  the time to create and use all N, the gateway's against the
+//                  floor's.
+//     sessions_N_kib_per_session  the memory of a whole session: the gateway's growth with the N
+//                  sessions plus every process of their sandboxes (each rex-server and all its
+//                  descendants: the shell and whatever runs in it), as PSS (smaps_rollup: a page
+//                  shared by k processes counts 1/k to each, so the static server's text and
+//                  bash's libraries are not counted N times), divided by N; against the floor
+//                  sandboxes' processes, the same way. Files and kernel memory (ptys, sockets,
+//                  page tables) are not counted on either side.
+//     gateway_kib_per_session  the gateway process alone: its RSS with N sessions less its RSS
+//                  before, divided by N.
+// Neither side counts destroying what it made. Needs the rex executable (REX_CLI_PATH) and the
+// rex-server its local sandboxes run (beside it); the docker figure needs a running engine and
+// the image (scripts/common.sh: rex_docker_setup) and is skipped, saying why, without one.
 // --smoke: 3 runs, 10 sessions; exits 0 even when a target misses (an error still fails).
-// --only: one group of figures (create_local and create_docker; proxy_command; the e2b figures;
-// the sessions figures).
+// --only: one group of figures (create_local, create_local_cold and create_docker;
+// proxy_command; the e2b figures; the sessions figures).
 
+#include <rex/core/random.hpp>
+#include <rex/core/text.hpp>
 #include <rex/deployment/docker_deployment.hpp>
-#include <rex/deployment/local_deployment.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/url.hpp>
 #include <rex/protocol/actions.hpp>
 #include <rex/protocol/session.hpp>
+#include <rex/runtime/remote_runtime.hpp>
 
 #include <fmt/core.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -115,16 +155,363 @@ struct TempDir {
   }
 };
 
-// `rex gateway` on 127.0.0.1 (a port of its choosing) over `storage`.
-std::unique_ptr<ChildServer> start_gateway(const fs::path& storage, const Options& o) {
+// The gateway's registry: one environment beside the built-in ones, `cold`, on the local
+// provider with no spares, so that each create on it starts a sandbox (docs/gateway.md).
+fs::path write_registry(const fs::path& dir) {
+  fs::create_directories(dir / "environments");
+  std::ofstream out(dir / "environments" / "cold.yaml");
+  out << "name: cold\n"
+         "description: the local provider without spares (rex_gateway_bench)\n"
+         "provider: local\n"
+         "spares: 0\n";
+  out.flush();
+  if (!out)
+    throw std::runtime_error("cannot write the registry in " + dir.string());
+  return dir;
+}
+
+// `rex gateway` on 127.0.0.1 (a port of its choosing) over `storage`, with `registry`.
+std::unique_ptr<ChildServer> start_gateway(const fs::path& storage, const fs::path& registry,
+                                           const Options& o) {
   ChildServerOptions options;
   options.capture_stderr = true;  // its log, where the listening line is
   options.start_limit = std::chrono::seconds(60);
   return std::make_unique<ChildServer>(
       "rex gateway",
       std::vector<std::string>{REX_CLI_PATH, "gateway", "--listen", "127.0.0.1:0", "--storage",
-                               storage.string(), "--python-image", o.image},
+                               storage.string(), "--registry", registry.string(),
+                               "--python-image", o.image},
       options);
+}
+
+asio::awaitable<void> pause(std::chrono::microseconds d) {
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  timer.expires_after(d);
+  co_await timer.async_wait(asio::use_awaitable);
+}
+
+// Runs work() on a thread of `pool` and resumes the caller on its own executor with the result,
+// as the local provider starts its servers (off its io_context: the wait for exec is not the
+// event loop's). The caller's executor is kept busy meanwhile, so run_on() does not see it idle.
+template <class F>
+asio::awaitable<std::invoke_result_t<F>> on_thread(asio::thread_pool& pool, F work) {
+  using R = std::invoke_result_t<F>;
+  const auto caller = co_await asio::this_coro::executor;
+  auto busy = asio::make_work_guard(caller);
+  // g++ 12 mishandles closures made inside a co_await expression: this one is named first.
+  auto task = [work = std::move(work)]() mutable -> asio::awaitable<R> { co_return work(); };
+  co_return co_await asio::co_spawn(pool.get_executor(), std::move(task), asio::use_awaitable);
+}
+
+// --- sandboxes made without the gateway -------------------------------------------------------
+
+// A spare's own deadline as the local provider starts one (local_provider.cpp, kSpareLifetime).
+constexpr double kSpareLifetime = 3600;
+// A session's deadline as the gateway sets it by default: its max_lifetime (a day) plus its
+// margin of 60 s (gateway_routes.cpp, create).
+constexpr double kSessionLifetime = 86400 + 60;
+// The notebook's shell, where the gateway's execute runs bash cells (provider.hpp).
+constexpr const char* kNotebookShell = "notebook";
+
+// The rex-server the gateway's local sandboxes run: it takes find_rex_server(""), from the rex
+// executable, which looks at $REX_SERVER_PATH, then beside itself, then in this build.
+const std::string& sandbox_server_path() {
+  static const std::string path = [] {
+    const char* env = std::getenv("REX_SERVER_PATH");
+    if (env != nullptr && *env != '\0')
+      return std::string(env);
+    const fs::path beside = fs::path(REX_CLI_PATH).parent_path() / "rex-server";
+    if (::access(beside.c_str(), X_OK) == 0)
+      return beside.string();
+    return rex::find_rex_server("");
+  }();
+  return path;
+}
+
+// Starts `args` as the local provider starts a sandbox's server (local_provider.cpp,
+// start_server): in a session of its own, every signal's action the default and none blocked,
+// stdin /dev/null, stdout and stderr appended to `log`, in `cwd`, with `env` as its environment.
+// Returns its pid; it is a child of this process.
+pid_t spawn_in_session(std::vector<std::string> args, std::vector<std::string> env,
+                       const std::string& log, const std::string& cwd) {
+  posix_spawnattr_t attr;
+  ::posix_spawnattr_init(&attr);
+  sigset_t all;
+  sigset_t none;
+  sigfillset(&all);
+  sigemptyset(&none);
+  ::posix_spawnattr_setsigdefault(&attr, &all);
+  ::posix_spawnattr_setsigmask(&attr, &none);
+  ::posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
+  posix_spawn_file_actions_t fa;
+  ::posix_spawn_file_actions_init(&fa);
+  ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+  ::posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+  ::posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  ::posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
+  std::vector<char*> argv;
+  for (auto& a : args)
+    argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<char*> envp;
+  for (auto& e : env)
+    envp.push_back(e.data());
+  envp.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
+  ::posix_spawn_file_actions_destroy(&fa);
+  ::posix_spawnattr_destroy(&attr);
+  if (rc != 0)
+    throw std::system_error(rc, std::generic_category(), "cannot start " + args[0]);
+  return pid;
+}
+
+// A sandbox made without the gateway, as its local provider makes one (local_provider.cpp,
+// start_sandbox): a directory of its own with work/ in it; rex-server started there from a
+// thread (`--unix-socket DIR/server.sock --auth-token T --log-level warn --max-lifetime S`, in a
+// session of its own, its output in DIR/server.log, REX_SANDBOX set); then polled as the
+// provider polls (the socket's existence, then is_alive, from 0.2 ms doubling up to 5 ms) until
+// it answers. What the provider does besides, for its own records (sandbox.json written twice,
+// the process looked up in /proc), is not done. Ended as the provider ends one: SIGTERM, and
+// SIGKILL when it is still there 10 s later; its directory is removed.
+class FloorSandbox {
+ public:
+  explicit FloorSandbox(fs::path dir) : dir_(std::move(dir)) {}
+  ~FloorSandbox() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  FloorSandbox(const FloorSandbox&) = delete;
+  FloorSandbox& operator=(const FloorSandbox&) = delete;
+
+  pid_t pid() const { return pid_; }
+  std::string working_dir() const { return (dir_ / "work").string(); }
+
+  rex::RemoteRuntimeConfig client() const {
+    rex::RemoteRuntimeConfig rc;
+    rc.url = rex::http::unix_socket_url(socket_);
+    rc.auth_token = token_;
+    return rc;
+  }
+
+  asio::awaitable<void> start(asio::thread_pool& starter, double max_lifetime) {
+    std::error_code ec;
+    if (!fs::create_directory(dir_, ec))
+      throw std::runtime_error("cannot create " + dir_.string());
+    ::chmod(dir_.c_str(), 0700);
+    fs::create_directories(dir_ / "work");
+    socket_ = (dir_ / "server.sock").string();
+    token_ = rex::random_hex(16);
+    std::vector<std::string> args{sandbox_server_path(),
+                                  "--unix-socket",
+                                  socket_,
+                                  "--auth-token",
+                                  token_,
+                                  "--log-level",
+                                  "warn",
+                                  "--max-lifetime",
+                                  fmt::format("{}", max_lifetime)};
+    std::vector<std::string> env;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (!std::string_view(*e).starts_with("REX_SANDBOX="))
+        env.emplace_back(*e);
+    }
+    env.push_back("REX_SANDBOX=" + dir_.filename().string());
+    const std::string log = (dir_ / "server.log").string();
+    const std::string cwd = working_dir();
+    auto spawn = [args, env, log, cwd] { return spawn_in_session(args, env, log, cwd); };
+    pid_ = co_await on_thread(starter, std::move(spawn));
+
+    rex::RemoteRuntimeConfig rc = client();
+    rc.is_alive_timeout = std::chrono::seconds(1);
+    rex::RemoteRuntime runtime(co_await asio::this_coro::executor, rc);
+    const auto give_up = Clock::now() + std::chrono::seconds(20);
+    std::chrono::microseconds delay(200);
+    while (true) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) {
+        pid_ = -1;
+        throw std::runtime_error("rex-server exited at start: " + log_text());
+      }
+      if (fs::exists(socket_)) {
+        const rex::IsAliveResponse alive = co_await runtime.is_alive();
+        if (alive.is_alive)
+          break;
+      }
+      if (Clock::now() >= give_up)
+        throw std::runtime_error("rex-server did not answer within 20 s: " + log_text());
+      co_await pause(delay);
+      delay = std::min<std::chrono::microseconds>(delay * 2, std::chrono::milliseconds(5));
+    }
+  }
+
+  // SIGTERM: the server closes its sessions and exits.
+  void terminate() {
+    if (pid_ > 0)
+      ::kill(pid_, SIGTERM);
+  }
+
+  // After terminate(): reaps the server (SIGKILL after 10 s) and removes the directory.
+  void wait_ended() {
+    const auto give_up = Clock::now() + std::chrono::seconds(10);
+    while (pid_ > 0) {
+      const pid_t r = ::waitpid(pid_, nullptr, WNOHANG);
+      if (r == pid_ || (r < 0 && errno != EINTR)) {
+        pid_ = -1;
+        break;
+      }
+      if (Clock::now() > give_up) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        pid_ = -1;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  void stop() {
+    terminate();
+    wait_ended();
+  }
+
+ private:
+  std::string log_text() const {
+    std::ifstream in(dir_ / "server.log");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str().substr(0, 2000);
+  }
+
+  fs::path dir_;
+  std::string socket_;
+  std::string token_;
+  pid_t pid_ = -1;
+};
+
+// The notebook's shell as the local provider starts it in a spare (notebook.cpp,
+// start_notebook_shell): a bash session "notebook", then `cd WORKDIR` in it.
+asio::awaitable<void> start_notebook_shell(rex::Runtime& runtime, std::string working_dir) {
+  rex::CreateBashSessionRequest create;
+  create.session = kNotebookShell;
+  create.startup_timeout = 10;
+  (void)co_await runtime.create_session(std::move(create));
+  rex::BashAction cd;
+  cd.session = kNotebookShell;
+  cd.command = "cd " + rex::shell_quote(working_dir);
+  cd.timeout = 30;
+  cd.check = "silent";
+  (void)co_await runtime.run_in_session(std::move(cd));
+}
+
+// The notebook's shell created as the first bash cell creates it, without the `cd` (a server's
+// shells start in its working directory, the sandbox's).
+asio::awaitable<void> create_notebook_shell(rex::Runtime& runtime) {
+  rex::CreateBashSessionRequest create;
+  create.session = kNotebookShell;
+  create.startup_timeout = 10;
+  (void)co_await runtime.create_session(std::move(create));
+}
+
+// `echo ok` as the gateway's execute runs a bash cell (notebook.cpp, run_bash): in the notebook's
+// shell, with the cell's default timeout of an hour, check "silent".
+asio::awaitable<void> echo_in_notebook_shell(rex::Runtime& runtime) {
+  rex::BashAction echo;
+  echo.session = kNotebookShell;
+  echo.command = "echo ok";
+  echo.timeout = 3600;
+  echo.check = "silent";
+  const rex::BashObservation seen = co_await runtime.run_in_session(std::move(echo));
+  if (seen.output != "ok" && seen.output != "ok\n")
+    throw std::runtime_error("echo answered '" + seen.output + "'");
+}
+
+// --- process memory ---------------------------------------------------------------------------
+
+// A process's proportional set size (Pss in /proc/PID/smaps_rollup), in KiB: its resident pages,
+// each shared page divided by the number of processes that map it. -1 when it cannot be read.
+long pss_kib(pid_t pid) {
+  std::ifstream in(fmt::format("/proc/{}/smaps_rollup", pid));
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("Pss:"))
+      return std::strtol(line.c_str() + 4, nullptr, 10);
+  }
+  return -1;
+}
+
+// Every live process's children, by the parent in /proc/PID/stat.
+std::multimap<pid_t, pid_t> process_children() {
+  std::multimap<pid_t, pid_t> children;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos)
+      continue;
+    std::ifstream in(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(in, line))
+      continue;
+    const auto close = line.rfind(')');  // after the command, which may hold anything
+    if (close == std::string::npos || close + 2 >= line.size())
+      continue;
+    std::istringstream fields(line.substr(close + 2));
+    char state = 0;
+    long parent = 0;
+    if (fields >> state >> parent)
+      children.emplace(static_cast<pid_t>(parent), static_cast<pid_t>(std::stol(name)));
+  }
+  return children;
+}
+
+struct TreeMemory {
+  long pss_kib = 0;
+  int processes = 0;  // whose PSS was read
+  int roots_missing = 0;
+};
+
+// The PSS of each root and all its descendants (a sandbox: its rex-server, the shells it
+// started and what runs in them), summed.
+TreeMemory tree_pss(const std::vector<pid_t>& roots) {
+  const std::multimap<pid_t, pid_t> children = process_children();
+  const std::set<pid_t> root_set(roots.begin(), roots.end());
+  TreeMemory m;
+  std::set<pid_t> seen;
+  std::vector<pid_t> todo(roots.begin(), roots.end());
+  while (!todo.empty()) {
+    const pid_t pid = todo.back();
+    todo.pop_back();
+    if (!seen.insert(pid).second)
+      continue;
+    const long kib = pss_kib(pid);
+    if (kib >= 0) {
+      m.pss_kib += kib;
+      ++m.processes;
+    } else if (root_set.contains(pid)) {
+      ++m.roots_missing;
+    }
+    const auto [first, last] = children.equal_range(pid);
+    for (auto it = first; it != last; ++it)
+      todo.push_back(it->second);
+  }
+  return m;
+}
+
+// The pid of a local sandbox's server, from the sandbox.json in its directory; 0 when unknown.
+pid_t sandbox_server_pid(const fs::path& sandbox_dir) {
+  std::ifstream in(sandbox_dir / "sandbox.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  boost::system::error_code ec;
+  const json::value v = json::parse(text.str(), ec);
+  if (ec || !v.is_object() || !v.as_object().contains("pid"))
+    return 0;
+  return static_cast<pid_t>(v.as_object().at("pid").to_number<long>());
 }
 
 class Gateway {
@@ -213,13 +600,73 @@ std::pair<std::vector<double>, std::vector<double>> alternate(asio::io_context& 
 
 // --- create to first command ----------------------------------------------------------------
 
-asio::awaitable<double> gateway_create(Gateway& gw, std::string provider, std::string env) {
+// Before each timed run of the local figures: 20 ms for what the last run left behind (the
+// gateway refilling its spares, a stopped server's shells ending) to finish, on both sides.
+constexpr std::chrono::milliseconds kQuiet{20};
+
+// A create and the first `echo ok` through the gateway (its destroy is not timed). `spares`, when
+// given, counts the creates that took a spare (a spare's id starts with "w": local_provider.cpp).
+asio::awaitable<double> gateway_create(Gateway& gw, std::string provider, std::string env,
+                                       std::chrono::milliseconds quiet = {},
+                                       int* spares = nullptr) {
+  if (quiet.count() > 0)
+    co_await pause(quiet);
   const auto t0 = Clock::now();
   const json::object rec = co_await gw.create(provider, env);
   const std::string id(rec.at("session_id").as_string());
   co_await gw.echo(id);
   const double ms = ms_since(t0);
+  const std::string sandbox(rec.at("sandbox_id").as_string());
+  if (spares != nullptr && sandbox.starts_with('w'))
+    ++*spares;
   co_await gw.destroy(id);
+  co_return ms;
+}
+
+// create_local's floor: the sandbox's side of a create that takes a spare, without the gateway.
+// Made as a spare is, not timed: a floor sandbox (its deadline the spare's hour) and its
+// notebook shell started in its working directory. Timed: its deadline set to a session's
+// (POST /lifetime) from one new client, as the provider's take_spare sends it, and `echo ok` run
+// in the notebook's shell from another, as the session's first execute sends it.
+asio::awaitable<double> spare_floor(fs::path dir, asio::thread_pool& starter) {
+  const auto ex = co_await asio::this_coro::executor;
+  FloorSandbox box(std::move(dir));
+  co_await box.start(starter, kSpareLifetime);
+  {
+    rex::RemoteRuntime setup(ex, box.client());
+    co_await start_notebook_shell(setup, box.working_dir());
+  }
+  co_await pause(kQuiet);
+  double ms = 0;
+  {
+    const auto t0 = Clock::now();
+    rex::RemoteRuntime provider(ex, box.client());
+    co_await provider.set_max_lifetime(kSessionLifetime);
+    rex::RemoteRuntime session(ex, box.client());
+    co_await echo_in_notebook_shell(session);
+    ms = ms_since(t0);
+  }
+  box.stop();
+  co_return ms;
+}
+
+// create_local_cold's floor: a sandbox made and used without the gateway. Timed: a floor sandbox
+// started (its deadline a session's), a bash session created in it and `echo ok` run there, from
+// a client of its own, as the session's first execute sends them. Its end is not timed.
+asio::awaitable<double> cold_floor(fs::path dir, asio::thread_pool& starter) {
+  const auto ex = co_await asio::this_coro::executor;
+  FloorSandbox box(std::move(dir));
+  co_await pause(kQuiet);
+  double ms = 0;
+  {
+    const auto t0 = Clock::now();
+    co_await box.start(starter, kSessionLifetime);
+    rex::RemoteRuntime session(ex, box.client());
+    co_await create_notebook_shell(session);
+    co_await echo_in_notebook_shell(session);
+    ms = ms_since(t0);
+  }
+  box.stop();
   co_return ms;
 }
 
@@ -244,13 +691,6 @@ asio::awaitable<double> start_to_first_echo(rex::Deployment& deployment) {
   const double ms = ms_since(t0);
   co_await deployment.stop();
   co_return ms;
-}
-
-asio::awaitable<double> local_floor(const fs::path& dir) {
-  rex::LocalDeploymentConfig config;
-  config.working_dir = dir.string();
-  rex::LocalDeployment deployment(co_await asio::this_coro::executor, config);
-  co_return co_await start_to_first_echo(deployment);
 }
 
 asio::awaitable<double> docker_floor(std::string image) {
@@ -362,10 +802,7 @@ std::vector<Result> proxy_figures(asio::io_context& io, Gateway& gw, const std::
   // by the pid in the sandbox's own file.
   const std::string token = [&] {
     const fs::path dir = fs::path(rec.at("working_dir").as_string().c_str()).parent_path();
-    std::ifstream in(dir / "sandbox.json");
-    std::stringstream text;
-    text << in.rdbuf();
-    const auto pid = json::parse(text.str()).at("pid").to_number<long>();
+    const pid_t pid = sandbox_server_pid(dir);
     std::ifstream cmdline(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
     std::vector<std::string> args;
     for (std::string arg; std::getline(cmdline, arg, '\0');)
@@ -532,12 +969,65 @@ BatchResult run_limited(asio::io_context& io, int n, int in_flight, Op op) {
   return *failures;
 }
 
+// The floor of sessions_N: `n` floor sandboxes made 50 at a time, each with a bash session that
+// runs `echo ok` from a client of its own (kept, as the gateway keeps one per session), all
+// alive at once. Timed: making and using them all. Then the PSS of their processes, and their
+// end (not timed).
+struct FloorBatch {
+  double create_ms = 0;
+  TreeMemory memory;
+};
+
+FloorBatch sessions_floor(asio::io_context& io, const fs::path& root, asio::thread_pool& starter,
+                          int n) {
+  struct Made {
+    std::unique_ptr<FloorSandbox> box;
+    std::unique_ptr<rex::RemoteRuntime> client;
+  };
+  std::vector<Made> made(static_cast<std::size_t>(n));
+  for (int i = 0; i < n; ++i)
+    made[static_cast<std::size_t>(i)].box =
+        std::make_unique<FloorSandbox>(root / fmt::format("n{}", i));
+  const auto t0 = Clock::now();
+  const BatchResult batch =
+      run_limited(io, n, kCreatesInFlight, [&](int i) -> asio::awaitable<void> {
+        Made& m = made[static_cast<std::size_t>(i)];
+        const auto ex = co_await asio::this_coro::executor;
+        co_await m.box->start(starter, kSessionLifetime);
+        m.client = std::make_unique<rex::RemoteRuntime>(ex, m.box->client());
+        co_await create_notebook_shell(*m.client);
+        co_await echo_in_notebook_shell(*m.client);
+      });
+  FloorBatch out;
+  out.create_ms = ms_since(t0);
+  std::vector<pid_t> servers;
+  for (const Made& m : made) {
+    if (m.box->pid() > 0)
+      servers.push_back(m.box->pid());
+  }
+  out.memory = tree_pss(servers);
+  // All told to end at once, then each waited for, as a gateway ending many sessions would.
+  for (Made& m : made)
+    m.box->terminate();
+  for (Made& m : made)
+    m.box->wait_ended();
+  made.clear();
+  if (batch.failed > 0)
+    throw std::runtime_error(fmt::format("the floor of sessions_{}: {} of {} failed: {}", n,
+                                         batch.failed, n, batch.first_error));
+  return out;
+}
+
 std::vector<Result> sessions_figures(asio::io_context& io, const fs::path& storage,
-                                     std::unique_ptr<ChildServer>& child, const Options& o) {
+                                     const fs::path& registry, std::unique_ptr<ChildServer>& child,
+                                     const fs::path& floor_root, asio::thread_pool& starter,
+                                     const Options& o) {
   std::vector<Result> out;
   const int n = o.sessions;
   const long rss_before = vm_rss_kib(child->pid());
+  const long pss_before = pss_kib(child->pid());
   std::vector<std::string> ids(static_cast<std::size_t>(n));
+  std::vector<std::string> sandboxes(static_cast<std::size_t>(n));
   int errors = 0;
   std::string first_error;
   auto note_errors = [&](const BatchResult& b) {
@@ -549,19 +1039,39 @@ std::vector<Result> sessions_figures(asio::io_context& io, const fs::path& stora
   {
     Gateway gw(io, child->url());
     note_errors(run_limited(io, n, kCreatesInFlight, [&](int i) -> asio::awaitable<void> {
-      const json::object rec = co_await gw.create("local", "local");
+      const json::object rec = co_await gw.create("local", "cold");
       ids[static_cast<std::size_t>(i)] = std::string(rec.at("session_id").as_string());
+      sandboxes[static_cast<std::size_t>(i)] = std::string(rec.at("sandbox_id").as_string());
       co_await gw.echo(ids[static_cast<std::size_t>(i)]);
     }));
   }
   const double create_ms = ms_since(t0);
   const long rss_with = vm_rss_kib(child->pid());
+  const long pss_with = pss_kib(child->pid());
+  // The sandboxes' own processes: each server (its pid in the sandbox's sandbox.json) and all
+  // its descendants.
+  std::vector<pid_t> servers;
+  for (const auto& sandbox : sandboxes) {
+    if (sandbox.empty())
+      continue;
+    if (const pid_t pid = sandbox_server_pid(storage / "sandboxes" / sandbox); pid > 0)
+      servers.push_back(pid);
+  }
+  const TreeMemory sandbox_memory = tree_pss(servers);
+  const int created = n - errors;
+  if (static_cast<int>(servers.size()) != created || sandbox_memory.roots_missing > 0) {
+    ++errors;
+    if (first_error.empty())
+      first_error = fmt::format("{} sessions created, {} sandbox servers found, {} unreadable",
+                                created, servers.size(), sandbox_memory.roots_missing);
+  }
 
   // kill -9, then a new gateway on the same storage: time to /readyz.
   child->kill();
   const auto r0 = Clock::now();
-  child = start_gateway(storage, o);
+  child = start_gateway(storage, registry, o);
   double ready_ms = 0;
+  double destroy_ms = 0;
   {
     Gateway gw(io, child->url());
     wait_ready(io, gw);
@@ -569,7 +1079,6 @@ std::vector<Result> sessions_figures(asio::io_context& io, const fs::path& stora
     const json::value listed = run_on(io, gw.call("GET", "/api/sessions?state=ready&limit=1000"));
     const auto& items = listed.as_object().at("sessions").as_array();
     const int ready = static_cast<int>(items.size());
-    const int created = n - errors;
     if (ready != created) {
       ++errors;
       if (first_error.empty())
@@ -582,27 +1091,63 @@ std::vector<Result> sessions_figures(asio::io_context& io, const fs::path& stora
       if (!id.empty())
         co_await gw.destroy(id);
     }));
-    const double destroy_ms = ms_since(d0);
-
-    Result all;
-    all.name = fmt::format("sessions_{}", n);
-    all.rex.p50 = all.rex.p99 = errors;
-    all.target_text = "0 errors";
-    all.verdict = errors == 0 ? Verdict::pass : Verdict::miss;
-    all.note =
-        fmt::format("created and used in {:.1f} s, destroyed in {:.1f} s{}", create_ms / 1000,
-                    destroy_ms / 1000, errors ? "; first error: " + first_error : "");
-    all.extra["errors"] = errors;
-    all.extra["create_seconds"] = create_ms / 1000;
-    all.extra["destroy_seconds"] = destroy_ms / 1000;
-    out.push_back(all);
+    destroy_ms = ms_since(d0);
   }
+
+  // The floor, once the gateway's sandboxes are gone (so that no page is shared between the
+  // two sides' processes).
+  const FloorBatch floor = sessions_floor(io, floor_root, starter, n);
+
+  Result all;
+  all.name = fmt::format("sessions_{}", n);
+  all.rex.p50 = all.rex.p99 = errors;
+  all.target_text = "0 errors";
+  all.verdict = errors == 0 ? Verdict::pass : Verdict::miss;
+  all.note = fmt::format("created and used in {:.2f} s (floor {:.2f} s), destroyed in {:.2f} s{}",
+                         create_ms / 1000, floor.create_ms / 1000, destroy_ms / 1000,
+                         errors ? "; first error: " + first_error : "");
+  all.extra["errors"] = errors;
+  all.extra["create_seconds"] = create_ms / 1000;
+  all.extra["floor_create_seconds"] = floor.create_ms / 1000;
+  all.extra["destroy_seconds"] = destroy_ms / 1000;
+  out.push_back(all);
+
+  Result create_use;
+  create_use.name = fmt::format("sessions_{}_create_and_use", n);
+  create_use.rex.p50 = create_use.rex.p99 = create_ms;
+  create_use.floor_p50 = floor.create_ms;
+  create_use.ratio = floor.create_ms > 0 ? create_ms / floor.create_ms : 0;
+  create_use.note = fmt::format(
+      "ms to create and use all {} (50 at a time) vs {} rex-servers + session + echo", n, n);
+  out.push_back(create_use);
+
+  // Per session: the gateway's PSS growth with them plus their sandboxes' processes.
+  const double gateway_growth = static_cast<double>(pss_with - pss_before);
+  const double whole = (gateway_growth + static_cast<double>(sandbox_memory.pss_kib)) / n;
+  const double floor_each = static_cast<double>(floor.memory.pss_kib) / n;
   Result memory;
-  memory.name = "gateway_kib_per_session";
-  memory.rex.p50 = memory.rex.p99 = static_cast<double>(rss_with - rss_before) / n;
-  memory.note =
-      fmt::format("gateway RSS {} KiB with {} sessions, {} KiB before", rss_with, n, rss_before);
+  memory.name = fmt::format("sessions_{}_kib_per_session", n);
+  memory.rex.p50 = memory.rex.p99 = whole;
+  memory.floor_p50 = floor_each;
+  memory.ratio = floor_each > 0 ? whole / floor_each : 0;
+  memory.note = fmt::format(
+      "KiB PSS: gateway growth {:.1f} + sandboxes {:.1f} ({} processes) vs {} processes",
+      gateway_growth / n, static_cast<double>(sandbox_memory.pss_kib) / n,
+      sandbox_memory.processes, floor.memory.processes);
+  memory.extra["gateway_pss_growth_kib"] = gateway_growth;
+  memory.extra["sandboxes_pss_kib"] = sandbox_memory.pss_kib;
+  memory.extra["sandbox_processes"] = sandbox_memory.processes;
+  memory.extra["floor_pss_kib"] = floor.memory.pss_kib;
+  memory.extra["floor_processes"] = floor.memory.processes;
   out.push_back(memory);
+
+  Result gateway_only;
+  gateway_only.name = "gateway_kib_per_session";
+  gateway_only.rex.p50 = gateway_only.rex.p99 = static_cast<double>(rss_with - rss_before) / n;
+  gateway_only.note = fmt::format(
+      "the gateway alone: RSS {} KiB with {} sessions, {} KiB before (PSS {} / {} KiB)", rss_with,
+      n, rss_before, pss_with, pss_before);
+  out.push_back(gateway_only);
   Result reconcile;
   reconcile.name = fmt::format("reconcile_{}_ms", n);
   reconcile.rex.p50 = reconcile.rex.p99 = ready_ms;
@@ -681,7 +1226,15 @@ int run(const Options& o) {
   asio::io_context io;
   TempDir scratch;
   const fs::path storage = scratch.path / "s";
-  auto child = start_gateway(storage, o);
+  const fs::path registry = write_registry(scratch.path / "registry");
+  // The floors' sandboxes, each in a directory of its own under this one.
+  const fs::path floor_root = scratch.path / "floor";
+  fs::create_directories(floor_root);
+  int floor_serial = 0;
+  auto floor_dir = [&](char kind) { return floor_root / fmt::format("{}{}", kind, floor_serial++); };
+  // Starts the floors' servers, as the local provider's two threads start its sandboxes'.
+  asio::thread_pool starter(2);
+  auto child = start_gateway(storage, registry, o);
   std::vector<Result> results;
   {
     Gateway gw(io, child->url());
@@ -691,13 +1244,26 @@ int run(const Options& o) {
     const bool docker_measured =
         o.docker && (o.wants("create") || o.wants("e2b")) && engine_answers(io, why);
     if (o.wants("create")) {
-      const fs::path floor_dir = scratch.path / "floor";
+      int spares = 0;
       const auto [local, local_floor_ms] = alternate(
-          io, o.runs, [&] { return gateway_create(gw, "local", "local"); },
-          [&] { return local_floor(floor_dir); });
+          io, o.runs, [&] { return gateway_create(gw, "local", "local", kQuiet, &spares); },
+          [&] { return spare_floor(floor_dir('a'), starter); });
       Result r = ratio_result("create_local", local, local_floor_ms, 1.5);
-      r.note = "create + `echo ok` vs LocalDeployment start + create_session + echo";
+      r.note = fmt::format(
+          "create (a spare: {} of {}) + `echo ok` vs started server + shell: /lifetime + echo",
+          spares, o.runs + 1);
+      r.extra["spares_taken"] = spares;
       results.push_back(std::move(r));
+
+      int cold_spares = 0;
+      const auto [cold, cold_floor_ms] = alternate(
+          io, o.runs, [&] { return gateway_create(gw, "local", "cold", kQuiet, &cold_spares); },
+          [&] { return cold_floor(floor_dir('c'), starter); });
+      if (cold_spares > 0)
+        throw std::runtime_error("a create on the environment `cold` took a spare");
+      Result c = ratio_result("create_local_cold", cold, cold_floor_ms, 1.5);
+      c.note = "create (no spare) + `echo ok` vs rex-server start + create_session + echo";
+      results.push_back(std::move(c));
       if (docker_measured) {
         const auto [docker, docker_floor_ms] = alternate(
             io, o.runs, [&] { return gateway_create(gw, "docker", "Python3"); },
@@ -721,13 +1287,15 @@ int run(const Options& o) {
     }
   }
   if (o.wants("sessions"))
-    for (auto& r : sessions_figures(io, storage, child, o))
+    for (auto& r : sessions_figures(io, storage, registry, child, floor_root, starter, o))
       results.push_back(std::move(r));
   if (auto problem = child->stop(std::chrono::seconds(20)))
     throw std::runtime_error(*problem);
   std::error_code ec;
   if (fs::exists(storage / "sandboxes") && !fs::is_empty(storage / "sandboxes", ec))
     throw std::runtime_error("sandboxes are left in " + (storage / "sandboxes").string());
+  if (!fs::is_empty(floor_root, ec))
+    throw std::runtime_error("floor sandboxes are left in " + floor_root.string());
 
   if (o.json)
     print_json(results);

@@ -156,7 +156,7 @@ _rex_k8s_build_kubernetes() {
 
 # etcd's server module has relative replace directives as well: the same wrapper trick.
 _rex_k8s_build_etcd() {
-  [[ -x $REX_ETCD_BIN/etcd && -x $REX_ETCD_BIN/etcdctl ]] && return 0
+  [[ -x $REX_ETCD_BIN/etcd ]] && return 0
   _rex_k8s_need_go "etcd $REX_ETCD_VERSION"
   mkdir -p "$REX_ETCD_BIN"
   local src
@@ -165,13 +165,10 @@ _rex_k8s_build_etcd() {
     trap 'rm -rf "$src"' EXIT
     cd "$src"
     printf 'module rex/etcdwrap\n\ngo 1.24.0\n' >go.mod
-    printf '//go:build tools\n\npackage tools\n\nimport (\n\t_ "go.etcd.io/etcd/etcdctl/v3"\n\t_ "go.etcd.io/etcd/server/v3"\n)\n' >tools.go
-    nice -n 10 go get "go.etcd.io/etcd/server/v3@$REX_ETCD_VERSION" "go.etcd.io/etcd/etcdctl/v3@$REX_ETCD_VERSION"
+    printf '//go:build tools\n\npackage tools\n\nimport _ "go.etcd.io/etcd/server/v3"\n' >tools.go
+    nice -n 10 go get "go.etcd.io/etcd/server/v3@$REX_ETCD_VERSION"
     nice -n 10 go mod tidy
-    [[ -x $REX_ETCD_BIN/etcd ]] ||
-      _rex_k8s_timed "building etcd" _rex_k8s_go_build "$REX_ETCD_BIN/etcd" go.etcd.io/etcd/server/v3 "-s -w"
-    [[ -x $REX_ETCD_BIN/etcdctl ]] ||
-      _rex_k8s_timed "building etcdctl" _rex_k8s_go_build "$REX_ETCD_BIN/etcdctl" go.etcd.io/etcd/etcdctl/v3 "-s -w"
+    _rex_k8s_timed "building etcd" _rex_k8s_go_build "$REX_ETCD_BIN/etcd" go.etcd.io/etcd/server/v3 "-s -w"
   )
 }
 
