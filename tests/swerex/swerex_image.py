@@ -129,8 +129,10 @@ class SwerexImage(NamedTuple):
 def swerex_image(base: str) -> Iterator[SwerexImage]:
     """Builds `base` + rex-server as swerex-remote, yields it, then removes it and its
     containers. The tag holds the binary's hash and this process's id, so parallel test files
-    (and work trees) never touch each other's image or containers; builds from the same binary
-    share their layers."""
+    (and work trees) never touch each other's image or containers. Each build makes its own
+    layers (--no-cache): with a layer shared, removing one test's image could delete the layer
+    another test's build had just taken from the cache, failing that build ("failed to get
+    digest"). The layer is one copied file."""
     server = Path(rex_server_path())
     require_engine_and_image(base)
     flavour = base.split(":", 1)[0].removeprefix("rex-test-")
@@ -146,7 +148,8 @@ def swerex_image(base: str) -> Iterator[SwerexImage]:
             (Path(context) / "Dockerfile").write_text(
                 f"FROM {base}\nCOPY swerex-remote {SWEREX_REMOTE}\nLABEL {IMAGE_LABEL}={tag}\n"
             )
-            docker("build", "--quiet", "--force-rm", "--tag", tag, context, timeout=120)
+            docker("build", "--quiet", "--force-rm", "--no-cache", "--tag", tag, context,
+                   timeout=120)
         yield SwerexImage(tag, digest)
     finally:
         problems = _remove(tag) if tag else []
