@@ -89,6 +89,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -179,8 +180,8 @@ std::unique_ptr<ChildServer> start_gateway(const fs::path& storage, const fs::pa
   return std::make_unique<ChildServer>(
       "rex gateway",
       std::vector<std::string>{REX_CLI_PATH, "gateway", "--listen", "127.0.0.1:0", "--storage",
-                               storage.string(), "--registry", registry.string(),
-                               "--python-image", o.image},
+                               storage.string(), "--registry", registry.string(), "--python-image",
+                               o.image},
       options);
 }
 
@@ -512,6 +513,28 @@ pid_t sandbox_server_pid(const fs::path& sandbox_dir) {
   if (ec || !v.is_object() || !v.as_object().contains("pid"))
     return 0;
   return static_cast<pid_t>(v.as_object().at("pid").to_number<long>());
+}
+
+// The pids of the servers of every local sandbox under `root` (sessions' and spares').
+std::vector<pid_t> sandbox_server_pids(const fs::path& root) {
+  std::vector<pid_t> pids;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(root, ec)) {
+    if (const pid_t pid = sandbox_server_pid(entry.path()); pid > 0)
+      pids.push_back(pid);
+  }
+  return pids;
+}
+
+// Reaps the sandbox servers that the killed gateway left to this process (a subreaper: see
+// run()) once they have ended, waiting up to 10 s in all. A pid that is not a child of this
+// process is skipped.
+void reap_orphans(const std::vector<pid_t>& pids) {
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  for (const pid_t pid : pids) {
+    while (::waitpid(pid, nullptr, WNOHANG) == 0 && Clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
 }
 
 class Gateway {
@@ -1066,7 +1089,9 @@ std::vector<Result> sessions_figures(asio::io_context& io, const fs::path& stora
                                 created, servers.size(), sandbox_memory.roots_missing);
   }
 
-  // kill -9, then a new gateway on the same storage: time to /readyz.
+  // kill -9, then a new gateway on the same storage: time to /readyz. Its sandboxes' servers
+  // (the sessions' and the spares') become this process's children then.
+  const std::vector<pid_t> orphans = sandbox_server_pids(storage / "sandboxes");
   child->kill();
   const auto r0 = Clock::now();
   child = start_gateway(storage, registry, o);
@@ -1093,6 +1118,7 @@ std::vector<Result> sessions_figures(asio::io_context& io, const fs::path& stora
     }));
     destroy_ms = ms_since(d0);
   }
+  reap_orphans(orphans);
 
   // The floor, once the gateway's sandboxes are gone (so that no page is shared between the
   // two sides' processes).
@@ -1132,8 +1158,8 @@ std::vector<Result> sessions_figures(asio::io_context& io, const fs::path& stora
   memory.ratio = floor_each > 0 ? whole / floor_each : 0;
   memory.note = fmt::format(
       "KiB PSS: gateway growth {:.1f} + sandboxes {:.1f} ({} processes) vs {} processes",
-      gateway_growth / n, static_cast<double>(sandbox_memory.pss_kib) / n,
-      sandbox_memory.processes, floor.memory.processes);
+      gateway_growth / n, static_cast<double>(sandbox_memory.pss_kib) / n, sandbox_memory.processes,
+      floor.memory.processes);
   memory.extra["gateway_pss_growth_kib"] = gateway_growth;
   memory.extra["sandboxes_pss_kib"] = sandbox_memory.pss_kib;
   memory.extra["sandbox_processes"] = sandbox_memory.processes;
@@ -1144,9 +1170,9 @@ std::vector<Result> sessions_figures(asio::io_context& io, const fs::path& stora
   Result gateway_only;
   gateway_only.name = "gateway_kib_per_session";
   gateway_only.rex.p50 = gateway_only.rex.p99 = static_cast<double>(rss_with - rss_before) / n;
-  gateway_only.note = fmt::format(
-      "the gateway alone: RSS {} KiB with {} sessions, {} KiB before (PSS {} / {} KiB)", rss_with,
-      n, rss_before, pss_with, pss_before);
+  gateway_only.note =
+      fmt::format("the gateway alone: RSS {} KiB with {} sessions, {} KiB before (PSS {} / {} KiB)",
+                  rss_with, n, rss_before, pss_with, pss_before);
   out.push_back(gateway_only);
   Result reconcile;
   reconcile.name = fmt::format("reconcile_{}_ms", n);
@@ -1223,6 +1249,10 @@ Options parse(int argc, char** argv) {
 
 int run(const Options& o) {
   raise_fd_limit();
+  // The sandboxes that the gateway killed in sessions_N leaves behind are adopted by this
+  // process, which reaps them once the next gateway has ended them; otherwise they would stay
+  // zombies under an init that does not reap (as in some containers and VMs).
+  ::prctl(PR_SET_CHILD_SUBREAPER, 1);
   asio::io_context io;
   TempDir scratch;
   const fs::path storage = scratch.path / "s";
@@ -1231,7 +1261,9 @@ int run(const Options& o) {
   const fs::path floor_root = scratch.path / "floor";
   fs::create_directories(floor_root);
   int floor_serial = 0;
-  auto floor_dir = [&](char kind) { return floor_root / fmt::format("{}{}", kind, floor_serial++); };
+  auto floor_dir = [&](char kind) {
+    return floor_root / fmt::format("{}{}", kind, floor_serial++);
+  };
   // Starts the floors' servers, as the local provider's two threads start its sandboxes'.
   asio::thread_pool starter(2);
   auto child = start_gateway(storage, registry, o);
