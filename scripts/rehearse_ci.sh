@@ -6,7 +6,7 @@
 # --clean first makes this machine look new, as far as rex's CI can tell: it stops the local
 # Kubernetes cluster, dockerd and Podman's API service, and removes every cache rex's scripts
 # fill: ccache's, the pinned Python environments, pip's, npm's and Go's caches and modules, the
-# Kubernetes binaries (/var/cache/rex-k8s), the test images and their root tarballs. Installed
+# Kubernetes binaries (/var/cache/rex-k8s) and the test images' root tarballs. Installed
 # Debian packages stay. It is destructive: everything it removes is made again, at length, by
 # the run that follows.
 set -euo pipefail
@@ -28,7 +28,8 @@ if ((clean)); then
   for pid in $(ss -xlpnH "src $REX_PODMAN_SOCKET" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
     kill -TERM "$pid" 2>/dev/null || true
   done
-  # The images go with the engines' stores; their root tarballs with the image cache.
+  # The test images' root tarballs. (The engines' image stores stay, and with them the images
+  # themselves: the setup then finds them and makes none.)
   rm -rf "$REX_IMAGE_CACHE"
   rm -rf "${CCACHE_DIR:-$HOME/.cache/rex-ccache}" "$HOME/.cache/rex-python" "$HOME/.cache/pip" \
     "$HOME/.npm" "$HOME/.cache/go-build"
