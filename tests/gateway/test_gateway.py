@@ -1409,6 +1409,25 @@ class TestDrift(GatewayTestCase):
             self.gateway_env[variable] = f"unix://{path}"
         super().setUp()
 
+    def start_sandbox_server(self, sock):
+        """A rex-server on `sock`, started by the test as the local provider starts one (a
+        session of its own); stopped at the test's end if it still runs."""
+        proc = subprocess.Popen([BINARY, "server", "--unix-socket", sock, "--auth-token",
+                                 "t" + uuid.uuid4().hex, "--log-level", "warn"],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+
+        def stop():
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=10)
+        self.addCleanup(stop)
+        return proc
+
     def test_killed_sandbox_becomes_lost_and_frees_quota(self):
         rec = self.create()
         sid = rec["session_id"]
@@ -1433,20 +1452,7 @@ class TestDrift(GatewayTestCase):
             with open(os.path.join(d, "work", "keep.txt"), "w") as f:
                 f.write("keep")
             sock = os.path.join(d, "server.sock")
-            proc = subprocess.Popen([BINARY, "server", "--unix-socket", sock, "--auth-token",
-                                     "t" + uuid.uuid4().hex, "--log-level", "warn"],
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL, start_new_session=True)
-
-            def stop():
-                if proc.poll() is None:
-                    proc.terminate()
-                    try:
-                        proc.wait(timeout=10)
-                    except subprocess.TimeoutExpired:
-                        proc.kill()
-                        proc.wait(timeout=10)
-            self.addCleanup(stop)
+            proc = self.start_sandbox_server(sock)
             # Its sandbox.json at once: a directory without one is a create cut off, which the
             # drift check (every second here) removes at once, socket and all.
             with open(os.path.join(d, "sandbox.json"), "w") as f:
@@ -1484,16 +1490,7 @@ class TestDrift(GatewayTestCase):
             json.dump({"gateway_id": self.gateway_id, "session_id": name,
                        "created_at": time.time(), "pid": 0}, f)
         sock = os.path.join(d, "server.sock")
-        proc = subprocess.Popen([BINARY, "server", "--unix-socket", sock, "--auth-token",
-                                 "t" + uuid.uuid4().hex, "--log-level", "warn"],
-                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, start_new_session=True)
-
-        def stop():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(timeout=10)
-        self.addCleanup(stop)
+        proc = self.start_sandbox_server(sock)
         wait_until(lambda: os.path.exists(sock) or not os.path.exists(d), 10,
                    what="the unrecorded server's socket")
         self.assertTrue(os.path.exists(sock), "the orphan was removed before its server listened")
