@@ -66,8 +66,8 @@
 // proxy_command; the e2b figures; the sessions figures).
 
 #include <rex/core/random.hpp>
-#include <rex/core/text.hpp>
 #include <rex/deployment/docker_deployment.hpp>
+#include <rex/gateway/provider.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/url.hpp>
 #include <rex/protocol/actions.hpp>
@@ -75,20 +75,22 @@
 #include <rex/runtime/remote_runtime.hpp>
 
 #include <fmt/core.h>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
+#include "core/offload.hpp"
+#include "core/spawn.hpp"
+#include "core/unique_fd.hpp"
+#include "gateway/notebook.hpp"
+
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -191,19 +193,6 @@ asio::awaitable<void> pause(std::chrono::microseconds d) {
   co_await timer.async_wait(asio::use_awaitable);
 }
 
-// Runs work() on a thread of `pool` and resumes the caller on its own executor with the result,
-// as the local provider starts its servers (off its io_context: the wait for exec is not the
-// event loop's). The caller's executor is kept busy meanwhile, so run_on() does not see it idle.
-template <class F>
-asio::awaitable<std::invoke_result_t<F>> on_thread(asio::thread_pool& pool, F work) {
-  using R = std::invoke_result_t<F>;
-  const auto caller = co_await asio::this_coro::executor;
-  auto busy = asio::make_work_guard(caller);
-  // g++ 12 mishandles closures made inside a co_await expression: this one is named first.
-  auto task = [work = std::move(work)]() mutable -> asio::awaitable<R> { co_return work(); };
-  co_return co_await asio::co_spawn(pool.get_executor(), std::move(task), asio::use_awaitable);
-}
-
 // --- sandboxes made without the gateway -------------------------------------------------------
 
 // A spare's own deadline as the local provider starts one (local_provider.cpp, kSpareLifetime).
@@ -211,8 +200,8 @@ constexpr double kSpareLifetime = 3600;
 // A session's deadline as the gateway sets it by default: its max_lifetime (a day) plus its
 // margin of 60 s (gateway_routes.cpp, create).
 constexpr double kSessionLifetime = 86400 + 60;
-// The notebook's shell, where the gateway's execute runs bash cells (provider.hpp).
-constexpr const char* kNotebookShell = "notebook";
+// The notebook's shell, where the gateway's execute runs bash cells.
+const std::string kNotebookShell(rex::gateway::kNotebookShell);
 
 // The rex-server the gateway's local sandboxes run: it takes find_rex_server(""), from the rex
 // executable, which looks at $REX_SERVER_PATH, then beside itself, then in this build.
@@ -230,42 +219,25 @@ const std::string& sandbox_server_path() {
 }
 
 // Starts `args` as the local provider starts a sandbox's server (local_provider.cpp,
-// start_server): in a session of its own, every signal's action the default and none blocked,
-// stdin /dev/null, stdout and stderr appended to `log`, in `cwd`, with `env` as its environment.
-// Returns its pid; it is a child of this process.
+// start_server: the same spawn): in a session of its own, stdin /dev/null, stdout and stderr
+// appended to `log`, in `cwd`, with `env` as its environment; returns once it has exec'd. Its
+// pid; it is a child of this process.
 pid_t spawn_in_session(std::vector<std::string> args, std::vector<std::string> env,
                        const std::string& log, const std::string& cwd) {
-  posix_spawnattr_t attr;
-  ::posix_spawnattr_init(&attr);
-  sigset_t all;
-  sigset_t none;
-  sigfillset(&all);
-  sigemptyset(&none);
-  ::posix_spawnattr_setsigdefault(&attr, &all);
-  ::posix_spawnattr_setsigmask(&attr, &none);
-  ::posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-  posix_spawn_file_actions_t fa;
-  ::posix_spawn_file_actions_init(&fa);
-  ::posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  ::posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
-  ::posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  ::posix_spawn_file_actions_addchdir_np(&fa, cwd.c_str());
-  std::vector<char*> argv;
-  for (auto& a : args)
-    argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<char*> envp;
-  for (auto& e : env)
-    envp.push_back(e.data());
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = ::posix_spawn(&pid, argv[0], &fa, &attr, argv.data(), envp.data());
-  ::posix_spawn_file_actions_destroy(&fa);
-  ::posix_spawnattr_destroy(&attr);
-  if (rc != 0)
-    throw std::system_error(rc, std::generic_category(), "cannot start " + args[0]);
-  return pid;
+  const rex::detail::UniqueFd out(
+      ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+  if (out.get() < 0)
+    throw std::system_error(errno, std::generic_category(), "cannot open " + log);
+  rex::detail::SpawnOptions options;
+  options.argv = std::move(args);
+  options.env = std::move(env);
+  options.cwd = cwd;
+  options.stdout_fd = out.get();
+  options.stderr_fd = out.get();
+  options.new_session = true;
+  const rex::detail::SpawnedChild child = rex::detail::spawn_process(options);
+  const rex::detail::UniqueFd pidfd(child.pidfd);  // exits are seen by waitpid here
+  return child.pid;
 }
 
 // A sandbox made without the gateway, as its local provider makes one (local_provider.cpp,
@@ -317,16 +289,14 @@ class FloorSandbox {
                                   "warn",
                                   "--max-lifetime",
                                   fmt::format("{}", max_lifetime)};
-    std::vector<std::string> env;
-    for (char** e = environ; *e != nullptr; ++e) {
-      if (!std::string_view(*e).starts_with("REX_SANDBOX="))
-        env.emplace_back(*e);
-    }
-    env.push_back("REX_SANDBOX=" + dir_.filename().string());
+    std::map<std::string, std::string> env_map = rex::detail::current_environment();
+    env_map["REX_SANDBOX"] = dir_.filename().string();
+    const std::vector<std::string> env = rex::detail::environment_entries(env_map);
     const std::string log = (dir_ / "server.log").string();
     const std::string cwd = working_dir();
     auto spawn = [args, env, log, cwd] { return spawn_in_session(args, env, log, cwd); };
-    pid_ = co_await on_thread(starter, std::move(spawn));
+    pid_ = co_await rex::detail::offload(starter, co_await asio::this_coro::executor,
+                                         std::move(spawn));
 
     rex::RemoteRuntimeConfig rc = client();
     rc.is_alive_timeout = std::chrono::seconds(1);
@@ -395,21 +365,6 @@ class FloorSandbox {
   std::string token_;
   pid_t pid_ = -1;
 };
-
-// The notebook's shell as the local provider starts it in a spare (notebook.cpp,
-// start_notebook_shell): a bash session "notebook", then `cd WORKDIR` in it.
-asio::awaitable<void> start_notebook_shell(rex::Runtime& runtime, std::string working_dir) {
-  rex::CreateBashSessionRequest create;
-  create.session = kNotebookShell;
-  create.startup_timeout = 10;
-  (void)co_await runtime.create_session(std::move(create));
-  rex::BashAction cd;
-  cd.session = kNotebookShell;
-  cd.command = "cd " + rex::shell_quote(working_dir);
-  cd.timeout = 30;
-  cd.check = "silent";
-  (void)co_await runtime.run_in_session(std::move(cd));
-}
 
 // The notebook's shell created as the first bash cell creates it, without the `cd` (a server's
 // shells start in its working directory, the sandbox's).
@@ -657,7 +612,8 @@ asio::awaitable<double> spare_floor(fs::path dir, asio::thread_pool& starter) {
   co_await box.start(starter, kSpareLifetime);
   {
     rex::RemoteRuntime setup(ex, box.client());
-    co_await start_notebook_shell(setup, box.working_dir());
+    // As the local provider starts a spare's (notebook.hpp).
+    (void)co_await rex::gateway::start_notebook_shell(setup, box.working_dir());
   }
   co_await pause(kQuiet);
   double ms = 0;
