@@ -12,6 +12,15 @@ function(rex_set_warnings target)
   endif()
 endfunction()
 
+# A sanitized build cannot link rex-server statically, so the suites whose containers and pods
+# run the build's rex-server (the tests labelled docker and k8s), the benchmarks and the tests of
+# the static executable exist only in a build without sanitizers.
+if(REX_SANITIZE OR REX_SANITIZE_THREAD OR REX_FUZZ)
+  set(REX_SANITIZED ON)
+else()
+  set(REX_SANITIZED OFF)
+endif()
+
 if(REX_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     message(FATAL_ERROR "REX_FUZZ needs clang (libFuzzer ships with it): use the `fuzz` preset")

@@ -76,6 +76,68 @@ rex_ctest() {
   return "$status"
 }
 
+# Each test runs once, in one build (scripts/test.sh): the tests with one of these labels in the
+# release build (their containers and pods run the static rex-server, the benchmarks measure
+# optimised code, and release-only marks the few that need a build without sanitizers), every
+# other test in the asan build (ASan + UBSan). CMakeLists.txt's rex_release_suite builds what the
+# first need.
+REX_RELEASE_TEST_LABELS='^(docker|k8s|bench|load|release-only)$'
+
+# rex_check_test_split: fails, naming them, on the tests that would run in neither build
+# (tests/check_split.py).
+rex_check_test_split() {
+  python3 "$REX_ROOT/tests/check_split.py" "$REX_ROOT/build/release" "$REX_ROOT/build/asan" \
+    "$REX_RELEASE_TEST_LABELS"
+}
+
+# rex_build_in_background PRESET NICE LOG TARGET...: rex_build in a session of its own at NICE,
+# for the processor time the foreground leaves (the kernel schedules a session as a group of its
+# own, so the session's autogroup gets NICE too). Writes its exit status to
+# build/PRESET.background when it is done and prints the session's PID (for
+# rex_end_background_build).
+rex_build_in_background() {
+  local preset=$1 nice=$2 log=$3
+  shift 3
+  mkdir -p "$REX_ROOT/build"
+  rm -f "$REX_ROOT/build/$preset.background"
+  setsid bash -c '
+    source "$1/scripts/common.sh"
+    renice -n "$3" -p $$ >/dev/null
+    echo "$3" >"/proc/$$/autogroup" 2>/dev/null || true
+    start=$SECONDS status=0
+    echo "rex: building $2 in the background"
+    (rex_build "$2" "${@:4}") || status=$?
+    echo "rex: the $2 build took $((SECONDS - start)) s (status $status)"
+    echo "$status" >"$1/build/$2.background"' bash "$REX_ROOT" "$preset" "$nice" "$@" \
+    >"$log" 2>&1 </dev/null &
+  echo "$!"
+}
+
+# rex_wait_for_build PRESET PID LOG: returns when the background build of PRESET (session PID,
+# log LOG) is done; fails, with the end of its log, if it failed or ended without saying.
+rex_wait_for_build() {
+  local file="$REX_ROOT/build/$1.background" pid=$2 log=$3
+  while [[ ! -f $file ]]; do
+    if ! kill -0 "$pid" 2>/dev/null && [[ ! -f $file ]]; then
+      echo "rex: the background $1 build ended before it was done; the end of $log:" >&2
+      tail -n 60 "$log" >&2
+      return 1
+    fi
+    sleep 2
+  done
+  if [[ $(<"$file") != 0 ]]; then
+    echo "rex: the $1 build failed; the end of $log:" >&2
+    tail -n 60 "$log" >&2
+    return 1
+  fi
+  grep "^rex: the $1 build took" "$log"
+}
+
+# rex_end_background_build PID: ends a background build's session, if it still runs.
+rex_end_background_build() {
+  kill -TERM -- "-$1" 2>/dev/null || true
+}
+
 # rex_build PRESET [TARGET...]: configure once, then build incrementally.
 rex_build() {
   local preset=$1

@@ -28,9 +28,24 @@ if ((clean)); then
   for pid in $(ss -xlpnH "src $REX_PODMAN_SOCKET" 2>/dev/null | grep -o 'pid=[0-9]*' | cut -d= -f2 | sort -u); do
     kill -TERM "$pid" 2>/dev/null || true
   done
-  # The test images' root tarballs. (The engines' image stores stay, and with them the images
-  # themselves: the setup then finds them and makes none.)
+  # The test images: their root tarballs, and the engines' stores that hold them (Docker's and
+  # Podman's, and the cluster's containerd, under /var/lib/rex-k8s with the cluster's PKI), as a
+  # newly installed engine has them: empty. The engines leave their folders bind-mounted on
+  # themselves, which goes first; anything else mounted there stops the removal.
   rm -rf "$REX_IMAGE_CACHE"
+  for store in /var/lib/docker /var/lib/containers/storage /var/lib/rex-k8s; do
+    for target in $(findmnt -rno TARGET | grep "^$store\(/\|$\)" | sort -r); do
+      if [[ $(findmnt -no SOURCE --mountpoint "$target") == *"[$target]" ]]; then
+        umount "$target"
+      fi
+    done
+    if findmnt -rno TARGET | grep -q "^$store\(/\|$\)"; then
+      echo "rex: something is still mounted under $store; not removing it" >&2
+      findmnt -rno TARGET | grep "^$store\(/\|$\)" >&2
+      exit 1
+    fi
+  done
+  rm -rf /var/lib/docker /var/lib/containers/storage /var/lib/rex-k8s
   rm -rf "${CCACHE_DIR:-$HOME/.cache/rex-ccache}" "$HOME/.cache/rex-python" "$HOME/.cache/pip" \
     "$HOME/.npm" "$HOME/.cache/go-build"
   if command -v go >/dev/null; then

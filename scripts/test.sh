@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds everything (warnings are errors), and runs the whole test
-# suite: unit, integration, docker (against a real engine, started here when needed), k8s
-# (against a local cluster, started here when needed) and the benchmark smoke runs. A test that
-# skipped fails the run unless tests/allowed_skips.txt allows it. Extra arguments go to ctest.
+# Installs what is missing, builds, and runs the whole test suite, each test once, in the build
+# that tells most about it:
+# - the asan build (clang 14, ASan + UBSan): the unit and integration tests, the examples, the
+#   emulated clouds' suites, SWE-ReX's and E2B's clients against rex, the fuzz targets from their
+#   corpora;
+# - the release build: the tests labelled docker and k8s (against a real engine and a local
+#   cluster, started here when needed; their containers and pods run the static rex-server,
+#   which a sanitized build cannot make), the benchmarks' smoke runs, and the few tests that need
+#   a build without sanitizers (label release-only).
+# REX_RELEASE_TEST_LABELS (scripts/common.sh) draws the line; a test that would run in neither
+# fails the run (tests/check_split.py), and so does a test that skipped, unless
+# tests/allowed_skips.txt allows it. Extra arguments go to both ctest runs.
 #
 # The test environments (engines and images, Python environments, Node packages, the Kubernetes
-# cluster) are made while the build runs: most of their time is downloads, which leave the
-# processors to the compiler.
+# cluster) are made while the release build runs: most of their time is downloads, which leave
+# the processors to the compiler. The asan build runs in the background from the end of the release
+# build, beside what is left of the environments and the release build's tests (which wait on
+# containers and pods more than they compute).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$REX_ROOT/scripts/k8s.sh"
 rex_timed "installing packages" rex_install_packages "${REX_PACKAGES[@]}" "${REX_K8S_PACKAGES[@]}"
@@ -39,7 +49,14 @@ start=$SECONDS
 (rex_test_environments) >"$environments_log" 2>&1 &
 environments=$!
 build_status=0
-rex_timed "building" rex_build release || build_status=$?
+rex_timed "the release build" rex_build release rex_release_suite || build_status=$?
+if ((build_status == 0)); then
+  # Beside the environments still being made, and the release build's tests.
+  asan_log="$REX_ROOT/build/asan-build.log"
+  echo "rex: building asan in the background (log: $asan_log)"
+  asan_build=$(rex_build_in_background asan 10 "$asan_log")
+  trap 'rex_end_background_build "$asan_build"' EXIT
+fi
 environments_status=0
 wait "$environments" || environments_status=$?
 grep '^rex: .* took ' "$environments_log" || true
@@ -49,12 +66,16 @@ if ((environments_status != 0)); then
   exit 1
 fi
 ((build_status == 0)) || exit "$build_status"
-echo "rex: the build and the test environments took $((SECONDS - start)) s"
+echo "rex: the release build and the test environments took $((SECONDS - start)) s"
 
 cd "$REX_ROOT"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 # Two tests per processor: most of a test's time is spent waiting (on its processes, servers,
-# containers, pods and timers), and the whole suite kept two processors a third busy at one test
-# per processor. Fails on any test that skipped or did not run unless tests/allowed_skips.txt
-# allows it.
-rex_timed "the tests" rex_ctest release -j "$((2 * $(nproc)))" "$@"
+# containers, pods and timers). Fails on any test that skipped or did not run unless
+# tests/allowed_skips.txt allows it.
+rex_timed "the release build's tests (docker, k8s, bench, load, release-only)" \
+  rex_ctest release -j "$((2 * $(nproc)))" -L "$REX_RELEASE_TEST_LABELS" "$@"
+rex_timed "the rest of the asan build" rex_wait_for_build asan "$asan_build" "$asan_log"
+rex_check_test_split
+rex_timed "the asan build's tests (every other label)" \
+  rex_ctest asan -j "$((2 * $(nproc)))" -LE "$REX_RELEASE_TEST_LABELS" "$@"
