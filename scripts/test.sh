@@ -6,8 +6,9 @@
 #   corpora;
 # - the release build: the tests labelled docker and k8s (against a real engine and a local
 #   cluster, started here when needed; their containers and pods run the static rex-server,
-#   which a sanitized build cannot make), the benchmarks' smoke runs, and the few tests that need
-#   a build without sanitizers (label release-only).
+#   which a sanitized build cannot make), the benchmarks' smoke runs, the runtime conformance
+#   suite through the emulated clouds, and the few tests that need a build without sanitizers
+#   (label release-only).
 # REX_RELEASE_TEST_LABELS (scripts/common.sh) draws the line; a test that would run in neither
 # fails the run (tests/check_split.py), and so does a test that skipped, unless
 # tests/allowed_skips.txt allows it. Extra arguments go to both ctest runs.
@@ -73,7 +74,7 @@ ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 # Two tests per processor: most of a test's time is spent waiting (on its processes, servers,
 # containers, pods and timers). Fails on any test that skipped or did not run unless
 # tests/allowed_skips.txt allows it.
-rex_timed "the release build's tests (docker, k8s, bench, load, release-only)" \
+rex_timed "the release build's tests" \
   rex_ctest release -j "$((2 * $(nproc)))" -L "$REX_RELEASE_TEST_LABELS" "$@"
 rex_timed "the rest of the asan build" rex_wait_for_build asan "$asan_build" "$asan_log"
 rex_check_test_split

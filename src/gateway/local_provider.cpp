@@ -100,6 +100,17 @@ bool our_process(pid_t pid, const std::string& marker) {
   return read_text(fmt::format("/proc/{}/cmdline", pid)).find(marker) != std::string::npos;
 }
 
+// Whether `pid`, found ours and signalled, has yet to end: it is not gone, and its command line
+// names `marker` or is empty. A process in the middle of its exit has released its memory, and
+// with it its command line, some time before it becomes a zombie (closing its descriptors, its
+// ptys among them, comes in between).
+bool still_ending(pid_t pid, const std::string& marker) {
+  if (pid <= 0 || process_gone(pid))
+    return false;
+  const std::string cmdline = read_text(fmt::format("/proc/{}/cmdline", pid));
+  return cmdline.empty() || cmdline.find(marker) != std::string::npos;
+}
+
 // The live processes whose command line names `marker`: a sandbox's server whose pid no
 // sandbox.json names (the gateway ended between the server's start and its record).
 std::vector<pid_t> processes_naming(const std::string& marker) {
@@ -290,7 +301,7 @@ struct LocalProvider::Impl {
       co_return;
     ::kill(pid, SIGTERM);
     const auto give_up = std::chrono::steady_clock::now() + cfg.stop_grace;
-    while (our_process(pid, socket)) {
+    while (still_ending(pid, socket)) {
       if (std::chrono::steady_clock::now() >= give_up) {
         logging::warn("gateway: sandbox server {} did not end on SIGTERM; killing it", pid);
         ::kill(-pid, SIGKILL);
