@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# rehearse_ci.sh [--clean] [COMMIT]: runs .ci/run as CI does (CI=true, no standard input) on a
-# fresh clone of COMMIT (default HEAD) in a new folder under /var/tmp, and prints its step
-# table. The log is kept beside the clone (rehearsal.log).
+# rehearse_ci.sh [--clean] [--at DIR] [COMMIT]: runs .ci/run as CI does (CI=true, no standard
+# input) on a fresh clone of COMMIT (default HEAD) in a new folder under /var/tmp (or in DIR/rex,
+# which must not exist: a rerun at an earlier run's path finds its objects in ccache as CI's
+# reruns do, CI checking out at the same path each time), and prints its step table. The log is
+# kept beside the clone (rehearsal.log).
 #
 # --clean first makes this machine look new, as far as rex's CI can tell: it stops the local
 # Kubernetes cluster, dockerd and Podman's API service, and removes every cache rex's scripts
@@ -12,12 +14,20 @@
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
-clean=0
-if [[ ${1:-} == --clean ]]; then
-  clean=1
+clean=0 at=""
+while (($#)); do
+  case $1 in
+    --clean) clean=1 ;;
+    --at) at=$2; shift ;;
+    *) break ;;
+  esac
   shift
-fi
+done
 commit=${1:-HEAD}
+if [[ -n $at && -e $at/rex ]]; then
+  echo "rex: $at/rex exists; move it away first" >&2
+  exit 1
+fi
 
 if ((clean)); then
   echo "rex: making this machine look new"
@@ -53,7 +63,12 @@ if ((clean)); then
   fi
 fi
 
-work=$(mktemp -d /var/tmp/rex-rehearsal.XXXXXX)
+if [[ -n $at ]]; then
+  work=$at
+  mkdir -p "$work"
+else
+  work=$(mktemp -d /var/tmp/rex-rehearsal.XXXXXX)
+fi
 git clone --quiet "$REX_ROOT" "$work/rex"
 git -C "$work/rex" checkout --quiet "$commit"
 echo "rex: running .ci/run on $(git -C "$work/rex" rev-parse --short HEAD) in $work/rex" \
