@@ -54,15 +54,22 @@ export async function stopAll() {
   }
 }
 
+// A port for a server started later (Prism takes its port on the command line): one below the
+// kernel's range for ephemeral ports (32768 and up here), so that no socket bound to port 0 in
+// the meantime, by this stack or a test running beside it, can take it first; checked free.
 function freePort() {
-  return new Promise((resolve, reject) => {
+  const tryPort = (port) => new Promise((resolve) => {
     const server = net.createServer();
-    server.on("error", reject);
-    server.listen(0, "127.0.0.1", () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
+    server.on("error", () => resolve(0));
+    server.listen(port, "127.0.0.1", () => server.close(() => resolve(port)));
   });
+  return (async () => {
+    for (let attempt = 0; attempt < 100; ++attempt) {
+      const port = await tryPort(20000 + Math.floor(Math.random() * 12000));
+      if (port) return port;
+    }
+    throw new Error("found no free port between 20000 and 32000");
+  })();
 }
 
 export async function until(what, probe, seconds = 60) {
