@@ -92,23 +92,27 @@ bool process_gone(pid_t pid) {
          stat[close + 2] == 'X';
 }
 
+// The command line of `pid` while it runs; nothing once it has ended (absent, or a zombie).
+std::optional<std::string> live_command_line(pid_t pid) {
+  if (pid <= 0 || process_gone(pid))
+    return std::nullopt;
+  return read_text(fmt::format("/proc/{}/cmdline", pid));
+}
+
 // Whether `pid` is a live process whose command line names `marker` (the sandbox's socket):
 // a pid reused by something else after the server ended is not ours.
 bool our_process(pid_t pid, const std::string& marker) {
-  if (pid <= 0 || process_gone(pid))
-    return false;
-  return read_text(fmt::format("/proc/{}/cmdline", pid)).find(marker) != std::string::npos;
+  const auto cmdline = live_command_line(pid);
+  return cmdline && cmdline->find(marker) != std::string::npos;
 }
 
-// Whether `pid`, found ours and signalled, has yet to end: it is not gone, and its command line
-// names `marker` or is empty. A process in the middle of its exit has released its memory, and
-// with it its command line, some time before it becomes a zombie (closing its descriptors, its
-// ptys among them, comes in between).
+// Whether `pid`, found ours and signalled, has yet to end: it runs, and its command line names
+// `marker` or is empty. A process in the middle of its exit has released its memory, and with it
+// its command line, some time before it becomes a zombie (closing its descriptors, its ptys
+// among them, comes in between).
 bool still_ending(pid_t pid, const std::string& marker) {
-  if (pid <= 0 || process_gone(pid))
-    return false;
-  const std::string cmdline = read_text(fmt::format("/proc/{}/cmdline", pid));
-  return cmdline.empty() || cmdline.find(marker) != std::string::npos;
+  const auto cmdline = live_command_line(pid);
+  return cmdline && (cmdline->empty() || cmdline->find(marker) != std::string::npos);
 }
 
 // The live processes whose command line names `marker`: a sandbox's server whose pid no
