@@ -21,6 +21,14 @@ else()
   set(REX_SANITIZED OFF)
 endif()
 
+# The rex-server the tests put into the emulated clouds' sandboxes (Daytona's and Modal's fakes
+# upload it, as the real clouds need): this build's own when empty. A sanitized build's is 160 MB
+# and more (uploads of it take most of those tests' time) and not what users put into sandboxes,
+# so the sanitizer presets name the release build's static one (the tests fail naming it when it
+# is not built: `cmake --build --preset release --target rex_server`).
+set(REX_SANDBOX_SERVER "" CACHE FILEPATH
+    "rex-server for the emulated clouds' sandboxes in the tests (empty: this build's)")
+
 if(REX_FUZZ)
   if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
     message(FATAL_ERROR "REX_FUZZ needs clang (libFuzzer ships with it): use the `fuzz` preset")
