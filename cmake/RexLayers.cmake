@@ -18,7 +18,9 @@ function(rex_layer name)
   file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
   add_library(${target} STATIC ${sources})
   add_library(rex::${name} ALIAS ${target})
-  set_target_properties(${target} PROPERTIES OUTPUT_NAME rex_${name} EXPORT_NAME ${name})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME rex_${name} EXPORT_NAME ${name}
+                                             UNITY_BUILD ${REX_UNITY_BUILD}
+                                             UNITY_BUILD_BATCH_SIZE ${REX_UNITY_BATCH})
 
   set(stage ${PROJECT_BINARY_DIR}/layers/${name})
   file(MAKE_DIRECTORY ${stage}/include/rex ${stage}/src)

@@ -13,8 +13,10 @@
 #include <rex/kubernetes/object_fields.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
+#include "core/clock.hpp"
 #include "deployment/cloud_start.hpp"
 #include "deployment/service_client.hpp"
+#include "deployment/setting_from_env.hpp"
 
 #include <fmt/format.h>
 #include <boost/asio/steady_timer.hpp>
@@ -38,15 +40,10 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using kubernetes::field_text;
 
-constexpr unsigned kMaxAttempts = 5;
+constexpr unsigned kApiAttempts = 5;
 constexpr std::string_view kDefaultApiUrl = "https://app.daytona.io/api";
 
-std::string from_env(const std::string& configured, const char* variable) {
-  if (!configured.empty())
-    return configured;
-  const char* v = std::getenv(variable);
-  return v != nullptr ? std::string(v) : std::string();
-}
+using detail::from_env;
 
 // Daytona's error shape ({"statusCode", "message", "error"} from its API, {"message", "code",
 // ...} from the toolbox) as one line; else the status and the body's start.
@@ -147,7 +144,7 @@ struct DaytonaDeployment::Impl {
         auto sending = client.request(request);
         got = co_await std::move(sending);
       } catch (const http::ConnectionError& e) {
-        if (attempt >= kMaxAttempts)
+        if (attempt >= kApiAttempts)
           throw DeploymentStartupError(fmt::format("daytona: {}: {}", what, e.what()));
         lost = true;
       }
@@ -156,7 +153,7 @@ struct DaytonaDeployment::Impl {
           throw DeploymentStartupError(
               fmt::format("daytona: {}: the API key from {} was refused: {}", what, key_source,
                           daytona_error(got)));
-        if (!again(got.status) || attempt >= kMaxAttempts)
+        if (!again(got.status) || attempt >= kApiAttempts)
           co_return got;
       }
       const double random01 = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
@@ -194,9 +191,7 @@ struct DaytonaDeployment::Impl {
       l[k] = v;
     l[std::string(labels::managed)] = "1";
     l[std::string(labels::deployment)] = id;
-    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+    const auto now = rex::detail::unix_seconds();
     l[std::string(labels::expires)] =
         std::to_string(now + static_cast<std::int64_t>(config.container_timeout) + 60);
     return detail::json_string_map(l);

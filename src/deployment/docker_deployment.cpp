@@ -31,6 +31,7 @@
 #include <mutex>
 #include <vector>
 
+#include "core/clock.hpp"
 #include "core/offload.hpp"
 #include "deployment/docker_plan.hpp"
 #include "deployment/local_addresses.hpp"
@@ -49,12 +50,6 @@ namespace {
 
 // How long stop() keeps trying to remove its container while the engine cannot be reached.
 constexpr std::chrono::seconds kUnreachableEngineGrace{30};
-
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 bool is_executable_file(const std::string& path) {
   struct stat st {};
@@ -78,7 +73,8 @@ void write_single_file_tar(const std::string& source, const std::string& name,
     std::snprintf(h.data() + 108, 8, "%07o", 0);
     std::snprintf(h.data() + 116, 8, "%07o", 0);
     std::snprintf(h.data() + 124, 12, "%011llo", static_cast<unsigned long long>(bytes));
-    std::snprintf(h.data() + 136, 12, "%011llo", static_cast<unsigned long long>(unix_now()));
+    std::snprintf(h.data() + 136, 12, "%011llo",
+                  static_cast<unsigned long long>(rex::detail::unix_seconds()));
     std::memset(h.data() + 148, ' ', 8);
     h[156] = type;
     std::memcpy(h.data() + 257, "ustar", 6);
@@ -219,7 +215,8 @@ struct DockerDeployment::Impl {
     inputs.socket_dir = socket_dir.empty() ? std::string("<socket dir>") : socket_dir;
     inputs.publish_port = publish_port;
     inputs.token = token;
-    inputs.labels = detail::container_labels(config, id, owner_labels(), unix_now());
+    inputs.labels =
+        detail::container_labels(config, id, owner_labels(), rex::detail::unix_seconds());
     return detail::container_body(settings, inputs);
   }
 

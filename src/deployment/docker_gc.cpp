@@ -10,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "core/clock.hpp"
+
 namespace rex {
 
 namespace {
@@ -124,9 +126,7 @@ asio::awaitable<GcReport> collect_garbage(docker::Engine& engine, GcOptions opti
   GcReport report;
   std::vector<std::string> filter{std::string(labels::managed) + "=1"};
   auto containers = co_await engine.list_containers(filter, true);
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+  const std::int64_t now = rex::detail::unix_seconds();
   for (const auto& c : containers) {
     GcEntry entry;
     entry.id = c.id;

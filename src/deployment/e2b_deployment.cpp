@@ -13,6 +13,7 @@
 #include <rex/protocol/exceptions.hpp>
 
 #include "deployment/service_client.hpp"
+#include "deployment/setting_from_env.hpp"
 
 #include <fmt/format.h>
 #include <boost/json.hpp>
@@ -36,13 +37,7 @@ namespace {
 
 constexpr int kEnvdPort = 49983;  // E2B's in-sandbox daemon
 
-std::string from_env(const std::string& configured, const char* variable,
-                     std::string fallback = {}) {
-  if (!configured.empty())
-    return configured;
-  const char* v = std::getenv(variable);
-  return v != nullptr && *v != '\0' ? std::string(v) : std::move(fallback);
-}
+using detail::from_env;
 
 // E2B's error shape, {"code", "message"}, as one line; else the status and the body's start.
 std::string e2b_error(const http::ClientResponse& r) {

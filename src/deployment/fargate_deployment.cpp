@@ -7,6 +7,7 @@
 #include <rex/kubernetes/object_fields.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
+#include "core/clock.hpp"
 #include "deployment/cloud_start.hpp"
 
 #include <fmt/format.h>
@@ -32,12 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 constexpr const char* kSandbox = "sandbox";
 constexpr const char* kInstall = "rex-server-install";
 constexpr const char* kVolume = "rex-server";
@@ -48,9 +43,7 @@ constexpr const char* kRegistryReadOnlyPolicy =
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly";
 constexpr const char* kLogsPolicyName = "RexLogs";
 
-std::chrono::milliseconds to_ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
-}
+using rex::detail::to_ms;
 
 // A name made of a prefix and the hash of what it names: the same content gets the same name,
 // so a second start reuses what the first made.
@@ -141,10 +134,8 @@ struct FargateDeployment::Impl {
       l[k] = v;
     l[std::string(labels::managed)] = "1";
     l[std::string(labels::deployment)] = id;
-    const auto expires = std::chrono::duration_cast<std::chrono::seconds>(
-                             std::chrono::system_clock::now().time_since_epoch())
-                             .count() +
-                         static_cast<std::int64_t>(config.container_timeout) + 60;
+    const auto expires =
+        rex::detail::unix_seconds() + static_cast<std::int64_t>(config.container_timeout) + 60;
     l[std::string(labels::expires)] = std::to_string(expires);
     json::array out;
     for (const auto& [k, v] : l)
@@ -311,16 +302,17 @@ struct FargateDeployment::Impl {
     const XmlElement found = co_await std::move(describe_groups);
     if (std::string id = found.text_at("securityGroupInfo/item/groupId"); !id.empty())
       co_return id;
-    auto create_group = ec2("CreateSecurityGroup",
-                            {{"GroupName", name},
-                             {"GroupDescription", "rex-server of rex's Fargate sandboxes"},
-                             {"VpcId", vpc},
-                             {"TagSpecification.1.ResourceType", "security-group"},
-                             {"TagSpecification.1.Tag.1.Key", "origin"},
-                             {"TagSpecification.1.Tag.1.Value", "rex-fargate"},
-                             // for `rex gc --fargate`, which spares a group this young
-                             {"TagSpecification.1.Tag.2.Key", "rex.created"},
-                             {"TagSpecification.1.Tag.2.Value", std::to_string(unix_now())}});
+    auto create_group =
+        ec2("CreateSecurityGroup",
+            {{"GroupName", name},
+             {"GroupDescription", "rex-server of rex's Fargate sandboxes"},
+             {"VpcId", vpc},
+             {"TagSpecification.1.ResourceType", "security-group"},
+             {"TagSpecification.1.Tag.1.Key", "origin"},
+             {"TagSpecification.1.Tag.1.Value", "rex-fargate"},
+             // for `rex gc --fargate`, which spares a group this young
+             {"TagSpecification.1.Tag.2.Key", "rex.created"},
+             {"TagSpecification.1.Tag.2.Value", std::to_string(rex::detail::unix_seconds())}});
     const XmlElement made = co_await std::move(create_group);
     const std::string id = made.text_at("groupId");
     auto authorize = ec2("AuthorizeSecurityGroupIngress",

@@ -11,6 +11,8 @@
 #include <cstdlib>
 #include <map>
 
+#include "core/clock.hpp"
+
 namespace rex {
 
 namespace json = boost::json;
@@ -84,9 +86,7 @@ asio::awaitable<std::vector<FargateTask>> list_fargate_tasks(aws::AwsClient& cli
 asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
                                                   FargateGcOptions options) {
   GcReport report;
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+  const std::int64_t now = rex::detail::unix_seconds();
   auto listing = list_fargate_tasks(client, options.cluster);
   std::vector<FargateTask> tasks = co_await std::move(listing);
   for (auto& task : tasks) {

@@ -25,6 +25,7 @@
 #include <cmath>
 #include <functional>
 
+#include "core/clock.hpp"
 #include "deployment/local_addresses.hpp"
 #include "deployment/pod_status.hpp"
 
@@ -40,12 +41,6 @@ constexpr auto kDeleteWait = std::chrono::seconds(30);       // stop() waits thi
 constexpr auto kStatusCheckEvery = std::chrono::seconds(1);  // while the server starts
 constexpr auto kLostCheckTimeout = std::chrono::seconds(5);  // the pod's status after a failure
 constexpr int kLostChecks = 6;  // more looks at a pod that seems alive after a failed call
-
-std::int64_t unix_now() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // A DNS-1123 subdomain (what a pod's name must be): lowercase letters, digits, '-' and '.',
 // starting and ending with a letter or digit, at most 253 characters.
@@ -124,8 +119,8 @@ struct KubernetesDeployment::Impl {
     l[std::string(labels::deployment)] = id;
     if (config.max_lifetime > 0)
       l[std::string(labels::expires)] = std::to_string(
-          unix_now() + static_cast<std::int64_t>(config.max_lifetime + config.startup_timeout) +
-          60);
+          rex::detail::unix_seconds() +
+          static_cast<std::int64_t>(config.max_lifetime + config.startup_timeout) + 60);
     return l;
   }
 

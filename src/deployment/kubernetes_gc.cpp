@@ -11,6 +11,8 @@
 #include <map>
 #include <set>
 
+#include "core/clock.hpp"
+
 namespace rex {
 
 namespace json = boost::json;
@@ -57,9 +59,7 @@ asio::awaitable<std::vector<json::object>> list_managed(kubernetes::ApiClient& a
 asio::awaitable<GcReport> collect_kubernetes_garbage(kubernetes::ApiClient& api,
                                                      KubernetesGcOptions options) {
   GcReport report;
-  const std::int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                               std::chrono::system_clock::now().time_since_epoch())
-                               .count();
+  const std::int64_t now = rex::detail::unix_seconds();
   auto remove = [&](const std::string& path, GcEntry entry) -> asio::awaitable<void> {
     if (!options.gc.dry_run) {
       try {

@@ -11,10 +11,12 @@
 #include <rex/http/url.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
+#include "core/clock.hpp"
 #include "core/offload.hpp"
 #include "deployment/cloud_start.hpp"
 #include "deployment/modal/api.grpc.pb.h"
 #include "deployment/service_client.hpp"
+#include "deployment/setting_from_env.hpp"
 
 #include <fmt/format.h>
 #include <google/protobuf/util/json_util.h>
@@ -42,7 +44,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr unsigned kMaxAttempts = 5;
+constexpr unsigned kGrpcAttempts = 5;
 constexpr std::string_view kDefaultServerUrl = "https://api.modal.com";
 constexpr std::string_view kServerPath = "/rex/rex-server";  // where the mount puts it
 constexpr std::uint64_t kInlineLimit = 4 * 1024 * 1024;      // larger files go through a blob
@@ -52,12 +54,7 @@ constexpr std::uint64_t kInlineLimit = 4 * 1024 * 1024;      // larger files go 
 constexpr std::string_view kClientType = "1";
 constexpr std::string_view kClientVersion = "1.6.4";
 
-std::string from_env(const std::string& configured, const char* variable) {
-  if (!configured.empty())
-    return configured;
-  const char* v = std::getenv(variable);
-  return v != nullptr ? std::string(v) : std::string();
-}
+using detail::from_env;
 
 bool retryable(grpc::StatusCode code) {
   return code == grpc::StatusCode::UNAVAILABLE || code == grpc::StatusCode::RESOURCE_EXHAUSTED ||
@@ -280,7 +277,7 @@ struct ModalDeployment::Impl {
       const grpc::Status status = co_await std::move(calling);
       if (status.ok())
         co_return response;
-      if (!retryable(status.error_code()) || attempt >= kMaxAttempts)
+      if (!retryable(status.error_code()) || attempt >= kGrpcAttempts)
         throw DeploymentStartupError(failure(rpc, status, attempt));
       auto pausing = pause_before(attempt);
       co_await std::move(pausing);
@@ -293,9 +290,7 @@ struct ModalDeployment::Impl {
       l[k] = v;
     l[std::string(labels::managed)] = "1";
     l[std::string(labels::deployment)] = id;
-    const auto now = std::chrono::duration_cast<std::chrono::seconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
+    const auto now = rex::detail::unix_seconds();
     l[std::string(labels::expires)] =
         std::to_string(now + static_cast<std::int64_t>(config.deployment_timeout) + 60);
     return l;

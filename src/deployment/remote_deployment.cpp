@@ -6,6 +6,8 @@
 
 #include <chrono>
 
+#include "core/clock.hpp"
+
 namespace rex {
 
 namespace {
@@ -29,9 +31,7 @@ std::string join_url(const RemoteDeploymentConfig& c) {
   return url;
 }
 
-std::chrono::milliseconds to_ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
-}
+using rex::detail::to_ms;
 
 }  // namespace
 

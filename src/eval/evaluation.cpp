@@ -6,6 +6,7 @@
 #include <rex/pool/fan_out.hpp>
 #include <rex/pool/sandbox_pool.hpp>
 
+#include "core/clock.hpp"
 #include "core/offload.hpp"
 
 #include <fmt/format.h>
@@ -27,9 +28,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using rex::detail::seconds_since;
 
 void fresh_directory(const std::string& path) {
   fs::remove_all(path);

@@ -10,6 +10,8 @@
 #include <chrono>
 #include <typeinfo>
 
+#include "core/clock.hpp"
+
 namespace rex {
 
 namespace {
@@ -19,9 +21,7 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view session_name = "rex-eval";
 constexpr std::size_t max_error_message = 4096;
 
-double seconds_since(Clock::time_point t0) {
-  return std::chrono::duration<double>(Clock::now() - t0).count();
-}
+using rex::detail::seconds_since;
 
 // A sandbox path: absolute as given, relative to the session's working directory otherwise.
 std::string in_sandbox(const std::string& cwd, const std::string& path) {

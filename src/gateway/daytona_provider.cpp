@@ -3,6 +3,7 @@
 #include <rex/deployment/daytona_deployment.hpp>
 #include <rex/kubernetes/object_fields.hpp>
 
+#include "core/clock.hpp"
 #include "gateway/handed_over.hpp"
 
 #include <fmt/format.h>
@@ -18,17 +19,10 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::string_view kGatewayKey = "rex.gateway";
-constexpr std::string_view kSessionKey = "rex.session";
+using detail::kGatewayKey;
+using detail::kSessionKey;
 
-// "2026-11-24T23:10:56.759Z" (Daytona's createdAt) as unix seconds; 0 when it is not that.
-double unix_seconds(std::string_view iso) {
-  std::tm tm{};
-  const std::string text(iso.substr(0, 19));
-  if (::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr)
-    return 0;
-  return static_cast<double>(::timegm(&tm));
-}
+using rex::detail::unix_seconds;
 
 }  // namespace
 

@@ -21,7 +21,7 @@ namespace json = boost::json;
 namespace {
 
 // Docker's names: [a-zA-Z0-9][a-zA-Z0-9_.-]*.
-std::string name_part(std::string_view text) {
+std::string container_name_part(std::string_view text) {
   std::string out;
   for (const char c : text) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -101,8 +101,9 @@ struct DockerProvider::Impl {
     d.labels[std::string(labels::gateway)] = config.gateway_id;
     d.labels[std::string(labels::session)] = spec.session_id;
     d.max_lifetime = spec.max_lifetime;
-    d.container_name = fmt::format("rex-{}-{}", name_part(config.gateway_id.substr(0, 12)),
-                                   name_part(spec.session_id));
+    d.container_name =
+        fmt::format("rex-{}-{}", container_name_part(config.gateway_id.substr(0, 12)),
+                    container_name_part(spec.session_id));
     return d;
   }
 };

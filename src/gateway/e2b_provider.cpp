@@ -4,6 +4,7 @@
 #include <rex/http/client.hpp>
 #include <rex/http/url.hpp>
 
+#include "core/clock.hpp"
 #include "gateway/handed_over.hpp"
 
 #include <fmt/format.h>
@@ -17,20 +18,13 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::string_view kGatewayKey = "rex.gateway";
-constexpr std::string_view kSessionKey = "rex.session";
+using detail::kGatewayKey;
+using detail::kSessionKey;
 // Where execute runs and relative paths point: the home of E2B's default user.
 constexpr std::string_view kWorkingDir = "/home/user";
 constexpr int kMaxPages = 100;
 
-// "2026-11-24T23:10:56.759Z" (E2B's startedAt) as unix seconds; 0 when it is not that.
-double unix_seconds(std::string_view iso) {
-  std::tm tm{};
-  const std::string text(iso.substr(0, 19));
-  if (::strptime(text.c_str(), "%Y-%m-%dT%H:%M:%S", &tm) == nullptr)
-    return 0;
-  return static_cast<double>(::timegm(&tm));
-}
+using rex::detail::unix_seconds;
 
 }  // namespace
 

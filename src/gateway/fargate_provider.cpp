@@ -18,8 +18,8 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr std::string_view kGatewayKey = "rex.gateway";
-constexpr std::string_view kSessionKey = "rex.session";
+using detail::kGatewayKey;
+using detail::kSessionKey;
 
 }  // namespace
 

@@ -334,8 +334,8 @@ void Gateway::Impl::append_log_members(const std::string& session_id, const Call
   // A ready session keeps its log open (with its connection); others open it for the line.
   const auto it = sessions.find(session_id);
   Live* live = it != sessions.end() ? it->second.live.get() : nullptr;
-  detail::UniqueFd once;
-  detail::UniqueFd& file = live != nullptr ? live->transcript : once;
+  rex::detail::UniqueFd once;
+  rex::detail::UniqueFd& file = live != nullptr ? live->transcript : once;
   if (file.get() < 0) {
     const auto path = log_path(session_id);
     file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
@@ -397,7 +397,7 @@ asio::awaitable<std::vector<StoredArtifact>> Gateway::Impl::save_artifacts(
         fs::remove_all(scratch);
         return a;
       };
-      saved.push_back(co_await detail::offload(file_threads, ex, std::move(store_it)));
+      saved.push_back(co_await rex::detail::offload(file_threads, ex, std::move(store_it)));
     } catch (...) {
       failure = std::current_exception();
     }

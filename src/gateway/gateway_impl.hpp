@@ -47,7 +47,7 @@ struct Live {
   std::unique_ptr<RemoteRuntime> runtime;
   std::unique_ptr<Notebook> notebook;
   std::optional<server::RouteTable> swerex;  // SWE-ReX's routes over `runtime`
-  detail::UniqueFd transcript;               // the session's log, open for appending
+  rex::detail::UniqueFd transcript;          // the session's log, open for appending
 };
 
 struct Entry {
@@ -118,8 +118,8 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   // --- database (gateway.cpp) ---
   template <class F>
   auto on_db(F work) {
-    return detail::offload(db_thread, ex,
-                           [this, work = std::move(work)]() mutable { return work(*store); });
+    return rex::detail::offload(db_thread, ex,
+                                [this, work = std::move(work)]() mutable { return work(*store); });
   }
   /// Commits the record (and events, an idempotency key, artifacts), then publishes the events.
   asio::awaitable<void> save(const SessionRecord& rec, std::vector<StoredEvent> events = {},

@@ -12,9 +12,15 @@
 
 #include <exception>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace rex::gateway::detail {
+
+/// The labels (tags, metadata) by which a cloud provider finds its sandboxes again: the gateway's
+/// id and the session's.
+inline constexpr std::string_view kGatewayKey = "rex.gateway";
+inline constexpr std::string_view kSessionKey = "rex.session";
 
 /// Makes a D from `config` and starts it (it removes its sandbox itself when the start fails),
 /// then hands it over: `working_dir`, else where the sandbox starts processes (`pwd`,

@@ -22,7 +22,7 @@ namespace k8s = rex::kubernetes;
 namespace {
 
 // A DNS label's characters: lowercase letters, digits and '-'.
-std::string name_part(std::string_view text) {
+std::string dns_label_part(std::string_view text) {
   std::string out;
   for (char c : text) {
     if (c >= 'A' && c <= 'Z')
@@ -87,8 +87,8 @@ struct KubernetesProvider::Impl {
     d.labels[std::string(labels::gateway)] = config.gateway_id;
     d.labels[std::string(labels::session)] = spec.session_id;
     d.max_lifetime = spec.max_lifetime;
-    d.pod_name = fmt::format("rex-{}-{}", name_part(config.gateway_id.substr(0, 12)),
-                             name_part(spec.session_id));
+    d.pod_name = fmt::format("rex-{}-{}", dns_label_part(config.gateway_id.substr(0, 12)),
+                             dns_label_part(spec.session_id));
     return d;
   }
 };

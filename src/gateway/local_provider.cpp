@@ -181,13 +181,13 @@ void write_sandbox_file(const fs::path& dir, const SandboxFile& f) {
 // is a child of the gateway (reaped by reap_when_done) but belongs to no terminal or group of
 // the gateway's, so it lives on when the gateway dies. A vfork-style spawn: the gateway's
 // memory is not copied, and every step up to exec is checked.
-detail::SpawnedChild start_server(const std::vector<std::string>& args,
-                                  const std::vector<std::string>& env, const std::string& cwd,
-                                  const std::string& log) {
-  detail::UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
+rex::detail::SpawnedChild start_server(const std::vector<std::string>& args,
+                                       const std::vector<std::string>& env, const std::string& cwd,
+                                       const std::string& log) {
+  rex::detail::UniqueFd out(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
   if (out.get() < 0)
     throw ProviderError(fmt::format("cannot open {}: {}", log, std::strerror(errno)));
-  detail::SpawnOptions options;
+  rex::detail::SpawnOptions options;
   options.argv = args;
   options.env = env;
   options.cwd = cwd;
@@ -195,7 +195,7 @@ detail::SpawnedChild start_server(const std::vector<std::string>& args,
   options.stderr_fd = out.get();
   options.new_session = true;
   try {
-    return detail::spawn_process(options);
+    return rex::detail::spawn_process(options);
   } catch (const std::exception& e) {
     throw ProviderError(fmt::format("cannot start the sandbox's server: {}", e.what()));
   }
@@ -391,17 +391,18 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
       args.emplace_back("--max-lifetime");
       args.push_back(fmt::format("{}", max_lifetime));
     }
-    std::map<std::string, std::string> env_map = detail::current_environment();
+    std::map<std::string, std::string> env_map = rex::detail::current_environment();
     for (const auto& [k, v] : spec.env)
       env_map[k] = v;
     env_map["REX_SANDBOX"] = id;
-    const std::vector<std::string> env = detail::environment_entries(env_map);
+    const std::vector<std::string> env = rex::detail::environment_entries(env_map);
 
     // The wait for exec (a millisecond or so) is not the io_context's.
     auto start = [&args, &env, &work, &dir] {
       return start_server(args, env, work.string(), (dir / "server.log").string());
     };
-    const detail::SpawnedChild child = co_await detail::offload(s.starter, s.ex, std::move(start));
+    const rex::detail::SpawnedChild child =
+        co_await rex::detail::offload(s.starter, s.ex, std::move(start));
     started = child.pid;
     file.pid = child.pid;
     asio::co_spawn(s.ex, reap_when_done(child.pid, child.pidfd), asio::detached);

@@ -12,8 +12,8 @@ namespace rex::gateway {
 
 namespace {
 
-constexpr std::string_view kGatewayKey = "rex.gateway";
-constexpr std::string_view kSessionKey = "rex.session";
+using detail::kGatewayKey;
+using detail::kSessionKey;
 
 }  // namespace
 

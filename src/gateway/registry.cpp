@@ -28,7 +28,7 @@ namespace {
   throw GatewayConfigError(fmt::format("{}: {}", path.string(), problem));
 }
 
-std::string read_text(const fs::path& file) {
+std::string read_config_text(const fs::path& file) {
   std::error_code ec;
   if (fs::is_directory(file, ec))
     fail_at(file, "cannot read: is a directory");
@@ -138,7 +138,8 @@ Registry Registry::load(const fs::path& dir, std::string python_image) {
   for (const fs::path& file : files_in(dir / "environments")) {
     if (!is_yaml(file))
       continue;  // a README beside them, say
-    Environment env = parse_environment(read_text(file), file.string(), file.stem().string());
+    Environment env =
+        parse_environment(read_config_text(file), file.string(), file.stem().string());
     const auto [first, added] = defined_by.emplace(env.name, file);
     if (!added) {
       fail_at(file, fmt::format("name: the environment \"{}\" is also defined by {}", env.name,
@@ -158,8 +159,8 @@ Registry Registry::load(const fs::path& dir, std::string python_image) {
         fail_at(file, fmt::format("the {} entry \"{}\" is also defined by {}", kind, name,
                                   first->second.string()));
       }
-      data->emplace(name,
-                    parse_data_file(read_text(file), file.string(), file.extension().string()));
+      data->emplace(
+          name, parse_data_file(read_config_text(file), file.string(), file.extension().string()));
     }
   }
   return registry;
@@ -190,7 +191,7 @@ const std::map<std::string, json::value>& Registry::data(std::string_view kind) 
 }
 
 GatewayConfig load_gateway_config(const fs::path& file) {
-  return parse_gateway_config(read_text(file), file.string());
+  return parse_gateway_config(read_config_text(file), file.string());
 }
 
 }  // namespace rex::gateway

@@ -190,8 +190,8 @@ std::optional<std::string> decode_ext_value(std::string_view text, std::size_t p
       bytes += encoded[i];
       continue;
     }
-    const int hi = i + 2 < encoded.size() ? detail::hex_value(encoded[i + 1]) : -1;
-    const int lo = i + 2 < encoded.size() ? detail::hex_value(encoded[i + 2]) : -1;
+    const int hi = i + 2 < encoded.size() ? rex::detail::hex_value(encoded[i + 1]) : -1;
+    const int lo = i + 2 < encoded.size() ? rex::detail::hex_value(encoded[i + 2]) : -1;
     if (hi < 0 || lo < 0) {
       throw MultipartError(
           fmt::format("malformed multipart body: filename* of part {} has a bad escape: {}", part,
@@ -591,9 +591,9 @@ bool write_body(int fd, const std::string& body_name, const std::string& boundar
     }
     const std::string head = fmt::format("--{}\r\nContent-Disposition: form-data; name={}\r\n\r\n",
                                          boundary, quote_param("field name", field.name));
-    detail::write_all(fd, head, body_name);
-    detail::write_all(fd, field.value, body_name);
-    detail::write_all(fd, "\r\n", body_name);
+    rex::detail::write_all(fd, head, body_name);
+    rex::detail::write_all(fd, field.value, body_name);
+    rex::detail::write_all(fd, "\r\n", body_name);
   }
   const std::string head = fmt::format(
       "--{}\r\nContent-Disposition: form-data; name={}; filename={}\r\nContent-Type: {}\r\n\r\n",
@@ -601,9 +601,9 @@ bool write_body(int fd, const std::string& body_name, const std::string& boundar
       file.content_type);
   if (head.find(boundary, 2 + boundary.size()) != std::string::npos)
     return false;
-  detail::write_all(fd, head, body_name);
+  rex::detail::write_all(fd, head, body_name);
 
-  detail::UniqueFd in(::open(file_name.c_str(), O_RDONLY | O_CLOEXEC));
+  rex::detail::UniqueFd in(::open(file_name.c_str(), O_RDONLY | O_CLOEXEC));
   if (in.get() < 0)
     throw_os_error(errno, file_name);
   struct stat st {};
@@ -626,9 +626,9 @@ bool write_body(int fd, const std::string& body_name, const std::string& boundar
     watch.scan(chunk);
     if (watch.seen())
       return false;
-    detail::write_all(fd, chunk, body_name);
+    rex::detail::write_all(fd, chunk, body_name);
   }
-  detail::write_all(fd, fmt::format("\r\n--{}--\r\n", boundary), body_name);
+  rex::detail::write_all(fd, fmt::format("\r\n--{}--\r\n", boundary), body_name);
   return true;
 }
 
@@ -637,8 +637,8 @@ bool write_body(int fd, const std::string& body_name, const std::string& boundar
 std::string write_multipart_body(const std::filesystem::path& body_path,
                                  const std::vector<MultipartField>& fields,
                                  const MultipartFile& file) {
-  detail::reject_nul(body_path.native());
-  detail::reject_nul(file.path.native());
+  rex::detail::reject_nul(body_path.native());
+  rex::detail::reject_nul(file.path.native());
   if (file.content_type.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos) {
     throw ValueError(fmt::format("multipart content type {} holds CR, LF or NUL",
                                  python_repr(file.content_type)));
@@ -646,7 +646,7 @@ std::string write_multipart_body(const std::filesystem::path& body_path,
   const std::string body_name = body_path.native();
   const std::string file_name = file.path.native();
   std::string boundary;
-  detail::replace_file(
+  rex::detail::replace_file(
       body_name,
       [&](int fd) {
         // A random boundary of 56 hex digits is never in real data; if it ever were, another

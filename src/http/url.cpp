@@ -25,8 +25,8 @@ std::string percent_decode(std::string_view url, std::string_view s) {
       out += s[i];
       continue;
     }
-    const int hi = i + 2 < s.size() ? detail::hex_value(s[i + 1]) : -1;
-    const int lo = i + 2 < s.size() ? detail::hex_value(s[i + 2]) : -1;
+    const int hi = i + 2 < s.size() ? rex::detail::hex_value(s[i + 1]) : -1;
+    const int lo = i + 2 < s.size() ? rex::detail::hex_value(s[i + 2]) : -1;
     if (hi < 0 || lo < 0)
       fail(url, fmt::format("bad percent-encoding at '{}'", s.substr(i, 3)));
     out += static_cast<char>(hi * 16 + lo);

@@ -168,7 +168,7 @@ asio::awaitable<ExecCredential> run_exec_plugin(const ExecPlugin& plugin,
   std::vector<std::string> argv{plugin.command};
   argv.insert(argv.end(), plugin.args.begin(), plugin.args.end());
   command.command = std::move(argv);
-  std::map<std::string, std::string> env = detail::current_environment();
+  std::map<std::string, std::string> env = rex::detail::current_environment();
   for (const auto& [name, value] : plugin.env)
     env[name] = value;
   env["KUBERNETES_EXEC_INFO"] = exec_info(plugin, cluster);

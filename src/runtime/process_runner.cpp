@@ -7,6 +7,7 @@
 #include <rex/runtime/process_runner.hpp>
 #include <rex/session/output.hpp>
 
+#include "core/file_system.hpp"
 #include "core/process_end.hpp"
 #include "core/pty.hpp"
 #include "core/spawn.hpp"
@@ -115,10 +116,7 @@ std::vector<std::string> build_argv(const Command& command) {
   return argv;
 }
 
-void reject_nul(std::string_view value) {
-  if (value.find('\0') != std::string_view::npos)
-    throw ValueError("embedded null byte");
-}
+using detail::reject_nul;
 
 // ValueError for a variable a child cannot be given.
 void check_variable(const std::string& name, const std::string& value) {
