@@ -137,7 +137,7 @@ std::string this_platform() {
   return "linux/" + machine;
 }
 
-asio::awaitable<std::string> run_one(Runtime& runtime, std::string text) {
+asio::awaitable<std::string> output_of(Runtime& runtime, std::string text) {
   auto obs = co_await test::run_in_own_session(runtime, std::move(text));
   co_return obs.output;
 }
@@ -339,7 +339,7 @@ TEST_F(PullTest, DeploymentPullsWhenMissingAndAlwaysButNotWhenPresent) {
     d.add_hook([&events](const DeploymentEvent& e) { events.push_back(e); });
     test::run_async(io_, d.start(), 120s);
     // The padded image is still busybox and bash: the server runs in it.
-    EXPECT_EQ(test::run_async(io_, run_one(d.runtime(), "echo $((6*7)) $(ls /rex-pad)"), 60s),
+    EXPECT_EQ(test::run_async(io_, output_of(d.runtime(), "echo $((6*7)) $(ls /rex-pad)"), 60s),
               "42 random.bin\n");
     test::run_async(io_, d.stop(), 60s);
     EXPECT_THAT(stages(events), ::testing::ElementsAre("pulling", "creating", "starting", "waiting",
@@ -383,7 +383,7 @@ TEST_F(PullTest, DeploymentPullsWhenMissingAndAlwaysButNotWhenPresent) {
     std::vector<DeploymentEvent> events;
     d.add_hook([&events](const DeploymentEvent& e) { events.push_back(e); });
     test::run_async(io_, d.start(), 120s);
-    EXPECT_EQ(test::run_async(io_, run_one(d.runtime(), "echo again"), 60s), "again\n");
+    EXPECT_EQ(test::run_async(io_, output_of(d.runtime(), "echo again"), 60s), "again\n");
     test::run_async(io_, d.stop(), 60s);
     EXPECT_THAT(stages(events), ::testing::ElementsAre("pulling", "creating", "starting", "waiting",
                                                        "ready", "stopping", "stopped"));
@@ -416,7 +416,7 @@ TEST_F(PullTest, RemoveImagesRemovesThePulledImageAfterStop) {
   DockerDeployment d(io_.get_executor(), c);
   test::run_async(io_, d.start(), 120s);
   EXPECT_TRUE(present(name));
-  EXPECT_EQ(test::run_async(io_, run_one(d.runtime(), "echo pulled"), 60s), "pulled\n");
+  EXPECT_EQ(test::run_async(io_, output_of(d.runtime(), "echo pulled"), 60s), "pulled\n");
   test::run_async(io_, d.stop(), 60s);
   EXPECT_FALSE(present(name));
 }

@@ -29,7 +29,7 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 
-BashAction command(std::string text) {
+BashAction bash_action(std::string text) {
   BashAction a;
   a.command = std::move(text);
   a.timeout = 10;
@@ -53,7 +53,7 @@ struct StageLog {
 asio::awaitable<std::string> run_one(Deployment& d, std::string text) {
   auto created = session();
   co_await d.runtime().create_session(created);
-  auto obs = co_await d.runtime().run_in_session(command(std::move(text)));
+  auto obs = co_await d.runtime().run_in_session(bash_action(std::move(text)));
   co_return obs.output;
 }
 
@@ -104,7 +104,7 @@ TEST(LocalDeployment, StopEndsEveryShell) {
 
 asio::awaitable<void> run_long(Runtime& runtime, bool& ended) {
   try {
-    co_await runtime.run_in_session(command("sleep 10"));
+    co_await runtime.run_in_session(bash_action("sleep 10"));
   } catch (const std::exception&) {
   }
   ended = true;
@@ -207,7 +207,7 @@ asio::awaitable<std::vector<std::string>> stream_lines(Runtime& runtime, Clock::
     pieces.emplace_back(text);
   };
   auto obs = co_await runtime.run_in_session_streaming(
-      command("for i in 1 2 3; do echo line $i; sleep 0.3; done"), listener);
+      bash_action("for i in 1 2 3; do echo line $i; sleep 0.3; done"), listener);
   total = Clock::now() - t0;
   EXPECT_EQ(obs.output, "line 1\nline 2\nline 3\n");
   co_return pieces;
@@ -272,19 +272,19 @@ TEST(DummyDeployment, HandsOutScriptedObservationsAndRecordsActions) {
                                                        {"output":"second","exit_code":1}]})")));
   test::run_async(io, deployment->start());
   auto& runtime = deployment->runtime();
-  EXPECT_THROW(test::run_async(io, runtime.run_in_session(command("no session yet"))),
+  EXPECT_THROW(test::run_async(io, runtime.run_in_session(bash_action("no session yet"))),
                SessionDoesNotExistError);
   test::run_async(io, runtime.create_session(session()));
   EXPECT_THROW(test::run_async(io, runtime.create_session(session())), SessionExistsError);
-  EXPECT_EQ(test::run_async(io, runtime.run_in_session(command("a"))).output, "first");
-  EXPECT_EQ(test::run_async(io, runtime.run_in_session(command("b"))).exit_code, 1);
-  EXPECT_EQ(test::run_async(io, runtime.run_in_session(command("c"))).exit_code, 0);  // default
+  EXPECT_EQ(test::run_async(io, runtime.run_in_session(bash_action("a"))).output, "first");
+  EXPECT_EQ(test::run_async(io, runtime.run_in_session(bash_action("b"))).exit_code, 1);
+  EXPECT_EQ(test::run_async(io, runtime.run_in_session(bash_action("c"))).exit_code, 0);  // default
   auto& dummy = static_cast<DummyDeployment&>(*deployment).dummy_runtime();
   ASSERT_EQ(dummy.received().size(), 3u);
   EXPECT_EQ(std::get<BashAction>(dummy.received()[1]).command, "b");
 
   dummy.queue_error(std::make_exception_ptr(CommandTimeoutError("scripted timeout")));
-  EXPECT_THROW(test::run_async(io, runtime.run_in_session(command("d"))), CommandTimeoutError);
+  EXPECT_THROW(test::run_async(io, runtime.run_in_session(bash_action("d"))), CommandTimeoutError);
 
   WriteFileRequest w;
   w.path = "/f.txt";

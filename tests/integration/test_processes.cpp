@@ -59,7 +59,7 @@ double seconds_between(Clock::time_point from, Clock::time_point to) {
 // --- Helpers for coroutine bodies ----------------------------------------------------------
 
 // Everything a listener saw, in order, with when it saw it.
-struct Seen {
+struct EventsSeen {
   std::vector<ProcessEvent> events;
   std::vector<Clock::time_point> times;
 
@@ -90,7 +90,7 @@ struct Seen {
 
 // A start_process or connect_process call running beside the test body.
 struct Beside {
-  Seen seen;
+  EventsSeen seen;
   bool done = false;
   std::optional<ProcessEnd> end;
   std::exception_ptr error;
@@ -313,7 +313,7 @@ INSTANTIATE_TEST_SUITE_P(Runtimes, ProcessesTest,
 // --- 1. Events in order, stdout and stderr apart, the exit code -------------------------------
 
 asio::awaitable<void> exit_code_and_separate_streams(Runtime& rt) {
-  Seen seen;
+  EventsSeen seen;
   Runtime::ProcessListener listener = [&seen](const ProcessEvent& e) {
     seen.add(e);
     return true;
@@ -352,7 +352,7 @@ TEST_P(ProcessesTest, ExitCodeAndSeparateStreams) {
 // --- 2. Output arrives as it is produced ---------------------------------------------------
 
 asio::awaitable<void> output_streams_as_produced(Runtime& rt) {
-  Seen seen;
+  EventsSeen seen;
   Runtime::ProcessListener listener = [&seen](const ProcessEvent& e) {
     seen.add(e);
     return true;
@@ -482,7 +482,7 @@ TEST_P(ProcessesTest, SignalsEndItThenItIsGone) {
 
 asio::awaitable<void> listener_stops_then_another_connects(Runtime& rt) {
   const auto ex = co_await asio::this_coro::executor;
-  Seen seen;
+  EventsSeen seen;
   Runtime::ProcessListener first = [&seen](const ProcessEvent& e) {
     seen.add(e);
     return e.kind != Kind::stdout_data;
@@ -536,7 +536,7 @@ TEST_P(ProcessesTest, ListenerThatStopsLeavesItRunningForAnotherToConnect) {
 // --- 6. Keepalives ---------------------------------------------------------------------------
 
 asio::awaitable<void> keepalives(Runtime& rt) {
-  Seen seen;
+  EventsSeen seen;
   Runtime::ProcessListener listener = [&seen](const ProcessEvent& e) {
     seen.add(e);
     return true;
@@ -622,7 +622,7 @@ TEST_P(ProcessesTest, ErrorsHaveTheirTypes) {
 // --- 8. Environment and working directory ---------------------------------------------------
 
 asio::awaitable<void> env_and_cwd(Runtime& rt, std::string dir) {
-  Seen seen;
+  EventsSeen seen;
   Runtime::ProcessListener listener = [&seen](const ProcessEvent& e) {
     seen.add(e);
     return true;
@@ -635,7 +635,7 @@ asio::awaitable<void> env_and_cwd(Runtime& rt, std::string dir) {
   EXPECT_EQ(seen.data(Kind::stderr_data), "");
   EXPECT_TRUE(end && end->exit_code == 0);
 
-  Seen in_dir;
+  EventsSeen in_dir;
   Runtime::ProcessListener dir_listener = [&in_dir](const ProcessEvent& e) {
     in_dir.add(e);
     return true;
@@ -912,7 +912,7 @@ asio::awaitable<void> keys(Runtime& rt, std::string session, std::string typed) 
   co_await std::move(write);
 }
 
-asio::awaitable<BashObservation> command(Runtime& rt, std::string session, std::string text) {
+asio::awaitable<BashObservation> bash_in(Runtime& rt, std::string session, std::string text) {
   BashAction action;
   action.command = std::move(text);
   action.session = std::move(session);
@@ -944,7 +944,7 @@ asio::awaitable<std::string> error_of(asio::awaitable<T> op) {
 asio::awaitable<void> lent_and_handed_back(Runtime& rt) {
   const auto ex = co_await asio::this_coro::executor;
   co_await new_session(rt, "agent");
-  auto before = command(rt, "agent", "cd /tmp && AGENT=kept");
+  auto before = bash_in(rt, "agent", "cd /tmp && AGENT=kept");
   co_await std::move(before);
 
   Attached person = attach_beside(rt, "agent", ex, TerminalSize{.cols = 90, .rows = 20});
@@ -956,7 +956,7 @@ asio::awaitable<void> lent_and_handed_back(Runtime& rt) {
       << "the terminal did not echo the typed line";
 
   // Meanwhile the session's commands wait for it.
-  auto refused = error_of(command(rt, "agent", "echo no"));
+  auto refused = error_of(bash_in(rt, "agent", "echo no"));
   const std::string busy = co_await std::move(refused);
   EXPECT_NE(busy.find("a terminal is attached"), std::string::npos) << busy;
 
@@ -977,14 +977,14 @@ asio::awaitable<void> lent_and_handed_back(Runtime& rt) {
   EXPECT_FALSE(end.has_value()) << "a detach reported an end: " << end->status;
 
   // The session is back with its commands, with what the person changed and rex's helpers.
-  auto after = command(rt, "agent", "echo \"$PWD $AGENT $PERSON\"; type -t less");
+  auto after = bash_in(rt, "agent", "echo \"$PWD $AGENT $PERSON\"; type -t less");
   const BashObservation seen = co_await std::move(after);
   EXPECT_EQ(seen.output, "/ kept here\nfunction\n");
   EXPECT_EQ(seen.exit_code, 0);
-  auto status = command(rt, "agent", "false");
+  auto status = bash_in(rt, "agent", "false");
   const BashObservation failed = co_await std::move(status);
   EXPECT_EQ(failed.exit_code, 1) << "exit codes after the attachment";
-  auto multi = command(rt, "agent", "for i in 1 2; do\n echo $i\ndone");
+  auto multi = bash_in(rt, "agent", "for i in 1 2; do\n echo $i\ndone");
   const BashObservation lines = co_await std::move(multi);
   EXPECT_EQ(lines.output, "1\n2\n");
 
@@ -993,7 +993,7 @@ asio::awaitable<void> lent_and_handed_back(Runtime& rt) {
   co_await wait_for_output(again.b, "(rex) ");
   auto leaving_again = detach(again, "the second attachment");
   co_await std::move(leaving_again);
-  auto last = command(rt, "agent", "echo $PWD");
+  auto last = bash_in(rt, "agent", "echo $PWD");
   const BashObservation last_seen = co_await std::move(last);
   EXPECT_EQ(last_seen.output, "/\n");
 }
@@ -1012,7 +1012,7 @@ asio::awaitable<void> person_exits(Runtime& rt) {
   auto ended = end_of(person.b, "attach_session", 15s);
   const ProcessEnd end = co_await std::move(ended);
   EXPECT_EQ(end.exit_code, 5);
-  auto after = error_of(command(rt, "leaving", "echo no"));
+  auto after = error_of(bash_in(rt, "leaving", "echo no"));
   const std::string dead = co_await std::move(after);
   EXPECT_NE(dead.find("exited"), std::string::npos) << dead;
 }
@@ -1046,7 +1046,7 @@ asio::awaitable<void> cancelled_while_handing_back(Runtime& rt) {
     EXPECT_TRUE(finished) << "round " << round << ": the attachment did not end";
     if (!finished)
       co_return;
-    auto back = command(rt, "raced", "echo back");
+    auto back = bash_in(rt, "raced", "echo back");
     const BashObservation seen = co_await std::move(back);
     EXPECT_EQ(seen.output, "back\n") << "round " << round;
   }
@@ -1071,10 +1071,10 @@ asio::awaitable<void> job_takes_the_terminal_late(Runtime& rt) {
   co_await wait_for_output(person.b, "echo slept\r\n");
   auto leaving = detach(person, "attach_session, after the detach,");
   co_await std::move(leaving);
-  auto back = command(rt, "late", "trap - INT; echo back");
+  auto back = bash_in(rt, "late", "trap - INT; echo back");
   const BashObservation seen = co_await std::move(back);
   EXPECT_EQ(seen.output, "back\n");
-  auto again = command(rt, "late", "echo $i");
+  auto again = bash_in(rt, "late", "echo $i");
   const BashObservation count = co_await std::move(again);
   EXPECT_EQ(count.output, "300000\n") << "the person's loop ran to its end in the session";
 }
@@ -1100,7 +1100,7 @@ asio::awaitable<void> attach_errors(Runtime& rt) {
 
   // A command running: no terminal attaches.
   auto running = std::make_shared<bool>(false);
-  asio::co_spawn(ex, command(rt, "busy", "sleep 1"),
+  asio::co_spawn(ex, bash_in(rt, "busy", "sleep 1"),
                  [running](std::exception_ptr, BashObservation) { *running = false; });
   *running = true;
   auto settle = asio::steady_timer(ex, 200ms);

@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-Environment parse(std::string_view text, std::string_view stem = "py") {
+Environment parse_yaml(std::string_view text, std::string_view stem = "py") {
   return parse_environment(text, "envs/py.yaml", stem);
 }
 
@@ -33,7 +33,7 @@ std::string error_of(F f) {
 }
 
 std::string env_error(std::string_view text, std::string_view stem = "py") {
-  return error_of([&] { parse(text, stem); });
+  return error_of([&] { parse_yaml(text, stem); });
 }
 
 std::string data_error(std::string_view text, std::string_view extension = ".yaml") {
@@ -47,7 +47,7 @@ void put(const test::TempDir& dir, const std::string& relative, const std::strin
   dir.file(relative, content);
 }
 
-constexpr std::string_view kKnown =
+constexpr std::string_view kKnownEnvironments =
     "known: name, description, provider, image, template, memory, cpus, network, env, "
     "working_dir, mounts, idle_timeout, max_lifetime, collect, spares";
 constexpr std::string_view kNameRule =
@@ -83,7 +83,7 @@ TEST(Registry, BuiltInsWithoutADirectory) {
 }
 
 TEST(Registry, EveryEnvironmentField) {
-  const Environment env = parse(R"(name: python-data
+  const Environment env = parse_yaml(R"(name: python-data
 description: Python 3 with numpy
 provider: docker
 image: rex-python:3.11
@@ -131,7 +131,7 @@ spares: 3
 
 TEST(Registry, DefaultsAndTheFileStem) {
   for (std::string_view text : {"", "# just a comment\n", "~\n"}) {
-    const Environment env = parse(text, "my-env");
+    const Environment env = parse_yaml(text, "my-env");
     EXPECT_EQ(env.name, "my-env");
     EXPECT_EQ(env.provider, "local");
     EXPECT_FALSE(env.memory);
@@ -142,13 +142,13 @@ TEST(Registry, DefaultsAndTheFileStem) {
     EXPECT_TRUE(o.at("memory").is_null());
     EXPECT_TRUE(o.at("cpus").is_null());
   }
-  const Environment env = parse("memory: ~\ncpus: null\nenv:\nmounts:\ncollect: []\n", "x");
+  const Environment env = parse_yaml("memory: ~\ncpus: null\nenv:\nmounts:\ncollect: []\n", "x");
   EXPECT_FALSE(env.memory);
   EXPECT_FALSE(env.cpus);
   EXPECT_TRUE(env.env.empty());
   EXPECT_TRUE(env.mounts.empty());
-  EXPECT_EQ(parse("max_lifetime: 0\nidle_timeout: 0\n").max_lifetime, 0);
-  EXPECT_EQ(parse("memory: 1073741824\n").memory, "1073741824");
+  EXPECT_EQ(parse_yaml("max_lifetime: 0\nidle_timeout: 0\n").max_lifetime, 0);
+  EXPECT_EQ(parse_yaml("memory: 1073741824\n").memory, "1073741824");
 }
 
 TEST(Registry, EnvironmentFieldErrors) {
@@ -156,7 +156,7 @@ TEST(Registry, EnvironmentFieldErrors) {
   EXPECT_EQ(env_error("name: py\nimage: x\nidle_timeout: soon\n"),
             R"(envs/py.yaml:3: idle_timeout: expected a number of seconds, got "soon")");
   EXPECT_EQ(env_error("image: x\nidle_timout: 5\n"),
-            "envs/py.yaml:2: idle_timout: unknown field (" + std::string(kKnown) + ")");
+            "envs/py.yaml:2: idle_timout: unknown field (" + std::string(kKnownEnvironments) + ")");
   EXPECT_EQ(env_error("max_lifetime: -1\n"),
             "envs/py.yaml:1: max_lifetime: must not be negative, got -1");
   EXPECT_EQ(env_error("max_lifetime: .inf\n"),
@@ -199,9 +199,9 @@ TEST(Registry, EnvironmentFieldErrors) {
 }
 
 TEST(Registry, EnvironmentNames) {
-  EXPECT_EQ(parse("name: a.b_c-9\n").name, "a.b_c-9");
-  EXPECT_EQ(parse("name: " + std::string(63, 'n') + "\n").name, std::string(63, 'n'));
-  EXPECT_EQ(parse("name: 3\n").name, "3");
+  EXPECT_EQ(parse_yaml("name: a.b_c-9\n").name, "a.b_c-9");
+  EXPECT_EQ(parse_yaml("name: " + std::string(63, 'n') + "\n").name, std::string(63, 'n'));
+  EXPECT_EQ(parse_yaml("name: 3\n").name, "3");
   EXPECT_EQ(env_error("name: -leading\n"),
             "envs/py.yaml:1: name: expected an environment name of " + std::string(kNameRule) +
                 ", got \"-leading\"");
@@ -215,7 +215,7 @@ TEST(Registry, EnvironmentNames) {
   EXPECT_EQ(env_error("image: x\n", "my env"),
             "envs/py.yaml: name: expected an environment name of " + std::string(kNameRule) +
                 ", got the file's name \"my env\"");
-  EXPECT_EQ(parse("name: fine\n", "my env").name, "fine");
+  EXPECT_EQ(parse_yaml("name: fine\n", "my env").name, "fine");
 }
 
 TEST(Registry, EnvironmentDocumentErrors) {
@@ -227,7 +227,8 @@ TEST(Registry, EnvironmentDocumentErrors) {
             "envs/py.yaml:2: invalid YAML: illegal map value");
   EXPECT_EQ(env_error("env: {A: 1\n"), "envs/py.yaml:2: invalid YAML: end of map flow not found");
   // Aliases are fine where the types fit, and refused where they do not.
-  EXPECT_EQ(parse("collect: &c [a, b]\nmounts: *c\n").mounts, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(parse_yaml("collect: &c [a, b]\nmounts: *c\n").mounts,
+            (std::vector<std::string>{"a", "b"}));
   EXPECT_EQ(env_error("mounts: &m [*m]\n"),
             "envs/py.yaml:1: mounts[0]: expected a string, got a list");
 }

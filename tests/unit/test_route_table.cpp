@@ -1,5 +1,5 @@
 // RouteTable: routes found by method and path pattern, the query ignored, path parameters
-// decoded, each kind of handler kept as added; Request's accessors.
+// decoded, each kind of handler kept as added; rex::server::Request's accessors.
 #include <rex/server/route_table.hpp>
 
 #include <gtest/gtest.h>
@@ -17,19 +17,21 @@ using rex::server::EventProducer;
 using rex::server::FileAnswer;
 using rex::server::FileRoute;
 using rex::server::JsonRoute;
-using rex::server::Request;
 using rex::server::RouteTable;
 using rex::server::StreamRoute;
 using rex::server::UploadRoute;
 
-RouteTable table() {
+RouteTable routes_for_test() {
   RouteTable routes;
-  JsonRoute json = [](Request) -> asio::awaitable<Answer> { co_return Answer{}; };
-  FileRoute file = [](Request) -> asio::awaitable<std::variant<Answer, FileAnswer>> {
+  JsonRoute json = [](rex::server::Request) -> asio::awaitable<Answer> { co_return Answer{}; };
+  FileRoute file = [](rex::server::Request) -> asio::awaitable<std::variant<Answer, FileAnswer>> {
     co_return Answer{};
   };
-  StreamRoute stream = [](Request) -> std::variant<Answer, EventProducer> { return Answer{}; };
-  UploadRoute upload = [](const Request&) -> std::variant<Answer, std::unique_ptr<BodyReceiver>> {
+  StreamRoute stream = [](rex::server::Request) -> std::variant<Answer, EventProducer> {
+    return Answer{};
+  };
+  UploadRoute upload =
+      [](const rex::server::Request&) -> std::variant<Answer, std::unique_ptr<BodyReceiver>> {
     return Answer{};
   };
   routes.add(bhttp::verb::get, "/", json);
@@ -49,7 +51,7 @@ const rex::server::Route* find(const RouteTable& routes, std::string_view target
 }
 
 TEST(RouteTable, FindsRoutesByMethodAndPath) {
-  const RouteTable routes = table();
+  const RouteTable routes = routes_for_test();
   const auto* root = find(routes, "/", bhttp::verb::get);
   ASSERT_NE(root, nullptr);
   EXPECT_EQ(root->method, bhttp::verb::get);
@@ -63,7 +65,7 @@ TEST(RouteTable, FindsRoutesByMethodAndPath) {
 }
 
 TEST(RouteTable, NamesTheOtherMethodsOfAPathForA405) {
-  const RouteTable routes = table();
+  const RouteTable routes = routes_for_test();
   const auto wrong = routes.find(bhttp::verb::get, "/json");
   EXPECT_EQ(wrong.route, nullptr);
   EXPECT_EQ(wrong.other_methods, std::vector<bhttp::verb>{bhttp::verb::post});
@@ -75,14 +77,14 @@ TEST(RouteTable, NamesTheOtherMethodsOfAPathForA405) {
 }
 
 TEST(RouteTable, IgnoresTheQuery) {
-  const RouteTable routes = table();
+  const RouteTable routes = routes_for_test();
   ASSERT_NE(find(routes, "/json?a=b"), nullptr);
   EXPECT_EQ(find(routes, "/json?a=b")->path, "/json");
   ASSERT_NE(find(routes, "/?", bhttp::verb::get), nullptr);
 }
 
 TEST(RouteTable, MatchesWholePathsOnly) {
-  const RouteTable routes = table();
+  const RouteTable routes = routes_for_test();
   EXPECT_EQ(find(routes, "/jso"), nullptr);
   EXPECT_EQ(find(routes, "/json/"), nullptr);
   EXPECT_EQ(find(routes, "/JSON"), nullptr);
@@ -91,7 +93,7 @@ TEST(RouteTable, MatchesWholePathsOnly) {
 }
 
 TEST(RouteTable, ParametersTakeOneSegmentAndRestParametersTheRest) {
-  const RouteTable routes = table();
+  const RouteTable routes = routes_for_test();
   const auto one = routes.find(bhttp::verb::delete_, "/api/sessions/s%2D1?sandbox_id=x");
   ASSERT_NE(one.route, nullptr);
   EXPECT_EQ(one.params, (std::vector<std::pair<std::string, std::string>>{{"id", "s-1"}}));
@@ -115,7 +117,7 @@ TEST(RouteTable, MatchPathLeavesNoParametersWhenItFails) {
 
 TEST(RouteTable, TheFirstRouteAddedThatMatchesWinsWhateverTheOtherMethodsBetween) {
   RouteTable routes;
-  JsonRoute json = [](Request) -> asio::awaitable<Answer> { co_return Answer{}; };
+  JsonRoute json = [](rex::server::Request) -> asio::awaitable<Answer> { co_return Answer{}; };
   routes.add(bhttp::verb::get, "/a/{x}", json);
   routes.add(bhttp::verb::post, "/a/{x}", json);
   routes.add(bhttp::verb::get, "/a/b", json);  // the pattern above takes it first
@@ -142,7 +144,7 @@ TEST(RouteTable, AnEmptyTableFindsNothing) {
 }
 
 TEST(Request, ReadsQueryParametersHeaderFieldsAndPath) {
-  Request request;
+  rex::server::Request request;
   request.header.target("/files/x?path=%2Ftmp%2Fa+b&empty&n=1&path=second");
   request.header.set("X-Api-Key", "k");
   request.params = {{"id", "x"}};

@@ -24,7 +24,7 @@ asio::awaitable<void> pause(std::chrono::milliseconds delay, bool* finished) {
   *finished = true;
 }
 
-asio::awaitable<int> fail() {
+asio::awaitable<int> throws_boom() {
   throw std::runtime_error("boom");
   co_return 0;
 }
@@ -47,11 +47,11 @@ TEST(Timeout, TheLimitWinsAndTheOperationIsCancelled) {
 }
 
 TEST(Timeout, TheOperationsExceptionPropagatesAtOnce) {
-  auto op = fail();
+  auto op = throws_boom();
   // Bounded well below the limit: a failure does not wait for the timer.
   EXPECT_THROW(test::run_async(with_timeout(std::move(op), 60s), 5s), std::runtime_error);
   auto slow = answer_after(60s, 1);
-  auto failing = fail();
+  auto failing = throws_boom();
   EXPECT_THROW(test::run_async(first_of(std::move(slow), std::move(failing)), 5s),
                std::runtime_error);
 }
