@@ -169,10 +169,17 @@ std::string find_rex_server(const std::string& configured) {
         fmt::format("server_path '{}' is not an executable file; build rex-server or fix the path",
                     configured));
   }
+  // A path given in the environment is as binding as one in the config: another server found
+  // in its place would run in the sandbox without anyone knowing.
+  const char* env_path = std::getenv("REX_SERVER_PATH");
+  if (env_path != nullptr && *env_path != '\0' && !is_executable_file(env_path))
+    throw DeploymentStartupError(fmt::format(
+        "REX_SERVER_PATH '{}' is not an executable file; build rex-server or fix the path",
+        env_path));
   std::error_code ec;
   const fs::path self = fs::read_symlink("/proc/self/exe", ec);
   const auto candidates = detail::rex_server_candidates(
-      std::getenv("REX_SERVER_PATH"), ec ? std::string() : self.string(), REX_SERVER_BUILD_PATH);
+      env_path, ec ? std::string() : self.string(), REX_SERVER_BUILD_PATH);
   for (const auto& candidate : candidates) {
     if (is_executable_file(candidate.path))
       return candidate.path;
