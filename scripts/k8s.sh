@@ -148,7 +148,7 @@ _rex_k8s_build_kubernetes() {
       ldflags+=" -X $p.gitMinor=$(cut -d. -f2 <<<"$REX_K8S_VERSION") -X $p.gitTreeState=clean"
       ldflags+=" -X $p.buildDate=2026-01-01T00:00:00Z -X $p.gitCommit=0000000000000000000000000000000000000000"
     done
-    echo "rex: k8s: building ${missing[*]} (from nothing: about 5 min, 1.9 GB of memory, 3.3 GB" \
+    echo "rex: k8s: building ${missing[*]} (from nothing: about 19 min beside a build, 1.9 GB of memory, 3.3 GB" \
       "of Go build cache, 0.9 GB of modules)"
     for n in "${missing[@]}"; do
       _rex_k8s_timed "building $n" _rex_k8s_go_build "$REX_K8S_BIN/$n" "k8s.io/kubernetes/cmd/$n" "$ldflags"
