@@ -79,10 +79,10 @@ rex_ctest() {
 # Each test runs once, in one build (scripts/test.sh): the tests with one of these labels in the
 # release build, every other test in the asan build (ASan + UBSan). In the release build: the
 # tests whose containers and pods run the static rex-server (docker, k8s), the benchmarks (they
-# measure optimised code), the runtime conformance suite through the emulated clouds (each of
-# its tests uploads the build's rex-server into a new sandbox: 160 MB instrumented, 12 MB
-# static; the asan build runs the same suite against the same client and server in the
-# integration tests, and the clouds' own suites), and the few tests that need a build without
+# measure optimised code), the runtime conformance suite through the emulated clouds (the asan
+# build runs the same suite against the same client and server in the integration tests, and
+# the clouds' own suites; here it runs beside the asan build's compile instead of lengthening
+# the asan build's test step by some 250 s), and the few tests that need a build without
 # sanitizers (release-only). CMakeLists.txt's rex_release_suite builds what they need.
 REX_RELEASE_TEST_LABELS='^(docker|k8s|bench|load|release-only|aws-conformance|daytona-conformance|modal-conformance)$'
 
