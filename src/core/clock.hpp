@@ -27,7 +27,7 @@ inline double unix_seconds(std::string_view iso) {
 }
 
 /// A duration given in seconds (settings, timeouts) as milliseconds, truncated.
-inline std::chrono::milliseconds to_ms(double seconds) {
+inline std::chrono::milliseconds seconds_to_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 

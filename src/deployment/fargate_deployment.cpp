@@ -43,8 +43,6 @@ constexpr const char* kRegistryReadOnlyPolicy =
     "arn:aws:iam::aws:policy/AmazonEC2ContainerRegistryReadOnly";
 constexpr const char* kLogsPolicyName = "RexLogs";
 
-using rex::detail::to_ms;
-
 // A name made of a prefix and the hash of what it names: the same content gets the same name,
 // so a second start reuses what the first made.
 std::string name_hash(const std::string& prefix, const json::value& content,
@@ -449,7 +447,7 @@ struct FargateDeployment::Impl {
     task_arn = field_text(started_tasks->front().as_object(), {"taskArn"});
 
     emit(DeploymentStage::waiting, "waiting for the task " + task_arn + " to run");
-    const auto until = Clock::now() + to_ms(config.startup_timeout);
+    const auto until = Clock::now() + rex::detail::seconds_to_ms(config.startup_timeout);
     asio::steady_timer pause(executor);
     json::object task;
     // DescribeTasks from 0.2 s apart, doubling up to 6 s.
@@ -479,7 +477,7 @@ struct FargateDeployment::Impl {
     runtime = std::make_unique<RemoteRuntime>(executor, std::move(rc));
     emit(DeploymentStage::waiting, "waiting for rex-server at " + url);
     try {
-      co_await runtime->wait_until_alive(to_ms(config.runtime_timeout));
+      co_await runtime->wait_until_alive(rex::detail::seconds_to_ms(config.runtime_timeout));
     } catch (const std::exception& e) {
       throw DeploymentStartupError(
           fmt::format("fargate: rex-server at {} (task {}) did not answer within {:g} s: {}", url,

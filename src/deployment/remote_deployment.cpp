@@ -31,8 +31,6 @@ std::string join_url(const RemoteDeploymentConfig& c) {
   return url;
 }
 
-using rex::detail::to_ms;
-
 }  // namespace
 
 RemoteDeployment::RemoteDeployment(asio::any_io_executor executor, RemoteDeploymentConfig config)
@@ -48,7 +46,8 @@ asio::awaitable<void> RemoteDeployment::start() {
   RemoteRuntimeConfig rc;
   rc.url = url_;
   rc.auth_token = config_.auth_token;
-  rc.is_alive_timeout = std::max(to_ms(config_.timeout), std::chrono::milliseconds(1));
+  rc.is_alive_timeout =
+      std::max(rex::detail::seconds_to_ms(config_.timeout), std::chrono::milliseconds(1));
   runtime_ = std::make_unique<RemoteRuntime>(executor_, std::move(rc));
   emit(DeploymentStage::waiting, "waiting for " + url_);
   // A refused token will not get better by waiting: say so at once.
@@ -62,7 +61,7 @@ asio::awaitable<void> RemoteDeployment::start() {
   std::string failure;
   if (!first.is_alive) {
     try {
-      co_await runtime_->wait_until_alive(to_ms(config_.startup_timeout));
+      co_await runtime_->wait_until_alive(rex::detail::seconds_to_ms(config_.startup_timeout));
     } catch (const std::exception& e) {
       failure = e.what();
     }

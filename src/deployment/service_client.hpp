@@ -5,11 +5,11 @@
 #include <rex/deployment/config.hpp>
 #include <rex/http/url.hpp>
 
+#include "core/clock.hpp"
+
 #include <fmt/format.h>
 #include <boost/json/object.hpp>
 
-#include <chrono>
-#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -26,10 +26,6 @@ inline std::string checked_base_url(std::string url, std::string_view field) {
     throw DeploymentConfigError(fmt::format("{}: {}", field, e.what()));
   }
   return url;
-}
-
-inline std::chrono::milliseconds seconds_to_ms(double seconds) {
-  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
 inline boost::json::object json_string_map(const std::map<std::string, std::string>& m) {

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <fstream>
 
+#include "core/clock.hpp"
 #include "gateway/gateway_impl.hpp"
 #include "server/swerex_routes.hpp"
 
@@ -511,8 +512,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   } catch (const std::exception& x) {
     failure = x.what();
   }
-  const double took =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const double took = rex::detail::seconds_since(started);
   if (failure.empty()) {
     rec.state = std::string(state::ready);
     rec.ready_at = unix_now();
