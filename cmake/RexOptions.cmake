@@ -33,8 +33,9 @@ else()
   set(REX_SANITIZED OFF)
 endif()
 
-# The rex-server the tests put into the emulated clouds' sandboxes (Daytona's and Modal's fakes
-# upload it, as the real clouds need): this build's own when empty. A sanitized build's is 160 MB
+# The rex-server the tests put into the emulated clouds' sandboxes (the Daytona and Modal
+# deployments and E2B's from a template without it upload it, as the real clouds need): this
+# build's own when empty. A sanitized build's is 160 MB
 # and more (uploads of it take most of those tests' time) and not what users put into sandboxes,
 # so the sanitizer presets name the release build's static one (the tests fail naming it when it
 # is not built: `cmake --build --preset release --target rex_server`).
