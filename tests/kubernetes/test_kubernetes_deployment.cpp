@@ -294,7 +294,9 @@ TEST_F(KubernetesDeploymentTest, APodDeletedWhileInUseIsReportedAsDeleted) {
 
 TEST_F(KubernetesDeploymentTest, APodPastItsDeadlineIsReportedWithTheReason) {
   auto config = bookworm_pod("deployment");
-  config.max_lifetime = 3;
+  // The deadline counts from the pod's start on the node: long enough that start() (the
+  // container, then rex-server answering) is done before it on a loaded machine.
+  config.max_lifetime = 6;
   config.connect = "proxy";
   KubernetesDeployment d(io_.get_executor(), config);
   run_async(io_, d.start(), 120s);
