@@ -685,8 +685,8 @@ void Gateway::Impl::keep_spares() {
 // (their sandbox removed); ends cut off are finished; sandboxes without a record are orphans.
 asio::awaitable<void> Gateway::Impl::reconcile() {
   const Caller who{"", "reconciler", ""};
-  auto query = [](Store& s) { return s.load_sessions(); };
-  auto loaded = co_await on_db(std::move(query));
+  auto query = [](Store& s) { return std::pair{s.load_sessions(), s.idempotency_keys()}; };
+  auto [loaded, keys] = co_await on_db(std::move(query));
   for (auto& stored : loaded) {
     SessionRecord rec;
     try {
@@ -703,6 +703,15 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
       idempotency[e.rec.tenant + "\n" + e.rec.idempotency_key] = e.rec.id;
     if (e.rec.state != state::creating && e.rec.state != state::stopping)
       e.settled.set();
+  }
+  // The keys with the body each was first used with: a key reused with another body is refused
+  // after a restart as it was before.
+  for (auto& key : keys) {
+    const auto it = sessions.find(key.session_id);
+    if (it == sessions.end())
+      continue;  // its record was damaged (logged above)
+    it->second.body_hash = std::move(key.body_hash);
+    idempotency[key.tenant + "\n" + key.key] = key.session_id;
   }
   const double now = unix_now();
   for (auto& [name, p] : providers) {

@@ -494,6 +494,19 @@ std::optional<IdempotencyKey> Store::idempotency(std::string_view tenant,
                         .session_id = select.text(1)};
 }
 
+std::vector<IdempotencyKey> Store::idempotency_keys() const {
+  const Db db{connection(), file_};
+  Statement select(db, "load the idempotency keys",
+                   "SELECT tenant, key, body_hash, session_id FROM idempotency");
+  std::vector<IdempotencyKey> keys;
+  while (select.step())
+    keys.push_back(IdempotencyKey{.tenant = select.text(0),
+                                  .key = select.text(1),
+                                  .body_hash = select.text(2),
+                                  .session_id = select.text(3)});
+  return keys;
+}
+
 std::vector<StoredEvent> Store::events_after(std::int64_t after,
                                              const std::optional<std::string>& tenant,
                                              std::size_t limit) const {

@@ -1062,6 +1062,28 @@ class TestIdempotentCreate(GatewayTestCase):
         self.assertNotEqual(other["session_id"], sid)
         self.assertEqual(len(self.session_sandboxes()), 2)
 
+    def test_a_key_keeps_its_body_across_restarts(self):
+        key = "idem-" + uuid.uuid4().hex
+        body = {**LOCAL, "metadata": {"job": "42"}}
+        status, first = self.gw.json("POST", "/api/sessions", body, {"Idempotency-Key": key})
+        self.assertEqual(status, 201, first)
+        sid = first["session_id"]
+        self.known_sids.add(sid)
+        # A plain restart, then a kill -9: after each the key answers as it did before.
+        self.assertEqual(self.gw.terminate(), 0, self.gw.output_tail())
+        gw = self.start_gateway()
+        for restart in ("SIGTERM", "kill -9"):
+            status, data = gw.json("POST", "/api/sessions", body, {"Idempotency-Key": key})
+            self.assertEqual((status, data.get("session_id")), (201, sid),
+                             f"after a {restart} restart: {data!r}")
+            status, data = gw.json("POST", "/api/sessions",
+                                   {**LOCAL, "metadata": {"job": "43"}}, {"Idempotency-Key": key})
+            self.assertError(status, data, 422, "idempotency.mismatch")
+            if restart == "SIGTERM":
+                gw.kill9()
+                gw = self.start_gateway()
+        self.assertEqual(self.session_sandboxes(), [sid])
+
 
 # --- 4. idle timeout, keepalive, max lifetime ---------------------------------------------------
 

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -305,6 +306,22 @@ TEST(Store, RecordsAndLooksUpIdempotencyKeys) {
   EXPECT_EQ(found->session_id, "s1");
   EXPECT_FALSE(store.idempotency("other", "create-1"));  // keys are per tenant
   EXPECT_FALSE(store.idempotency("acme", "create-2"));
+
+  // All of them, as a restarted gateway loads them, body hashes included.
+  Change other = session_change(make_session("s2", "beta"));
+  other.idempotency =
+      IdempotencyKey{.tenant = "beta", .key = "create-1", .body_hash = "h2", .session_id = "s2"};
+  store.commit(other);
+  auto keys = Store(fs::path(dir.path()) / "sessions").idempotency_keys();
+  std::sort(keys.begin(), keys.end(),
+            [](const IdempotencyKey& a, const IdempotencyKey& b) { return a.tenant < b.tenant; });
+  ASSERT_EQ(keys.size(), 2u);
+  EXPECT_EQ((std::vector<std::string>{keys[0].tenant, keys[0].key, keys[0].body_hash,
+                                      keys[0].session_id}),
+            (std::vector<std::string>{"acme", "create-1", "h1", "s1"}));
+  EXPECT_EQ((std::vector<std::string>{keys[1].tenant, keys[1].key, keys[1].body_hash,
+                                      keys[1].session_id}),
+            (std::vector<std::string>{"beta", "create-1", "h2", "s2"}));
 }
 
 TEST(Store, ADuplicateIdempotencyKeyWritesNothingOfItsChange) {

@@ -116,6 +116,8 @@ class Store {
   std::vector<StoredSession> load_sessions() const;
   std::optional<StoredSession> session(std::string_view id) const;
   std::optional<IdempotencyKey> idempotency(std::string_view tenant, std::string_view key) const;
+  /// Every idempotency key, with the hash of the request body it was first used with.
+  std::vector<IdempotencyKey> idempotency_keys() const;
   /// Events with id > after, oldest first, at most `limit`; only `tenant`'s when given.
   std::vector<StoredEvent> events_after(std::int64_t after,
                                         const std::optional<std::string>& tenant,
