@@ -25,6 +25,8 @@
 #include <cstring>
 #include <iostream>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 namespace rex::cli {
 
@@ -156,16 +158,30 @@ std::optional<int> become_init_if_pid_one() {
   }
 }
 
+// The token may have come from the environment (read into the options by now). The sessions
+// must not inherit it, and nothing may read it from /proc/PID/environ, which shows the bytes the
+// process was started with wherever they still are: they are overwritten, then the entry goes.
+// Done before become_init_if_pid_one, so that neither process keeps them.
+void forget_token_in_environment() {
+  constexpr std::string_view kName = "REX_AUTH_TOKEN=";
+  std::vector<char*> entries;
+  for (char** e = environ; e != nullptr && *e != nullptr; ++e)
+    if (std::string_view(*e).starts_with(kName))
+      entries.push_back(*e);
+  ::unsetenv("REX_AUTH_TOKEN");
+  for (char* entry : entries)
+    std::memset(entry, 0, std::strlen(entry));
+}
+
 }  // namespace
 
 int run_server(const ServerOptions& options) {
+  forget_token_in_environment();
   if (const auto status = become_init_if_pid_one())
     return *status;
   logging::set_level(logging::parse_level(options.log_level).value_or(logging::Level::info));
   ::signal(SIGPIPE, SIG_IGN);
   raise_fd_limit();
-  // The token may have come from the environment; the sessions must not inherit it.
-  ::unsetenv("REX_AUTH_TOKEN");
 
   asio::io_context io(1);
   LocalRuntime runtime(io.get_executor());

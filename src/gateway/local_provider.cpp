@@ -384,8 +384,7 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
     write_sandbox_file(dir, file);  // before the process: a crash between leaves a record
     fs::create_directories(work);
     std::vector<std::string> args = s.cfg.server_command;
-    for (const char* a : {"--unix-socket", socket.c_str(), "--auth-token", address.token.c_str(),
-                          "--log-level", "warn"})
+    for (const char* a : {"--unix-socket", socket.c_str(), "--log-level", "warn"})
       args.emplace_back(a);
     if (max_lifetime > 0) {
       args.emplace_back("--max-lifetime");
@@ -395,6 +394,9 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
     for (const auto& [k, v] : spec.env)
       env_map[k] = v;
     env_map["REX_SANDBOX"] = id;
+    // Not on its command line, which every user of the machine can list: the server reads it
+    // from its environment and removes it there.
+    env_map["REX_AUTH_TOKEN"] = address.token;
     const std::vector<std::string> env = rex::detail::environment_entries(env_map);
 
     // The wait for exec (a millisecond or so) is not the io_context's.

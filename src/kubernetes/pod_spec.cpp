@@ -23,7 +23,7 @@ json::object string_map(const std::map<std::string, std::string>& m) {
 }
 
 // The sandbox's command: the server, with its token read from the Secret's file so that it
-// appears in no spec, command line or environment listing.
+// appears in no spec or command line (the server removes it from its own environment).
 std::string server_command(const PodSpecConfig& c) {
   std::string line = fmt::format(
       "export REX_AUTH_TOKEN=\"$(cat {}/token)\" && exec {}/rex-server --host 0.0.0.0 --port {}",

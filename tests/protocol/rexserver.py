@@ -67,7 +67,7 @@ class RexServer:
     """
 
     def __init__(self, binary, token="secret", args=(), unix_socket=None, command_prefix=(),
-                 env=None, host="127.0.0.1", preexec_fn=None):
+                 env=None, host="127.0.0.1", preexec_fn=None, token_in_env=False):
         self.token = token
         self.unix_socket = unix_socket
         self.host = host
@@ -75,7 +75,11 @@ class RexServer:
         self.lines = []  # everything the server printed (stdout and stderr), for diagnostics
         self._lines_lock = threading.Lock()
         self._listen = queue.Queue()
-        command = [*command_prefix, binary, "--auth-token", token, "--log-level", "info"]
+        command = [*command_prefix, binary, "--log-level", "info"]
+        if token_in_env:  # REX_AUTH_TOKEN, as the deployments pass it
+            env = {**(os.environ if env is None else env), "REX_AUTH_TOKEN": token}
+        else:
+            command += ["--auth-token", token]
         if unix_socket:
             command += ["--unix-socket", unix_socket]
         else:

@@ -1454,6 +1454,24 @@ class TestUnixSocketRemoved(unittest.TestCase):
         self.assertFalse(os.path.exists(path))
 
 
+class TestTokenFromTheEnvironment(unittest.TestCase):
+
+    def test_the_token_is_in_no_listing_of_the_server_and_not_inherited(self):
+        token = "env-token-" + os.urandom(8).hex()
+        server = RexServer(BINARY, token=token, token_in_env=True)
+        try:
+            self.assertEqual(server.get("/is_alive").status, 200)
+            self.assertEqual(server.get("/is_alive", auth=False).status, 403)
+            for listing in ("environ", "cmdline"):
+                with open(f"/proc/{server.pid}/{listing}", "rb") as f:
+                    self.assertNotIn(token.encode(), f.read(), f"/proc/PID/{listing}")
+            r = server.post("/execute", {"command": ["sh", "-c", "echo ${REX_AUTH_TOKEN:-none}"]})
+            self.assertEqual(r.status, 200)
+            self.assertEqual(json.loads(r.body)["stdout"], "none\n")
+        finally:
+            self.assertEqual(server.terminate(), 0)
+
+
 class TestCommandLine(unittest.TestCase):
 
     def run_binary(self, *args, binary=None):
