@@ -699,13 +699,11 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
     Entry& e = it->second;
     e.rec = std::move(rec);
     e.persisted_activity = e.rec.last_active;
-    if (!e.rec.idempotency_key.empty())
-      idempotency[e.rec.tenant + "\n" + e.rec.idempotency_key] = e.rec.id;
     if (e.rec.state != state::creating && e.rec.state != state::stopping)
       e.settled.set();
   }
-  // The keys with the body each was first used with: a key reused with another body is refused
-  // after a restart as it was before.
+  // The keys (stored with their session's first record, in one transaction) and the body each
+  // was first used with: a key reused with another body is refused after a restart as before.
   for (auto& key : keys) {
     const auto it = sessions.find(key.session_id);
     if (it == sessions.end())

@@ -314,6 +314,16 @@ StoredArtifact read_artifact(const Statement& row) {
           .created_at = row.real(5)};
 }
 
+constexpr std::string_view kIdempotencyColumns =
+    "SELECT tenant, key, body_hash, session_id FROM idempotency ";
+
+IdempotencyKey read_idempotency_key(const Statement& row) {
+  return {.tenant = row.text(0),
+          .key = row.text(1),
+          .body_hash = row.text(2),
+          .session_id = row.text(3)};
+}
+
 constexpr std::string_view kSessionColumns = "SELECT id, tenant, state, record FROM sessions ";
 
 StoredSession read_session(const Statement& row) {
@@ -484,26 +494,19 @@ std::optional<IdempotencyKey> Store::idempotency(std::string_view tenant,
                                                  std::string_view key) const {
   const Db db{connection(), file_};
   Statement select(db, "look up an idempotency key",
-                   "SELECT body_hash, session_id FROM idempotency WHERE tenant = ?1 AND key = ?2");
+                   fmt::format("{}WHERE tenant = ?1 AND key = ?2", kIdempotencyColumns));
   select.bind_text(1, tenant).bind_text(2, key);
   if (!select.step())
     return std::nullopt;
-  return IdempotencyKey{.tenant = std::string(tenant),
-                        .key = std::string(key),
-                        .body_hash = select.text(0),
-                        .session_id = select.text(1)};
+  return read_idempotency_key(select);
 }
 
 std::vector<IdempotencyKey> Store::idempotency_keys() const {
   const Db db{connection(), file_};
-  Statement select(db, "load the idempotency keys",
-                   "SELECT tenant, key, body_hash, session_id FROM idempotency");
+  Statement select(db, "load the idempotency keys", kIdempotencyColumns);
   std::vector<IdempotencyKey> keys;
   while (select.step())
-    keys.push_back(IdempotencyKey{.tenant = select.text(0),
-                                  .key = select.text(1),
-                                  .body_hash = select.text(2),
-                                  .session_id = select.text(3)});
+    keys.push_back(read_idempotency_key(select));
   return keys;
 }
 

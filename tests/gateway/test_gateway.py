@@ -1069,19 +1069,20 @@ class TestIdempotentCreate(GatewayTestCase):
         self.assertEqual(status, 201, first)
         sid = first["session_id"]
         self.known_sids.add(sid)
-        # A plain restart, then a kill -9: after each the key answers as it did before.
-        self.assertEqual(self.gw.terminate(), 0, self.gw.output_tail())
-        gw = self.start_gateway()
-        for restart in ("SIGTERM", "kill -9"):
+
+        def answers_as_before(gw, restart):
             status, data = gw.json("POST", "/api/sessions", body, {"Idempotency-Key": key})
             self.assertEqual((status, data.get("session_id")), (201, sid),
                              f"after a {restart} restart: {data!r}")
             status, data = gw.json("POST", "/api/sessions",
                                    {**LOCAL, "metadata": {"job": "43"}}, {"Idempotency-Key": key})
             self.assertError(status, data, 422, "idempotency.mismatch")
-            if restart == "SIGTERM":
-                gw.kill9()
-                gw = self.start_gateway()
+
+        self.assertEqual(self.gw.terminate(), 0, self.gw.output_tail())
+        gw = self.start_gateway()
+        answers_as_before(gw, "SIGTERM")
+        gw.kill9()
+        answers_as_before(self.start_gateway(), "kill -9")
         self.assertEqual(self.session_sandboxes(), [sid])
 
 
