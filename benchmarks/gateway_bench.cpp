@@ -7,8 +7,8 @@
 // The gateway runs with a registry of one environment of its own, `cold` (provider local,
 // `spares: 0`), beside the built-in `local` (two spares). A floor sandbox is made as the local
 // provider makes one (FloorSandbox): a rex-server child of this program in a directory of its
-// own and a session of its own (`--unix-socket DIR/server.sock --auth-token T --log-level warn
-// --max-lifetime S`), started from a thread and polled the provider's way until is_alive
+// own and a session of its own (`--unix-socket DIR/server.sock --log-level warn --max-lifetime S`,
+// its token in REX_AUTH_TOKEN), started from a thread and polled the provider's way until is_alive
 // answers.
 //
 // Figures (each gateway run alternates with a floor run, so a noisy neighbour hurts both):
@@ -68,6 +68,7 @@
 #include <rex/core/random.hpp>
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/gateway/provider.hpp>
+#include <rex/gateway/store.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/url.hpp>
 #include <rex/protocol/actions.hpp>
@@ -242,8 +243,8 @@ pid_t spawn_in_session(std::vector<std::string> args, std::vector<std::string> e
 
 // A sandbox made without the gateway, as its local provider makes one (local_provider.cpp,
 // start_sandbox): a directory of its own with work/ in it; rex-server started there from a
-// thread (`--unix-socket DIR/server.sock --auth-token T --log-level warn --max-lifetime S`, in a
-// session of its own, its output in DIR/server.log, REX_SANDBOX set); then polled as the
+// thread (`--unix-socket DIR/server.sock --log-level warn --max-lifetime S`, in a session of its
+// own, its output in DIR/server.log, REX_SANDBOX and REX_AUTH_TOKEN set); then polled as the
 // provider polls (the socket's existence, then is_alive, from 0.2 ms doubling up to 5 ms) until
 // it answers. What the provider does besides, for its own records (sandbox.json written twice,
 // the process looked up in /proc), is not done. Ended as the provider ends one: SIGTERM, and
@@ -283,14 +284,13 @@ class FloorSandbox {
     std::vector<std::string> args{sandbox_server_path(),
                                   "--unix-socket",
                                   socket_,
-                                  "--auth-token",
-                                  token_,
                                   "--log-level",
                                   "warn",
                                   "--max-lifetime",
                                   fmt::format("{}", max_lifetime)};
     std::map<std::string, std::string> env_map = rex::detail::current_environment();
     env_map["REX_SANDBOX"] = dir_.filename().string();
+    env_map["REX_AUTH_TOKEN"] = token_;
     const std::vector<std::string> env = rex::detail::environment_entries(env_map);
     const std::string log = (dir_ / "server.log").string();
     const std::string cwd = working_dir();
@@ -768,7 +768,7 @@ class ByteRelay {
 };
 
 std::vector<Result> proxy_figures(asio::io_context& io, Gateway& gw, const std::string& gateway_url,
-                                  int runs) {
+                                  const fs::path& storage, int runs) {
   const json::object rec = run_on(io, gw.create("local", "local"));
   const std::string id(rec.at("session_id").as_string());
   // The record's url names the sandbox's socket.
@@ -777,19 +777,17 @@ std::vector<Result> proxy_figures(asio::io_context& io, Gateway& gw, const std::
                      R"({"session": "bench"})"));
   rex::http::Client via_gateway(io.get_executor(), gateway_url);
   rex::http::Client direct(io.get_executor(), sandbox_url);
-  // The sandbox's token is the gateway's secret: read from its server's command line, found
-  // by the pid in the sandbox's own file.
+  // The sandbox's token is the gateway's secret, kept in its session record: read from the
+  // gateway's database (a second connection, as the WAL journal allows).
   const std::string token = [&] {
-    const fs::path dir = fs::path(rec.at("working_dir").as_string().c_str()).parent_path();
-    const pid_t pid = sandbox_server_pid(dir);
-    std::ifstream cmdline(fmt::format("/proc/{}/cmdline", pid), std::ios::binary);
-    std::vector<std::string> args;
-    for (std::string arg; std::getline(cmdline, arg, '\0');)
-      args.push_back(arg);
-    const auto flag = std::find(args.begin(), args.end(), "--auth-token");
-    if (flag == args.end() || flag + 1 == args.end())
-      throw std::runtime_error("the sandbox server's command line has no --auth-token");
-    return *(flag + 1);
+    const rex::gateway::Store store(storage / "sessions.db");
+    const auto stored = store.session(id);
+    if (!stored)
+      throw std::runtime_error("the gateway's database has no session " + id);
+    const auto* t = stored->record.if_contains("token");
+    if (t == nullptr || !t->is_string() || t->as_string().empty())
+      throw std::runtime_error("the session record of " + id + " has no token");
+    return std::string(t->as_string());
   }();
   ByteRelay relay(rex::http::parse_url(sandbox_url).socket_path);
   rex::http::Client via_relay(io.get_executor(), relay.url());
@@ -1264,7 +1262,7 @@ int run(const Options& o) {
       }
     }
     if (o.wants("proxy"))
-      for (auto& r : proxy_figures(io, gw, child->url(), o.runs * 10))
+      for (auto& r : proxy_figures(io, gw, child->url(), storage, o.runs * 10))
         results.push_back(std::move(r));
     if (o.wants("e2b")) {
       std::vector<std::string> templates{"base"};
