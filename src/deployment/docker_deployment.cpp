@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "core/clock.hpp"
+#include "core/crash_point.hpp"
 #include "core/offload.hpp"
 #include "deployment/docker_plan.hpp"
 #include "deployment/local_addresses.hpp"
@@ -379,9 +380,11 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
   }
 
   co_await create_container();
+  rex::detail::crash_point("docker.container_created");
   if (!mount_server)
     co_await upload_server();
   co_await start_container();
+  rex::detail::crash_point("docker.container_started");
   url = co_await server_url();
 
   emit(DeploymentStage::waiting, fmt::format("waiting for the server at {}", url));

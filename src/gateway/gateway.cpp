@@ -33,6 +33,7 @@
 #include <fstream>
 #include <set>
 
+#include "core/crash_point.hpp"
 #include "gateway/gateway_impl.hpp"
 
 namespace rex::gateway {
@@ -463,6 +464,7 @@ asio::awaitable<void> Gateway::Impl::destroy(std::string id, std::string reason,
   const std::string expired_type =
       reason == "ttl_idle" || reason == "ttl_max" ? "expired" : "stopping";
   co_await record(e.rec, expired_type, who);
+  rex::detail::crash_point("destroy.stopping");
   co_await finish_stop(id, who);
 }
 
@@ -515,9 +517,33 @@ asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
     co_await record(e.rec, "destroy_failed", who, std::move(data));
     co_return;
   }
+  rex::detail::crash_point("destroy.removed");
   e.rec.state = std::string(state::destroyed);
   e.rec.ended_at = unix_now();
   co_await record(e.rec, "destroyed", who);
+}
+
+void Gateway::Impl::remove_sandbox(const std::string& provider_name,
+                                   const std::string& sandbox_id) {
+  Provider* p = provider(provider_name);
+  std::string key = provider_name + '\n' + sandbox_id;
+  if (p == nullptr || sandbox_id.empty() || !removing.insert(key).second)
+    return;
+  auto task = [](Impl& self, Provider& p, std::string key,
+                 std::string sandbox_id) -> asio::awaitable<void> {
+    struct Done {
+      Impl& self;
+      const std::string& key;
+      ~Done() { self.removing.erase(key); }
+    } done{self, key};
+    co_await p.destroy(sandbox_id);
+  };
+  spawn(task(*this, *p, std::move(key), sandbox_id), "removing sandbox " + sandbox_id);
+}
+
+bool Gateway::Impl::being_removed(const std::string& provider_name,
+                                  const std::string& sandbox_id) const {
+  return removing.contains(provider_name + '\n' + sandbox_id);
 }
 
 void Gateway::Impl::background_began() {
@@ -648,7 +674,7 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
         logging::warn("gateway: session {} is lost: {}", id, e.rec.error);
         co_await record(e.rec, "lost", drift);
         if (it != by_sandbox.end())
-          co_await p->destroy(e.rec.sandbox_id);
+          remove_sandbox(name, e.rec.sandbox_id);
       } else if (e.rec.state == state::stopping && !e.stopping_now) {
         spawn(finish_stop(id, drift), "destroying " + id);
       }
@@ -656,10 +682,11 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
     for (const auto& s : listing) {
       const auto it = sessions.find(s.session_id);
       const bool owned = it != sessions.end() && it->second.rec.active();
-      if (owned || (!s.spare && now - s.created_at < cfg.orphan_grace))
+      if (owned || (!s.spare && now - s.created_at < cfg.orphan_grace) ||
+          being_removed(name, s.sandbox_id))
         continue;
       logging::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
-      co_await p->destroy(s.sandbox_id);
+      remove_sandbox(name, s.sandbox_id);
     }
   }
 }
@@ -683,6 +710,9 @@ void Gateway::Impl::keep_spares() {
 // Records against what the providers run, before anything else is served: ready sessions whose
 // sandbox runs are adopted, the others marked lost; creates cut off by the restart end as failed
 // (their sandbox removed); ends cut off are finished; sandboxes without a record are orphans.
+// Only records are written here: the removals and the ends run on their own once decided, so a
+// sandbox that is slow to end (a server that ignores SIGTERM waits out the provider's grace)
+// does not hold up readiness.
 asio::awaitable<void> Gateway::Impl::reconcile() {
   const Caller who{"", "reconciler", ""};
   auto query = [](Store& s) { return std::pair{s.load_sessions(), s.idempotency_keys()}; };
@@ -739,10 +769,10 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
         e.rec.error = "the gateway stopped while the sandbox was being created";
         e.rec.ended_at = now;
         e.create_error = e.rec.error;
-        if (sandbox != nullptr)
-          co_await p->destroy(sandbox->sandbox_id);
         co_await record(e.rec, "failed", who);
         e.settled.set();
+        if (sandbox != nullptr)
+          remove_sandbox(name, sandbox->sandbox_id);
       } else if (e.rec.state == state::ready) {
         if (sandbox != nullptr && sandbox->running) {
           logging::info("gateway: adopted session {}", id);
@@ -754,26 +784,27 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
                           ? "the sandbox was gone when the gateway started"
                           : "the sandbox's server had ended when the gateway started";
         e.rec.ended_at = now;
-        if (sandbox != nullptr)
-          co_await p->destroy(sandbox->sandbox_id);
         co_await record(e.rec, "lost", who);
+        if (sandbox != nullptr)
+          remove_sandbox(name, sandbox->sandbox_id);
       } else if (e.rec.state == state::stopping) {
-        co_await finish_stop(id, who);
+        // Its end (artifacts, then the sandbox) goes on beside the requests.
+        spawn(finish_stop(id, who), "destroying " + id);
       }
     }
     for (const auto& s : listing) {
       if (s.spare) {
-        // An earlier run's spare: nobody's, removed without holding up the start.
-        spawn(p->destroy(s.sandbox_id), "removing spare sandbox " + s.sandbox_id);
+        // An earlier run's spare: nobody's.
+        remove_sandbox(name, s.sandbox_id);
         continue;
       }
       const auto it = sessions.find(s.session_id);
       if (it != sessions.end() && it->second.rec.active())
         continue;
-      if (now - s.created_at < cfg.orphan_grace)
+      if (now - s.created_at < cfg.orphan_grace || being_removed(name, s.sandbox_id))
         continue;  // the drift check comes back to it
       logging::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
-      co_await p->destroy(s.sandbox_id);
+      remove_sandbox(name, s.sandbox_id);
     }
   }
   reconciled = true;

@@ -22,6 +22,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -107,8 +108,9 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   bool reconciled = false;
   bool stopping = false;
   Event stop_requested;
-  std::size_t background = 0;  // coroutines spawned on their own that have not ended
-  Event background_ended;      // set while `background` is 0
+  std::set<std::string> removing;  // provider + '\n' + sandbox id: remove_sandbox() at work
+  std::size_t background = 0;      // coroutines spawned on their own that have not ended
+  Event background_ended;          // set while `background` is 0
   static constexpr std::chrono::milliseconds kAfterAnswerDelay{20};
   std::vector<std::function<void()>> after_answer_work;  // see after_answer()
   asio::steady_timer after_answer_timer;                 // its latest time
@@ -160,6 +162,11 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   asio::awaitable<void> destroy(std::string id, std::string reason, Caller who);
   /// The rest of a `stopping` session's end (also after a restart or a failed destroy).
   asio::awaitable<void> finish_stop(std::string id, Caller who);
+  /// Destroys a sandbox that no session needs (an interrupted create's, a lost session's, an
+  /// orphan) on its own, so that neither reconcile nor the drift check waits for a process to
+  /// end; once per sandbox at a time (being_removed() says whether it is under way).
+  void remove_sandbox(const std::string& provider_name, const std::string& sandbox_id);
+  bool being_removed(const std::string& provider_name, const std::string& sandbox_id) const;
   Provider* provider(std::string_view name);
   Quota quota_of(const std::string& tenant) const;
   std::shared_ptr<Live> live_of(Entry& e);

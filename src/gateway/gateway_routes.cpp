@@ -23,6 +23,7 @@
 #include <fstream>
 
 #include "core/clock.hpp"
+#include "core/crash_point.hpp"
 #include "gateway/gateway_impl.hpp"
 #include "server/swerex_routes.hpp"
 
@@ -476,6 +477,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   } catch (const std::exception& x) {
     refused = x.what();
   }
+  rex::detail::crash_point("create.recorded");
   if (!refused.empty()) {
     // Nothing was recorded: the session never existed. Its entry stays in memory, failed, for
     // repeats of the same key that are waiting for it; the key is free for a new attempt.
@@ -514,11 +516,13 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   }
   const double took = rex::detail::seconds_since(started);
   if (failure.empty()) {
+    rex::detail::crash_point("create.sandbox_up");
     rec.state = std::string(state::ready);
     rec.ready_at = unix_now();
     rec.last_active = rec.ready_at;
     json::object data{{"seconds", took}};
     co_await record(rec, "ready", who, std::move(data));
+    rex::detail::crash_point("create.ready");
     metrics.creates++;
     metrics.create_seconds_sum += took;
     for (std::size_t i = 0; i < metrics.create_buckets.size(); ++i)

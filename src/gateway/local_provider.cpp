@@ -14,6 +14,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/json.hpp>
 
+#include "core/crash_point.hpp"
 #include "core/offload.hpp"
 #include "core/spawn.hpp"
 #include "core/unique_fd.hpp"
@@ -367,6 +368,7 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
     throw ProviderError(
         fmt::format("cannot create {}: {}", dir.string(), ec ? ec.message() : "it exists already"));
   ::chmod(dir.c_str(), 0700);
+  rex::detail::crash_point("local.dir_made");
   SandboxAddress address;
   address.sandbox_id = id;
   address.token = random_hex(16);
@@ -382,6 +384,7 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
   SandboxFile file{s.cfg.gateway_id, spare ? std::string() : id, unix_now(), 0, spare};
   try {
     write_sandbox_file(dir, file);  // before the process: a crash between leaves a record
+    rex::detail::crash_point("local.file_written");
     fs::create_directories(work);
     std::vector<std::string> args = s.cfg.server_command;
     for (const char* a : {"--unix-socket", socket.c_str(), "--log-level", "warn"})
@@ -408,7 +411,9 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
     started = child.pid;
     file.pid = child.pid;
     asio::co_spawn(s.ex, reap_when_done(child.pid, child.pidfd), asio::detached);
+    rex::detail::crash_point("local.server_started");
     write_sandbox_file(dir, file);
+    rex::detail::crash_point("local.pid_written");
     if (pid_out != nullptr)
       *pid_out = file.pid;
 
@@ -494,6 +499,7 @@ asio::awaitable<std::optional<SandboxAddress>> LocalProvider::Impl::take_spare(
       // From here the sandbox is the session's: list() reports it under the session's id.
       write_sandbox_file(
           dir, SandboxFile{cfg.gateway_id, spec.session_id, spare.created_at, spare.pid, false});
+      rex::detail::crash_point("local.spare_handed");
       held.erase(id);
       RemoteRuntimeConfig rc = server_client(spare.address);
       rc.request_timeout = 5s;

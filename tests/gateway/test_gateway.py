@@ -930,12 +930,18 @@ class TestCrashRecovery(GatewayTestCase):
         self.assertEqual(self.ready["gateway_id"], self.gateway_id,
                          "the gateway's id changed across a restart")
 
-        records = {s["session_id"]: s for s in self.list_sessions(gw2)}
+        # Reconcile records its decisions before readiness; the ends it decided on (a DELETE
+        # cut off while `stopping`) finish beside the requests, within moments.
+        def settled():
+            listed = {s["session_id"]: s for s in self.list_sessions(gw2)}
+            unsettled = {sid: r["state"] for sid, r in listed.items()
+                         if r["state"] in ("creating", "stopping")}
+            return listed, unsettled
+
+        wait_until(lambda: not settled()[1], 10, interval=0.05,
+                   what="the ends cut off by the crash to finish")
+        records, _ = settled()
         states = {sid: r["state"] for sid, r in records.items()}
-        for sid, state in states.items():
-            self.assertNotIn(state, ("creating", "stopping"),
-                             f"{sid} still {state} after the restart's reconcile: "
-                             f"{records[sid]!r}")
         for sid in survivors:
             self.assertIn(sid, records, f"acknowledged session {sid} lost by the crash")
             self.assertEqual(states[sid], "ready", records[sid])
@@ -1025,6 +1031,89 @@ class TestCrashRecovery(GatewayTestCase):
                          (request, 200, "written before the crash\n"), runs[0])
         self.assertEqual([c for c in calls if c.startswith("swerex/")],
                          ["swerex/create_session", "swerex/run_in_session"], calls)
+
+
+class TestReadinessDoesNotWaitForEnds(GatewayTestCase):
+    """Reconcile decides and records; the ends it decides on run beside the requests. Sandboxes
+    whose servers ignore SIGTERM (each costs the provider's 5 s grace before its SIGKILL) left
+    by crashes at chosen points: one cut off while `stopping`, one cut off after its sandbox
+    answered but before its record said `ready`. The next start is ready at once, and both
+    ends still finish, leaving no process."""
+    config = {"orphan_grace": 1, "drift_interval": 1, "sweep_interval": 0.1}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.wrapper_dir = tempfile.mkdtemp(prefix="gw-wrap-")
+        here = os.path.dirname(os.path.abspath(BINARY))
+        server = os.path.join(here, "rex-server")
+        real = f'"{server}"' if os.access(server, os.X_OK) else f'"{BINARY}" server'
+        wrapper = os.path.join(cls.wrapper_dir, "stubborn-server")
+        with open(wrapper, "w") as f:
+            f.write("#!/bin/sh\n# A sandbox server that ignores SIGTERM: only SIGKILL ends it.\n"
+                    f"trap '' TERM\n{real} \"$@\" &\nwait $!\n")
+        os.chmod(wrapper, 0o755)
+        cls.gateway_env = {"REX_SERVER_PATH": wrapper}
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.wrapper_dir, ignore_errors=True)
+
+    def crash_at(self, point, action):
+        """Starts a gateway armed to kill itself at `point`, runs `action` on it, and waits
+        for the kill."""
+        self.gw.kill9()
+        self.gateway_env = {**type(self).gateway_env, "REX_CRASH_AT": point}
+        try:
+            self.gw = self.start_gateway()
+        finally:
+            self.gateway_env = type(self).gateway_env
+        try:
+            action(self.gw)
+        except NET_ERRORS:
+            pass  # the gateway died while answering
+        self.gw.proc.wait(timeout=20)
+        self.gw.kill9()  # reaped already: closes its log
+        self.assertEqual(self.gw.proc.returncode, -signal.SIGKILL, self.gw.output_tail())
+        self.assertIn(f"crash point {point} reached", self.gw.output())
+
+    def test_sandboxes_that_ignore_sigterm_do_not_hold_up_readiness(self):
+        kept = self.create()["session_id"]
+        stopped = self.create()["session_id"]
+        stopped_pid = self.session_sandbox(stopped)["pid"]
+        self.crash_at("destroy.stopping",
+                      lambda gw: gw.json("DELETE", f"/api/sessions/{stopped}", timeout=20))
+        cut = []
+
+        def create(gw):
+            cut.append(None)
+            gw.json("POST", "/api/sessions", {**LOCAL, "environment": "local",
+                                              "metadata": {"cut": "off"}}, timeout=20)
+
+        # The create that follows takes a spare (the built-in `local` keeps two): the spare's
+        # server was started by this gateway with the same stubborn wrapper.
+        self.crash_at("create.sandbox_up", create)
+        began = time.monotonic()
+        gw = self.start_gateway()
+        ready_after = time.monotonic() - began
+        self.assertLess(ready_after, 1.0, "readiness waited for sandboxes to end")
+
+        records = {s["session_id"]: s for s in self.list_sessions(gw)}
+        interrupted = [sid for sid, r in records.items()
+                       if r.get("metadata", {}).get("cut") == "off"]
+        self.assertEqual(len(interrupted), 1, records)
+        self.known_sids.update(records)
+        self.assertEqual(records[interrupted[0]]["state"], "failed", records[interrupted[0]])
+        self.assertEqual(records[kept]["state"], "ready")
+        status, data = gw.json("POST", f"/api/sessions/{kept}/execute",
+                               {"code": "echo ok", "language": "bash"})
+        self.assertEqual((status, data.get("stdout")), (200, "ok\n"), data)
+        # The ends finish on their own: the grace, then SIGKILL.
+        wait_until(lambda: self.get(stopped, gw)["state"] == "destroyed", 20,
+                   what="the end cut off by the crash to finish")
+        self.assertTrue(is_gone(stopped_pid), "the stopped session's server is still running")
+        wait_until(lambda: interrupted[0] not in self.session_sandboxes(), 20,
+                   what="the interrupted create's sandbox to go")
+        self.assertEqual(processes_naming(os.path.join(self.sandboxes, stopped)), {})
 
 
 # --- 3. idempotent create -----------------------------------------------------------------------
