@@ -35,6 +35,7 @@
 
 #include "core/crash_point.hpp"
 #include "gateway/gateway_impl.hpp"
+#include "gateway/lifecycle.hpp"
 
 namespace rex::gateway {
 
@@ -458,8 +459,7 @@ asio::awaitable<void> Gateway::Impl::destroy(std::string id, std::string reason,
   }
   if (e.rec.state != state::ready)
     co_return;
-  e.rec.state = std::string(state::stopping);
-  e.rec.reason = reason;
+  lifecycle::apply(e.rec, lifecycle::Move::stop, unix_now(), reason);
   e.settled.reset();
   const std::string expired_type =
       reason == "ttl_idle" || reason == "ttl_max" ? "expired" : "stopping";
@@ -518,8 +518,7 @@ asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
     co_return;
   }
   rex::detail::crash_point("destroy.removed");
-  e.rec.state = std::string(state::destroyed);
-  e.rec.ended_at = unix_now();
+  lifecycle::apply(e.rec, lifecycle::Move::removed, unix_now());
   co_await record(e.rec, "destroyed", who);
 }
 
@@ -609,18 +608,12 @@ asio::awaitable<void> Gateway::Impl::sweep_loop() {
       break;
     const double now = unix_now();
     for (auto& [id, e] : sessions) {
-      if (e.rec.state != state::ready)
-        continue;
-      std::string reason;
-      if (now >= e.rec.deadline())
-        reason = "ttl_max";
-      else if (const double idle = e.rec.idle_deadline(); idle > 0 && now >= idle)
-        reason = "ttl_idle";
-      if (reason.empty())
+      const auto reason = lifecycle::expiry(e.rec, now);
+      if (!reason)
         continue;
       Caller who = sweeper;
       who.tenant = e.rec.tenant;
-      spawn(destroy(id, reason, who), "expiring " + id);
+      spawn(destroy(id, std::string(*reason), who), "expiring " + id);
     }
     if (std::chrono::steady_clock::now() - last_drift >=
         duration_from_seconds(cfg.drift_interval)) {
@@ -639,7 +632,6 @@ asio::awaitable<void> Gateway::Impl::sweep_loop() {
 // session stuck `stopping` is destroyed again.
 asio::awaitable<void> Gateway::Impl::check_drift() {
   const Caller drift{"", "reconciler", ""};
-  const double now = unix_now();
   for (auto& [name, p] : providers) {
     // A provider that cannot answer (its engine is down) is skipped: its sessions are not
     // judged lost on no evidence, and the other providers are still checked.
@@ -655,38 +647,68 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
       logging::debug("gateway: provider {} cannot list its sandboxes: {}", name, failure);
       continue;
     }
-    std::map<std::string, const SandboxListing*> by_sandbox;
-    for (const auto& s : listing)
-      by_sandbox[s.sandbox_id] = &s;
-    for (auto& [id, e] : sessions) {
-      if (e.rec.provider != name)
-        continue;
-      if (e.rec.state == state::ready) {
-        const auto it = by_sandbox.find(e.rec.sandbox_id);
-        if (it != by_sandbox.end() && it->second->running)
-          continue;
-        e.rec.state = std::string(state::lost);
-        e.rec.reason = "lost";
-        e.rec.error =
-            it == by_sandbox.end() ? "the sandbox is gone" : "the sandbox's server has ended";
-        e.rec.ended_at = now;
-        e.live.reset();
-        logging::warn("gateway: session {} is lost: {}", id, e.rec.error);
-        co_await record(e.rec, "lost", drift);
-        if (it != by_sandbox.end())
-          remove_sandbox(name, e.rec.sandbox_id);
-      } else if (e.rec.state == state::stopping && !e.stopping_now) {
-        spawn(finish_stop(id, drift), "destroying " + id);
+    auto steps = lifecycle::plan(plan_inputs(lifecycle::Pass::drift, name, std::move(listing)));
+    co_await carry_out(name, std::move(steps), drift);
+  }
+}
+
+lifecycle::Inputs Gateway::Impl::plan_inputs(lifecycle::Pass pass, const std::string& provider,
+                                             std::vector<SandboxListing> listing) const {
+  lifecycle::Inputs in;
+  in.pass = pass;
+  in.now = unix_now();
+  in.orphan_grace = cfg.orphan_grace;
+  for (const auto& [id, e] : sessions)
+    if (e.rec.provider == provider)
+      in.sessions.push_back({id, e.rec.state, e.rec.sandbox_id, e.stopping_now});
+  in.listing = std::move(listing);
+  const std::string prefix = provider + '\n';
+  for (const auto& key : removing)
+    if (key.starts_with(prefix))
+      in.being_removed.insert(key.substr(prefix.size()));
+  return in;
+}
+
+asio::awaitable<void> Gateway::Impl::carry_out(const std::string& provider,
+                                               std::vector<lifecycle::Step> steps, Caller who) {
+  using Kind = lifecycle::Step::Kind;
+  const double now = unix_now();
+  for (auto& step : steps) {
+    switch (step.kind) {
+      case Kind::adopt:
+        logging::info("gateway: adopted session {}", step.session_id);
+        break;
+      case Kind::interrupted: {
+        Entry& e = sessions.at(step.session_id);
+        if (e.rec.state != state::creating)
+          break;  // (the plan saw the states before this loop's awaits)
+        lifecycle::apply(e.rec, lifecycle::Move::interrupted, now, "interrupted", step.error);
+        e.create_error = e.rec.error;
+        co_await record(e.rec, "failed", who);
+        e.settled.set();
+        break;
       }
-    }
-    for (const auto& s : listing) {
-      const auto it = sessions.find(s.session_id);
-      const bool owned = it != sessions.end() && it->second.rec.active();
-      if (owned || (!s.spare && now - s.created_at < cfg.orphan_grace) ||
-          being_removed(name, s.sandbox_id))
-        continue;
-      logging::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
-      remove_sandbox(name, s.sandbox_id);
+      case Kind::lost: {
+        Entry& e = sessions.at(step.session_id);
+        if (e.rec.state != state::ready)
+          break;  // a DELETE came first
+        lifecycle::apply(e.rec, lifecycle::Move::vanished, now, "lost", step.error);
+        e.live.reset();
+        logging::warn("gateway: session {} is lost: {}", step.session_id, e.rec.error);
+        co_await record(e.rec, "lost", who);
+        break;
+      }
+      case Kind::finish_stop:
+        if (sessions.at(step.session_id).stopping_now)
+          break;
+        // Its end (artifacts, then the sandbox) goes on beside the requests.
+        spawn(finish_stop(step.session_id, who), "destroying " + step.session_id);
+        break;
+      case Kind::remove:
+        if (step.session_id.empty())
+          logging::info("gateway: removing orphan sandbox {} ({})", step.sandbox_id, provider);
+        remove_sandbox(provider, step.sandbox_id);
+        break;
     }
   }
 }
@@ -741,7 +763,6 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
     it->second.body_hash = std::move(key.body_hash);
     idempotency[key.tenant + "\n" + key.key] = key.session_id;
   }
-  const double now = unix_now();
   for (auto& [name, p] : providers) {
     std::vector<SandboxListing> listing;
     std::string unreachable;
@@ -755,57 +776,8 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
       logging::error("gateway: provider {} cannot list its sandboxes: {}", name, unreachable);
       continue;
     }
-    std::map<std::string, const SandboxListing*> by_session;
-    for (const auto& s : listing)
-      by_session[s.session_id] = &s;
-    for (auto& [id, e] : sessions) {
-      if (e.rec.provider != name || e.rec.ended())
-        continue;
-      const auto found = by_session.find(id);
-      const SandboxListing* sandbox = found == by_session.end() ? nullptr : found->second;
-      if (e.rec.state == state::creating) {
-        e.rec.state = std::string(state::failed);
-        e.rec.reason = "interrupted";
-        e.rec.error = "the gateway stopped while the sandbox was being created";
-        e.rec.ended_at = now;
-        e.create_error = e.rec.error;
-        co_await record(e.rec, "failed", who);
-        e.settled.set();
-        if (sandbox != nullptr)
-          remove_sandbox(name, sandbox->sandbox_id);
-      } else if (e.rec.state == state::ready) {
-        if (sandbox != nullptr && sandbox->running) {
-          logging::info("gateway: adopted session {}", id);
-          continue;
-        }
-        e.rec.state = std::string(state::lost);
-        e.rec.reason = "lost";
-        e.rec.error = sandbox == nullptr
-                          ? "the sandbox was gone when the gateway started"
-                          : "the sandbox's server had ended when the gateway started";
-        e.rec.ended_at = now;
-        co_await record(e.rec, "lost", who);
-        if (sandbox != nullptr)
-          remove_sandbox(name, sandbox->sandbox_id);
-      } else if (e.rec.state == state::stopping) {
-        // Its end (artifacts, then the sandbox) goes on beside the requests.
-        spawn(finish_stop(id, who), "destroying " + id);
-      }
-    }
-    for (const auto& s : listing) {
-      if (s.spare) {
-        // An earlier run's spare: nobody's.
-        remove_sandbox(name, s.sandbox_id);
-        continue;
-      }
-      const auto it = sessions.find(s.session_id);
-      if (it != sessions.end() && it->second.rec.active())
-        continue;
-      if (now - s.created_at < cfg.orphan_grace || being_removed(name, s.sandbox_id))
-        continue;  // the drift check comes back to it
-      logging::info("gateway: removing orphan sandbox {} ({})", s.sandbox_id, name);
-      remove_sandbox(name, s.sandbox_id);
-    }
+    auto steps = lifecycle::plan(plan_inputs(lifecycle::Pass::start, name, std::move(listing)));
+    co_await carry_out(name, std::move(steps), who);
   }
   reconciled = true;
   std::size_t ready = 0;

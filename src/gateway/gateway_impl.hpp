@@ -29,6 +29,7 @@
 #include "core/offload.hpp"
 #include "core/unique_fd.hpp"
 #include "gateway/api_error.hpp"
+#include "gateway/lifecycle.hpp"
 #include "gateway/notebook.hpp"
 #include "gateway/session_record.hpp"
 
@@ -166,6 +167,15 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   /// orphan) on its own, so that neither reconcile nor the drift check waits for a process to
   /// end; once per sandbox at a time (being_removed() says whether it is under way).
   void remove_sandbox(const std::string& provider_name, const std::string& sandbox_id);
+  /// What lifecycle::plan() needs of one provider: its sessions, its listing, the removals
+  /// under way, the time and the grace.
+  lifecycle::Inputs plan_inputs(lifecycle::Pass pass, const std::string& provider,
+                                std::vector<SandboxListing> listing) const;
+  /// Carries out a plan of lifecycle::plan() for `provider`: records first, then the ends and
+  /// removals on their own. A step whose session has moved on since the plan was made (a
+  /// DELETE that came between) is passed over.
+  asio::awaitable<void> carry_out(const std::string& provider, std::vector<lifecycle::Step> steps,
+                                  Caller who);
   bool being_removed(const std::string& provider_name, const std::string& sandbox_id) const;
   Provider* provider(std::string_view name);
   Quota quota_of(const std::string& tenant) const;

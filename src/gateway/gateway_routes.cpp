@@ -25,6 +25,7 @@
 #include "core/clock.hpp"
 #include "core/crash_point.hpp"
 #include "gateway/gateway_impl.hpp"
+#include "gateway/lifecycle.hpp"
 #include "server/swerex_routes.hpp"
 
 namespace rex::gateway {
@@ -483,9 +484,8 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     // repeats of the same key that are waiting for it; the key is free for a new attempt.
     if (!key.empty())
       idempotency.erase(who.tenant + "\n" + key);
-    rec.state = std::string(state::failed);
-    rec.reason = "error";
-    rec.error = "cannot record the session: " + refused;
+    lifecycle::apply(rec, lifecycle::Move::create_failed, unix_now(), "error",
+                     "cannot record the session: " + refused);
     e.settled.set();
     throw ApiError(503, "gateway.storage", rec.error, true, 5.0);
   }
@@ -517,7 +517,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   const double took = rex::detail::seconds_since(started);
   if (failure.empty()) {
     rex::detail::crash_point("create.sandbox_up");
-    rec.state = std::string(state::ready);
+    lifecycle::apply(rec, lifecycle::Move::sandbox_up, unix_now());
     rec.ready_at = unix_now();
     rec.last_active = rec.ready_at;
     json::object data{{"seconds", took}};
@@ -531,10 +531,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     append_log(rec, who, json::object{{"call", "create"}, {"request", body_for_log(r.body)}});
     co_return json_ok(201, rec.public_json());
   }
-  rec.state = std::string(state::failed);
-  rec.reason = "error";
-  rec.error = failure;
-  rec.ended_at = unix_now();
+  lifecycle::apply(rec, lifecycle::Move::create_failed, unix_now(), "error", failure);
   co_await record(rec, "failed", who);
   e.settled.set();
   throw ApiError(502, "sandbox.create_failed", failure);

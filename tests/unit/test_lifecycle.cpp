@@ -1,0 +1,278 @@
+// The gateway's lifecycle rules (src/gateway/lifecycle.hpp) on a clock of the test's choosing:
+// the moves between states, expiry, and the one plan that reconcile and the drift check carry
+// out against what a provider lists.
+#include "gateway/lifecycle.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace lc = rex::gateway::lifecycle;
+namespace state = rex::gateway::state;
+using rex::gateway::SandboxListing;
+using rex::gateway::SessionRecord;
+using Kind = lc::Step::Kind;
+
+constexpr double kT0 = 1'800'000'000;  // the fake clock's start (unix seconds)
+
+// --- moves ------------------------------------------------------------------------------------
+
+TEST(LifecycleMoves, EveryAllowedMoveAndNoOther) {
+  const std::vector<std::string_view> states{state::creating,  state::ready,  state::stopping,
+                                             state::destroyed, state::failed, state::lost};
+  const std::vector<lc::Move> moves{lc::Move::sandbox_up,  lc::Move::create_failed,
+                                    lc::Move::interrupted, lc::Move::stop,
+                                    lc::Move::removed,     lc::Move::vanished};
+  struct Allowed {
+    std::string_view from;
+    lc::Move move;
+    std::string_view to;
+  };
+  const std::vector<Allowed> allowed{
+      {state::creating, lc::Move::sandbox_up, state::ready},
+      {state::creating, lc::Move::create_failed, state::failed},
+      {state::creating, lc::Move::interrupted, state::failed},
+      {state::ready, lc::Move::stop, state::stopping},
+      {state::ready, lc::Move::vanished, state::lost},
+      {state::stopping, lc::Move::removed, state::destroyed},
+  };
+  int checked = 0;
+  for (const auto from : states) {
+    for (const auto move : moves) {
+      const Allowed* rule = nullptr;
+      for (const auto& a : allowed)
+        if (a.from == from && a.move == move)
+          rule = &a;
+      if (rule != nullptr) {
+        EXPECT_EQ(lc::next_state(from, move), rule->to) << from;
+      } else {
+        EXPECT_THROW((void)lc::next_state(from, move), std::logic_error) << from;
+      }
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 36);
+}
+
+TEST(LifecycleMoves, AnEndedSessionCannotComeBack) {
+  for (const auto ended : {state::destroyed, state::failed, state::lost})
+    for (const auto move : {lc::Move::sandbox_up, lc::Move::stop})
+      EXPECT_THROW((void)lc::next_state(ended, move), std::logic_error) << ended;
+}
+
+TEST(LifecycleMoves, ApplySetsTheReasonAndTheEndOnlyWhenItEnds) {
+  SessionRecord rec;
+  lc::apply(rec, lc::Move::sandbox_up, kT0);
+  EXPECT_EQ(rec.state, state::ready);
+  EXPECT_EQ(rec.ended_at, 0);
+  lc::apply(rec, lc::Move::stop, kT0 + 5, "deleted");
+  EXPECT_EQ(rec.state, state::stopping);
+  EXPECT_EQ(rec.reason, "deleted");
+  EXPECT_EQ(rec.ended_at, 0);
+  lc::apply(rec, lc::Move::removed, kT0 + 6);
+  EXPECT_EQ(rec.state, state::destroyed);
+  EXPECT_EQ(rec.reason, "deleted");  // kept from the stop
+  EXPECT_EQ(rec.ended_at, kT0 + 6);
+
+  SessionRecord cut;
+  lc::apply(cut, lc::Move::interrupted, kT0, "interrupted", "the gateway stopped");
+  EXPECT_EQ(cut.state, state::failed);
+  EXPECT_EQ(cut.error, "the gateway stopped");
+  EXPECT_EQ(cut.ended_at, kT0);
+  // A refused move changes nothing.
+  EXPECT_THROW(lc::apply(cut, lc::Move::sandbox_up, kT0 + 1), std::logic_error);
+  EXPECT_EQ(cut.state, state::failed);
+}
+
+// --- expiry -----------------------------------------------------------------------------------
+
+SessionRecord ready_session(double idle_timeout, double max_lifetime) {
+  SessionRecord rec;
+  rec.state = std::string(state::ready);
+  rec.created_at = kT0;
+  rec.last_active = kT0;
+  rec.idle_timeout = idle_timeout;
+  rec.max_lifetime = max_lifetime;
+  return rec;
+}
+
+TEST(LifecycleExpiry, IdleAfterItsTimeoutFromTheLastActivity) {
+  SessionRecord rec = ready_session(60, 3600);
+  EXPECT_FALSE(lc::expiry(rec, kT0 + 59.9));
+  EXPECT_EQ(lc::expiry(rec, kT0 + 60), "ttl_idle");
+  rec.last_active = kT0 + 50;  // a call, or keepalive
+  EXPECT_FALSE(lc::expiry(rec, kT0 + 100));
+  EXPECT_EQ(lc::expiry(rec, kT0 + 110), "ttl_idle");
+}
+
+TEST(LifecycleExpiry, TheDeadlineWinsOverActivity) {
+  SessionRecord rec = ready_session(60, 300);
+  rec.last_active = kT0 + 290;
+  EXPECT_FALSE(lc::expiry(rec, kT0 + 299));
+  EXPECT_EQ(lc::expiry(rec, kT0 + 300), "ttl_max");
+  EXPECT_EQ(lc::expiry(rec, kT0 + 10'000), "ttl_max");
+}
+
+TEST(LifecycleExpiry, NoIdleTimeoutMeansOnlyTheDeadline) {
+  const SessionRecord rec = ready_session(0, 300);
+  EXPECT_FALSE(lc::expiry(rec, kT0 + 299));
+  EXPECT_EQ(lc::expiry(rec, kT0 + 300), "ttl_max");
+}
+
+TEST(LifecycleExpiry, OnlyReadySessionsExpire) {
+  for (const auto s :
+       {state::creating, state::stopping, state::destroyed, state::failed, state::lost}) {
+    SessionRecord rec = ready_session(1, 1);
+    rec.state = std::string(s);
+    EXPECT_FALSE(lc::expiry(rec, kT0 + 100)) << s;
+  }
+}
+
+// --- the plan ---------------------------------------------------------------------------------
+
+SandboxListing sandbox(std::string id, std::string session, double created_at, bool running = true,
+                       bool spare = false) {
+  SandboxListing s;
+  s.sandbox_id = std::move(id);
+  s.session_id = std::move(session);
+  s.running = running;
+  s.created_at = created_at;
+  s.spare = spare;
+  return s;
+}
+
+lc::Inputs inputs(lc::Pass pass) {
+  lc::Inputs in;
+  in.pass = pass;
+  in.now = kT0 + 1000;
+  in.orphan_grace = 60;
+  return in;
+}
+
+TEST(LifecyclePlan, AtStartAReadySessionWhoseSandboxRunsIsAdopted) {
+  lc::Inputs in = inputs(lc::Pass::start);
+  in.sessions = {{"s1", std::string(state::ready), "s1", false}};
+  in.listing = {sandbox("s1", "s1", kT0)};
+  EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::adopt, "s1", "s1", {}}}));
+}
+
+TEST(LifecyclePlan, AtStartASpareHandedToASessionIsFoundByTheSessionItNames) {
+  lc::Inputs in = inputs(lc::Pass::start);
+  in.sessions = {{"s1", std::string(state::ready), "w42", false}};
+  in.listing = {sandbox("w42", "s1", kT0)};
+  EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::adopt, "s1", "w42", {}}}));
+}
+
+TEST(LifecyclePlan, AReadySessionWithoutItsSandboxIsLost) {
+  lc::Inputs in = inputs(lc::Pass::start);
+  in.sessions = {{"gone", std::string(state::ready), "gone", false},
+                 {"ended", std::string(state::ready), "ended", false}};
+  in.listing = {sandbox("ended", "ended", kT0, /*running=*/false)};
+  const auto steps = lc::plan(in);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0], (lc::Step{Kind::lost,
+                                "gone",
+                                {},
+                                "the sandbox was gone when the gateway "
+                                "started"}));
+  EXPECT_EQ(
+      steps[1],
+      (lc::Step{
+          Kind::lost, "ended", {}, "the sandbox's server had ended when the gateway started"}));
+  // The ended server's sandbox goes: the session that owned it is lost.
+  EXPECT_EQ(steps[2], (lc::Step{Kind::remove, "ended", "ended", {}}));
+
+  in.pass = lc::Pass::drift;
+  const auto drift = lc::plan(in);
+  ASSERT_EQ(drift.size(), 3u);
+  EXPECT_EQ(drift[0].error, "the sandbox is gone");
+  EXPECT_EQ(drift[1].error, "the sandbox's server has ended");
+}
+
+TEST(LifecyclePlan, AtStartACreateCutOffFailsAndItsSandboxGoesWhateverItsAge) {
+  lc::Inputs in = inputs(lc::Pass::start);
+  in.sessions = {{"s1", std::string(state::creating), "", false}};
+  in.listing = {sandbox("s1", "s1", in.now - 0.5)};  // started half a second before the crash
+  const auto steps = lc::plan(in);
+  ASSERT_EQ(steps.size(), 2u);
+  EXPECT_EQ(steps[0].kind, Kind::interrupted);
+  EXPECT_EQ(steps[0].error, "the gateway stopped while the sandbox was being created");
+  EXPECT_EQ(steps[1], (lc::Step{Kind::remove, "s1", "s1", {}}));
+}
+
+TEST(LifecyclePlan, WhileRunningACreateInProgressIsLeftAlone) {
+  lc::Inputs in = inputs(lc::Pass::drift);
+  in.sessions = {{"s1", std::string(state::creating), "", false}};
+  in.listing = {sandbox("s1", "s1", kT0)};  // old enough to be an orphan, but owned
+  EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
+}
+
+TEST(LifecyclePlan, AnEndCutOffIsCarriedOnUnlessItIsUnderWay) {
+  lc::Inputs in = inputs(lc::Pass::drift);
+  in.sessions = {{"s1", std::string(state::stopping), "s1", false},
+                 {"s2", std::string(state::stopping), "s2", true}};
+  in.listing = {sandbox("s1", "s1", kT0), sandbox("s2", "s2", kT0)};
+  EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::finish_stop, "s1", {}, {}}}));
+}
+
+TEST(LifecyclePlan, AnOrphanGoesOnceOlderThanTheGrace) {
+  lc::Inputs in = inputs(lc::Pass::drift);
+  in.sessions = {{"done", std::string(state::destroyed), "done", false}};
+  in.listing = {sandbox("young", "unknown", in.now - 59), sandbox("old", "unknown", in.now - 60),
+                sandbox("done", "done", in.now - 59)};
+  // The young one may belong to a create whose record is not committed yet; a sandbox whose
+  // session has ended is an orphan too, with the same grace.
+  EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::remove, {}, "old", {}}}));
+  in.now += 1;
+  EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::remove, {}, "young", {}},
+                                                 {Kind::remove, {}, "old", {}},
+                                                 {Kind::remove, {}, "done", {}}}));
+}
+
+TEST(LifecyclePlan, AnEarlierRunsSpareGoesAtOnceAndTheRunningOnesAreNotListed) {
+  lc::Inputs in = inputs(lc::Pass::start);
+  in.listing = {sandbox("w1", "", in.now - 1, true, /*spare=*/true)};
+  EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::remove, {}, "w1", {}}}));
+}
+
+TEST(LifecyclePlan, ASandboxIsRemovedOnceAndNotWhileItsRemovalIsUnderWay) {
+  lc::Inputs in = inputs(lc::Pass::start);
+  // The interrupted create's sandbox is also old and no longer owned: one removal.
+  in.sessions = {{"s1", std::string(state::creating), "", false}};
+  in.listing = {sandbox("s1", "s1", kT0), sandbox("o1", "x", kT0)};
+  const auto steps = lc::plan(in);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[1], (lc::Step{Kind::remove, "s1", "s1", {}}));
+  EXPECT_EQ(steps[2], (lc::Step{Kind::remove, {}, "o1", {}}));
+  in.being_removed = {"s1", "o1"};
+  const auto again = lc::plan(in);
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].kind, Kind::interrupted);
+}
+
+TEST(LifecyclePlan, WhileRunningAReadySessionIsMatchedByItsOwnSandbox) {
+  lc::Inputs in = inputs(lc::Pass::drift);
+  in.sessions = {{"s1", std::string(state::ready), "w9", false}};
+  // Two sandboxes name the session: the one its record names runs, and both stay while the
+  // session is active.
+  in.listing = {sandbox("w9", "s1", kT0), sandbox("s1", "s1", kT0)};
+  EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
+  // A record naming a sandbox that is not listed: lost, though others name the session; and
+  // those are then nobody's, old, and go.
+  in.sessions[0].sandbox_id = "w8";
+  EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::lost, "s1", {}, "the sandbox is gone"},
+                                                 {Kind::remove, {}, "w9", {}},
+                                                 {Kind::remove, {}, "s1", {}}}));
+}
+
+TEST(LifecyclePlan, EndedSessionsGetNoDecision) {
+  lc::Inputs in = inputs(lc::Pass::start);
+  for (const auto s : {state::destroyed, state::failed, state::lost})
+    in.sessions.push_back({std::string(s) + "-id", std::string(s), "", false});
+  EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
+}
+
+}  // namespace
