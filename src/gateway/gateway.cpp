@@ -637,8 +637,10 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
     // judged lost on no evidence, and the other providers are still checked.
     std::vector<SandboxListing> listing;
     std::string failure;
+    double listed_at = 0;
     try {
       co_await p->tend_spares();
+      listed_at = unix_now();
       listing = co_await p->list();
     } catch (const std::exception& x) {
       failure = x.what();
@@ -647,20 +649,23 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
       logging::debug("gateway: provider {} cannot list its sandboxes: {}", name, failure);
       continue;
     }
-    auto steps = lifecycle::plan(plan_inputs(lifecycle::Pass::drift, name, std::move(listing)));
+    auto steps =
+        lifecycle::plan(plan_inputs(lifecycle::Pass::drift, name, listed_at, std::move(listing)));
     co_await carry_out(name, std::move(steps), drift);
   }
 }
 
 lifecycle::Inputs Gateway::Impl::plan_inputs(lifecycle::Pass pass, const std::string& provider,
+                                             double listed_at,
                                              std::vector<SandboxListing> listing) const {
   lifecycle::Inputs in;
   in.pass = pass;
   in.now = unix_now();
+  in.listed_at = listed_at;
   in.orphan_grace = cfg.orphan_grace;
   for (const auto& [id, e] : sessions)
     if (e.rec.provider == provider)
-      in.sessions.push_back({id, e.rec.state, e.rec.sandbox_id, e.stopping_now});
+      in.sessions.push_back({id, e.rec.state, e.rec.sandbox_id, e.stopping_now, e.rec.ready_at});
   in.listing = std::move(listing);
   const std::string prefix = provider + '\n';
   for (const auto& key : removing)
@@ -766,6 +771,7 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
   for (auto& [name, p] : providers) {
     std::vector<SandboxListing> listing;
     std::string unreachable;
+    const double listed_at = unix_now();
     try {
       listing = co_await p->list();
     } catch (const std::exception& x) {
@@ -776,7 +782,8 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
       logging::error("gateway: provider {} cannot list its sandboxes: {}", name, unreachable);
       continue;
     }
-    auto steps = lifecycle::plan(plan_inputs(lifecycle::Pass::start, name, std::move(listing)));
+    auto steps =
+        lifecycle::plan(plan_inputs(lifecycle::Pass::start, name, listed_at, std::move(listing)));
     co_await carry_out(name, std::move(steps), who);
   }
   reconciled = true;

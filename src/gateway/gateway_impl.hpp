@@ -169,7 +169,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   void remove_sandbox(const std::string& provider_name, const std::string& sandbox_id);
   /// What lifecycle::plan() needs of one provider: its sessions, its listing, the removals
   /// under way, the time and the grace.
-  lifecycle::Inputs plan_inputs(lifecycle::Pass pass, const std::string& provider,
+  lifecycle::Inputs plan_inputs(lifecycle::Pass pass, const std::string& provider, double listed_at,
                                 std::vector<SandboxListing> listing) const;
   /// Carries out a plan of lifecycle::plan() for `provider`: records first, then the ends and
   /// removals on their own. A step whose session has moved on since the plan was made (a

@@ -99,10 +99,6 @@ class LoggedBody {
   std::string text_;
 };
 
-std::string quota_text(double x) {
-  return fmt::format("{:g}", x);
-}
-
 }  // namespace
 
 // A runtime's failure as the API's error.
@@ -406,45 +402,34 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
       throw ApiError(422, "idempotency.invalid_key", "Idempotency-Key must be 1 to 255 bytes");
   }
   const std::string body_hash = sha256_hex(json::serialize(body) + "\n" + *provider_name);
-  if (!key.empty()) {
-    const auto it = idempotency.find(who.tenant + "\n" + key);
-    if (it != idempotency.end()) {
-      Entry& e = sessions.at(it->second);
-      if (e.body_hash != body_hash && !e.body_hash.empty())
-        throw ApiError(422, "idempotency.mismatch",
-                       "this Idempotency-Key was used with another request body");
-      while (e.rec.state == state::creating)
-        co_await e.settled.wait();
-      if (e.rec.state == state::failed)
-        throw ApiError(502, "sandbox.create_failed", e.rec.error);
-      co_return json_ok(201, e.rec.public_json());
-    }
-  }
-
-  // Quotas, counted and claimed before anything is awaited, so concurrent creates cannot pass
-  // them together.
+  // Admission (lifecycle::decide_create), decided and its quota claimed before anything is
+  // awaited, so concurrent creates cannot pass a quota together.
   const Quota q = quota_of(who.tenant);
-  if (q.max_sessions > 0) {
-    std::size_t active = 0;
-    for (const auto& [id, e] : sessions)
-      active += e.rec.tenant == who.tenant && e.rec.active() ? 1 : 0;
-    if (active >= q.max_sessions)
-      throw ApiError(
-          429, "quota.max_sessions",
-          fmt::format("tenant {:?} has {} active sessions, its limit", who.tenant, q.max_sessions),
-          true, 5.0);
-  }
   const double now = unix_now();
-  if (q.creates_per_minute > 0) {
-    auto& recent = recent_creates[who.tenant];
-    while (!recent.empty() && recent.front() <= now - 60)
-      recent.pop_front();
-    if (static_cast<double>(recent.size()) >= q.creates_per_minute)
-      throw ApiError(429, "quota.creates_per_minute",
-                     fmt::format("tenant {:?} may create {} sessions a minute", who.tenant,
-                                 quota_text(q.creates_per_minute)),
-                     true, std::max(1.0, recent.front() + 60 - now));
-    recent.push_back(now);
+  lifecycle::CreateAsk ask;
+  ask.tenant = who.tenant;
+  ask.body_hash = body_hash;
+  ask.max_sessions = q.max_sessions;
+  ask.creates_per_minute = q.creates_per_minute;
+  ask.now = now;
+  if (!key.empty()) {
+    if (const auto it = idempotency.find(who.tenant + "\n" + key); it != idempotency.end())
+      ask.key_use = lifecycle::CreateAsk::KeyUse{it->second, sessions.at(it->second).body_hash};
+  }
+  if (q.max_sessions > 0 && !ask.key_use) {
+    for (const auto& [id, e] : sessions)
+      ask.active += e.rec.tenant == who.tenant && e.rec.active() ? 1 : 0;
+  }
+  auto decision = lifecycle::decide_create(ask, recent_creates[who.tenant]);
+  if (decision.refusal)
+    throw std::move(*decision.refusal);
+  if (decision.kind == lifecycle::CreateDecision::Kind::existing) {
+    Entry& e = sessions.at(decision.session_id);
+    while (e.rec.state == state::creating)
+      co_await e.settled.wait();
+    if (e.rec.state == state::failed)
+      throw ApiError(502, "sandbox.create_failed", e.rec.error);
+    co_return json_ok(201, e.rec.public_json());
   }
 
   const std::string id = "s" + random_hex(8);

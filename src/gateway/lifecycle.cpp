@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 
 namespace rex::gateway::lifecycle {
@@ -71,6 +72,43 @@ std::optional<std::string_view> expiry(const SessionRecord& rec, double now) {
   return std::nullopt;
 }
 
+CreateDecision decide_create(const CreateAsk& ask, std::deque<double>& recent) {
+  CreateDecision d;
+  if (ask.key_use) {
+    if (!ask.key_use->body_hash.empty() && ask.key_use->body_hash != ask.body_hash) {
+      d.kind = CreateDecision::Kind::refuse;
+      d.refusal.emplace(422, "idempotency.mismatch",
+                        "this Idempotency-Key was used with another request body");
+      return d;
+    }
+    d.kind = CreateDecision::Kind::existing;
+    d.session_id = ask.key_use->session_id;
+    return d;
+  }
+  if (ask.max_sessions > 0 && ask.active >= ask.max_sessions) {
+    d.kind = CreateDecision::Kind::refuse;
+    d.refusal.emplace(
+        429, "quota.max_sessions",
+        fmt::format("tenant {:?} has {} active sessions, its limit", ask.tenant, ask.max_sessions),
+        true, 5.0);
+    return d;
+  }
+  if (ask.creates_per_minute > 0) {
+    while (!recent.empty() && recent.front() <= ask.now - 60)
+      recent.pop_front();
+    if (static_cast<double>(recent.size()) >= ask.creates_per_minute) {
+      d.kind = CreateDecision::Kind::refuse;
+      d.refusal.emplace(429, "quota.creates_per_minute",
+                        fmt::format("tenant {:?} may create {:g} sessions a minute", ask.tenant,
+                                    ask.creates_per_minute),
+                        true, std::max(1.0, recent.front() + 60 - ask.now));
+      return d;
+    }
+    recent.push_back(ask.now);
+  }
+  return d;
+}
+
 std::vector<Step> plan(const Inputs& in) {
   std::vector<Step> steps;
   std::map<std::string, const SandboxListing*> by_session, by_sandbox;
@@ -113,6 +151,8 @@ std::vector<Step> plan(const Inputs& in) {
       if (sandbox != nullptr)
         removals.push_back(Step{Step::Kind::remove, session.id, sandbox->sandbox_id, {}});
     } else if (session.state == state::ready) {
+      if (session.ready_at >= in.listed_at)
+        continue;  // the listing may predate its sandbox's start
       if (sandbox != nullptr && sandbox->running) {
         if (start)
           steps.push_back(Step{Step::Kind::adopt, session.id, sandbox->sandbox_id, {}});

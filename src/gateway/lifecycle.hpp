@@ -7,6 +7,7 @@
 
 #include <rex/gateway/provider.hpp>
 
+#include <deque>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -14,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/api_error.hpp"
 #include "gateway/session_record.hpp"
 
 namespace rex::gateway::lifecycle {
@@ -36,12 +38,50 @@ void apply(SessionRecord& rec, Move move, double now, std::string reason = {},
 /// deadline; nothing while it may live on (or when it is not ready).
 std::optional<std::string_view> expiry(const SessionRecord& rec, double now);
 
+/// A create as admission sees it.
+struct CreateAsk {
+  std::string tenant;
+  std::string body_hash;  // of the request's body and provider
+  /// When the request's Idempotency-Key was used before (at any time: the keys and their
+  /// bodies' hashes are durable): the session it made and the hash of the body it came with.
+  struct KeyUse {
+    std::string session_id;
+    std::string body_hash;
+  };
+  std::optional<KeyUse> key_use;
+  std::size_t active = 0;         // the tenant's active sessions (creating, ready, stopping)
+  std::size_t max_sessions = 0;   // the tenant's quota; 0: none
+  double creates_per_minute = 0;  // the tenant's rate; 0: none
+  double now = 0;                 // unix seconds
+};
+
+struct CreateDecision {
+  enum class Kind {
+    admit,     // a new session: its create is counted in the rate window
+    existing,  // the key's session: answered as that session is (once it is not creating)
+    refuse,    // `refusal` says why
+  };
+  Kind kind = Kind::admit;
+  std::string session_id;           // for existing
+  std::optional<ApiError> refusal;  // for refuse
+};
+
+/// Admission of a create, in this order: a key used before answers its session when the body
+/// is the same (422 idempotency.mismatch when not), whatever the quotas now say; then the
+/// tenant's active sessions against max_sessions (429 quota.max_sessions, retry after 5 s);
+/// then the creates of the last 60 s against creates_per_minute (429 quota.creates_per_minute,
+/// retry when the oldest leaves the window, at least 1 s). `recent` is the tenant's window (unix
+/// seconds of its admitted creates, oldest first): pruned to the last 60 s, and `now` added when
+/// the create is admitted.
+CreateDecision decide_create(const CreateAsk& ask, std::deque<double>& recent);
+
 /// A session as reconcile sees it.
 struct SessionView {
   std::string id;
   std::string state;
   std::string sandbox_id;
   bool stopping_now = false;  // its end is being carried out already
+  double ready_at = 0;        // unix seconds; 0 while it is not
 };
 
 /// One decision about a provider's sandboxes and the records of its sessions.
@@ -70,6 +110,8 @@ enum class Pass { start, drift };
 struct Inputs {
   Pass pass = Pass::start;
   double now = 0;           // unix seconds
+  double listed_at = 0;     // when the listing was asked for: a session ready since then is
+                            // not judged by it (its sandbox may not have run yet when listed)
   double orphan_grace = 0;  // seconds a sandbox of no session is left alone after its start
   std::vector<SessionView> sessions;    // this provider's sessions, ended ones too
   std::vector<SandboxListing> listing;  // what the provider runs for this gateway

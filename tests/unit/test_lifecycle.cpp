@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <deque>
 #include <string>
 #include <vector>
 
@@ -131,6 +132,96 @@ TEST(LifecycleExpiry, OnlyReadySessionsExpire) {
   }
 }
 
+// --- admission of a create --------------------------------------------------------------------
+
+lc::CreateAsk ask(double now) {
+  lc::CreateAsk a;
+  a.tenant = "acme";
+  a.body_hash = "h1";
+  a.now = now;
+  return a;
+}
+
+TEST(LifecycleCreate, WithoutQuotasEveryCreateIsAdmitted) {
+  std::deque<double> recent;
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(lc::decide_create(ask(kT0), recent).kind, lc::CreateDecision::Kind::admit);
+  EXPECT_TRUE(recent.empty());  // no rate: nothing counted
+}
+
+TEST(LifecycleCreate, AKeyUsedBeforeAnswersItsSessionWithTheSameBodyOnly) {
+  std::deque<double> recent;
+  lc::CreateAsk a = ask(kT0);
+  a.key_use = lc::CreateAsk::KeyUse{"s1", "h1"};
+  const auto same = lc::decide_create(a, recent);
+  EXPECT_EQ(same.kind, lc::CreateDecision::Kind::existing);
+  EXPECT_EQ(same.session_id, "s1");
+  a.body_hash = "h2";
+  const auto other = lc::decide_create(a, recent);
+  ASSERT_EQ(other.kind, lc::CreateDecision::Kind::refuse);
+  EXPECT_EQ(other.refusal->status(), 422u);
+  EXPECT_EQ(other.refusal->code(), "idempotency.mismatch");
+  EXPECT_FALSE(other.refusal->retryable());
+}
+
+TEST(LifecycleCreate, AKeyUsedBeforeIsAnsweredWhateverTheQuotasSayNow) {
+  std::deque<double> recent{kT0 - 1, kT0 - 1};
+  lc::CreateAsk a = ask(kT0);
+  a.key_use = lc::CreateAsk::KeyUse{"s1", "h1"};
+  a.active = 5;
+  a.max_sessions = 5;
+  a.creates_per_minute = 2;
+  EXPECT_EQ(lc::decide_create(a, recent).kind, lc::CreateDecision::Kind::existing);
+  EXPECT_EQ(recent.size(), 2u);  // a repeat is not a create
+}
+
+TEST(LifecycleCreate, MaxSessionsCountsTheActiveOnes) {
+  std::deque<double> recent;
+  lc::CreateAsk a = ask(kT0);
+  a.max_sessions = 4;
+  a.active = 3;
+  EXPECT_EQ(lc::decide_create(a, recent).kind, lc::CreateDecision::Kind::admit);
+  a.active = 4;
+  const auto d = lc::decide_create(a, recent);
+  ASSERT_EQ(d.kind, lc::CreateDecision::Kind::refuse);
+  EXPECT_EQ(d.refusal->status(), 429u);
+  EXPECT_EQ(d.refusal->code(), "quota.max_sessions");
+  EXPECT_STREQ(d.refusal->what(), "tenant \"acme\" has 4 active sessions, its limit");
+  EXPECT_EQ(d.refusal->retry_after(), 5.0);
+}
+
+TEST(LifecycleCreate, TheRateWindowSlidesWithTheClock) {
+  std::deque<double> recent;
+  lc::CreateAsk a = ask(kT0);
+  a.creates_per_minute = 2;
+  EXPECT_EQ(lc::decide_create(a, recent).kind, lc::CreateDecision::Kind::admit);
+  a.now = kT0 + 10;
+  EXPECT_EQ(lc::decide_create(a, recent).kind, lc::CreateDecision::Kind::admit);
+  a.now = kT0 + 20;
+  auto d = lc::decide_create(a, recent);
+  ASSERT_EQ(d.kind, lc::CreateDecision::Kind::refuse);
+  EXPECT_EQ(d.refusal->code(), "quota.creates_per_minute");
+  EXPECT_STREQ(d.refusal->what(), "tenant \"acme\" may create 2 sessions a minute");
+  EXPECT_EQ(d.refusal->retry_after(), 40.0);  // when the first leaves the window
+  EXPECT_EQ(recent.size(), 2u);               // a refusal is not counted
+  a.now = kT0 + 59.5;
+  d = lc::decide_create(a, recent);
+  ASSERT_EQ(d.kind, lc::CreateDecision::Kind::refuse);
+  EXPECT_EQ(d.refusal->retry_after(), 1.0);  // never less than a second
+  a.now = kT0 + 60;                          // the first has left the window
+  EXPECT_EQ(lc::decide_create(a, recent).kind, lc::CreateDecision::Kind::admit);
+  EXPECT_EQ(recent, (std::deque<double>{kT0 + 10, kT0 + 60}));
+}
+
+TEST(LifecycleCreate, AFractionalRateIsNamedAsConfigured) {
+  std::deque<double> recent{kT0};
+  lc::CreateAsk a = ask(kT0 + 1);
+  a.creates_per_minute = 0.5;
+  const auto d = lc::decide_create(a, recent);
+  ASSERT_EQ(d.kind, lc::CreateDecision::Kind::refuse);
+  EXPECT_STREQ(d.refusal->what(), "tenant \"acme\" may create 0.5 sessions a minute");
+}
+
 // --- the plan ---------------------------------------------------------------------------------
 
 SandboxListing sandbox(std::string id, std::string session, double created_at, bool running = true,
@@ -148,6 +239,7 @@ lc::Inputs inputs(lc::Pass pass) {
   lc::Inputs in;
   in.pass = pass;
   in.now = kT0 + 1000;
+  in.listed_at = in.now - 0.01;
   in.orphan_grace = 60;
   return in;
 }
@@ -266,6 +358,23 @@ TEST(LifecyclePlan, WhileRunningAReadySessionIsMatchedByItsOwnSandbox) {
   EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::lost, "s1", {}, "the sandbox is gone"},
                                                  {Kind::remove, {}, "w9", {}},
                                                  {Kind::remove, {}, "s1", {}}}));
+}
+
+TEST(LifecyclePlan, ASessionReadySinceTheListingWasAskedForIsNotJudgedByIt) {
+  // The drift check asked for the listing; a create finished while the provider answered: the
+  // listing shows its container created but not yet running. The session is not lost.
+  lc::Inputs in = inputs(lc::Pass::drift);
+  in.sessions = {{"s1", std::string(state::ready), "c1", false, in.listed_at + 0.003}};
+  in.listing = {sandbox("c1", "s1", in.listed_at - 1, /*running=*/false)};
+  EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
+  // The next check's listing, asked for after the session was ready, judges it.
+  in.listed_at += 1;
+  in.now += 1;
+  ASSERT_EQ(lc::plan(in).size(), 2u);
+  EXPECT_EQ(lc::plan(in)[0].kind, Kind::lost);
+  // Ready in the very millisecond the listing was asked for: not judged either.
+  in.sessions[0].ready_at = in.listed_at;
+  EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
 }
 
 TEST(LifecyclePlan, EndedSessionsGetNoDecision) {
