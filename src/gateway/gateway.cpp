@@ -710,6 +710,8 @@ asio::awaitable<void> Gateway::Impl::carry_out(const std::string& provider,
         spawn(finish_stop(step.session_id, who), "destroying " + step.session_id);
         break;
       case Kind::remove:
+        if (!step.session_id.empty() && sessions.at(step.session_id).rec.active())
+          break;  // its session's step was passed over: the sandbox is still the session's
         if (step.session_id.empty())
           logging::info("gateway: removing orphan sandbox {} ({})", step.sandbox_id, provider);
         remove_sandbox(provider, step.sandbox_id);

@@ -1095,7 +1095,9 @@ class TestReadinessDoesNotWaitForEnds(GatewayTestCase):
         began = time.monotonic()
         gw = self.start_gateway()
         ready_after = time.monotonic() - began
-        self.assertLess(ready_after, 1.0, "readiness waited for sandboxes to end")
+        # Each stubborn sandbox costs 5 s of grace: waiting for either would take 5 s or more.
+        # (Readiness within 1 s is the soak's figure: benchmarks/gateway_crash_soak.sh.)
+        self.assertLess(ready_after, 3.0, "readiness waited for sandboxes to end")
 
         records = {s["session_id"]: s for s in self.list_sessions(gw)}
         interrupted = [sid for sid, r in records.items()
