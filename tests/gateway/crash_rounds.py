@@ -492,7 +492,7 @@ def main():
     if args.seed is None:
         args.seed = random.randrange(1 << 30)
     print(f"crash rounds: {args.rounds} on {args.provider}, seed {args.seed} "
-          f"(--seed {args.seed} repeats them)", flush=True)
+          f"(--seed {args.seed} makes the same choices)", flush=True)
     checker = Checker(args)
     began = time.monotonic()
     try:
