@@ -525,24 +525,21 @@ asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
 void Gateway::Impl::remove_sandbox(const std::string& provider_name,
                                    const std::string& sandbox_id) {
   Provider* p = provider(provider_name);
-  std::string key = provider_name + '\n' + sandbox_id;
-  if (p == nullptr || sandbox_id.empty() || !removing.insert(key).second)
+  if (p == nullptr || sandbox_id.empty())
     return;
-  auto task = [](Impl& self, Provider& p, std::string key,
+  std::set<std::string>& under_way = removing[provider_name];
+  if (!under_way.insert(sandbox_id).second)
+    return;
+  auto task = [](std::set<std::string>& removing, Provider& p,
                  std::string sandbox_id) -> asio::awaitable<void> {
     struct Done {
-      Impl& self;
-      const std::string& key;
-      ~Done() { self.removing.erase(key); }
-    } done{self, key};
+      std::set<std::string>& removing;
+      const std::string& sandbox_id;
+      ~Done() { removing.erase(sandbox_id); }
+    } done{removing, sandbox_id};
     co_await p.destroy(sandbox_id);
   };
-  spawn(task(*this, *p, std::move(key), sandbox_id), "removing sandbox " + sandbox_id);
-}
-
-bool Gateway::Impl::being_removed(const std::string& provider_name,
-                                  const std::string& sandbox_id) const {
-  return removing.contains(provider_name + '\n' + sandbox_id);
+  spawn(task(under_way, *p, sandbox_id), "removing sandbox " + sandbox_id);
 }
 
 void Gateway::Impl::background_began() {
@@ -667,10 +664,8 @@ lifecycle::Inputs Gateway::Impl::plan_inputs(lifecycle::Pass pass, const std::st
     if (e.rec.provider == provider)
       in.sessions.push_back({id, e.rec.state, e.rec.sandbox_id, e.stopping_now, e.rec.ready_at});
   in.listing = std::move(listing);
-  const std::string prefix = provider + '\n';
-  for (const auto& key : removing)
-    if (key.starts_with(prefix))
-      in.being_removed.insert(key.substr(prefix.size()));
+  if (const auto it = removing.find(provider); it != removing.end())
+    in.being_removed = it->second;
   return in;
 }
 

@@ -109,9 +109,10 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   bool reconciled = false;
   bool stopping = false;
   Event stop_requested;
-  std::set<std::string> removing;  // provider + '\n' + sandbox id: remove_sandbox() at work
-  std::size_t background = 0;      // coroutines spawned on their own that have not ended
-  Event background_ended;          // set while `background` is 0
+  // By provider: the sandbox ids whose remove_sandbox() is at work.
+  std::map<std::string, std::set<std::string>> removing;
+  std::size_t background = 0;  // coroutines spawned on their own that have not ended
+  Event background_ended;      // set while `background` is 0
   static constexpr std::chrono::milliseconds kAfterAnswerDelay{20};
   std::vector<std::function<void()>> after_answer_work;  // see after_answer()
   asio::steady_timer after_answer_timer;                 // its latest time
@@ -165,7 +166,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   asio::awaitable<void> finish_stop(std::string id, Caller who);
   /// Destroys a sandbox that no session needs (an interrupted create's, a lost session's, an
   /// orphan) on its own, so that neither reconcile nor the drift check waits for a process to
-  /// end; once per sandbox at a time (being_removed() says whether it is under way).
+  /// end; once per sandbox at a time (`removing` holds those under way).
   void remove_sandbox(const std::string& provider_name, const std::string& sandbox_id);
   /// What lifecycle::plan() needs of one provider: its sessions, its listing, the removals
   /// under way, the time and the grace.
@@ -176,7 +177,6 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   /// DELETE that came between) is passed over.
   asio::awaitable<void> carry_out(const std::string& provider, std::vector<lifecycle::Step> steps,
                                   Caller who);
-  bool being_removed(const std::string& provider_name, const std::string& sandbox_id) const;
   Provider* provider(std::string_view name);
   Quota quota_of(const std::string& tenant) const;
   std::shared_ptr<Live> live_of(Entry& e);

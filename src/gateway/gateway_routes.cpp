@@ -460,10 +460,10 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     std::vector<StoredEvent> created;
     created.push_back(event("created", rec, who));
     co_await save(rec, std::move(created), key_row);
+    rex::detail::crash_point("create.recorded");
   } catch (const std::exception& x) {
     refused = x.what();
   }
-  rex::detail::crash_point("create.recorded");
   if (!refused.empty()) {
     // Nothing was recorded: the session never existed. Its entry stays in memory, failed, for
     // repeats of the same key that are waiting for it; the key is free for a new attempt.
@@ -502,9 +502,9 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   const double took = rex::detail::seconds_since(started);
   if (failure.empty()) {
     rex::detail::crash_point("create.sandbox_up");
-    lifecycle::apply(rec, lifecycle::Move::sandbox_up, unix_now());
     rec.ready_at = unix_now();
     rec.last_active = rec.ready_at;
+    lifecycle::apply(rec, lifecycle::Move::sandbox_up, rec.ready_at);
     json::object data{{"seconds", took}};
     co_await record(rec, "ready", who, std::move(data));
     rex::detail::crash_point("create.ready");

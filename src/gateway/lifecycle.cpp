@@ -27,10 +27,6 @@ std::string_view move_name(Move move) {
   return "?";
 }
 
-bool is_active(std::string_view s) {
-  return s == state::creating || s == state::ready || s == state::stopping;
-}
-
 }  // namespace
 
 std::string_view next_state(std::string_view from, Move move) {
@@ -58,7 +54,7 @@ void apply(SessionRecord& rec, Move move, double now, std::string reason, std::s
     rec.reason = std::move(reason);
   if (!error.empty())
     rec.error = std::move(error);
-  if (!is_active(rec.state))
+  if (!state::is_active(rec.state))
     rec.ended_at = now;
 }
 
@@ -130,7 +126,7 @@ std::vector<Step> plan(const Inputs& in) {
 
   for (const auto& session : in.sessions) {
     after[session.id] = session.state;
-    if (!is_active(session.state))
+    if (!state::is_active(session.state))
       continue;
     const SandboxListing* sandbox = nullptr;
     if (start) {
@@ -176,7 +172,7 @@ std::vector<Step> plan(const Inputs& in) {
     remove(r.sandbox_id, r.session_id);
   for (const auto& s : in.listing) {
     const auto it = after.find(s.session_id);
-    const bool owned = it != after.end() && is_active(it->second);
+    const bool owned = it != after.end() && state::is_active(it->second);
     if (s.spare && !owned) {
       remove(s.sandbox_id, {});  // an earlier run's spare: nobody's
       continue;

@@ -20,7 +20,7 @@ double SessionRecord::idle_deadline() const {
 }
 
 bool SessionRecord::active() const {
-  return state == state::creating || state == state::ready || state == state::stopping;
+  return state::is_active(state);
 }
 
 json::object SessionRecord::to_json() const {

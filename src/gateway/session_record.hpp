@@ -23,6 +23,10 @@ inline constexpr std::string_view stopping = "stopping";
 inline constexpr std::string_view destroyed = "destroyed";
 inline constexpr std::string_view failed = "failed";
 inline constexpr std::string_view lost = "lost";
+/// creating, ready or stopping: a session in it holds a sandbox (and its tenant's quota).
+inline bool is_active(std::string_view s) {
+  return s == creating || s == ready || s == stopping;
+}
 }  // namespace state
 
 struct SessionRecord {

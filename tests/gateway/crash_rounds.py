@@ -41,7 +41,8 @@ import time
 import uuid
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from gateway_process import Gateway, cmdline, is_gone  # noqa: E402
+from gateway_process import (Gateway, is_spare, processes_naming,  # noqa: E402
+                             read_sandbox_json)
 
 NET_ERRORS = (OSError, http.client.HTTPException)  # the gateway went away mid-request
 
@@ -362,44 +363,31 @@ class Checker:
                 self.stats["duplicates"] += 1
                 self.fail(number, f"key {key} with another body answers {status} {data}")
 
-        orphans = self.wait_for_no_orphans()
-        if orphans:
-            self.stats["orphans"] += len(orphans)
-            self.fail(number, f"orphans: {orphans}")
+        self.check_orphans(number, "orphans")
 
     def owned_sandboxes(self):
         """The sandbox ids an active session of the gateway owns."""
-        records = self.records()
-        return ({r["sandbox_id"] for r in records.values()
-                 if r["state"] in ("creating", "ready", "stopping") and r.get("sandbox_id")},
-                records)
+        return {r["sandbox_id"] for r in self.records().values()
+                if r["state"] in ("creating", "ready", "stopping") and r.get("sandbox_id")}
 
     def find_orphans(self):
-        owned, _ = self.owned_sandboxes()
+        owned = self.owned_sandboxes()
         found = []
         if self.provider == "local":
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit():
-                    continue
-                pid = int(entry)
-                line = cmdline(pid)
-                if self.sandboxes + "/" not in line or is_gone(pid):
-                    continue
+            prefix = self.sandboxes + "/"
+            for pid, line in processes_naming(prefix).items():
                 # The server's own command line names its socket: ROOT/ID/server.sock.
-                rest = line.split(self.sandboxes + "/", 1)[1]
-                sandbox = rest.split("/", 1)[0]
-                info = self.sandbox_json(sandbox)
+                sandbox = line.split(prefix, 1)[1].split("/", 1)[0]
+                info = read_sandbox_json(self.sandboxes, sandbox)
                 if sandbox in owned:
                     continue
-                if info and info.get("spare") and not info.get("session_id") \
-                        and info.get("gateway_id") == self.gateway_id:
+                if is_spare(info) and info.get("gateway_id") == self.gateway_id:
                     continue  # a spare of the running gateway
                 found.append(f"process {pid} of sandbox {sandbox} ({info})")
             for sandbox in sorted(os.listdir(self.sandboxes)) \
                     if os.path.isdir(self.sandboxes) else []:
-                info = self.sandbox_json(sandbox)
-                if sandbox not in owned and not (info and info.get("spare")
-                                                 and not info.get("session_id")):
+                info = read_sandbox_json(self.sandboxes, sandbox)
+                if sandbox not in owned and not is_spare(info):
                     found.append(f"directory {sandbox} ({info})")
         else:
             out = subprocess.run(
@@ -415,36 +403,27 @@ class Checker:
                     found.append(f"container {name}")
         return found
 
-    def sandbox_json(self, sandbox):
-        try:
-            with open(os.path.join(self.sandboxes, sandbox, "sandbox.json")) as f:
-                return json.load(f)
-        except (OSError, ValueError):
-            return None
-
-    def wait_for_no_orphans(self, timeout=None):
-        # The drift check removes an orphan once it is orphan_grace (1 s) old, every
-        # drift_interval (1 s): 2 s after readiness it has had its chance, and a few more
-        # seconds cover a loaded machine.
-        timeout = timeout or self.args.orphan_wait
-        deadline = time.monotonic() + timeout
+    def check_orphans(self, number, what):
+        """Fails the round with `what` when orphans are left once the drift check has had its
+        chance: it removes an orphan once it is orphan_grace (1 s) old, every drift_interval
+        (1 s), so 2 s after readiness; a few more seconds cover a loaded machine."""
+        deadline = time.monotonic() + self.args.orphan_wait
         while True:
             found = self.find_orphans()
             if not found or time.monotonic() > deadline:
-                return found
+                break
             time.sleep(0.2)
+        if found:
+            self.stats["orphans"] += len(found)
+            self.fail(number, f"{what}: {found}")
 
     def clean_up(self, number):
-        _, records = self.owned_sandboxes()
-        for sid, rec in records.items():
+        for sid, rec in self.records().items():
             if rec["state"] == "ready":
                 status, data = self.gw.json("DELETE", f"/api/sessions/{sid}", timeout=60)
                 if status != 200:
                     self.fail(number, f"DELETE {sid} after the checks: {status} {data}")
-        orphans = self.wait_for_no_orphans()
-        if orphans:
-            self.stats["orphans"] += len(orphans)
-            self.fail(number, f"left after every session was destroyed: {orphans}")
+        self.check_orphans(number, "left after every session was destroyed")
 
     def finish(self):
         if self.gw is not None and self.gw.running():

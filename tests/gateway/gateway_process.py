@@ -50,6 +50,32 @@ def cmdline(pid):
         return ""
 
 
+def processes_naming(text):
+    """{pid: command line} of every live process whose command line contains `text`."""
+    found = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            line = cmdline(int(entry))
+            if text in line and not is_gone(int(entry)):
+                found[int(entry)] = line
+    return found
+
+
+def read_sandbox_json(sandboxes, name):
+    """The sandbox.json of the local provider's sandbox `name` under `sandboxes`; None while it
+    is missing or half written."""
+    try:
+        with open(os.path.join(sandboxes, name, "sandbox.json")) as f:
+            return json.load(f)
+    except (FileNotFoundError, ValueError):
+        return None
+
+
+def is_spare(info):
+    """Whether a sandbox.json (read_sandbox_json) is a spare's that no session has taken."""
+    return bool(info and info.get("spare") and not info.get("session_id"))
+
+
 class Gateway:
     """A running `rex gateway --listen 127.0.0.1:PORT --storage DIR [args]`.
 

@@ -40,7 +40,8 @@ import uuid
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gateway_process import (EventStream, Gateway, cmdline, free_port,  # noqa: E402
-                             is_gone, multipart, wait_until)
+                             is_gone, is_spare, multipart, processes_naming,
+                             read_sandbox_json, wait_until)
 
 BINARY = os.environ.get("REX_BINARY", "")
 SOURCE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -64,17 +65,6 @@ def ts(text):
     if t.tzinfo is None:
         raise AssertionError(f"time {text!r} has no zone (the API's times are UTC)")
     return t.timestamp()
-
-
-def processes_naming(text):
-    """{pid: command line} of every live process whose command line contains `text`."""
-    found = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and int(entry) != os.getpid():
-            line = cmdline(int(entry))
-            if text in line and not is_gone(int(entry)):
-                found[int(entry)] = line
-    return found
 
 
 def tmp_paths_naming(text):
@@ -373,15 +363,10 @@ class GatewayTestCase(unittest.TestCase):
             return []
 
     def sandbox_json(self, name):
-        try:
-            with open(os.path.join(self.sandboxes, name, "sandbox.json")) as f:
-                return json.load(f)
-        except (FileNotFoundError, ValueError):
-            return None
+        return read_sandbox_json(self.sandboxes, name)
 
     def is_spare(self, name):
-        info = self.sandbox_json(name)
-        return bool(info and info.get("spare") and not info.get("session_id"))
+        return is_spare(self.sandbox_json(name))
 
     def spare_dirs(self):
         """The sandboxes started ahead of time that no session has taken."""
