@@ -85,6 +85,39 @@ export async function until(what, probe, seconds = 60) {
   }
 }
 
+// A probe's fetch options: it gives up after 2 s (whatever holds a port may never answer).
+const quick = () => ({ signal: AbortSignal.timeout(2000) });
+
+// Prism on a port chosen by freePort(); should something take that port between the check and
+// Prism's listen (another stack beside this one), Prism exits and is started again on another.
+async function startPrism(name, doc, fakeUrl, answers) {
+  const prism = path.join(envDir, "node_modules", ".bin", "prism");
+  for (let attempt = 1; ; ++attempt) {
+    const port = await freePort();
+    const entry = start(name, prism, ["proxy", doc, fakeUrl, "--errors", "-h", "127.0.0.1", "-p", String(port)]);
+    const url = `http://127.0.0.1:${port}`;
+    const deadline = Date.now() + 60000;
+    for (;;) {
+      let up = false;
+      try {
+        up = await answers(url);
+      } catch {
+        // not yet
+      }
+      // Its own line, not only an answer: the answer might come from whoever took the port.
+      if (up && entry.exited === null && entry.output.includes(`Prism is listening on ${url}`)) {
+        return { prism: entry, port };
+      }
+      if (entry.exited !== null) break;
+      assert.ok(Date.now() < deadline, `${name} did not come up within 60 s:\n${entry.output.slice(-2000)}`);
+      await sleep(100);
+    }
+    assert.ok(attempt < 5 && /EADDRINUSE/.test(entry.output),
+      `${name} exited (${JSON.stringify(entry.exited)}) before it answered:\n${entry.output.slice(-2000)}`);
+    children.splice(children.indexOf(entry), 1);
+  }
+}
+
 // The toolbox document as Prism can use it: Prism matches paths and ignores the servers' base
 // path, and the SDK calls {toolboxProxyUrl}/{sandboxId}/..., with toolboxProxyUrl = .../toolbox.
 // Prism also cannot validate a multipart/form-data answer (it looks for the boundary in the
@@ -158,7 +191,9 @@ function forward(port, request, headers, body) {
   });
 }
 
-function startUploadFront(frontPort, prismPort, fakePort) {
+// Listens on a port of its own choosing at once (the fake must be told the front's URL before it
+// starts); `to.prism` and `to.fake` are filled in once those are up, before any request comes.
+function startUploadFront(to) {
   const server = http.createServer(async (request, response) => {
     const chunks = [];
     for await (const c of request) chunks.push(c);
@@ -170,12 +205,12 @@ function startUploadFront(frontPort, prismPort, fakePort) {
       let answer;
       if (request.method === "POST" && type.startsWith("multipart/form-data")) {
         const copy = multipartWithTextFiles(body, type);
-        answer = await forward(prismPort, request, { ...headers, "content-length": copy.length }, copy);
+        answer = await forward(to.prism, request, { ...headers, "content-length": copy.length }, copy);
         if (answer.status >= 200 && answer.status < 300) {
-          answer = await forward(fakePort, request, { ...headers, "content-length": body.length }, body);
+          answer = await forward(to.fake, request, { ...headers, "content-length": body.length }, body);
         }
       } else {
-        answer = await forward(prismPort, request, { ...headers, "content-length": body.length }, body);
+        answer = await forward(to.prism, request, { ...headers, "content-length": body.length }, body);
       }
       const back = { ...answer.headers };
       delete back["transfer-encoding"];
@@ -187,7 +222,10 @@ function startUploadFront(frontPort, prismPort, fakePort) {
     }
   });
   server.unref();  // the processes it fronts keep the script alive, not this
-  return new Promise((resolve) => server.listen(frontPort, "127.0.0.1", () => resolve(server)));
+  return new Promise((resolve, reject) => {
+    server.on("error", reject);
+    server.listen(0, "127.0.0.1", () => resolve(server));
+  });
 }
 
 export async function startEverything({ startDelay = 0.5 } = {}) {
@@ -202,21 +240,19 @@ export async function startEverything({ startDelay = 0.5 } = {}) {
   const toolboxDoc = path.join(scratch, "toolbox.json");
   fs.writeFileSync(toolboxDoc, JSON.stringify(toolboxDocument(JSON.parse(fs.readFileSync(toolboxDocSource)))));
   const apiKey = `rex-check-${process.pid}`;
-  const [apiPort, toolboxPort, frontPort] = [await freePort(), await freePort(), await freePort()];
+  const to = { prism: 0, fake: 0 };
+  const front = await startUploadFront(to);
+  const frontPort = front.address().port;
   const fake = start("fake", process.env.PYTHON || "python3", [
     path.join(here, "daytona_fake.py"), "--port", "0", "--api-key", apiKey, "--start-delay", String(startDelay),
     "--state-dir", path.join(scratch, "sandboxes"), "--toolbox-url", `http://127.0.0.1:${frontPort}/toolbox`]);
   await until("the fake", async () => /READY \d+/.test(fake.output), 30);
   const fakeUrl = `http://127.0.0.1:${fake.output.match(/READY (\d+)/)[1]}`;
-  const prism = path.join(envDir, "node_modules", ".bin", "prism");
-  const prisms = [
-    start("prism (API)", prism, ["proxy", apiDoc, fakeUrl, "--errors", "-h", "127.0.0.1", "-p", String(apiPort)]),
-    start("prism (toolbox)", prism, ["proxy", toolboxDoc, fakeUrl, "--errors", "-h", "127.0.0.1", "-p", String(toolboxPort)]),
-  ];
-  const apiUrl = `http://127.0.0.1:${apiPort}`;
-  await until("Prism (API)", async () => (await fetch(`${apiUrl}/config`)).status === 200);
-  await until("Prism (toolbox)", async () => (await fetch(`http://127.0.0.1:${toolboxPort}/`)).status === 404);
-  const front = await startUploadFront(frontPort, toolboxPort, Number(new URL(fakeUrl).port));
+  const api = await startPrism("prism (API)", apiDoc, fakeUrl, async (url) => (await fetch(`${url}/config`, quick())).status === 200);
+  const toolbox = await startPrism("prism (toolbox)", toolboxDoc, fakeUrl, async (url) => (await fetch(`${url}/`, quick())).status === 404);
+  Object.assign(to, { prism: toolbox.port, fake: Number(new URL(fakeUrl).port) });
+  const apiUrl = `http://127.0.0.1:${api.port}`;
+  const prisms = [api.prism, toolbox.prism];
   return { apiUrl, apiKey, fakeUrl, fake, prisms, front, scratch };
 }
 
