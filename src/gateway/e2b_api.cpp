@@ -134,11 +134,10 @@ struct E2bApi {
 
   // A live session of the caller's tenant, or nullptr (ended or another tenant's: not found).
   Entry* live(const Caller& who, std::string_view id) const {
-    const auto it = s->sessions.find(std::string(id));
-    if (it == s->sessions.end() || it->second.rec.tenant != who.tenant ||
-        it->second.rec.state != state::ready)
+    Entry* e = s->sessions.find(id);
+    if (e == nullptr || e->rec.tenant != who.tenant || e->rec.state != state::ready)
       return nullptr;
-    return &it->second;
+    return e;
   }
 
   // A timeout in seconds from a body's `timeout`; nullopt when absent.
@@ -283,7 +282,7 @@ struct E2bApi {
 server::JsonRoute route(std::shared_ptr<Gateway::Impl> s, std::string pattern,
                         std::function<asio::awaitable<Answer>(E2bApi&, Caller, Request)> h) {
   return [s, pattern = std::move(pattern), h = std::move(h)](Request r) -> asio::awaitable<Answer> {
-    s->metrics.requests[pattern]++;
+    s->metrics.count_request(pattern);
     E2bApi api{s};
     std::optional<ApiError> failure;
     try {
@@ -293,7 +292,7 @@ server::JsonRoute route(std::shared_ptr<Gateway::Impl> s, std::string pattern,
     } catch (const std::exception& e) {
       failure = api_error_of(e);
     }
-    s->metrics.errors[failure->code()]++;
+    s->metrics.count_error(failure->code());
     // E2B's clients read 400 for what the gateway calls 422.
     const unsigned status = failure->status() == 422 ? 400 : failure->status();
     co_return e2b_error(status, failure->what());

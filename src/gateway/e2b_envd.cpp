@@ -246,10 +246,10 @@ struct Envd {
     const auto id = r.field("E2b-Sandbox-Id");
     if (!id || id->empty())
       throw ConnectError("invalid_argument", "the E2b-Sandbox-Id header is missing");
-    const auto it = s->sessions.find(std::string(*id));
-    if (it == s->sessions.end() || it->second.rec.state != state::ready)
+    Entry* found = s->sessions.find(*id);
+    if (found == nullptr || found->rec.state != state::ready)
       throw ConnectError("not_found", fmt::format("sandbox {} not found", *id));
-    Entry& e = it->second;
+    Entry& e = *found;
     const auto token = r.field("X-Access-Token");
     if (!token || !server::same_token(*token, envd_access_token(e.rec)))
       throw ConnectError("unauthenticated",

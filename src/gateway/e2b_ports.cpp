@@ -223,9 +223,8 @@ struct Relay {
         line["error"] = error;
       else if (!parser || !parser->is_done())
         line["detached"] = true;  // the caller left before the answer's end
-      const auto it = s->sessions.find(session_id);
-      if (it != s->sessions.end())
-        s->append_log(it->second.rec, who, std::move(line));
+      if (const Entry* e = s->sessions.find(session_id))
+        s->append_log(e->rec, who, std::move(line));
     } catch (const std::exception& e) {
       logging::error("gateway: cannot record a relayed request of {}: {}", session_id, e.what());
     }
@@ -244,9 +243,9 @@ struct Relay {
     if (now - touched < 1)
       return;
     touched = now;
-    const auto it = s->sessions.find(session_id);
-    if (it != s->sessions.end() && it->second.rec.state == state::ready)
-      s->touch(it->second, false);
+    Entry* e = s->sessions.find(session_id);
+    if (e != nullptr && e->rec.state == state::ready)
+      s->touch(*e, false);
   }
 
   asio::awaitable<std::optional<std::string>> next_piece() {
@@ -299,10 +298,10 @@ struct PortRouting {
                      fmt::format("the E2b-Sandbox-Id header is missing: it names the sandbox "
                                  "whose port {} is asked for",
                                  port));
-    const auto it = s->sessions.find(t.sandbox_id);
-    if (it == s->sessions.end())
+    Entry* found = s->sessions.find(t.sandbox_id);
+    if (found == nullptr)
       throw ApiError(404, "session.not_found", fmt::format("sandbox {} not found", t.sandbox_id));
-    Entry& e = it->second;
+    Entry& e = *found;
     if (e.rec.state == state::creating)
       throw ApiError(409, "session.not_ready",
                      fmt::format("sandbox {} is still being created; try again", t.sandbox_id),
@@ -457,7 +456,7 @@ struct PortRouting {
 };
 
 Answer e2b_refusal(Gateway::Impl& s, const ApiError& e) {
-  s.metrics.errors[e.code()]++;
+  s.metrics.count_error(e.code());
   Answer a = e2b_error(e.status(), e.what());
   if (e.retry_after())
     a.headers.emplace_back("Retry-After", fmt::format("{:g}", *e.retry_after()));
@@ -475,7 +474,7 @@ void add_e2b_port_routing(server::RouteTable& t, std::shared_ptr<Gateway::Impl> 
         return target && (!target->by_host || s->sessions.contains(target->sandbox_id));
       },
       [s](Request r) -> asio::awaitable<std::variant<Answer, RelayedAnswer>> {
-        s->metrics.requests[std::string(kPortHeader)]++;
+        s->metrics.count_request(std::string(kPortHeader));
         std::optional<ApiError> failure;
         bool cancelled = false;
         try {

@@ -92,6 +92,7 @@ Gateway::Impl::Impl(asio::any_io_executor executor, GatewayConfig config, Regist
       cfg(std::move(config)),
       registry(std::move(reg)),
       storage(fs::absolute(cfg.storage).lexically_normal()),
+      sessions(ex),
       stop_requested(ex),
       background_ended(ex),
       after_answer_timer(ex) {
@@ -261,18 +262,7 @@ asio::awaitable<void> Gateway::Impl::save(const SessionRecord& rec, std::vector<
   };
   auto committed = co_await on_db(std::move(work));
   sessions.at(rec.id).persisted_activity = rec.last_active;
-  publish(committed);
-}
-
-void Gateway::Impl::publish(const std::vector<StoredEvent>& events) {
-  for (const auto& e : events) {
-    for (const auto& sub : subscribers) {
-      if (sub->tenant && *sub->tenant != e.tenant)
-        continue;
-      sub->queue.push_back(e);
-      sub->wake.set();
-    }
-  }
+  event_hub.publish(committed);
 }
 
 std::shared_ptr<Live> Gateway::Impl::live_of(Entry& e) {
@@ -334,8 +324,8 @@ void Gateway::Impl::append_log_members(const std::string& session_id, const Call
   text.append(json::serialize(json::string_view(who.request_id))).append(R"(,"actor":)");
   text.append(json::serialize(json::string_view(who.actor))).append("}\n");
   // A ready session keeps its log open (with its connection); others open it for the line.
-  const auto it = sessions.find(session_id);
-  Live* live = it != sessions.end() ? it->second.live.get() : nullptr;
+  const Entry* entry = sessions.find(session_id);
+  Live* live = entry != nullptr ? entry->live.get() : nullptr;
   rex::detail::UniqueFd once;
   rex::detail::UniqueFd& file = live != nullptr ? live->transcript : once;
   if (file.get() < 0) {
@@ -683,7 +673,6 @@ asio::awaitable<void> Gateway::Impl::carry_out(const std::string& provider,
         if (e.rec.state != state::creating)
           break;  // (the plan saw the states before this loop's awaits)
         lifecycle::apply(e.rec, lifecycle::Move::interrupted, now, "interrupted", step.error);
-        e.create_error = e.rec.error;
         co_await record(e.rec, "failed", who);
         e.settled.set();
         break;
@@ -749,22 +738,12 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
       logging::error("gateway: skipping the damaged record of {}: {}", stored.id, x.what());
       continue;
     }
-    auto [it, fresh] = sessions.try_emplace(rec.id, ex);
-    Entry& e = it->second;
-    e.rec = std::move(rec);
-    e.persisted_activity = e.rec.last_active;
-    if (e.rec.state != state::creating && e.rec.state != state::stopping)
-      e.settled.set();
+    sessions.restore(std::move(rec));
   }
-  // The keys (stored with their session's first record, in one transaction) and the body each
-  // was first used with: a key reused with another body is refused after a restart as before.
-  for (auto& key : keys) {
-    const auto it = sessions.find(key.session_id);
-    if (it == sessions.end())
-      continue;  // its record was damaged (logged above)
-    it->second.body_hash = std::move(key.body_hash);
-    idempotency[key.tenant + "\n" + key.key] = key.session_id;
-  }
+  // The keys, and the body each was first used with (a key whose session's record was damaged,
+  // logged above, has nothing to answer and is left out).
+  for (const auto& key : keys)
+    sessions.restore_key(key);
   for (auto& [name, p] : providers) {
     std::vector<SandboxListing> listing;
     std::string unreachable;
@@ -874,8 +853,7 @@ void Gateway::stop() {
     return;
   s.stopping = true;
   s.stop_requested.set();
-  for (const auto& sub : s.subscribers)
-    sub->wake.set();
+  s.event_hub.wake_all();
   s.service->stop();
 }
 

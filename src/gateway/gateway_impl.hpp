@@ -29,9 +29,12 @@
 #include "core/offload.hpp"
 #include "core/unique_fd.hpp"
 #include "gateway/api_error.hpp"
+#include "gateway/event_hub.hpp"
 #include "gateway/lifecycle.hpp"
+#include "gateway/metrics.hpp"
 #include "gateway/notebook.hpp"
 #include "gateway/session_record.hpp"
+#include "gateway/session_table.hpp"
 
 namespace rex::gateway {
 
@@ -42,49 +45,6 @@ struct Caller {
   std::string tenant;
   std::string actor;
   std::string request_id;
-};
-
-/// The connection to a ready session's sandbox (made when first needed, not stored).
-struct Live {
-  std::unique_ptr<RemoteRuntime> runtime;
-  std::unique_ptr<Notebook> notebook;
-  std::optional<server::RouteTable> swerex;  // SWE-ReX's routes over `runtime`
-  rex::detail::UniqueFd transcript;          // the session's log, open for appending
-};
-
-struct Entry {
-  explicit Entry(asio::any_io_executor ex) : settled(std::move(ex)) {}
-  SessionRecord rec;
-  std::shared_ptr<Live> live;
-  Event settled;                  // set while the session is neither creating nor stopping
-  double persisted_activity = 0;  // last_active as last committed
-  std::string body_hash;          // of the create request (idempotency)
-  std::string create_error;       // a failed create's message, for repeats of it
-  bool stopping_now = false;      // finish_stop() is running for it
-  bool shell_started = false;     // the provider started the notebook's shell (a spare)
-};
-
-/// A client of /api/events: the events committed since it subscribed.
-struct Subscriber {
-  explicit Subscriber(asio::any_io_executor ex) : wake(std::move(ex)) {}
-  std::optional<std::string> tenant;  // none: every tenant's (no keys configured)
-  std::deque<StoredEvent> queue;
-  Event wake;
-};
-
-struct Quota {
-  std::size_t max_sessions = 0;  // 0: unlimited
-  double creates_per_minute = 0;
-  std::uint64_t max_storage_bytes = 0;
-};
-
-struct Metrics {
-  std::map<std::string, std::uint64_t> requests;  // by route pattern
-  std::map<std::string, std::uint64_t> errors;    // by code
-  std::uint64_t creates = 0;
-  double create_seconds_sum = 0;
-  std::vector<double> create_buckets{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
-  std::vector<std::uint64_t> create_bucket_counts = std::vector<std::uint64_t>(9, 0);
 };
 
 struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
@@ -101,10 +61,8 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   std::unique_ptr<Store> store;  // used on db_thread only
   std::string gateway_id;
   std::map<std::string, std::unique_ptr<Provider>> providers;
-  std::map<std::string, Entry> sessions;                     // every record, ended ones too
-  std::map<std::string, std::string> idempotency;            // tenant + '\n' + key -> session id
-  std::map<std::string, std::deque<double>> recent_creates;  // per tenant, unix seconds
-  std::list<std::shared_ptr<Subscriber>> subscribers;
+  SessionTable sessions;
+  EventHub event_hub;
   std::unique_ptr<server::Service> service;
   bool reconciled = false;
   bool stopping = false;
@@ -134,7 +92,6 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
                                boost::json::object data = {});
   StoredEvent event(std::string_view type, const SessionRecord& rec, const Caller& who,
                     boost::json::object data = {}) const;
-  void publish(const std::vector<StoredEvent>& events);
 
   // --- lifecycle (gateway.cpp) ---
   /// Runs `task` on its own, logging what it throws. run() waits for every such task before it

@@ -165,10 +165,10 @@ Caller Gateway::Impl::authenticate(const Request& r, bool needs_key) const {
 }
 
 Entry& Gateway::Impl::session_for(const Caller& who, std::string_view id) {
-  const auto it = sessions.find(std::string(id));
-  if (it == sessions.end() || it->second.rec.tenant != who.tenant)
+  Entry* e = sessions.find(id);
+  if (e == nullptr || e->rec.tenant != who.tenant)
     throw ApiError(404, "session.not_found", fmt::format("no session {:?}", id));
-  return it->second;
+  return *e;
 }
 
 Entry& Gateway::Impl::ready_session(const Caller& who, std::string_view id) {
@@ -300,7 +300,7 @@ struct Api {
     } catch (const std::exception& e) {
       failure = api_error_of(e);
     }
-    self->metrics.errors[failure->code()]++;
+    self->metrics.count_error(failure->code());
     if (failure->status() >= 500)
       logging::warn("gateway: {} {}: {}", route->pattern, failure->code(), failure->what());
     co_return error_answer(*failure, rid);
@@ -318,13 +318,13 @@ struct Api {
     } catch (const std::exception& e) {
       failure = api_error_of(e);
     }
-    self->metrics.errors[failure->code()]++;
+    self->metrics.count_error(failure->code());
     co_return error_answer(*failure, rid);
   }
 
   template <class H>
   std::shared_ptr<const Bound<H>> bind(std::string pattern, H h, bool needs_ready) const {
-    std::uint64_t* requests = &self->metrics.requests[pattern];
+    std::uint64_t* requests = self->metrics.requests_of(pattern);
     return std::make_shared<const Bound<H>>(
         Bound<H>{std::move(pattern), std::move(h), needs_ready, requests});
   }
@@ -404,23 +404,9 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   const std::string body_hash = sha256_hex(json::serialize(body) + "\n" + *provider_name);
   // Admission (lifecycle::decide_create), decided and its quota claimed before anything is
   // awaited, so concurrent creates cannot pass a quota together.
-  const Quota q = quota_of(who.tenant);
   const double now = unix_now();
-  lifecycle::CreateAsk ask;
-  ask.tenant = who.tenant;
-  ask.body_hash = body_hash;
-  ask.max_sessions = q.max_sessions;
-  ask.creates_per_minute = q.creates_per_minute;
-  ask.now = now;
-  if (!key.empty()) {
-    if (const auto it = idempotency.find(who.tenant + "\n" + key); it != idempotency.end())
-      ask.key_use = lifecycle::CreateAsk::KeyUse{it->second, sessions.at(it->second).body_hash};
-  }
-  if (q.max_sessions > 0 && !ask.key_use) {
-    for (const auto& [id, e] : sessions)
-      ask.active += e.rec.tenant == who.tenant && e.rec.active() ? 1 : 0;
-  }
-  auto decision = lifecycle::decide_create(ask, recent_creates[who.tenant]);
+  const CreateRequest ask{who.tenant, key, body_hash, quota_of(who.tenant), now};
+  auto decision = sessions.admit(ask);
   if (decision.refusal)
     throw std::move(*decision.refusal);
   if (decision.kind == lifecycle::CreateDecision::Kind::existing) {
@@ -433,12 +419,8 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   }
 
   const std::string id = "s" + random_hex(8);
-  auto [it, fresh] = sessions.try_emplace(id, ex);
-  Entry& e = it->second;
-  e.body_hash = body_hash;
+  Entry& e = sessions.open(id, ask);
   SessionRecord& rec = e.rec;
-  rec.id = id;
-  rec.tenant = who.tenant;
   rec.provider = *provider_name;
   rec.environment = env->name;
   rec.metadata = std::move(metadata);
@@ -447,12 +429,9 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   rec.last_active = now;
   rec.idle_timeout = idle;
   rec.max_lifetime = lifetime;
-  rec.idempotency_key = key;
   std::optional<IdempotencyKey> key_row;
-  if (!key.empty()) {
-    idempotency[who.tenant + "\n" + key] = id;
+  if (!key.empty())
     key_row = IdempotencyKey{who.tenant, key, body_hash, id};
-  }
 
   // Intent first: the record exists before the sandbox does.
   std::string refused;
@@ -468,7 +447,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     // Nothing was recorded: the session never existed. Its entry stays in memory, failed, for
     // repeats of the same key that are waiting for it; the key is free for a new attempt.
     if (!key.empty())
-      idempotency.erase(who.tenant + "\n" + key);
+      sessions.forget_key(who.tenant, key);
     lifecycle::apply(rec, lifecycle::Move::create_failed, unix_now(), "error",
                      "cannot record the session: " + refused);
     e.settled.set();
@@ -508,10 +487,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     json::object data{{"seconds", took}};
     co_await record(rec, "ready", who, std::move(data));
     rex::detail::crash_point("create.ready");
-    metrics.creates++;
-    metrics.create_seconds_sum += took;
-    for (std::size_t i = 0; i < metrics.create_buckets.size(); ++i)
-      metrics.create_bucket_counts[i] += took <= metrics.create_buckets[i] ? 1 : 0;
+    metrics.count_create(took);
     e.settled.set();
     append_log(rec, who, json::object{{"call", "create"}, {"request", body_for_log(r.body)}});
     co_return json_ok(201, rec.public_json());
@@ -919,46 +895,10 @@ asio::awaitable<Answer> registry_data(std::shared_ptr<Gateway::Impl> s, std::str
 }
 
 Answer metrics_answer(const Gateway::Impl& s) {
-  std::map<std::pair<std::string, std::string>, std::size_t> by;
-  for (const auto& [id, e] : s.sessions)
-    by[{e.rec.state, e.rec.provider}]++;
-  std::string out;
-  out += "# HELP rex_gateway_sessions Sessions by state and provider.\n";
-  out += "# TYPE rex_gateway_sessions gauge\n";
-  for (const auto& [key, n] : by)
-    out += fmt::format("rex_gateway_sessions{{state=\"{}\",provider=\"{}\"}} {}\n", key.first,
-                       key.second, n);
-  out += "# HELP rex_gateway_create_seconds Time from create to a ready sandbox.\n";
-  out += "# TYPE rex_gateway_create_seconds histogram\n";
-  for (std::size_t i = 0; i < s.metrics.create_buckets.size(); ++i)
-    out += fmt::format("rex_gateway_create_seconds_bucket{{le=\"{}\"}} {}\n",
-                       s.metrics.create_buckets[i], s.metrics.create_bucket_counts[i]);
-  out += fmt::format("rex_gateway_create_seconds_bucket{{le=\"+Inf\"}} {}\n", s.metrics.creates);
-  out += fmt::format("rex_gateway_create_seconds_sum {}\n", s.metrics.create_seconds_sum);
-  out += fmt::format("rex_gateway_create_seconds_count {}\n", s.metrics.creates);
-  out += "# HELP rex_gateway_requests_total Requests by route.\n";
-  out += "# TYPE rex_gateway_requests_total counter\n";
-  for (const auto& [route, n] : s.metrics.requests)
-    out += fmt::format("rex_gateway_requests_total{{route=\"{}\"}} {}\n", route, n);
-  out += "# HELP rex_gateway_errors_total Error answers by code.\n";
-  out += "# TYPE rex_gateway_errors_total counter\n";
-  for (const auto& [code, n] : s.metrics.errors)
-    out += fmt::format("rex_gateway_errors_total{{code=\"{}\"}} {}\n", code, n);
-  return Answer{200, "text/plain; version=0.0.4", {}, std::move(out), false};
+  return Answer{200, "text/plain; version=0.0.4", {}, s.metrics.text(s.sessions), false};
 }
 
 // --- events ------------------------------------------------------------------------------------
-
-json::object event_json(const StoredEvent& e) {
-  return json::object{{"id", e.id},
-                      {"time", iso_time(e.time)},
-                      {"type", e.type},
-                      {"session_id", e.session_id},
-                      {"tenant", e.tenant},
-                      {"actor", e.actor},
-                      {"request_id", e.request_id},
-                      {"data", e.data}};
-}
 
 asio::awaitable<void> stream_events(std::shared_ptr<Gateway::Impl> s,
                                     std::shared_ptr<Subscriber> sub, std::int64_t cursor,
@@ -966,7 +906,7 @@ asio::awaitable<void> stream_events(std::shared_ptr<Gateway::Impl> s,
   struct Leave {
     Gateway::Impl& s;
     std::shared_ptr<Subscriber> sub;
-    ~Leave() { s.subscribers.remove(sub); }
+    ~Leave() { s.event_hub.leave(sub); }
   } leave{*s, sub};
   if (cursor < 0) {
     // No Last-Event-ID: what comes from now on.
@@ -1340,13 +1280,11 @@ server::RouteTable Gateway::Impl::routes() {
                 throw ApiError(422, "request.invalid", "Last-Event-ID: expected an event id");
               }
             }
-            auto sub = std::make_shared<Subscriber>(self->ex);
             bool any_key = false;
             for (const auto& t : self->cfg.tenants)
               any_key = any_key || !t.keys.empty();
-            if (any_key)
-              sub->tenant = who.tenant;
-            self->subscribers.push_back(sub);
+            auto sub = self->event_hub.subscribe(
+                self->ex, any_key ? std::optional<std::string>(who.tenant) : std::nullopt);
             return server::EventProducer(
                 [self, sub, cursor](std::shared_ptr<server::EventStream> out) {
                   return stream_events(self, sub, cursor, std::move(out));
