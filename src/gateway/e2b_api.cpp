@@ -156,9 +156,7 @@ struct E2bApi {
   // setTimeout and connect: the session expires `seconds` from now unless renewed.
   asio::awaitable<void> set_timeout(Entry& e, double seconds, const Caller& who,
                                     std::string_view why) {
-    const double now = unix_now();
-    e.rec.last_active = now;
-    e.rec.idle_timeout = std::min(seconds, std::max(1.0, e.rec.deadline() - now));
+    lifecycle::set_timeout(e.rec, unix_now(), seconds);
     json::object data{{"timeout", e.rec.idle_timeout},
                       {"expires_at", iso_time(e.rec.idle_deadline())},
                       {"via", why}};

@@ -36,6 +36,7 @@
 #include "core/crash_point.hpp"
 #include "gateway/gateway_impl.hpp"
 #include "gateway/lifecycle.hpp"
+#include "gateway/transcript.hpp"
 
 namespace rex::gateway {
 
@@ -285,14 +286,7 @@ std::shared_ptr<Live> Gateway::Impl::live_of(Entry& e) {
 }
 
 void Gateway::Impl::touch(Entry& e, bool new_call) {
-  e.rec.last_active = unix_now();
-  if (new_call)
-    ++e.rec.calls;
-  // Activity is committed lazily (a commit per call would cost every call a disk flush): at
-  // most a tenth of the idle timeout, and a second, behind. A restart may expire a session
-  // that much early, never late.
-  const double slack = std::max(1.0, e.rec.idle_timeout / 10);
-  if (e.rec.last_active - e.persisted_activity >= slack) {
+  if (lifecycle::note_activity(e.rec, unix_now(), new_call, e.persisted_activity)) {
     e.persisted_activity = e.rec.last_active;
     spawn(persist_activity(e.rec.id), "recording activity");
   }
@@ -318,35 +312,12 @@ void Gateway::Impl::append_log(const std::string& session_id, const Caller& who,
 void Gateway::Impl::append_log_members(const std::string& session_id, const Caller& who,
                                        std::string text) {
   run_after_answer();  // the lines of calls answered before this one go first
-  if (text.size() > 1)
-    text.push_back(',');
-  text.append(R"("time":")").append(iso_time(unix_now())).append(R"(","request_id":)");
-  text.append(json::serialize(json::string_view(who.request_id))).append(R"(,"actor":)");
-  text.append(json::serialize(json::string_view(who.actor))).append("}\n");
+  end_line(text, unix_now(), who.request_id, who.actor);
   // A ready session keeps its log open (with its connection); others open it for the line.
-  const Entry* entry = sessions.find(session_id);
+  Entry* entry = sessions.find(session_id);
   Live* live = entry != nullptr ? entry->live.get() : nullptr;
   rex::detail::UniqueFd once;
-  rex::detail::UniqueFd& file = live != nullptr ? live->transcript : once;
-  if (file.get() < 0) {
-    const auto path = log_path(session_id);
-    file.reset(::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600));
-    if (file.get() < 0) {
-      logging::error("gateway: cannot open {}: {}", path.string(), std::strerror(errno));
-      return;
-    }
-  }
-  const int fd = file.get();
-  // One write per line: with O_APPEND, lines of concurrent calls never interleave.
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR)
-      continue;
-    if (n <= 0)
-      break;
-    done += static_cast<std::size_t>(n);
-  }
+  append_line(live != nullptr ? live->transcript : once, log_path(session_id), text);
 }
 
 // --- artifacts -------------------------------------------------------------------------------

@@ -174,6 +174,9 @@ ApiError api_error_of(const std::exception& e);
 /// The request's X-Request-ID when it has a usable one, else a new one.
 std::string request_id_of(const server::Request& r);
 
+/// The SWE-ReX protocol of each session's sandbox, under /api/sessions/{id}/swerex
+/// (swerex_proxy.cpp).
+void add_swerex_proxy_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
 /// The E2B-compatible control API (e2b_api.cpp): /sandboxes and /v2/sandboxes.
 void add_e2b_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
 /// The E2B-compatible in-sandbox API (e2b_envd.cpp): /health, /files, filesystem.Filesystem and

@@ -24,8 +24,10 @@
 
 #include "core/clock.hpp"
 #include "core/crash_point.hpp"
+#include "gateway/api_route.hpp"
 #include "gateway/gateway_impl.hpp"
 #include "gateway/lifecycle.hpp"
+#include "gateway/transcript.hpp"
 #include "server/swerex_routes.hpp"
 
 namespace rex::gateway {
@@ -36,70 +38,6 @@ using server::Answer;
 using server::FileAnswer;
 using server::Request;
 using namespace std::chrono_literals;
-
-namespace {
-
-using Handler = std::function<asio::awaitable<Answer>(Caller, Request)>;
-using FileHandler =
-    std::function<asio::awaitable<std::variant<Answer, FileAnswer>>(Caller, Request)>;
-
-constexpr std::size_t kLogBodyLimit = 64 * 1024;  // of each request and answer in a transcript
-
-std::string clip(std::string_view text) {
-  if (text.size() <= kLogBodyLimit)
-    return std::string(text);
-  return fmt::format("{}... [{} bytes]", text.substr(0, kLogBodyLimit), text.size());
-}
-
-// A body in a transcript: its JSON when it is JSON and small enough, else its text, clipped.
-json::value body_for_log(std::string_view body) {
-  boost::system::error_code ec;
-  if (body.size() <= kLogBodyLimit) {
-    json::value v = json::parse(body, ec);
-    if (!ec)
-      return v;
-  }
-  return json::value(utf8_backslashreplace(clip(body)));
-}
-
-// Whether `text` is JSON (as json::parse reads it) with no line break in it.
-bool one_line_json(std::string_view text) {
-  if (text.find_first_of("\r\n") != std::string_view::npos)
-    return false;
-  // The values go in an arena on the stack (or what it takes after that), dropped at once.
-  unsigned char space[4096];
-  json::monotonic_resource arena(space, sizeof space);
-  boost::system::error_code ec;
-  json::parse(text, ec, &arena);
-  return !ec;
-}
-
-// A body kept for a transcript line written later: the body when small enough to be parsed
-// then, else only its clipped text.
-class LoggedBody {
- public:
-  explicit LoggedBody(std::string_view body)
-      : whole_(body.size() <= kLogBodyLimit), text_(whole_ ? std::string(body) : clip(body)) {}
-
-  json::value json() const {
-    return whole_ ? body_for_log(text_) : json::value(utf8_backslashreplace(text_));
-  }
-
-  // Appends the body to a line's text as json() gives it; a body that is JSON on one line is
-  // appended as it came, checked but not made into values and written out again.
-  void append_to(std::string& line) const {
-    if (whole_ && one_line_json(text_))
-      line.append(text_);
-    else
-      line.append(json::serialize(json()));
-  }
-
- private:
-  bool whole_;
-  std::string text_;
-};
-
-}  // namespace
 
 // A runtime's failure as the API's error.
 ApiError api_error_of(const std::exception& e) {
@@ -259,93 +197,6 @@ asio::awaitable<void> Gateway::Impl::write_bytes(Live& live, std::string path, s
   if (failure)
     std::rethrow_exception(failure);
 }
-
-// --- the wrappers every route goes through ---------------------------------------------------
-
-namespace {
-
-// What every route does first: the caller's key, and no session call while reconciling.
-Caller admit(const Gateway::Impl& s, const Request& r, const std::string& request_id,
-             bool needs_ready = true) {
-  Caller who = s.authenticate(r);
-  who.request_id = request_id;
-  if (needs_ready && !s.reconciled)
-    throw ApiError(503, "gateway.reconciling",
-                   "the gateway is reconciling its sessions; try again shortly", true, 1.0);
-  return who;
-}
-
-struct Api {
-  std::shared_ptr<Gateway::Impl> self;
-
-  // A route as registered: made once, shared by its calls (nothing of it is copied per call).
-  template <class H>
-  struct Bound {
-    std::string pattern;
-    H handler;
-    bool needs_ready = true;
-    std::uint64_t* requests = nullptr;  // its counter in the metrics (a map's node stays put)
-  };
-
-  static asio::awaitable<Answer> call(std::shared_ptr<Gateway::Impl> self,
-                                      std::shared_ptr<const Bound<Handler>> route, Request r) {
-    ++*route->requests;
-    std::string rid = request_id_of(r);
-    std::optional<ApiError> failure;
-    try {
-      Caller who = admit(*self, r, rid, route->needs_ready);
-      Answer answer = co_await route->handler(std::move(who), std::move(r));
-      answer.headers.emplace_back("X-Request-ID", std::move(rid));
-      co_return answer;
-    } catch (const std::exception& e) {
-      failure = api_error_of(e);
-    }
-    self->metrics.count_error(failure->code());
-    if (failure->status() >= 500)
-      logging::warn("gateway: {} {}: {}", route->pattern, failure->code(), failure->what());
-    co_return error_answer(*failure, rid);
-  }
-
-  static asio::awaitable<std::variant<Answer, FileAnswer>> call_file(
-      std::shared_ptr<Gateway::Impl> self, std::shared_ptr<const Bound<FileHandler>> route,
-      Request r) {
-    ++*route->requests;
-    std::string rid = request_id_of(r);
-    std::optional<ApiError> failure;
-    try {
-      Caller who = admit(*self, r, rid);
-      co_return co_await route->handler(std::move(who), std::move(r));
-    } catch (const std::exception& e) {
-      failure = api_error_of(e);
-    }
-    self->metrics.count_error(failure->code());
-    co_return error_answer(*failure, rid);
-  }
-
-  template <class H>
-  std::shared_ptr<const Bound<H>> bind(std::string pattern, H h, bool needs_ready) const {
-    std::uint64_t* requests = self->metrics.requests_of(pattern);
-    return std::make_shared<const Bound<H>>(
-        Bound<H>{std::move(pattern), std::move(h), needs_ready, requests});
-  }
-
-  server::JsonRoute json(std::string pattern, Handler h, bool needs_ready = true) const {
-    return [s = self, route = bind(std::move(pattern), std::move(h), needs_ready)](Request r) {
-      return call(s, route, std::move(r));
-    };
-  }
-  server::FileRoute file(std::string pattern, FileHandler h) const {
-    return [s = self, route = bind(std::move(pattern), std::move(h), true)](Request r) {
-      return call_file(s, route, std::move(r));
-    };
-  }
-};
-
-Answer json_ok(unsigned status, json::value body) {
-  return server::json_answer(status, body);
-}
-
-}  // namespace
 
 // --- create ----------------------------------------------------------------------------------
 
@@ -589,9 +440,7 @@ asio::awaitable<Answer> keepalive(std::shared_ptr<Gateway::Impl> s, Caller who, 
   Entry& e = s->ready_session(who, r.param("id"));
   json::object body = parse_body(r.body);
   only_fields(body, {"timeout"});
-  if (const auto t = seconds_field(body, "timeout"))
-    e.rec.idle_timeout = *t;
-  e.rec.last_active = unix_now();
+  lifecycle::renew(e.rec, unix_now(), seconds_field(body, "timeout"));
   json::object data{{"timeout", e.rec.idle_timeout},
                     {"expires_at", iso_time(e.rec.idle_deadline())}};
   co_await s->record(e.rec, "keepalive", who, std::move(data));
@@ -942,264 +791,6 @@ asio::awaitable<void> stream_events(std::shared_ptr<Gateway::Impl> s,
   }
 }
 
-// --- the SWE-ReX protocol, proxied -------------------------------------------------------------
-
-struct SwerexEndpoint {
-  bhttp::verb method;
-  std::string path;
-};
-
-const std::vector<SwerexEndpoint>& swerex_endpoints() {
-  static const std::vector<SwerexEndpoint> endpoints = [] {
-    std::vector<SwerexEndpoint> out;
-    for (const char* p : {"/", "/is_alive", "/processes"})
-      out.push_back({bhttp::verb::get, p});
-    for (const char* p :
-         {"/create_session", "/run_in_session", "/run_in_session_stream", "/close_session",
-          "/execute", "/read_file", "/write_file", "/upload", "/download", "/close",
-          "/processes/start", "/processes/connect", "/processes/input", "/processes/signal",
-          "/processes/resize", "/session_input", "/sessions/attach", "/sessions/resize"})
-      out.push_back({bhttp::verb::post, p});
-    return out;
-  }();
-  return endpoints;
-}
-
-// A proxied call's session (ready, its activity noted), its connection, and the route of the
-// session's SWE-ReX routes (over its RemoteRuntime, made when first used) that serves it.
-struct ProxyTarget {
-  std::shared_ptr<Live> live;
-  const server::Route* route;
-  SessionRecord rec;
-};
-
-ProxyTarget proxy_target(Gateway::Impl& s, const Caller& who, const Request& r,
-                         const SwerexEndpoint& endpoint) {
-  Entry& e = s.ready_session(who, r.param("id"));
-  s.touch(e);
-  auto live = s.live_of(e);
-  if (!live->swerex) {
-    server::ServerConfig sc;
-    sc.upload_dir = (s.storage / "tmp").string();
-    live->swerex.emplace(server::swerex_routes(s.ex, *live->runtime, sc, &s.file_threads));
-  }
-  const server::Route* route = live->swerex->find(endpoint.method, endpoint.path).route;
-  return ProxyTarget{std::move(live), route, e.rec};
-}
-
-// A proxied JSON call's line in the session's transcript, written once the answer has gone.
-void log_proxied(Gateway::Impl& s, const std::string& session_id, const Caller& who,
-                 const SwerexEndpoint& endpoint, LoggedBody request_log, const Answer& answer) {
-  s.after_answer([&s, session_id, who, call = "swerex" + endpoint.path,
-                  request_log = std::move(request_log), status = answer.status,
-                  response = LoggedBody(answer.body)] {
-    // The line append_log would write for {call, request, status, response}, with the bodies
-    // as they came when they are JSON.
-    std::string line = R"({"call":)" + json::serialize(json::string_view(call));
-    line.append(R"(,"request":)");
-    request_log.append_to(line);
-    fmt::format_to(std::back_inserter(line), R"(,"status":{},"response":)", status);
-    response.append_to(line);
-    s.append_log_members(session_id, who, std::move(line));
-  });
-}
-
-// A call through the session's own SWE-ReX routes over its RemoteRuntime (decoded, called,
-// encoded): what GET /is_alive needs (its short limit, and `is_alive: false` for a sandbox out
-// of reach) and the listings.
-asio::awaitable<Answer> proxy_typed(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint,
-                                    Caller who, Request r) {
-  const ProxyTarget target = proxy_target(*s, who, r, endpoint);
-  LoggedBody request_log(r.body);
-  const auto& handler = std::get<server::JsonRoute>(target.route->handler);
-  Answer answer = co_await handler(std::move(r));
-  log_proxied(*s, target.rec.id, who, endpoint, std::move(request_log), answer);
-  co_return answer;
-}
-
-// The JSON calls go to the sandbox's server as they came and come back as it answered (its
-// 422 and 511 answers are the protocol's own): nothing is decoded into the protocol's types and
-// encoded again. Only a sandbox that cannot be reached is answered here, as a 511 like the
-// server's.
-asio::awaitable<Answer> proxy_json(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint,
-                                   Caller who, Request r) {
-  if (endpoint.method == bhttp::verb::get)  // is_alive's own limits and answers; the listings
-    co_return co_await proxy_typed(std::move(s), std::move(endpoint), std::move(who), std::move(r));
-  Entry& e = s->ready_session(who, r.param("id"));
-  s->touch(e);
-  const std::shared_ptr<Live> live = s->live_of(e);
-  const std::string session_id = e.rec.id;  // `e` may be gone after the call
-  // The body goes in the transcript after the answer; its parse is not on the call's path.
-  LoggedBody request_log(r.body);
-  // The call's time limit comes from fields of the body (RemoteRuntime::forward): a body that
-  // names none of them (no escape could spell one) needs no parse here.
-  json::value fields;
-  const std::string_view text = r.body;
-  if (text.find("timeout") != std::string_view::npos ||
-      text.find("action_type") != std::string_view::npos ||
-      text.find('\\') != std::string_view::npos) {
-    boost::system::error_code ec;
-    fields = json::parse(text, ec);
-  }
-  Answer answer;
-  std::exception_ptr failure;
-  // Earlier calls' transcript lines are written while this call's sandbox works.
-  s->run_after_answer_soon();
-  try {
-    // The caller's request id, within its tenant: a retry of it is answered from the sandbox's
-    // replay store, and no other tenant's id can meet it there.
-    http::ClientResponse got = co_await live->runtime->forward(
-        "POST", endpoint.path, std::move(r.body), &fields, who.tenant + "/" + who.request_id);
-    const unsigned status = got.status;
-    if (status / 100 == 2 || status == 422 || status == 511) {
-      answer.status = status;
-      answer.content_type = std::string(got.header("Content-Type").value_or("application/json"));
-      answer.body = std::move(got.body);
-    } else {
-      // Anything else (the sandbox's 401, 413, 503...) is the sandbox's failure, not the
-      // caller's: a 511 as the typed path gave.
-      throw SwerexException(fmt::format("the sandbox's server answered HTTP {}: {}", status,
-                                        clip(got.body).substr(0, 500)));
-    }
-  } catch (const std::exception&) {
-    failure = std::current_exception();
-  }
-  if (failure)
-    answer = server::swerex_error_answer(failure);
-  log_proxied(*s, session_id, who, endpoint, std::move(request_log), answer);
-  co_return answer;
-}
-
-asio::awaitable<std::variant<Answer, FileAnswer>> proxy_file(std::shared_ptr<Gateway::Impl> s,
-                                                             SwerexEndpoint endpoint, Caller who,
-                                                             Request r) {
-  const ProxyTarget target = proxy_target(*s, who, r, endpoint);
-  json::value request_log = body_for_log(r.body);
-  const auto& handler = std::get<server::FileRoute>(target.route->handler);
-  auto answer = co_await handler(std::move(r));
-  s->append_log(target.rec, who,
-                json::object{{"call", "swerex" + endpoint.path},
-                             {"request", std::move(request_log)},
-                             {"status", std::holds_alternative<FileAnswer>(answer)
-                                            ? 200u
-                                            : std::get<Answer>(answer).status}});
-  co_return answer;
-}
-
-// Keeps the session's connection alive while an upload's body arrives.
-class HoldingReceiver final : public server::BodyReceiver {
- public:
-  HoldingReceiver(std::shared_ptr<Live> live, std::unique_ptr<server::BodyReceiver> inner)
-      : live_(std::move(live)), inner_(std::move(inner)) {}
-  asio::awaitable<std::optional<Answer>> receive(std::string_view piece, bool last) override {
-    return inner_->receive(piece, last);
-  }
-  asio::awaitable<Answer> finish() override { return inner_->finish(); }
-
- private:
-  std::shared_ptr<Live> live_;
-  std::unique_ptr<server::BodyReceiver> inner_;
-};
-
-server::UploadRoute proxy_upload(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint) {
-  return [s, endpoint](
-             const Request& r) -> std::variant<Answer, std::unique_ptr<server::BodyReceiver>> {
-    const std::string rid = request_id_of(r);
-    try {
-      const Caller who = admit(*s, r, rid);
-      ProxyTarget target = proxy_target(*s, who, r, endpoint);
-      s->append_log(target.rec, who, json::object{{"call", "swerex" + endpoint.path}});
-      auto started = std::get<server::UploadRoute>(target.route->handler)(r);
-      if (auto* receiver = std::get_if<std::unique_ptr<server::BodyReceiver>>(&started))
-        return std::make_unique<HoldingReceiver>(std::move(target.live), std::move(*receiver));
-      return std::move(std::get<Answer>(started));
-    } catch (const std::exception& e) {
-      return error_answer(api_error_of(e), rid);
-    }
-  };
-}
-
-constexpr std::size_t kLoggedOutput = 16 * 1024;
-
-// Runs a proxied stream's producer, then writes its last event (the observation, or the error)
-// into the session's transcript, as the other proxied calls write their answer.
-// `live` holds the session's connection until the stream ends.
-asio::awaitable<void> produce_and_log(std::shared_ptr<Gateway::Impl> s, SessionRecord rec,
-                                      Caller who, std::string call,
-                                      [[maybe_unused]] std::shared_ptr<Live> live,
-                                      server::EventProducer inner,
-                                      std::shared_ptr<server::EventStream> out) {
-  auto last = std::make_shared<std::pair<std::string, std::string>>();
-  // A process's output (a terminal's too) goes into the transcript as it comes, in pieces of
-  // up to kLoggedOutput bytes; a command's is in the observation at its end.
-  struct Pending {
-    std::string name;
-    std::string bytes;
-  };
-  auto pending = std::make_shared<Pending>();
-  auto flush = [s, rec, who, call, pending] {
-    if (pending->bytes.empty())
-      return;
-    s->append_log(rec, who,
-                  json::object{{"call", call},
-                               {"streamed", true},
-                               {"event", pending->name},
-                               {"output", utf8_backslashreplace(pending->bytes)}});
-    pending->bytes.clear();
-  };
-  out->observe([last, pending, flush](std::string_view name, std::string_view data) {
-    if (name == "stdout" || name == "stderr") {
-      boost::system::error_code ec;
-      const json::value v = json::parse(data, ec);
-      const json::object* o = ec ? nullptr : v.if_object();
-      const json::value* field = o != nullptr ? o->if_contains("data") : nullptr;
-      const json::string* b64 = field != nullptr ? field->if_string() : nullptr;
-      if (b64 == nullptr)
-        return;
-      if (pending->name != name)
-        flush();
-      pending->name = std::string(name);
-      pending->bytes += base64_decode(std::string_view(*b64)).bytes;
-      if (pending->bytes.size() >= kLoggedOutput)
-        flush();
-      return;
-    }
-    if (name != "output" && name != "keepalive")
-      *last = {std::string(name), std::string(data)};
-  });
-  co_await inner(out);
-  flush();
-  s->append_log(rec, who,
-                json::object{{"call", std::move(call)},
-                             {"streamed", true},
-                             {"event", last->first},
-                             {"response", body_for_log(last->second)}});
-}
-
-server::StreamRoute proxy_stream(std::shared_ptr<Gateway::Impl> s, SwerexEndpoint endpoint) {
-  return [s, endpoint](Request r) -> std::variant<Answer, server::EventProducer> {
-    const std::string rid = request_id_of(r);
-    try {
-      const Caller who = admit(*s, r, rid);
-      ProxyTarget target = proxy_target(*s, who, r, endpoint);
-      s->append_log(target.rec, who,
-                    json::object{{"call", "swerex" + endpoint.path},
-                                 {"request", body_for_log(r.body)},
-                                 {"streamed", true}});
-      auto started = std::get<server::StreamRoute>(target.route->handler)(std::move(r));
-      if (auto* producer = std::get_if<server::EventProducer>(&started))
-        return server::EventProducer([s, rec = target.rec, who, call = "swerex" + endpoint.path,
-                                      live = std::move(target.live), inner = std::move(*producer)](
-                                         std::shared_ptr<server::EventStream> out) {
-          return produce_and_log(s, rec, who, call, live, inner, std::move(out));
-        });
-      return std::move(std::get<Answer>(started));
-    } catch (const std::exception& e) {
-      return error_answer(api_error_of(e), rid);
-    }
-  };
-}
-
 }  // namespace
 
 server::RouteTable Gateway::Impl::routes() {
@@ -1268,7 +859,7 @@ server::RouteTable Gateway::Impl::routes() {
         server::StreamRoute([self](Request r) -> std::variant<Answer, server::EventProducer> {
           const std::string rid = request_id_of(r);
           try {
-            const Caller who = admit(*self, r, rid, false);  // events flow while reconciling
+            const Caller who = admit_caller(*self, r, rid, false);  // events flow while reconciling
             std::int64_t cursor = -1;
             auto from = r.field("Last-Event-ID");
             std::optional<std::string> after =
@@ -1294,25 +885,7 @@ server::RouteTable Gateway::Impl::routes() {
           }
         }));
 
-  // The whole SWE-ReX protocol of a session's sandbox, under /api/sessions/{id}/swerex.
-  for (const auto& endpoint : swerex_endpoints()) {
-    const std::string pattern =
-        "/api/sessions/{id}/swerex" + (endpoint.path == "/" ? std::string() : endpoint.path);
-    if (endpoint.path == "/run_in_session_stream" || endpoint.path == "/processes/start" ||
-        endpoint.path == "/processes/connect" || endpoint.path == "/sessions/attach") {
-      t.add(endpoint.method, pattern, proxy_stream(self, endpoint));
-    } else if (endpoint.path == "/upload") {
-      t.add(endpoint.method, pattern, proxy_upload(self, endpoint));
-    } else if (endpoint.path == "/download") {
-      file_at(endpoint.method, pattern, [self, endpoint](Caller who, Request r) {
-        return proxy_file(self, endpoint, std::move(who), std::move(r));
-      });
-    } else {
-      json_at(endpoint.method, pattern, [self, endpoint](Caller who, Request r) {
-        return proxy_json(self, endpoint, std::move(who), std::move(r));
-      });
-    }
-  }
+  add_swerex_proxy_routes(t, self);
   return t;
 }
 

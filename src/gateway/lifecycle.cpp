@@ -68,6 +68,25 @@ std::optional<std::string_view> expiry(const SessionRecord& rec, double now) {
   return std::nullopt;
 }
 
+bool note_activity(SessionRecord& rec, double now, bool new_call, double persisted) {
+  rec.last_active = now;
+  if (new_call)
+    ++rec.calls;
+  const double slack = std::max(1.0, rec.idle_timeout / 10);
+  return rec.last_active - persisted >= slack;
+}
+
+void renew(SessionRecord& rec, double now, std::optional<double> timeout) {
+  if (timeout)
+    rec.idle_timeout = *timeout;
+  rec.last_active = now;
+}
+
+void set_timeout(SessionRecord& rec, double now, double seconds) {
+  rec.last_active = now;
+  rec.idle_timeout = std::min(seconds, std::max(1.0, rec.deadline() - now));
+}
+
 CreateDecision decide_create(const CreateAsk& ask, std::deque<double>& recent) {
   CreateDecision d;
   if (ask.key_use) {

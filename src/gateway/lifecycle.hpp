@@ -38,6 +38,22 @@ void apply(SessionRecord& rec, Move move, double now, std::string reason = {},
 /// deadline; nothing while it may live on (or when it is not ready).
 std::optional<std::string_view> expiry(const SessionRecord& rec, double now);
 
+/// Activity of a ready session at `now` (a call, or an answer still flowing when `new_call` is
+/// false): its idle clock starts again, and a new call is counted. True when the activity is to
+/// be committed now: it is committed lazily (a commit per call would cost every call a disk
+/// flush), at most max(1 s, a tenth of the idle timeout) behind `persisted`, the last activity
+/// committed; a restart may expire a session that much early, never late.
+bool note_activity(SessionRecord& rec, double now, bool new_call, double persisted);
+
+/// A keepalive at `now`: the idle clock starts again, with `timeout` (seconds) as the session's
+/// idle timeout from now on when one is given. The idle deadline never passes the deadline
+/// (SessionRecord::idle_deadline).
+void renew(SessionRecord& rec, double now, std::optional<double> timeout);
+
+/// E2B's setTimeout (and connect) at `now`: the session expires `seconds` from now unless
+/// renewed, and never after its deadline; its idle timeout becomes that, at least 1 s.
+void set_timeout(SessionRecord& rec, double now, double seconds);
+
 /// A create as admission sees it.
 struct CreateAsk {
   std::string tenant;

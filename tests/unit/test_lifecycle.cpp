@@ -1,11 +1,14 @@
 // The gateway's lifecycle rules (src/gateway/lifecycle.hpp) on a clock of the test's choosing:
-// the moves between states, expiry, and the one plan that reconcile and the drift check carry
-// out against what a provider lists.
+// the moves between states, expiry (with the deadlines of src/gateway/session_record.hpp, and
+// across a restart), and the one plan that reconcile and the drift check carry out against what
+// a provider lists.
 #include "gateway/lifecycle.hpp"
 
 #include <gtest/gtest.h>
+#include <boost/json.hpp>
 
 #include <deque>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +16,9 @@ namespace {
 
 namespace lc = rex::gateway::lifecycle;
 namespace state = rex::gateway::state;
+namespace json = boost::json;
+using rex::gateway::iso_time;
+using rex::gateway::recorded_time;
 using rex::gateway::SandboxListing;
 using rex::gateway::SessionRecord;
 using Kind = lc::Step::Kind;
@@ -109,12 +115,111 @@ TEST(LifecycleExpiry, IdleAfterItsTimeoutFromTheLastActivity) {
   EXPECT_EQ(lc::expiry(rec, kT0 + 110), "ttl_idle");
 }
 
+// Activity at `now`, as the gateway notes it: a call (Gateway::Impl::touch), a keepalive.
+void call(SessionRecord& rec, double now) {
+  lc::note_activity(rec, now, true, rec.last_active);
+}
+void keepalive(SessionRecord& rec, double now, std::optional<double> timeout = std::nullopt) {
+  lc::renew(rec, now, timeout);
+}
+
+TEST(LifecycleExpiry, ACallIsActivityAndMovesTheIdleDeadline) {
+  // A call every 2 s for 10 s on a 3 s timeout: it lives through them (looked at every tenth of
+  // a second, as a sweep would), and is idle 3 s after the last.
+  SessionRecord rec = ready_session(3, 3600);
+  for (int tenth = 0; tenth <= 100; ++tenth) {
+    const double now = kT0 + tenth / 10.0;
+    if (tenth % 20 == 0)
+      call(rec, now);
+    EXPECT_FALSE(lc::expiry(rec, now)) << "at +" << tenth / 10.0 << " s";
+  }
+  EXPECT_EQ(rec.idle_deadline(), kT0 + 13);
+  EXPECT_FALSE(lc::expiry(rec, kT0 + 12.9));
+  EXPECT_EQ(lc::expiry(rec, kT0 + 13), "ttl_idle");
+}
+
+TEST(LifecycleExpiry, AKeepaliveSetsTheIdleDeadlineToItsTimeoutFromNow) {
+  SessionRecord rec = ready_session(60, 3600);
+  keepalive(rec, kT0 + 50, 100);
+  EXPECT_EQ(rec.idle_deadline(), kT0 + 150);
+  EXPECT_FALSE(lc::expiry(rec, kT0 + 60));  // the idle deadline before it
+  EXPECT_FALSE(lc::expiry(rec, kT0 + 149.9));
+  EXPECT_EQ(lc::expiry(rec, kT0 + 150), "ttl_idle");
+  // Without a timeout, the session's own (100 s since the last) from the keepalive on.
+  keepalive(rec, kT0 + 140);
+  EXPECT_EQ(rec.idle_deadline(), kT0 + 240);
+  EXPECT_EQ(rec.public_json().at("expires_at").as_string(), iso_time(kT0 + 240));
+  // A shorter timeout brings the idle deadline nearer: it counts from now, whatever was left.
+  keepalive(rec, kT0 + 150, 5);
+  EXPECT_EQ(rec.idle_deadline(), kT0 + 155);
+  EXPECT_EQ(lc::expiry(rec, kT0 + 155), "ttl_idle");
+}
+
+TEST(LifecycleExpiry, AKeepaliveNeverReachesPastTheDeadline) {
+  SessionRecord rec = ready_session(60, 300);
+  keepalive(rec, kT0 + 250, 100);
+  EXPECT_EQ(rec.deadline(), kT0 + 300);
+  EXPECT_EQ(rec.idle_deadline(), kT0 + 300);  // not kT0 + 350
+  // What the keepalive answers: expires_at is the deadline.
+  const json::object shown = rec.public_json();
+  EXPECT_EQ(shown.at("expires_at"), shown.at("deadline"));
+  EXPECT_EQ(shown.at("expires_at").as_string(), iso_time(kT0 + 300));
+  EXPECT_FALSE(lc::expiry(rec, kT0 + 299.9));
+  EXPECT_EQ(lc::expiry(rec, kT0 + 300), "ttl_max");  // the deadline ends it, not idleness
+  // Nor does a later keepalive, however long it asks for.
+  keepalive(rec, kT0 + 299, 1e9);
+  EXPECT_EQ(rec.idle_deadline(), kT0 + 300);
+  EXPECT_EQ(lc::expiry(rec, kT0 + 300), "ttl_max");
+}
+
+TEST(LifecycleActivity, ACallIsCountedAndAnAnswerStillFlowingIsNot) {
+  SessionRecord rec = ready_session(60, 3600);
+  lc::note_activity(rec, kT0 + 10, true, kT0);
+  lc::note_activity(rec, kT0 + 11, false, kT0);
+  EXPECT_EQ(rec.calls, 1u);
+  EXPECT_EQ(rec.last_active, kT0 + 11);  // both start the idle clock again
+}
+
+TEST(LifecycleActivity, ActivityIsCommittedOnceItIsATenthOfTheIdleTimeoutBehind) {
+  SessionRecord rec = ready_session(60, 3600);  // a tenth: 6 s
+  EXPECT_FALSE(lc::note_activity(rec, kT0 + 5.9, true, kT0));
+  EXPECT_TRUE(lc::note_activity(rec, kT0 + 6, true, kT0));
+  // Never less than a second behind, however short the timeout.
+  SessionRecord short_lived = ready_session(3, 3600);
+  EXPECT_FALSE(lc::note_activity(short_lived, kT0 + 0.9, true, kT0));
+  EXPECT_TRUE(lc::note_activity(short_lived, kT0 + 1, true, kT0));
+}
+
+TEST(LifecycleActivity, SetTimeoutCountsFromNowAndStopsAtTheDeadline) {
+  SessionRecord rec = ready_session(60, 300);
+  lc::set_timeout(rec, kT0 + 100, 30);
+  EXPECT_EQ(rec.idle_deadline(), kT0 + 130);
+  lc::set_timeout(rec, kT0 + 100, 1000);  // past the deadline: up to it
+  EXPECT_EQ(rec.idle_timeout, 200);
+  EXPECT_EQ(rec.idle_deadline(), kT0 + 300);
+  lc::set_timeout(rec, kT0 + 299.5, 1000);  // never below a second
+  EXPECT_EQ(rec.idle_timeout, 1);
+  EXPECT_EQ(rec.idle_deadline(), kT0 + 300);
+}
+
 TEST(LifecycleExpiry, TheDeadlineWinsOverActivity) {
   SessionRecord rec = ready_session(60, 300);
   rec.last_active = kT0 + 290;
   EXPECT_FALSE(lc::expiry(rec, kT0 + 299));
   EXPECT_EQ(lc::expiry(rec, kT0 + 300), "ttl_max");
   EXPECT_EQ(lc::expiry(rec, kT0 + 10'000), "ttl_max");
+}
+
+TEST(LifecycleExpiry, AnIdleDeadlineThatFallsOnTheDeadlineEndsItAsTtlMax) {
+  // An idle timeout longer than the session has left: its idle deadline is the deadline, and
+  // the reason the deadline's.
+  const SessionRecord longer = ready_session(600, 300);
+  EXPECT_EQ(longer.idle_deadline(), kT0 + 300);
+  EXPECT_FALSE(lc::expiry(longer, kT0 + 299.9));
+  EXPECT_EQ(lc::expiry(longer, kT0 + 300), "ttl_max");
+  // Both due in the same instant: ttl_max too.
+  const SessionRecord both = ready_session(300, 300);
+  EXPECT_EQ(lc::expiry(both, kT0 + 300), "ttl_max");
 }
 
 TEST(LifecycleExpiry, NoIdleTimeoutMeansOnlyTheDeadline) {
@@ -130,6 +235,68 @@ TEST(LifecycleExpiry, OnlyReadySessionsExpire) {
     rec.state = std::string(s);
     EXPECT_FALSE(lc::expiry(rec, kT0 + 100)) << s;
   }
+}
+
+// --- across a restart -------------------------------------------------------------------------
+
+// What a restarted gateway reads: the record as the store keeps it (its JSON, as text).
+SessionRecord stored_and_read_back(const SessionRecord& rec) {
+  return SessionRecord::from_json(json::parse(json::serialize(rec.to_json())).as_object());
+}
+
+// Ready and idle since `t` (a time as records keep it, on the millisecond), on a 4 s timeout.
+SessionRecord idle_since(double t) {
+  SessionRecord rec = ready_session(4, 3600);
+  rec.created_at = recorded_time(t - 0.01);
+  rec.ready_at = t;
+  rec.last_active = t;
+  return rec;
+}
+
+TEST(LifecycleRestart, TheIdleDeadlineIsKeptFromTheStoredLastActivity) {
+  // The gateway restarts at t + 3: the session is still due at t + 4, from its stored last
+  // activity, not 4 s after the restart. (Boost.JSON may read a time back a few units in the
+  // last place off: the instants looked at are a millisecond either side.)
+  const double t = recorded_time(kT0 + 0.123);
+  const SessionRecord rec = idle_since(t);
+  const SessionRecord back = stored_and_read_back(rec);
+  EXPECT_EQ(iso_time(back.last_active), iso_time(t));
+  EXPECT_EQ(back.public_json().at("expires_at"), rec.public_json().at("expires_at"));
+  EXPECT_FALSE(lc::expiry(back, t + 3));
+  EXPECT_FALSE(lc::expiry(back, t + 3.999));
+  EXPECT_EQ(lc::expiry(back, t + 4.001), "ttl_idle");
+  // Due while the gateway was down: it expires at the first look.
+  EXPECT_EQ(lc::expiry(back, t + 60), "ttl_idle");
+}
+
+TEST(LifecycleRestart, ARenewalIsKeptAsTheKeepaliveAnsweredIt) {
+  // Renewed at t + 1.5 for 10 s: after a restart it lives on past its first idle deadline
+  // (t + 4) to t + 11.5, and the API shows the expires_at the keepalive answered.
+  const double t = recorded_time(kT0 + 0.123);
+  SessionRecord rec = idle_since(t);
+  keepalive(rec, t + 1.5, 10);
+  const json::value answered = rec.public_json().at("expires_at");
+  EXPECT_EQ(answered.as_string(), iso_time(t + 11.5));
+  const SessionRecord back = stored_and_read_back(rec);
+  EXPECT_EQ(back.public_json().at("expires_at"), answered);
+  EXPECT_EQ(back.idle_timeout, 10);
+  EXPECT_FALSE(lc::expiry(back, t + 7));
+  EXPECT_FALSE(lc::expiry(back, t + 11.499));
+  EXPECT_EQ(lc::expiry(back, t + 11.501), "ttl_idle");
+}
+
+TEST(LifecycleRestart, TheDeadlineIsKeptFromTheStoredCreation) {
+  // Created at t with 300 s to live; a restart, and a keepalive after it, change nothing.
+  const double t = recorded_time(kT0 + 0.123);
+  SessionRecord rec = idle_since(t);
+  rec.created_at = t;
+  rec.max_lifetime = 300;
+  SessionRecord back = stored_and_read_back(rec);
+  EXPECT_EQ(back.public_json().at("deadline"), rec.public_json().at("deadline"));
+  keepalive(back, t + 299, 100);
+  EXPECT_EQ(iso_time(back.idle_deadline()), iso_time(t + 300));
+  EXPECT_FALSE(lc::expiry(back, t + 299.999));
+  EXPECT_EQ(lc::expiry(back, t + 300.001), "ttl_max");
 }
 
 // --- admission of a create --------------------------------------------------------------------
