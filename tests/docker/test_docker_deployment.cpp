@@ -214,8 +214,12 @@ TEST_F(DockerDeploymentTest, LimitsEnvironmentMountsAndLabelsApply) {
   EXPECT_EQ(run(d, "pwd; cat note.txt; echo; touch x 2>/dev/null || echo read-only"),
             "/shared\nfrom the host\nread-only\n");
   EXPECT_EQ(run(d, "df -m /dev/shm | tail -1 | awk '{print $2}'"), "32\n");
-  // The token does not leak into the sessions' environment.
+  // The token does not leak into the sessions' environment, nor stays in the environment the
+  // container's first process (rex-server, its init) was started with.
   EXPECT_EQ(run(d, "echo ${REX_AUTH_TOKEN:-unset}"), "unset\n");
+  EXPECT_EQ(run(d, "tr '\\0' '\\n' </proc/1/environ | grep -c '^REX_AUTH_TOKEN=' || true"), "0\n");
+  EXPECT_EQ(run(d, "tr '\\0' ' ' </proc/1/cmdline | cut -d' ' -f1 | xargs basename"),
+            "rex-server\n");
   auto info = test::run_async(io_, engine_.inspect_container(d.container_id()), 30s);
   const auto& labels = info.at("Config").at("Labels").as_object();
   EXPECT_EQ(labels.at("rex.test").as_string(), "deployment");

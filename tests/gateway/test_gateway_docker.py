@@ -123,6 +123,11 @@ class TestDockerSeedFlow(tg.CurlMixin, ContainerGatewayTestCase):
         out = run("cd /tmp && export A=1", "bash")
         out = run("pwd; echo $A; cat /etc/debian_version >/dev/null && echo in-image", "bash")
         self.assertEqual((out["stdout"], out["exit_code"]), ("/tmp\n1\nin-image\n", 0), out)
+        # The sandbox's token is in no environment a process of the sandbox can read: the
+        # container's first process is the server, which overwrote it.
+        out = run("for e in /proc/[0-9]*/environ; do tr '\\0' '\\n' <$e 2>/dev/null; done | "
+                  "grep -c '^REX_AUTH_TOKEN=' || true", "bash")
+        self.assertEqual(out["stdout"], "0\n", out)
 
         # Files: JSON and multipart up, bytes and a listing down, and inside the container.
         text = "hello from the host\n"

@@ -57,7 +57,7 @@ TEST(DockerDeploymentBody, CarriesServerLimitsLabelsAndOverrides) {
   EXPECT_EQ(labels.at("rex.deployment").as_string(), d.deployment_id());
   EXPECT_EQ(labels.at("rex.owner.pid").as_string(), std::to_string(::getpid()));
   EXPECT_TRUE(labels.contains("rex.expires"));
-  EXPECT_EQ(hc.at("Init"), true);
+  EXPECT_EQ(hc.at("Init"), false);  // rex-server is the container's first process and its init
 }
 
 TEST(DockerDeploymentBody, NetworkNoneUsesAUnixSocket) {
@@ -148,7 +148,7 @@ TEST(DockerDeploymentBody, HardenedProfileLocksTheContainerDown) {
   EXPECT_EQ(body.at("WorkingDir"), "/work");
   EXPECT_TRUE(body.at("Volumes").as_object().contains("/work"));
   EXPECT_THAT(json::serialize(hc.at("Tmpfs")), HasSubstr(R"("/tmp":"rw,exec,nosuid,nodev)"));
-  EXPECT_EQ(hc.at("Init"), true);
+  EXPECT_EQ(hc.at("Init"), false);
 }
 
 TEST(DockerDeploymentBody, HardenedProfileKeepsExplicitLimitsAndRefusesANetwork) {

@@ -102,8 +102,11 @@ struct DockerDeploymentConfig {
   // set; port otherwise. Network modes none and host use a unix socket whatever this says.
   std::string connect = "auto";
   double max_lifetime = 86400.0;  // rex-server exits after this many seconds; 0: never
-  bool init = true;               // an init process as PID 1 reaps orphaned processes
-  std::string container_name{};   // empty: rex-<deployment id>
+  // Docker's init (docker-init) as PID 1. Without it rex-server is PID 1 and stays behind as
+  // the init that reaps orphaned processes and passes signals on, and nothing in the container
+  // keeps the server's token in its environment (docker-init keeps it in /proc/1/environ).
+  bool init = false;
+  std::string container_name{};  // empty: rex-<deployment id>
   // "default", or "hardened": no new privileges, every capability dropped but
   // hardened_capabilities(), a read-only root (tmpfs /tmp and /var/tmp, the work dir a volume),
   // memory and pids limits unless set, and no network (the server on a unix socket).
