@@ -55,8 +55,11 @@ struct Fixture {
     gateway->reconciled = true;
     // Each tenant's minute already holds a create that never leaves it, so every create is
     // refused by the quota once validated (a quota alone lets a tenant's first create through).
-    for (const char* tenant : {"alpha", "beta"})
-      gateway->recent_creates[tenant].push_back(4e9);
+    for (const char* tenant : {"alpha", "beta"}) {
+      rex::gateway::CreateRequest ask{tenant, "", "", {}, 4e9};
+      ask.quota.creates_per_minute = 1e9;
+      gateway->sessions.admit(ask);
+    }
     routes = gateway->routes();
   }
 };
@@ -139,7 +142,7 @@ asio::awaitable<void> serve(Fixture& f, bhttp::verb method, Request request) {
     auto started = (*stream_route)(std::move(request));
     if (const auto* answer = std::get_if<Answer>(&started))
       check_answer(*answer, shape);
-    f.gateway->subscribers.clear();
+    f.gateway->event_hub.clear();  // the stream never runs, so it never leaves
   } else if (const auto* upload_route = std::get_if<rex::server::UploadRoute>(&handler)) {
     auto started = (*upload_route)(request);
     if (const auto* answer = std::get_if<Answer>(&started))

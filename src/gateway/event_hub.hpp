@@ -36,6 +36,8 @@ class EventHub {
   void publish(const std::vector<StoredEvent>& events);
   /// Wakes every subscriber (the gateway stops: their streams end).
   void wake_all();
+  /// Drops every subscriber (a stream that never ran, and so never left).
+  void clear() { subscribers_.clear(); }
   std::size_t size() const { return subscribers_.size(); }
 
  private:
