@@ -62,7 +62,7 @@ class FargateEmulator {
     keys_ = moto_.make_user(io);
     hold_tasks_running(io);
     port_ = free_loopback_port();
-    sandbox_port_ = free_loopback_port();
+    sandbox_port_ = free_port_below_ephemeral();
     state_ = (std::filesystem::path(dir_.path()) / "data-plane.jsonl").string();
     const std::string log = (std::filesystem::path(dir_.path()) / "data-plane.log").string();
     pid_ =

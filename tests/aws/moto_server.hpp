@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <random>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -46,6 +47,27 @@ inline int free_loopback_port() {
   if (!ok)
     throw std::runtime_error("no free loopback port");
   return ntohs(a.sin_port);
+}
+
+/// A port for servers that come and go on it for a whole test run (each task's rex-server of the
+/// Fargate emulator): below the kernel's range for ephemeral ports (32768 and up here), so that no
+/// socket bound to port 0 in the meantime, by a test running beside it, can take it between two
+/// of those servers; free on every address when chosen.
+inline int free_port_below_ephemeral() {
+  std::random_device random;
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    const int port = 10000 + static_cast<int>(random() % 10000);
+    const int s = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    const bool ok = ::bind(s, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    ::close(s);
+    if (ok)
+      return port;
+  }
+  throw std::runtime_error("no free port between 10000 and 20000");
 }
 
 class MotoServer {
