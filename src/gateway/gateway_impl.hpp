@@ -61,7 +61,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   asio::thread_pool file_threads{2};
   std::unique_ptr<Store> store;  // used on db_thread only
   std::string gateway_id;
-  std::map<std::string, std::unique_ptr<Provider>, std::less<>> providers;
+  Providers providers;
   SessionTable sessions;
   EventHub event_hub;
   std::unique_ptr<server::Service> service;

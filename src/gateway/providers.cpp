@@ -17,10 +17,25 @@
 
 namespace rex::gateway {
 
-std::map<std::string, std::unique_ptr<Provider>, std::less<>> make_providers(
-    asio::any_io_executor ex, const GatewayConfig& cfg, const std::filesystem::path& storage,
-    const std::string& gateway_id, std::string server_executable) {
-  std::map<std::string, std::unique_ptr<Provider>, std::less<>> made;
+namespace {
+
+// Adds the provider `name` of type P made from `config`; one whose constructor refuses with a
+// `Refusal` is logged and left out (anything else it throws goes on).
+template <class P, class Refusal = std::exception, class Config>
+void add(Providers& made, const std::string& name, asio::any_io_executor ex, Config config) {
+  try {
+    made[name] = std::make_unique<P>(std::move(ex), std::move(config));
+  } catch (const Refusal& x) {
+    logging::warn("gateway: no {} provider: {}", name, x.what());
+  }
+}
+
+}  // namespace
+
+Providers make_providers(asio::any_io_executor ex, const GatewayConfig& cfg,
+                         const std::filesystem::path& storage, const std::string& gateway_id,
+                         std::string server_executable) {
+  Providers made;
   LocalProviderConfig local;
   local.root = storage / "sandboxes";
   local.gateway_id = gateway_id;
@@ -37,11 +52,7 @@ std::map<std::string, std::unique_ptr<Provider>, std::less<>> make_providers(
     docker.name = name;
     docker.gateway_id = gateway_id;
     docker.engine = docker.name == "docker" ? cfg.docker_engine : cfg.podman_engine;
-    try {
-      made[name] = std::make_unique<DockerProvider>(ex, std::move(docker));
-    } catch (const std::invalid_argument& x) {
-      logging::warn("gateway: no {} provider: {}", name, x.what());
-    }
+    add<DockerProvider, std::invalid_argument>(made, name, ex, std::move(docker));
   }
   // E2B (or an E2B-compatible endpoint) when configured, or when E2B's own variable says so.
   if (cfg.e2b.enabled || std::getenv("E2B_API_KEY") != nullptr) {
@@ -52,11 +63,7 @@ std::map<std::string, std::unique_ptr<Provider>, std::less<>> make_providers(
     e2b.sandbox_url = cfg.e2b.sandbox_url;
     e2b.domain = cfg.e2b.domain;
     e2b.template_server_path = cfg.e2b.template_server_path;
-    try {
-      made["e2b"] = std::make_unique<E2BProvider>(ex, std::move(e2b));
-    } catch (const std::exception& x) {
-      logging::warn("gateway: no e2b provider: {}", x.what());
-    }
+    add<E2BProvider>(made, "e2b", ex, std::move(e2b));
   }
   // Daytona when configured, or when Daytona's own variable says so.
   if (cfg.daytona.enabled || std::getenv("DAYTONA_API_KEY") != nullptr) {
@@ -65,11 +72,7 @@ std::map<std::string, std::unique_ptr<Provider>, std::less<>> make_providers(
     daytona.api_key = cfg.daytona.api_key;
     daytona.api_url = cfg.daytona.api_url;
     daytona.target = cfg.daytona.target;
-    try {
-      made["daytona"] = std::make_unique<DaytonaProvider>(ex, std::move(daytona));
-    } catch (const std::exception& x) {
-      logging::warn("gateway: no daytona provider: {}", x.what());
-    }
+    add<DaytonaProvider>(made, "daytona", ex, std::move(daytona));
   }
   // Modal when configured, or when Modal's own variable says so.
   if (cfg.modal.enabled || std::getenv("MODAL_TOKEN_ID") != nullptr) {
@@ -81,11 +84,7 @@ std::map<std::string, std::unique_ptr<Provider>, std::less<>> make_providers(
     modal.environment = cfg.modal.environment;
     modal.app_name = cfg.modal.app_name;
     modal.ca_file = cfg.modal.ca_file;
-    try {
-      made["modal"] = std::make_unique<ModalProvider>(ex, std::move(modal));
-    } catch (const std::exception& x) {
-      logging::warn("gateway: no modal provider: {}", x.what());
-    }
+    add<ModalProvider>(made, "modal", ex, std::move(modal));
   }
   if (cfg.fargate.enabled) {
     FargateProviderConfig fargate;
@@ -98,11 +97,7 @@ std::map<std::string, std::unique_ptr<Provider>, std::less<>> make_providers(
     fargate.security_group_id = cfg.fargate.security_group_id;
     fargate.connect = cfg.fargate.connect;
     fargate.port = cfg.fargate.port;
-    try {
-      made["fargate"] = std::make_unique<FargateProvider>(ex, std::move(fargate));
-    } catch (const std::exception& x) {
-      logging::warn("gateway: no fargate provider: {}", x.what());
-    }
+    add<FargateProvider>(made, "fargate", ex, std::move(fargate));
   }
   if (cfg.kubernetes.enabled) {
     KubernetesProviderConfig k8s;
@@ -113,11 +108,7 @@ std::map<std::string, std::unique_ptr<Provider>, std::less<>> make_providers(
     k8s.server_image = cfg.kubernetes.server_image;
     k8s.image_pull_policy = cfg.kubernetes.image_pull_policy;
     k8s.connect = cfg.kubernetes.connect;
-    try {
-      made["kubernetes"] = std::make_unique<KubernetesProvider>(ex, std::move(k8s));
-    } catch (const std::exception& x) {
-      logging::warn("gateway: no kubernetes provider: {}", x.what());
-    }
+    add<KubernetesProvider>(made, "kubernetes", ex, std::move(k8s));
   }
   return made;
 }

@@ -464,15 +464,17 @@ class GatewayTestCase(unittest.TestCase):
             lines.append(entry)
         return lines
 
-    def replay_events(self, after=0, until=None, timeout=10, headers=None, gw=None):
-        """Events with an id above `after`: until one matches `until`, or until quiet."""
+    def replay_events(self, after=0, until=None, timeout=10, headers=None, gw=None,
+                      what="an event"):
+        """Events with an id above `after`: until one matches `until` (`what` names it in the
+        failure when none does within `timeout`), or until quiet."""
         stream = EventStream(gw or self.gw, headers={"Last-Event-ID": str(after),
                                                      **(headers or {})})
         try:
             self.assertEqual(stream.status, 200, getattr(stream, "body", b""))
             if until is None:
                 return stream.drain(1.0)
-            return stream.collect_until(until, timeout)
+            return stream.collect_until(until, timeout, what)
         finally:
             stream.close()
 
@@ -1186,13 +1188,8 @@ class TestLifetimes(GatewayTestCase):
                 pending.discard(ev["data"].get("session_id"))
             return not pending
 
-        stream = EventStream(gw or self.gw, headers={"Last-Event-ID": "0"})
-        try:
-            self.assertEqual(stream.status, 200, getattr(stream, "body", b""))
-            events = stream.collect_until(last, timeout,
-                                          what=f"the end of sessions {sorted(pending)}")
-        finally:
-            stream.close()
+        events = self.replay_events(0, last, timeout, gw=gw,
+                                    what=f"the end of sessions {sorted(pending)}")
         out = {sid: [] for sid in sids}
         for ev in events:
             if ev["data"].get("session_id") in out:
