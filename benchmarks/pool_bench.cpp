@@ -130,7 +130,7 @@ asio::awaitable<void> floor_job(rex::docker::Engine& engine, const Options& opt,
   json::object body{{"Image", opt.image},
                     {"Cmd", json::array{"echo", "hi"}},
                     {"Labels", json::object{{kLabel, kLabelValue}}},
-                    {"HostConfig", json::object{{"Init", true}}}};
+                    {"HostConfig", json::object{{"Init", false}}}};  // as rex's containers
   const auto t0 = Clock::now();
   const std::string id = co_await engine.create_container(std::move(body));
   const auto t1 = Clock::now();
