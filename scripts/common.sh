@@ -15,6 +15,7 @@ REX_PACKAGES=(
   busybox-static bash-static
   clang-14 libclang-rt-14-dev llvm-14  # the asan preset: libFuzzer, sanitizers, llvm-symbolizer
   protobuf-compiler protobuf-compiler-grpc libprotobuf-dev libgrpc++-dev  # Modal's gRPC API
+  chromium  # rex swebench's HTML report, opened as a person opens it (tests/swebench)
 )
 
 # rex_install_packages [PACKAGE...]: installs those of them (default: REX_PACKAGES) that are
@@ -167,6 +168,8 @@ REX_MOTO_REQUIREMENTS="$REX_ROOT/tests/aws/requirements.txt"
 REX_MOTO_ENV_LINK="$REX_ROOT/build/moto-env"  # moto's server, the AWS emulator of tests/aws
 REX_MODAL_REQUIREMENTS="$REX_ROOT/tests/modal/requirements.txt"
 REX_MODAL_ENV_LINK="$REX_ROOT/build/modal-env"  # Modal's Python SDK, for tests/modal
+REX_SWEBENCH_REQUIREMENTS="$REX_ROOT/tests/swebench/requirements.txt"
+REX_SWEBENCH_ENV_LINK="$REX_ROOT/build/swebench-env"  # SWE-bench's harness, for tests/swebench
 
 # rex_pinned_env NAME REQUIREMENTS LINK: a virtual environment with exactly the packages of
 # REQUIREMENTS, built once per version of that file under ~/.cache/rex-python/NAME-<hash> and
@@ -217,6 +220,12 @@ rex_moto_env() {
 # control plane of tests/modal serves), linked at build/modal-env.
 rex_modal_env() {
   rex_pinned_env modal "$REX_MODAL_REQUIREMENTS" "$REX_MODAL_ENV_LINK"
+}
+
+# rex_swebench_env: SWE-bench's harness (swebench 5.0.2 and what it imports, about 500 MB),
+# linked at build/swebench-env: the reference `rex swebench` is checked against.
+rex_swebench_env() {
+  rex_pinned_env swebench "$REX_SWEBENCH_REQUIREMENTS" "$REX_SWEBENCH_ENV_LINK"
 }
 
 # rex_e2b_js_env: E2B's JavaScript SDK, exactly as tests/gateway/e2b_js/package-lock.json pins
@@ -449,6 +458,42 @@ rex_docker_setup() {
     local f
     for f in "$REX_IMAGE_CACHE"/*.tar; do
       [[ ! -e $f || " ${keep[*]} " == *" $(basename "$f") "* ]] || rm -f "$f"
+    done
+  ) 9>"$REX_IMAGE_CACHE/.lock"
+}
+
+# --- The base image of the SWE-bench test instances (tests/swebench) ---------------------------
+
+# What the instances of tests/swebench/make_dataset.py run on: bash, git and patch for the
+# harness's chain of patch commands (git apply, then `patch --fuzz`), python3 and pytest for the
+# tests, procps for the `kill` the harness runs in the container when a test times out, tini for
+# the instance images' entry point: the harness's `tail -f /dev/null` as PID 1 ignores the
+# SIGTERM of its `docker stop --time=15`, which then waits 15 s for every instance.
+_rex_recipe_swebench() {
+  mmdebstrap --quiet --variant=minbase --include=git,patch,python3,python3-pytest,procps,tini \
+    --format=tar \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    bookworm "$1" "$REX_DEBIAN_SOURCES"
+}
+
+# rex_swebench_images: rex_docker_setup, then rex-swebench-base:latest in both image stores,
+# rebuilt only when its recipe changes. Its root file system is kept in a directory of its own
+# under the image cache, where rex_docker_setup's clean-up of old roots does not reach.
+rex_swebench_images() {
+  rex_docker_setup || return 1
+  (
+    flock 9
+    local REX_IMAGE_CACHE="$REX_IMAGE_CACHE/swebench"  # seen by _rex_image, called from here
+    _rex_sudo mkdir -p "$REX_IMAGE_CACHE"
+    local cli
+    for cli in docker podman; do
+      _rex_image "$cli" rex-swebench-base:latest _rex_recipe_swebench || return 1
+    done
+    local keep f
+    keep="$(_rex_recipe_hash _rex_recipe_swebench).tar"
+    for f in "$REX_IMAGE_CACHE"/*.tar; do
+      [[ ! -e $f || $(basename "$f") == "$keep" ]] || rm -f "$f"
     done
   ) 9>"$REX_IMAGE_CACHE/.lock"
 }

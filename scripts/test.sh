@@ -27,12 +27,17 @@ rex_timed "installing packages" rex_install_packages "${REX_PACKAGES[@]}" "${REX
 rex_test_environments() {
   # The engine and images the tests labelled `docker` use.
   rex_timed "the container engines and test images" rex_docker_setup
+  # The base image of the SWE-bench test dataset's instances, for the tests labelled docker that
+  # run `rex swebench`.
+  rex_timed "SWE-bench's test image" rex_swebench_images
   # SWE-ReX and mini-swe-agent, pinned, for the tests labelled `swerex`.
   rex_timed "the SWE-ReX environment" rex_python_env
   # moto's server, pinned, for the tests labelled aws.
   rex_timed "the AWS emulator" rex_moto_env
   # Modal's Python SDK, pinned, for the fake Modal control plane and its client check.
   rex_timed "the Modal SDK" rex_modal_env
+  # SWE-bench's harness, pinned, the reference for the tests labelled swebench.
+  rex_timed "SWE-bench's harness" rex_swebench_env
   # Node.js, and E2B's JavaScript SDK, pinned, for the tests labelled e2b.
   rex_timed "E2B's JavaScript SDK" rex_e2b_js_env
   # Daytona's TypeScript SDK, Prism and Daytona's OpenAPI documents, for the tests labelled

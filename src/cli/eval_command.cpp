@@ -14,14 +14,12 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <sys/ioctl.h>
-#include <unistd.h>
-
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
+#include "progress.hpp"
 #include "stop_signals.hpp"
 
 namespace rex::cli {
@@ -29,17 +27,6 @@ namespace rex::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::string format_duration(double seconds) {
-  if (seconds < 1)
-    return fmt::format("{}ms", static_cast<long>(seconds * 1000 + 0.5));
-  if (seconds < 60)
-    return fmt::format("{:.1f}s", seconds);
-  const auto total = static_cast<long>(seconds + 0.5);
-  if (total < 3600)
-    return fmt::format("{}:{:02}", total / 60, total % 60);
-  return fmt::format("{}:{:02}:{:02}", total / 3600, total / 60 % 60, total % 60);
-}
 
 double total_seconds(const EvalResult& r) {
   return r.times.start.value_or(0) + r.times.setup.value_or(0) + r.times.run.value_or(0) +
@@ -65,105 +52,6 @@ std::string outcome(const EvalResult& r) {
     message = message.substr(0, 160) + " ...";
   return r.error ? fmt::format("error ({}: {})", r.error->phase, message) : "error";
 }
-
-// Progress on stderr: a bar redrawn in place on a terminal, a line per finished instance
-// otherwise. Runs on the io_context's thread.
-class Progress {
- public:
-  Progress(const Evaluation& evaluation, bool quiet)
-      : evaluation_(evaluation),
-        quiet_(quiet),
-        tty_(::isatty(STDERR_FILENO) == 1 && !is_dumb_terminal()),
-        total_(evaluation.pending()),
-        t0_(Clock::now()) {}
-
-  bool live() const noexcept { return tty_ && !quiet_; }
-
-  void started() { draw(); }
-
-  void finished(const EvalResult& r) {
-    ++done_;
-    if (r.status != EvalStatus::passed)
-      ++not_passed_;
-    if (quiet_)
-      return;
-    if (tty_) {
-      // Instances that did not pass get a line of their own above the bar.
-      if (r.status != EvalStatus::passed)
-        line(fmt::format("{} {} {}", r.id, outcome(r), format_duration(total_seconds(r))));
-      draw();
-      return;
-    }
-    fmt::print(stderr, "[{}/{}] {} {} {}\n", done_, total_, r.id, outcome(r),
-               format_duration(total_seconds(r)));
-    std::fflush(stderr);
-  }
-
-  /// A message line, above the bar on a terminal.
-  void line(const std::string& text) {
-    if (live())
-      fmt::print(stderr, "\r\033[K");
-    fmt::print(stderr, "{}\n", text);
-    draw();
-  }
-
-  void draw() {
-    if (!live())
-      return;
-    const double elapsed = std::chrono::duration<double>(Clock::now() - t0_).count();
-    const double rate = elapsed > 0 ? static_cast<double>(done_) / elapsed : 0;
-    std::string eta = "-";
-    if (done_ > 0 && rate > 0)
-      eta = format_duration(static_cast<double>(total_ - done_) / rate);
-    const std::string tail = fmt::format(" {}/{}  failed {}  running {}  {:.1f}/s  ETA {}", done_,
-                                         total_, not_passed_, evaluation_.running(), rate, eta);
-    const std::size_t columns = terminal_columns();
-    std::size_t width =
-        columns > tail.size() + 12 ? std::min<std::size_t>(30, columns - tail.size() - 3) : 0;
-    std::string bar;
-    if (width >= 5) {
-      const std::size_t filled = total_ == 0 ? width : width * done_ / total_;
-      bar = "[" + std::string(filled, '#') + std::string(width - filled, '.') + "]";
-    }
-    std::string text = bar + tail;
-    if (text.size() >= columns)
-      text.resize(columns - 1);
-    fmt::print(stderr, "\r\033[K{}", text);
-    std::fflush(stderr);
-    drawn_ = true;
-  }
-
-  /// Leaves the line of the bar, so what follows starts on a line of its own.
-  void end() {
-    if (live() && drawn_) {
-      draw();
-      fmt::print(stderr, "\n");
-      std::fflush(stderr);
-    }
-    drawn_ = false;
-  }
-
- private:
-  static bool is_dumb_terminal() {
-    const char* term = std::getenv("TERM");
-    return term != nullptr && std::string_view(term) == "dumb";
-  }
-  static std::size_t terminal_columns() {
-    winsize size{};
-    if (::ioctl(STDERR_FILENO, TIOCGWINSZ, &size) == 0 && size.ws_col >= 20)
-      return size.ws_col;
-    return 80;
-  }
-
-  const Evaluation& evaluation_;
-  bool quiet_;
-  bool tty_;
-  std::size_t total_;
-  std::size_t done_ = 0;
-  std::size_t not_passed_ = 0;
-  Clock::time_point t0_;
-  bool drawn_ = false;
-};
 
 struct Session {
   Evaluation& evaluation;
@@ -204,7 +92,11 @@ asio::awaitable<EvaluationReport> drive(Session& s) {
     asio::co_spawn(executor, tick(s), asio::detached);
   EvaluationObserver observer;
   observer.started = [&s](const EvalInstance&) { s.progress.started(); };
-  observer.finished = [&s](const EvalInstance&, const EvalResult& r) { s.progress.finished(r); };
+  observer.finished = [&s](const EvalInstance&, const EvalResult& r) {
+    s.progress.finished(
+        r.status == EvalStatus::passed,
+        fmt::format("{} {} {}", r.id, outcome(r), format_duration(total_seconds(r))));
+  };
   s.progress.draw();
   EvaluationReport report;
   std::exception_ptr failure;
@@ -347,7 +239,9 @@ int eval_command(const EvalOptions& options) {
                              describe_deployment(config.deployment), options.parallel);
 
   StopSignals signals(io);
-  Progress progress(*evaluation, options.deployment.quiet);
+  Progress progress(
+      evaluation->pending(), [&evaluation] { return evaluation->running(); },
+      options.deployment.quiet);
   Session session{*evaluation, signals, progress};
   std::optional<EvaluationReport> report;
   std::exception_ptr failure;

@@ -3,6 +3,8 @@
 //   rex shell [deployment flags]   an interactive session for a person
 //   rex eval INSTANCES.jsonl --output DIR [--parallel N] [deployment flags]   one fresh sandbox
 //                                  per instance, many at once, results appended to DIR
+//   rex swebench --dataset_name FILE --predictions_path FILE|gold --run_id ID [deployment flags]
+//                                  SWE-bench's harness: its files and verdicts, on any deployment
 //   rex gc [--all] [--dry-run] [--kubernetes]   remove containers (pods) that rex processes left
 //                                  behind
 //   rex server --auth-token T [--port 8000]   serve sessions over HTTP (as rex-server)
@@ -24,6 +26,7 @@
 #include "run_command.hpp"
 #include "server_command.hpp"
 #include "shell_command.hpp"
+#include "swebench_command.hpp"
 
 int main(int argc, char** argv) {
   CLI::App app{"rex: run commands for agents in bash sessions and sandboxes"};
@@ -45,6 +48,13 @@ int main(int argc, char** argv) {
       "eval", "Run every instance of a JSON-lines file in a fresh sandbox of its own, in parallel");
   rex::cli::add_eval_options(*eval_cmd, eval);
 
+  rex::cli::SwebenchOptions swebench;
+  auto* swebench_cmd = app.add_subcommand(
+      "swebench",
+      "SWE-bench's evaluation harness: a dataset and predictions, graded as swebench "
+      "5.0.2 grades them, on any deployment");
+  rex::cli::add_swebench_options(*swebench_cmd, swebench);
+
   rex::cli::GcCommandOptions gc;
   auto* gc_cmd = app.add_subcommand(
       "gc", "Remove the containers (or pods) of rex processes that are gone, and expired ones");
@@ -64,6 +74,7 @@ int main(int argc, char** argv) {
     std::cout << rex::version() << '\n';
   });
 
+  rex::cli::rewrite_swebench_arguments(argc, argv);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -84,6 +95,8 @@ int main(int argc, char** argv) {
       return rex::cli::shell_command(shell);
     if (eval_cmd->parsed())
       return rex::cli::eval_command(eval);
+    if (swebench_cmd->parsed())
+      return rex::cli::swebench_command(swebench);
   } catch (const std::exception& e) {
     std::cerr << "rex: " << e.what() << '\n';
     return rex::cli::exit_failure;
