@@ -104,11 +104,14 @@ json::object base_config(const std::string& deployment) {
     if (deployment == name)
       return json::object{{"type", name}};
   }
+  // Podman serves Docker's API: a docker deployment on Podman's socket.
+  if (deployment == "podman")
+    return json::object{{"type", "docker"}, {"container_runtime", "podman"}};
   std::error_code ec;
   if (!std::filesystem::is_regular_file(deployment, ec)) {
     throw DeploymentConfigError(fmt::format(
-        "--deployment: \"{}\" is neither a deployment type (local, docker, remote, dummy, gateway, "
-        "e2b, kubernetes, fargate, daytona, modal) nor a JSON config file",
+        "--deployment: \"{}\" is neither a deployment type (local, docker, podman, remote, dummy, "
+        "gateway, e2b, kubernetes, fargate, daytona, modal) nor a JSON config file",
         deployment));
   }
   return to_json(load_deployment_config(deployment));
@@ -126,8 +129,8 @@ std::pair<std::string, std::string> split_env(const std::string& item) {
 void add_deployment_options(CLI::App& app, DeploymentOptions& o) {
   app.add_option(
          "--deployment", o.deployment,
-         "local, docker, remote, dummy, gateway, e2b, kubernetes, fargate, daytona, modal, or the "
-         "path of a JSON deployment config")
+         "local, docker, podman, remote, dummy, gateway, e2b, kubernetes, fargate, daytona, modal, "
+         "or the path of a JSON deployment config")
       ->capture_default_str();
   auto set_string = [&app](const char* name, std::optional<std::string>& target, const char* help) {
     app.add_option_function<std::string>(
@@ -217,7 +220,7 @@ std::string describe_deployment(const DeploymentConfig& config) {
                         : "remote " + remote->host;
   }
   if (const auto* docker = std::get_if<DockerDeploymentConfig>(&config))
-    return "docker " + docker->image;
+    return (docker->container_runtime == "podman" ? "podman " : "docker ") + docker->image;
   if (const auto* gateway = std::get_if<GatewayDeploymentConfig>(&config))
     return fmt::format("gateway {} ({})", gateway->url, gateway->environment);
   if (const auto* kube = std::get_if<KubernetesDeploymentConfig>(&config))

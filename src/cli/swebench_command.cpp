@@ -264,11 +264,12 @@ int run_once(const swebench::HarnessConfig& config, const std::vector<swebench::
     std::cerr << fmt::format("rex swebench: {} empty patch{}, not run\n", harness->empty_patches(),
                              harness->empty_patches() == 1 ? "" : "es");
   if (!options.deployment.quiet)
-    std::cerr << fmt::format(
-        "rex swebench: {} instance{} to {} on {}, {} at once\n", harness->to_run(),
-        harness->to_run() == 1 ? "" : "s", rewrite ? "grade again" : "run",
-        rewrite ? std::string("the logs already there") : deployment_type(config.deployment),
-        options.max_workers);
+    std::cerr << fmt::format("rex swebench: {} instance{} to {} on {}, {} at once\n",
+                             harness->to_run(), harness->to_run() == 1 ? "" : "s",
+                             rewrite ? "grade again" : "run",
+                             rewrite ? std::string("the logs already there")
+                                     : swebench::deployment_name(config.deployment),
+                             options.max_workers);
 
   StopSignals signals(io);
   Session* session_ptr = nullptr;

@@ -171,6 +171,13 @@ json::object outcome_json(const InstanceOutcome& o) {
 
 using namespace harness_detail;
 
+std::string deployment_name(const DeploymentConfig& config) {
+  if (const auto* docker = std::get_if<DockerDeploymentConfig>(&config);
+      docker && docker->container_runtime == "podman")
+    return "podman";
+  return std::string(deployment_type(config));
+}
+
 DeploymentConfig with_image(DeploymentConfig config, const std::string& image) {
   auto set = [&image](auto& c) -> bool {
     using T = std::decay_t<decltype(c)>;
@@ -834,7 +841,7 @@ struct Harness::Impl {
     meta.model = model_dir;
     meta.dataset = config.dataset_name;
     meta.deployment = config.rewrite_reports ? std::string("(graded again, nothing run)")
-                                             : deployment_type(config.deployment);
+                                             : deployment_name(config.deployment);
     meta.generated_at = utc_now_iso();
     meta.wall_seconds = report.wall_seconds;
     meta.max_workers = config.max_workers;

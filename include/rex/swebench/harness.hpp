@@ -114,6 +114,9 @@ class Harness {
 /// Failed", "Test timed out after 30 seconds.") or the expected tests that failed.
 std::string describe_unresolved(const HarnessConfig& config, const Prediction& prediction);
 
+/// "docker", "podman", "kubernetes", ...: where the sandboxes run, for messages.
+std::string deployment_name(const DeploymentConfig& config);
+
 /// `config` with `image` as its sandbox image; std::invalid_argument for a type without one.
 DeploymentConfig with_image(DeploymentConfig config, const std::string& image);
 
