@@ -275,6 +275,53 @@ def html_check(ref, got, work, dataset):
 
 
 
+def images_of(dataset):
+    return sorted({json.loads(line)["image"]
+                   for line in (dataset / "dataset.jsonl").read_text().splitlines()})
+
+
+KUBECONFIG = os.environ.get("REX_KUBECONFIG", "/var/lib/rex-k8s/admin.kubeconfig")
+
+
+def kubernetes_deployment(dataset, work):
+    """The dataset's images copied from Docker into the local cluster (scripts/k8s.sh); a
+    kubernetes deployment config that never pulls."""
+    if not os.path.exists(KUBECONFIG):
+        sys.exit(f"no local cluster ({KUBECONFIG} is missing): scripts/k8s.sh up starts one")
+    for image in images_of(dataset):
+        done = run(["bash", str(REX_ROOT / "scripts" / "k8s.sh"), "docker-image", image], 600)
+        if done.returncode != 0:
+            sys.exit(f"copying {image} into the cluster failed:\n{done.stdout}{done.stderr}")
+    config = work / "k8s.json"
+    config.write_text(json.dumps({"type": "kubernetes", "kubeconfig": KUBECONFIG,
+                                  "image_pull_policy": "Never"}))
+    return ["--deployment", str(config)]
+
+
+def start_gateway(rex, dataset, work):
+    """A rex gateway on loopback whose registry has one docker environment per image."""
+    registry = work / "registry" / "environments"
+    registry.mkdir(parents=True)
+    for n, image in enumerate(images_of(dataset)):
+        (registry / f"swebench-{n}.yaml").write_text(
+            f"name: swebench-{n}\nprovider: docker\nimage: {image}\nspares: 0\n")
+    log = open(work / "gateway.log", "w+")
+    gateway = subprocess.Popen([rex, "gateway", "--listen", "127.0.0.1:0", "--storage",
+                                str(work / "storage"), "--registry", str(work / "registry")],
+                               stdout=log, stderr=subprocess.STDOUT, cwd=work)
+    deadline = time.monotonic() + 60
+    url = None
+    while url is None and time.monotonic() < deadline and gateway.poll() is None:
+        time.sleep(0.2)
+        m = re.search(r"listening on (http://[0-9.:]+)", (work / "gateway.log").read_text())
+        url = m.group(1) if m else None
+    if url is None:
+        gateway.kill()
+        sys.exit(f"the gateway did not start:\n{(work / 'gateway.log').read_text()}")
+    print(f"gateway at {url}")
+    return gateway, ["--deployment", "gateway", "--url", url]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("rex")
@@ -294,12 +341,16 @@ def main():
     make_dataset("docker", dataset)
     ref = reference(dataset)
 
-    deployment_args = {"docker": ["--deployment", "docker"],
-                       "podman": ["--deployment", "podman"]}.get(args.deployment)
-    if deployment_args is None:
-        sys.exit(f"--deployment {args.deployment}: not in this test yet")
-    if args.deployment == "podman":
-        make_dataset("podman", work / "ds-podman")
+    gateway = None
+    if args.deployment == "docker":
+        deployment_args = ["--deployment", "docker"]
+    elif args.deployment == "podman":
+        make_dataset("podman", work / "ds-podman")  # the same images, in Podman's store
+        deployment_args = ["--deployment", "podman"]
+    elif args.deployment == "kubernetes":
+        deployment_args = kubernetes_deployment(dataset, work)
+    else:
+        gateway, deployment_args = start_gateway(rex, dataset, work)
 
     step(f"rex swebench on {args.deployment}")
     got = work / "rex"
@@ -312,6 +363,9 @@ def main():
     check(r.returncode == 1, f"exit status {r.returncode}, expected 1 (two instances end in errors)")
     check("[13/13]" in r.stderr, "no progress line [13/13]")
     compare_runs(ref, got, summary_exact=args.deployment == "docker")
+    if gateway:
+        gateway.send_signal(signal.SIGTERM)
+        gateway.wait(timeout=60)
 
     if args.parse_logs:
         step("rex's parsers against swebench's on the run's test outputs")
