@@ -96,6 +96,7 @@ class InstanceLog {
   explicit InstanceLog(const fs::path& path) : out_(path, std::ios::binary | std::ios::trunc) {}
 
   void info(std::string_view message) { line("INFO", message); }
+  void warning(std::string_view message) { line("WARNING", message); }
   void error(std::string_view message) { line("ERROR", message); }
 
  private:
@@ -447,7 +448,9 @@ struct Harness::Impl {
     log.info(fmt::format("Git diff before:\n{}", before));
     outcome.patch_seconds = seconds_since(t0);
 
-    const std::string script = eval_script(instance, co_await stage_assets(instance, log));
+    const std::vector<std::string> restore =
+        co_await stage_assets(self, runtime, instance, dir, log);
+    const std::string script = eval_script(instance, restore);
     write_file(dir / "eval.sh", script);
     log.info(fmt::format("Eval script for {} written to {}; copying to container...",
                          instance.instance_id, (dir / "eval.sh").string()));
@@ -493,13 +496,37 @@ struct Harness::Impl {
     return digits;
   }
 
-  // Image assets (binary files a text patch cannot carry): restore commands for the ones found
-  // on this machine. The harness fetches http(s) URLs; rex reaches only local files
-  // (file:// URLs or paths), and says so for the others as the harness says for an asset it
-  // could not fetch.
-  static asio::awaitable<std::vector<std::string>> stage_assets(const Instance& instance,
+  // An asset's bytes from its URL: file:// or a local path read here, http(s) fetched (as the
+  // harness's urlopen does, 60 s at most).
+  static asio::awaitable<std::string> fetch_asset(std::shared_ptr<Impl> self,
+                                                  const std::string& url) {
+    if (url.starts_with("file://") || url.starts_with("/"))
+      co_return read_file(url.starts_with("file://") ? url.substr(7) : url);
+    const std::size_t scheme = url.find("://");
+    if (scheme == std::string::npos || !(url.starts_with("http://") || url.starts_with("https://")))
+      throw std::runtime_error("not an http(s) or file URL");
+    const std::size_t path = url.find('/', scheme + 3);
+    http::ClientConfig cc;
+    cc.timeout = std::chrono::seconds(60);
+    http::Client client(self->executor, url.substr(0, path), cc);
+    http::ClientRequest request;
+    request.method = "GET";
+    request.target = path == std::string::npos ? "/" : url.substr(path);
+    const http::ClientResponse answer = co_await client.request(std::move(request));
+    if (answer.status != 200)
+      throw std::runtime_error(fmt::format("HTTP Error {}", answer.status));
+    co_return answer.body;
+  }
+
+  // Image assets (binary files a text patch cannot carry): staged in the instance's log folder
+  // and in the sandbox's /image_assets, restored into the tree by commands the eval script runs
+  // right before its tests (after its git apply), as the harness does.
+  static asio::awaitable<std::vector<std::string>> stage_assets(std::shared_ptr<Impl> self,
+                                                                Runtime& runtime,
+                                                                const Instance& instance,
+                                                                const fs::path& dir,
                                                                 InstanceLog& log) {
-    std::vector<std::string> restore;
+    std::vector<std::pair<std::string, std::string>> assets;  // (path, url)
     for (std::string_view key : {"test_patch", "patch"}) {
       const json::value* list = instance.image_assets.if_contains(key);
       if (!list || !list->is_array())
@@ -510,11 +537,43 @@ struct Harness::Impl {
         if (!path || !path->is_string() || path->get_string().empty())
           continue;
         const json::value* url = asset->if_contains("url");
-        log.info(fmt::format("Could not fetch image asset {}: only local files are read",
-                             url && url->is_string() ? std::string(url->get_string())
-                                                     : std::string(path->get_string())));
+        assets.emplace_back(std::string(path->get_string()),
+                            url && url->is_string() ? std::string(url->get_string()) : "");
       }
     }
+    std::vector<std::string> restore;
+    if (assets.empty())
+      co_return restore;
+    const fs::path staging = dir / "image_assets";
+    fs::create_directories(staging);
+    std::vector<std::string> mkdir{"mkdir", "-p", "/image_assets"};
+    co_await exec(runtime, std::move(mkdir), std::nullopt);
+    for (const auto& [path, url] : assets) {
+      if (url.empty()) {
+        log.warning(fmt::format("No asset for {} at {}", instance.instance_id, path));
+        continue;
+      }
+      std::string data;
+      try {
+        data = co_await fetch_asset(self, url);
+      } catch (const std::exception& e) {
+        log.warning(fmt::format("Could not fetch image asset {}: {}", url, e.what()));
+        continue;
+      }
+      std::string flat;
+      for (char c : path)
+        flat += c == '/' ? std::string("__") : std::string(1, c);
+      write_file(staging / flat, data);
+      UploadRequest upload{(staging / flat).string(), "/image_assets/" + flat};
+      co_await runtime.upload(std::move(upload));
+      restore.push_back(
+          fmt::format("mkdir -p $(dirname {}) && cp /image_assets/{} {}", path, flat, path));
+    }
+    if (!restore.empty())
+      log.info(
+          fmt::format("Staged {} patch asset(s) for restore after git apply (0 from the "
+                      "local mirror, {} fetched)",
+                      restore.size(), restore.size()));
     co_return restore;
   }
 

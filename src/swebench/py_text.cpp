@@ -862,7 +862,6 @@ class Translator {
   std::optional<Item> group(const Scope& scope, bool first_in_pattern) {
     Scope inner = scope;
     std::u32string open = U"(";
-    Kind kind = Kind::atom;
     std::optional<std::string> name;
     bool capture = true;
     if (accept(U'?')) {
@@ -951,7 +950,7 @@ class Translator {
       bad_pattern("missing ), unterminated subpattern");
     if (capture)
       closed_[index - 1] = true;
-    return Item{open + non_empty(body) + U")", kind};
+    return Item{open + non_empty(body) + U")", Kind::atom};
   }
 
   // (?(id/name)yes|no), the "(?(" consumed.
@@ -1307,7 +1306,11 @@ bool isalpha(std::string_view s) {
 
 std::optional<long long> to_int(std::string_view s) {
   using namespace py_text_detail;
-  const std::u32string t = utf32_of(strip(s));
+  // int() skips ASCII whitespace without \x1c-\x1f, and Unicode whitespace beyond ASCII.
+  auto blank = [](char32_t c) {
+    return c < 0x80 ? c == ' ' || (c >= 0x09 && c <= 0x0D) : space(c);
+  };
+  const std::u32string t = utf32_of(rstrip_if(lstrip_if(s, blank), blank));
   std::size_t i = 0;
   bool negative = false;
   if (i < t.size() && (t[i] == U'+' || t[i] == U'-'))
@@ -1718,7 +1721,7 @@ std::string Regex::sub(std::string_view replacement, std::string_view s, int cou
   bool must_advance = false;
   int n = 0;
   BoostMatch m;
-  while ((count <= 0 || n < count) && at <= subject.text.size() &&
+  while ((count == 0 || n < count) && at <= subject.text.size() &&
          impl_->search(subject, at, must_advance, m)) {
     const auto b = static_cast<std::size_t>(m[0].first - subject.text.data());
     const auto e = static_cast<std::size_t>(m[0].second - subject.text.data());
@@ -1749,7 +1752,7 @@ std::vector<std::string> Regex::split(std::string_view s, int maxsplit) const {
   bool must_advance = false;
   int n = 0;
   BoostMatch m;
-  while ((maxsplit <= 0 || n < maxsplit) && at <= subject.text.size() &&
+  while ((maxsplit == 0 || n < maxsplit) && at <= subject.text.size() &&
          impl_->search(subject, at, must_advance, m)) {
     const auto b = static_cast<std::size_t>(m[0].first - subject.text.data());
     const auto e = static_cast<std::size_t>(m[0].second - subject.text.data());

@@ -63,8 +63,9 @@ bool isdecimal(std::string_view s);
 bool isalnum(std::string_view s);
 bool isalpha(std::string_view s);
 
-/// int(s) for a str: surrounding whitespace, a sign, underscores between digits and any Unicode
-/// decimal digits allowed; nullopt where Python raises ValueError (or beyond 64 bits).
+/// int(s) for a str: surrounding whitespace (as int() knows it: not \x1c-\x1f), a sign,
+/// underscores between digits and any Unicode decimal digits allowed; nullopt where Python raises
+/// ValueError (or beyond 64 bits).
 std::optional<long long> to_int(std::string_view s);
 
 /// len(s) in code points; s[start:stop] with Python's negative and out-of-range indices, counted
@@ -109,10 +110,15 @@ class Match {
 
 /// A compiled pattern with Python's re semantics (syntax as re takes it: (?P<name>...), \Z, ...).
 /// Throws std::invalid_argument for a pattern it cannot take (re.error, and the few things it does
-/// not support: \N{...}, the ASCII flag). A search throws std::runtime_error only where Boost
-/// gives up on a pathological backtracking search (far beyond what Python finishes in minutes).
-/// With `ignorecase`, literals and classes compare as Python's do; ranges inside sets compare
-/// case-folded ends (Python differs there for a few non-ASCII letters).
+/// not support: \N{...}, the ASCII flag). Searches have no step limit (a pathological pattern
+/// takes the time it takes in Python); std::runtime_error only if one needs over 1 GB of
+/// backtracking state. `pos` is a byte offset into s (Python's counts code points).
+/// Known differences from re, none in what the parsers use: with `ignorecase`, ranges inside sets
+/// compare case-folded ends (Python differs for a few non-ASCII letters); a counted repeat of a
+/// group that can match empty ("(a|b*?){2}") may leave a different last capture when the match is
+/// forced to backtrack into it; a capture made inside a lookahead, an atomic group or a possessive
+/// repeat is kept (Boost's behaviour) where Python drops it because the match backtracked out of
+/// an enclosing group ("(?:(?=(a))b)?" on "ac": group 1 is "a" here, None in Python).
 class Regex {
  public:
   explicit Regex(std::string_view pattern, unsigned flags = none);
@@ -128,10 +134,12 @@ class Regex {
   /// group(0) and group(1); str() gives "" where it did not take part, as findall does); with
   /// several the groups of each match in one Match (str(1..n)).
   std::vector<Match> findall(std::string_view s) const;
-  /// re.sub with a replacement template (\1, \g<name>, \n ... as re expands them); count 0 = all.
+  /// re.sub with a replacement template (\1, \g<name>, \n ... as re expands them); count 0 = all
+  /// (a negative count replaces nothing, as in Python).
   /// A bad template throws std::invalid_argument (std::out_of_range for an unknown group name).
   std::string sub(std::string_view replacement, std::string_view s, int count = 0) const;
-  /// re.split (captured groups included, as re does; a group that did not take part is "").
+  /// re.split (captured groups included, as re does; a group that did not take part is "");
+  /// maxsplit 0 = all, negative = none.
   std::vector<std::string> split(std::string_view s, int maxsplit = 0) const;
 
  private:

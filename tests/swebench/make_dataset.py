@@ -60,6 +60,9 @@ HEREDOC = "EOF_114329324912"
 # "apply" is the command of the harness's chain (GIT_APPLY_CMDS) that applied the patch:
 # 0 git apply, 1 --3way, 2 --reject, 3 patch --fuzz, "reverse" when none did and
 # `git apply --check --reverse` found it already applied; None when nothing was applied.
+# A binary image asset (its URL is a file:// one: the harness's urlopen reads it offline).
+ASSET = Path(__file__).resolve().parent / "dataset" / "asset.bin"
+
 EXPECTED = {
     # First: the harness starts instances in this order, so the wait overlaps the others.
     "rex-test__shkit-timeout": (
@@ -80,7 +83,8 @@ EXPECTED = {
     "rex-test__calc-no-apply": (
         "ERROR_PATCH_APPLY", None, "a patch of a file the repository does not have"),
     "rex-test__calc-fuzz": (
-        "RESOLVED_FULL", 3, "a wrong context line: only `patch --fuzz` applies it"),
+        "RESOLVED_FULL", 3, "a wrong context line: only `patch --fuzz` applies it; a binary "
+        "image asset restored before the tests"),
     "rex-test__calc-already-applied": (
         "RESOLVED_NO", "reverse",
         "a patch already in the base commit, no index line: every command fails, the reverse "
@@ -560,7 +564,9 @@ def predictions_for(name, git, commits, spec):
             "rex-test__calc-empty": ("", {}),
             "rex-test__calc-null": (None, {}),
             "rex-test__calc-no-apply": (no_apply, {"image_assets": {}}),
-            "rex-test__calc-fuzz": (fuzz, {}),
+            # A binary file the harness stages and restores before the tests (image_assets).
+            "rex-test__calc-fuzz": (fuzz, {"image_assets": {"test_patch": [
+                {"path": "tests/data/asset.bin", "url": ASSET.as_uri()}]}}),
             "rex-test__calc-already-applied": (already, {}),
             "rex-test__calc-fake-pass": (fake, {}),
         }

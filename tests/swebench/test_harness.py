@@ -122,7 +122,7 @@ def compare_runs(ref, got, summary_exact):
         if got_dir is None:
             continue
         ref_files = sorted(p.name for p in ref_dir.iterdir() if p.name != "image_assets")
-        got_files = sorted(p.name for p in got_dir.iterdir())
+        got_files = sorted(p.name for p in got_dir.iterdir() if p.name != "image_assets")
         check(ref_files == got_files, f"{iid}: files: harness {ref_files}, rex {got_files}")
         for name in ["report.json", "patch.diff", "eval.sh"]:
             a, b = ref_dir / name, got_dir / name
@@ -136,7 +136,12 @@ def compare_runs(ref, got, summary_exact):
                   f"{iid}: test_output.txt holds other results:\n--- harness\n"
                   f"{a.read_text()[-2000:]}\n--- rex\n{b.read_text()[-2000:]}")
         a, b = ref_dir / "run_instance.log", got_dir / "run_instance.log"
-        for marker in [">>>>> Applied Patch", ">>>>> Patch Apply Failed",
+        for name in (p.name for p in (ref_dir / "image_assets").glob("*")):
+            staged = got_dir / "image_assets" / name
+            check(staged.exists() and
+                  (ref_dir / "image_assets" / name).read_bytes() == staged.read_bytes(),
+                  f"{iid}: image_assets/{name}: not the harness's staged asset")
+        for marker in [">>>>> Applied Patch", ">>>>> Patch Apply Failed", "Staged 1 patch asset",
                        "verified already applied", "Git diff changed after running eval script"]:
             check((marker in a.read_text()) == (marker in b.read_text()),
                   f"{iid}: run_instance.log: \"{marker}\" in the harness's: "

@@ -167,6 +167,8 @@ TEST(PyText, SplitKeepsGroups) {
   EXPECT_EQ(Regex("\\n[ \\t]*\\d+ passing").split("x\n  3 passing\ny"),
             (std::vector<std::string>{"x", "\ny"}));
   EXPECT_EQ(Regex(",").split("a,b,c", 1), (std::vector<std::string>{"a", "b,c"}));
+  EXPECT_EQ(Regex(",").split("a,b", -1), (std::vector<std::string>{"a,b"}));
+  EXPECT_EQ(Regex(",").sub(";", "a,b", -1), "a,b");
 }
 
 TEST(PyText, FullmatchNeedsTheWholeString) {
@@ -239,6 +241,9 @@ TEST(PyText, OtherStrMethods) {
   EXPECT_EQ(to_int("\xc2\xa0"
                    "7\xe2\x80\xa8"),
             7);
+  EXPECT_EQ(to_int("\x1c"
+                   "1"),
+            std::nullopt);  // not whitespace to int()
   EXPECT_EQ(to_int("1__0"), std::nullopt);
   EXPECT_EQ(to_int("_1"), std::nullopt);
   EXPECT_EQ(to_int("- 1"), std::nullopt);
