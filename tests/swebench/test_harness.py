@@ -234,6 +234,19 @@ def docker_only_checks(rex, ref, work, dataset, deployment_args):
           f"containers of the killed run remain after rex gc (before: {left.stdout.split()}, "
           f"after: {remaining.stdout.split()})")
 
+    step("an image the engine does not have: an error naming the instance, nothing started")
+    missing = work / "missing"
+    missing.mkdir()
+    rows = [json.loads(line) for line in (dataset / "dataset.jsonl").read_text().splitlines()]
+    rows[3]["image"] = "rex-swebench/no-such-image:1"
+    (missing / "dataset.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (missing / "predictions.jsonl").write_text((dataset / "predictions.jsonl").read_text())
+    r = rex_swebench(rex, missing, missing, deployment_args + ["--pull", "never"])
+    check(r.returncode == 2, f"missing image: exit {r.returncode}: {r.stderr}")
+    check(f"dataset.jsonl:4 ({rows[3]['instance_id']}): image: rex-swebench/no-such-image:1: "
+          "not on the engine" in r.stderr, f"missing image: {r.stderr}")
+    check(not (missing / "logs").exists(), "missing image: logs/ exists: something started")
+
     step("a gold run checks the dataset")
     gold = work / "gold"
     gold.mkdir()
