@@ -72,24 +72,11 @@ asio::awaitable<void> watch_signals(Session& s) {
   s.evaluation.stop();
 }
 
-// Redraws the bar twice a second, so rate and ETA move while instances run long.
-asio::awaitable<void> tick(Session& s) {
-  auto executor = co_await asio::this_coro::executor;
-  asio::steady_timer timer(executor);
-  while (!s.done) {
-    timer.expires_after(std::chrono::milliseconds(500));
-    boost::system::error_code ec;
-    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (!s.done)
-      s.progress.draw();
-  }
-}
-
 asio::awaitable<EvaluationReport> drive(Session& s) {
   auto executor = co_await asio::this_coro::executor;
   asio::co_spawn(executor, watch_signals(s), asio::detached);
   if (s.progress.live())
-    asio::co_spawn(executor, tick(s), asio::detached);
+    asio::co_spawn(executor, redraw_until(s.progress, s.done), asio::detached);
   EvaluationObserver observer;
   observer.started = [&s](const EvalInstance&) { s.progress.started(); };
   observer.finished = [&s](const EvalInstance&, const EvalResult& r) {

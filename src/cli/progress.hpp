@@ -4,6 +4,11 @@
 #pragma once
 
 #include <fmt/format.h>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -134,5 +139,18 @@ class Progress {
   Clock::time_point t0_;
   bool drawn_ = false;
 };
+
+/// Redraws the bar twice a second until `done`, so rate and ETA move while instances run long.
+inline boost::asio::awaitable<void> redraw_until(Progress& progress, const bool& done) {
+  namespace asio = boost::asio;
+  asio::steady_timer timer(co_await asio::this_coro::executor);
+  while (!done) {
+    timer.expires_after(std::chrono::milliseconds(500));
+    boost::system::error_code ec;
+    co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (!done)
+      progress.draw();
+  }
+}
 
 }  // namespace rex::cli

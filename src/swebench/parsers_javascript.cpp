@@ -378,23 +378,8 @@ class JsonReader {
   }
 
   static void append_utf8(std::string& out, char32_t c) {
-    if (c >= 0xD800 && c <= 0xDFFF)
-      c = 0xFFFD;  // a lone surrogate has no UTF-8 form
-    if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else if (c < 0x800) {
-      out += static_cast<char>(0xC0 | (c >> 6));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else if (c < 0x10000) {
-      out += static_cast<char>(0xE0 | (c >> 12));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (c >> 18));
-      out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (c & 0x3F));
-    }
+    // A lone surrogate has no UTF-8 form.
+    py::append_utf8(out, c >= 0xD800 && c <= 0xDFFF ? char32_t{0xFFFD} : c);
   }
 
   std::string string() {

@@ -17,6 +17,8 @@
 static_assert(BOOST_REGEX_MAX_STATE_COUNT >= 1000000000000000000,
               "py_text.cpp must include Boost.Regex first in its translation unit");
 
+#include <rex/protocol/python_text.hpp>
+
 #include "swebench/py_unicode_tables.inc"
 
 #include <algorithm>
@@ -1093,21 +1095,7 @@ CodePoint decode_utf8(std::string_view s, std::size_t i) noexcept {
 }
 
 void append_utf8(std::string& out, char32_t c) {
-  if (c < 0x80) {
-    out += static_cast<char>(c);
-  } else if (c < 0x800) {
-    out += static_cast<char>(0xC0 | (c >> 6));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else if (c < 0x10000) {
-    out += static_cast<char>(0xE0 | (c >> 12));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  } else {
-    out += static_cast<char>(0xF0 | (c >> 18));
-    out += static_cast<char>(0x80 | ((c >> 12) & 0x3F));
-    out += static_cast<char>(0x80 | ((c >> 6) & 0x3F));
-    out += static_cast<char>(0x80 | (c & 0x3F));
-  }
+  rex::append_utf8(out, c);
 }
 
 // --- str ----------------------------------------------------------------------------------------

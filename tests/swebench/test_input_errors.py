@@ -12,7 +12,7 @@ import sys
 import tempfile
 import unittest
 
-REX = sys.argv.pop(1) if len(sys.argv) > 1 else "rex"
+REX = os.path.abspath(sys.argv.pop(1)) if len(sys.argv) > 1 else "rex"
 
 GOOD = {
     "instance_id": "demo__calc-1",
