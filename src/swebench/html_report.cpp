@@ -405,26 +405,32 @@ void summary_section(std::string& out, const json::object& summary,
        count_of(summary, "ambiguous_failure_instances").value_or(0));
   out += "</dl>\n";
 
-  // What the run left behind: sandboxes or images it could not remove.
+  // What the run left behind (sandboxes it could not remove), and apart from it the instance
+  // images still on the engine (the harness's unremoved_images: with local images, all of them).
   std::string leftovers;
-  for (const auto& [key, label] : {std::pair{"unstopped_instances", "unstopped instances"},
-                                   std::pair{"unstopped_containers", "unstopped containers"},
-                                   std::pair{"unremoved_images", "unremoved images"}}) {
+  std::string images;
+  for (const auto& [key, label] :
+       {std::pair{"unstopped_instances", "unstopped instances"},
+        std::pair{"unstopped_containers", "unstopped containers"},
+        std::pair{"unremoved_images", "instance images on the engine"}}) {
     const json::value* v = summary.if_contains(key);
     const std::uint64_t n = count_of(summary, key).value_or(0);
     if (v == nullptr || n == 0)
       continue;
-    fmt::format_to(Out(leftovers), "<li>{} {}", n, label);
+    std::string& into = std::string_view(key) == "unremoved_images" ? images : leftovers;
+    fmt::format_to(Out(into), "<li>{} {}", n, label);
     if (v->is_array()) {
-      leftovers += ": ";
+      into += ": ";
       bool first = true;
       for (const json::value& name : v->get_array()) {
-        fmt::format_to(Out(leftovers), "{}<code>{}</code>", first ? "" : ", ", esc(text_of(name)));
+        fmt::format_to(Out(into), "{}<code>{}</code>", first ? "" : ", ", esc(text_of(name)));
         first = false;
       }
     }
-    leftovers += "</li>\n";
+    into += "</li>\n";
   }
+  if (!images.empty())
+    fmt::format_to(Out(out), "<ul class=\"images\">\n{}</ul>\n", images);
   if (!leftovers.empty())
     fmt::format_to(
         Out(out),
