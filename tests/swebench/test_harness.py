@@ -107,10 +107,14 @@ def instance_dirs(root, run_id=RUN_ID):
 
 
 def results_of(test_output):
-    """The lines that carry results (the parsers read these), in order."""
-    keep = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|ok |not ok |test_\S+ \(.*\.\.\.|"
-                      r">>>>> |Timeout error)")
-    return [line for line in test_output.splitlines() if keep.match(line)]
+    """What grading reads in a test output: the lines that carry results, in order, and the
+    markers and recorded exit codes wherever they are (stdout and stderr arrive through two pipes
+    in Docker's stream, so the harness's output can glue a marker to the end of another line)."""
+    keep = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|ok |not ok |test_\S+ \(.*\.\.\.)")
+    lines = [line for line in test_output.splitlines() if keep.match(line)]
+    markers = {m: test_output.count(m) for m in [">>>>> Start Test Output",
+                                                 ">>>>> End Test Output", "Timeout error"]}
+    return lines, markers, sorted(re.findall(r">>>>> Test Exit Code:\s*(-?\d+)", test_output))
 
 
 def compare_runs(ref, got, summary_exact):
