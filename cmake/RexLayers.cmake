@@ -11,11 +11,15 @@
 # layer's whole-archive link check there too.
 include_guard(GLOBAL)
 
-# rex_layer(<name> [DEPENDS <lower layer>...] [LINKS <other target>...] [PRIVATE_LINKS ...])
+# rex_layer(<name> [DEPENDS <lower layer>...] [LINKS <other target>...] [PRIVATE_LINKS ...]
+#           [EXCLUDE <file of the folder left out>...])
 function(rex_layer name)
-  cmake_parse_arguments(PARSE_ARGV 1 L "" "" "DEPENDS;LINKS;PRIVATE_LINKS")
+  cmake_parse_arguments(PARSE_ARGV 1 L "" "" "DEPENDS;LINKS;PRIVATE_LINKS;EXCLUDE")
   set(target rex_lib_${name})
   file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${name}/*.cpp)
+  foreach(excluded IN LISTS L_EXCLUDE)
+    list(REMOVE_ITEM sources ${PROJECT_SOURCE_DIR}/src/${name}/${excluded})
+  endforeach()
   add_library(${target} STATIC ${sources})
   add_library(rex::${name} ALIAS ${target})
   set_target_properties(${target} PROPERTIES OUTPUT_NAME rex_${name} EXPORT_NAME ${name}

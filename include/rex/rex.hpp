@@ -18,10 +18,13 @@
 #include <rex/deployment/docker_deployment.hpp>
 #include <rex/deployment/docker_gc.hpp>
 #include <rex/deployment/dummy_deployment.hpp>
+#include <rex/deployment/gc.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
 #include <rex/deployment/kubernetes_gc.hpp>
 #include <rex/deployment/local_deployment.hpp>
+#include <rex/deployment/registry.hpp>
 #include <rex/deployment/remote_deployment.hpp>
+#include <rex/deployment/settings.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/eval/eval_instance.hpp>
 #include <rex/eval/eval_result.hpp>

@@ -2,9 +2,10 @@
 // and `shell` give a deployment: started with progress on stderr, stopped on every way out
 // (done, error, signal; signals through StopSignals, which `rex eval` uses too).
 //
-// --deployment names a type (local, docker, remote, dummy) or a JSON config file; the other
-// flags are applied on top of it as the JSON fields they stand for, and the library validates
-// the result, so every error names the field ("docker.pull: expected one of ...").
+// --deployment names a backend (local, docker, podman, remote, ...) or a JSON config file; the
+// other flags are applied on top of it as the JSON fields they stand for (the backend table says
+// which), and the library validates the result, so every error names the field ("docker.pull:
+// expected one of ...").
 #pragma once
 
 #include <rex/deployment/config.hpp>
@@ -14,10 +15,10 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 
-#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rex::cli {
@@ -28,25 +29,18 @@ inline constexpr int exit_usage = 2;    // bad flags or a bad config: nothing wa
 
 struct DeploymentOptions {
   std::string deployment = "local";  // a type name or the path of a JSON config file
-  std::optional<std::string> image{};
-  std::optional<std::string> url{};
-  std::optional<std::string> environment{};
-  std::optional<std::string> token{};
-  std::optional<std::int64_t> port{};
-  std::optional<std::string> pull{};
-  std::vector<std::string> docker_args{};
-  std::optional<double> startup_timeout{};
-  std::optional<std::string> workdir{};
-  std::optional<std::string> namespace_name{};  // --namespace
-  std::optional<std::string> context{};         // --context
-  std::vector<std::string> env{};               // KEY=VALUE
-  bool keep = false;
+  // The backend flags given (--image, --env, ...; the backend table has them all), in order,
+  // with their values; a switch's value is empty.
+  std::vector<std::pair<std::string, std::string>> flags{};
   bool quiet = false;  // no progress lines on stderr
 };
 
-/// Adds --deployment, --image, --url, --token, --port, --pull, --docker-arg, --startup-timeout,
-/// --workdir, --env, --keep and --quiet to `app`.
+/// Adds --deployment, every flag of the backend table (rex/deployment/registry.hpp; the help of
+/// each says what it sets on each backend) and --quiet to `app`.
 void add_deployment_options(CLI::App& app, DeploymentOptions& options);
+
+/// Adds only the backend table's flags; the caller has its own --deployment.
+void add_backend_flags(CLI::App& app, DeploymentOptions& options);
 
 /// The config the options describe. DeploymentConfigError naming the flag or field at fault: a
 /// flag that does not apply to the chosen type, an unknown type, a file that cannot be read, a

@@ -1,12 +1,7 @@
 #include "gc_command.hpp"
 
-#include <rex/aws/client.hpp>
-#include <rex/deployment/docker_gc.hpp>
-#include <rex/deployment/fargate_gc.hpp>
-#include <rex/deployment/kubernetes_gc.hpp>
-#include <rex/docker/engine.hpp>
-#include <rex/kubernetes/api_client.hpp>
-#include <rex/kubernetes/kubeconfig.hpp>
+#include <rex/deployment/gc.hpp>
+#include <rex/deployment/registry.hpp>
 
 #include <fmt/format.h>
 #include <boost/asio/co_spawn.hpp>
@@ -29,73 +24,68 @@ std::string label(const GcEntry& entry) {
 }  // namespace
 
 void add_gc_options(CLI::App& app, GcCommandOptions& o) {
-  app.add_flag("--all", o.all, "Remove every rex container, also those whose owner still runs");
+  std::string listable;
+  for (const Backend& b : backends()) {
+    if (b.gc != nullptr)
+      listable += (listable.empty() ? "" : ", ") + std::string(b.name);
+  }
+  app.add_flag("--all", o.all, "Remove every rex sandbox, also those whose owner still runs");
   app.add_flag("--dry-run", o.dry_run, "Only report what would be removed");
-  app.add_option("--engine", o.engine,
-                 "The engine to ask, as DOCKER_HOST (unix:///PATH, tcp://HOST:PORT); default: "
-                 "DOCKER_HOST or the runtime's socket");
-  app.add_flag("--podman", o.podman, "Use Podman's socket when no engine is given");
-  app.add_flag("--kubernetes", o.kubernetes,
-               "Delete the pods (and their Secrets) of a Kubernetes cluster instead");
-  app.add_option("--namespace", o.namespace_name, "kubernetes: one namespace (default: all)");
-  app.add_option("--context", o.context, "kubernetes: the kubeconfig context (default: current)");
-  app.add_option("--kubeconfig", o.kubeconfig,
-                 "kubernetes: kubeconfig files, ':'-separated (default: KUBECONFIG or "
-                 "~/.kube/config)");
+  app.add_option("--deployment", o.where.deployment,
+                 fmt::format("Where to look: {} (podman too), or a JSON deployment config whose "
+                             "settings say where",
+                             listable))
+      ->capture_default_str();
+  app.add_flag("--podman", o.podman, "Same as --deployment podman");
+  app.add_flag("--kubernetes", o.kubernetes, "Same as --deployment kubernetes");
   app.add_flag("--fargate", o.fargate,
-               "Stop the tasks of an AWS ECS cluster (Fargate) instead, and delete the security "
-               "groups rex made that nothing uses; credentials, region and endpoints as the AWS "
-               "CLI finds them");
-  app.add_option("--cluster", o.cluster, "fargate: the ECS cluster (default: rex-cluster)");
-  app.add_option("--region", o.region,
-                 "fargate: the AWS region (default: as the AWS CLI finds it)");
-  app.add_option("--profile", o.profile,
-                 "fargate: the AWS profile (default: as the AWS CLI finds it)");
+               "Same as --deployment fargate (it also deletes the security groups rex made that "
+               "nothing uses)");
+  add_backend_flags(app, o.where);
 }
 
 int gc_command(const GcCommandOptions& o) {
   asio::io_context io(1);
   GcReport report;
   try {
+    if (o.podman + o.kubernetes + o.fargate > 1)
+      throw std::invalid_argument("--podman, --kubernetes and --fargate: one at a time");
+    DeploymentOptions where = o.where;
+    if (o.podman)
+      where.deployment = "podman";
+    else if (o.kubernetes)
+      where.deployment = "kubernetes";
+    else if (o.fargate)
+      where.deployment = "fargate";
+    const DeploymentConfig config = build_deployment_config(where);
+    const Backend* backend = find_backend(config.type());
+    if (backend == nullptr || backend->gc == nullptr) {
+      std::cerr << fmt::format(
+          "rex gc: a {} deployment has no sandboxes to list and collect (gc works on {})\n",
+          config.type(), [] {
+            std::string names;
+            for (const Backend& b : backends()) {
+              if (b.gc != nullptr)
+                names += (names.empty() ? "" : ", ") + std::string(b.name);
+            }
+            return names;
+          }());
+      return exit_usage;
+    }
     GcOptions options;
     options.all = o.all;
     options.dry_run = o.dry_run;
     std::exception_ptr failure;
-    auto done = [&](std::exception_ptr e, GcReport r) {
-      failure = e;
-      report = std::move(r);
-    };
-    if (o.fargate && o.kubernetes)
-      throw std::invalid_argument("--fargate and --kubernetes: one at a time");
-    if (o.fargate) {
-      aws::AwsClient client(io.get_executor(), aws::config_from_environment(o.profile, o.region));
-      FargateGcOptions fargate_options;
-      fargate_options.gc = options;
-      fargate_options.cluster = o.cluster;
-      asio::co_spawn(io, collect_fargate_garbage(client, fargate_options), done);
-      io.run();
-    } else if (o.kubernetes) {
-      kubernetes::KubeconfigOptions where;
-      where.path = o.kubeconfig;
-      where.context = o.context;
-      kubernetes::ApiClient api(io.get_executor(), kubernetes::load_cluster_access(where));
-      KubernetesGcOptions k8s_options;
-      k8s_options.gc = options;
-      k8s_options.namespace_name = o.namespace_name;
-      asio::co_spawn(io, collect_kubernetes_garbage(api, k8s_options), done);
-      io.run();
-    } else {
-      auto config = docker::engine_config_from_environment(o.podman ? "podman" : "docker");
-      if (!o.engine.empty())
-        config.host = o.engine;
-      docker::Engine engine(io.get_executor(), config);
-      asio::co_spawn(io, collect_garbage(engine, options), done);
-      io.run();
-    }
+    asio::co_spawn(io, backend->gc(io.get_executor(), config, options),
+                   [&](std::exception_ptr e, GcReport r) {
+                     failure = e;
+                     report = std::move(r);
+                   });
+    io.run();
     if (failure)
       std::rethrow_exception(failure);
   } catch (const std::exception& e) {
-    // The engine's errors say where it looked and how to fix it.
+    // The backends' errors say where they looked and how to fix it.
     std::cerr << "rex gc: " << e.what() << '\n';
     return 1;
   }

@@ -10,10 +10,14 @@
 //   rex server --auth-token T [--port 8000]   serve sessions over HTTP (as rex-server)
 //   rex gateway [--listen ADDR] [--storage DIR] [--registry DIR] [--config FILE]
 //                                  serve sandboxes as a service (sessions, logs, artifacts)
+//   rex backends   the backends this build has (and those it was built without)
 //   rex version
 // Exit status: 0 done, 1 a step or the deployment failed (eval: an instance's result is an
 // error), 2 bad usage (flags, config, instances file), 128 + N after signal N.
+#include <rex/deployment/registry.hpp>
 #include <rex/version.hpp>
+
+#include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 
@@ -70,6 +74,15 @@ int main(int argc, char** argv) {
       "server", "Serve bash sessions, processes and files over HTTP (same as rex-server)");
   rex::cli::add_server_options(*server_cmd, server);
 
+  app.add_subcommand("backends", "List the backends this build has, and those it has not")
+      ->callback([] {
+        for (const rex::Backend& b : rex::backends())
+          fmt::print("{:<11} {}\n", b.name, b.summary);
+        for (const rex::BackendAlias& a : rex::backend_aliases())
+          fmt::print("{:<11} {}\n", a.name, a.summary);
+        for (const rex::MissingBackend& m : rex::missing_backends())
+          fmt::print("{:<11} not in this build: {}\n", m.name, m.reason);
+      });
   app.add_subcommand("version", "Print the version")->callback([] {
     std::cout << rex::version() << '\n';
   });

@@ -285,7 +285,7 @@ int shell_command(const ShellOptions& options) {
     terminal_mode = interactive && !options.no_tty && deployment_type(config) != "dummy";
     // The terminal's shell ends by itself; the other sessions of a server are not this
     // shell's to close (an agent's, or the one the terminal was lent).
-    if (auto* remote = std::get_if<RemoteDeploymentConfig>(&config); remote && terminal_mode)
+    if (auto* remote = config.get_if<RemoteDeploymentConfig>(); remote && terminal_mode)
       remote->close_on_stop = false;
     deployment = make_deployment(io.get_executor(), config);
   } catch (const DeploymentConfigError& e) {
@@ -295,7 +295,7 @@ int shell_command(const ShellOptions& options) {
   if (terminal_mode) {
     TerminalShellOptions terminal_options;
     terminal_options.attach_session = options.attach_session;
-    if (const auto* local = std::get_if<LocalDeploymentConfig>(&config)) {
+    if (const auto* local = config.get_if<LocalDeploymentConfig>()) {
       terminal_options.env = local->env;
       terminal_options.working_dir = local->working_dir;
     }

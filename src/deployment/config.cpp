@@ -1,24 +1,34 @@
-// Deployment configs from and to JSON, strictly: every field known, every value checked, and
-// each error naming "type.field".
+// The backend table, and deployment configs from and to JSON through it: strictly, every field
+// known, every value checked, each error naming "type.field".
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/daytona_deployment.hpp>
 #include <rex/deployment/docker_args.hpp>
 #include <rex/deployment/docker_deployment.hpp>
+#include <rex/deployment/docker_gc.hpp>
 #include <rex/deployment/dummy_deployment.hpp>
 #include <rex/deployment/e2b_deployment.hpp>
 #include <rex/deployment/fargate_deployment.hpp>
+#include <rex/deployment/fargate_gc.hpp>
 #include <rex/deployment/gateway_deployment.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
+#include <rex/deployment/kubernetes_gc.hpp>
 #include <rex/deployment/local_deployment.hpp>
+#if REX_WITH_MODAL
 #include <rex/deployment/modal_deployment.hpp>
+#endif
+#include <rex/aws/client.hpp>
+#include <rex/deployment/registry.hpp>
 #include <rex/deployment/remote_deployment.hpp>
+#include <rex/docker/engine.hpp>
+#include <rex/kubernetes/api_client.hpp>
+#include <rex/kubernetes/kubeconfig.hpp>
 #include <rex/protocol/json.hpp>
 
 #include <fmt/format.h>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 
-#include <cmath>
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -31,278 +41,26 @@ namespace json = boost::json;
 
 namespace {
 
-// Reads the fields of one config object, and refuses what it did not read.
-class Reader {
- public:
-  Reader(const json::object& object, std::string_view type) : object_(object), type_(type) {}
+using settings::Reader;
 
-  void string(std::string_view key, std::string& out) {
-    if (const json::value* v = take(key)) {
-      if (!v->is_string())
-        wrong(key, "a string", *v);
-      out = std::string(v->as_string());
-    }
-  }
+// What the field types do not say: the checks across fields, and the fields each backend
+// accepts without keeping (SWE-ReX's that rex has no use for).
 
-  void optional_string(std::string_view key, std::optional<std::string>& out) {
-    if (const json::value* v = take(key)) {
-      if (v->is_null())
-        out.reset();
-      else if (v->is_string())
-        out = std::string(v->as_string());
-      else
-        wrong(key, "a string or null", *v);
-    }
-  }
-
-  void boolean(std::string_view key, bool& out) {
-    if (const json::value* v = take(key)) {
-      if (!v->is_bool())
-        wrong(key, "true or false", *v);
-      out = v->as_bool();
-    }
-  }
-
-  void number(std::string_view key, double& out, double min = 0) {
-    if (const json::value* v = take(key)) {
-      if (!v->is_number())
-        wrong(key, "a number", *v);
-      out = v->to_number<double>();
-      if (!std::isfinite(out) || out < min)
-        fail(key, fmt::format("{} must be a number of at least {}", out, min));
-    }
-  }
-
-  void optional_number(std::string_view key, std::optional<double>& out, double min = 0) {
-    if (const json::value* v = take(key)) {
-      if (v->is_null()) {
-        out.reset();
-        return;
-      }
-      double d = 0;
-      number_of(key, *v, d);
-      if (d < min)
-        fail(key, fmt::format("{} must be at least {}", d, min));
-      out = d;
-    }
-  }
-
-  template <class Int>
-  void optional_integer(std::string_view key, std::optional<Int>& out, std::int64_t min,
-                        std::int64_t max) {
-    if (const json::value* v = take(key)) {
-      if (v->is_null()) {
-        out.reset();
-        return;
-      }
-      std::int64_t i = 0;
-      if (v->is_int64())
-        i = v->as_int64();
-      else if (v->is_uint64() && v->as_uint64() <= static_cast<std::uint64_t>(INT64_MAX))
-        i = static_cast<std::int64_t>(v->as_uint64());
-      else if (v->is_double() && std::trunc(v->as_double()) == v->as_double() &&
-               std::fabs(v->as_double()) < 9e15)
-        i = static_cast<std::int64_t>(v->as_double());
-      else
-        wrong(key, "an integer or null", *v);
-      if (i < min || i > max)
-        fail(key, fmt::format("{} is out of range ({}..{})", i, min, max));
-      out = static_cast<Int>(i);
-    }
-  }
-
-  void strings(std::string_view key, std::vector<std::string>& out) {
-    if (const json::value* v = take(key)) {
-      if (!v->is_array())
-        wrong(key, "an array of strings", *v);
-      out.clear();
-      for (const auto& item : v->as_array()) {
-        if (!item.is_string())
-          wrong(key, "an array of strings", item);
-        out.emplace_back(item.as_string());
-      }
-    }
-  }
-
-  void string_map(std::string_view key, std::map<std::string, std::string>& out) {
-    if (const json::value* v = take(key)) {
-      if (!v->is_object())
-        wrong(key, "an object of strings", *v);
-      out.clear();
-      for (const auto& [k, item] : v->as_object()) {
-        if (item.is_string())
-          out[std::string(k)] = std::string(item.as_string());
-        else if (item.is_number() || item.is_bool())
-          out[std::string(k)] = json::serialize(item);  // {"N": 1} means "1", as YAML users write
-        else
-          fail(key, fmt::format("value of \"{}\": expected a string, got {}", std::string(k),
-                                detail::json_kind_phrase(item)));
-      }
-    }
-  }
-
-  void object(std::string_view key, json::object& out) {
-    if (const json::value* v = take(key)) {
-      if (!v->is_object())
-        wrong(key, "an object", *v);
-      out = v->as_object();
-    }
-  }
-
-  template <class T>
-  void choice(std::string_view key, T& out,
-              std::initializer_list<std::pair<std::string_view, T>> options) {
-    if (const json::value* v = take(key)) {
-      if (v->is_string()) {
-        for (const auto& [name, value] : options) {
-          if (v->as_string() == name) {
-            out = value;
-            return;
-          }
-        }
-      }
-      std::string names;
-      for (const auto& [name, value] : options)
-        names += (names.empty() ? "" : ", ") + std::string(name);
-      fail(key, fmt::format("expected one of {}, got {}", names, json::serialize(*v)));
-    }
-  }
-
-  void array(std::string_view key, json::array& out) {
-    if (const json::value* v = take(key)) {
-      if (!v->is_array())
-        wrong(key, "an array", *v);
-      out = v->as_array();
-    }
-  }
-
-  const json::value* raw(std::string_view key) { return take(key); }
-
-  /// Unknown fields are errors, as in SWE-ReX's configs.
-  void finish() const {
-    for (const auto& [k, v] : object_) {
-      if (k != "type" && !read_.contains(std::string(k))) {
-        throw DeploymentConfigError(fmt::format("{}: unknown field \"{}\"", type_, std::string(k)));
-      }
-    }
-  }
-
-  [[noreturn]] void fail(std::string_view key, std::string message) const {
-    throw DeploymentConfigError(fmt::format("{}.{}: {}", type_, key, message));
-  }
-
- private:
-  const json::value* take(std::string_view key) {
-    read_.insert(std::string(key));
-    return object_.if_contains(key);
-  }
-
-  void number_of(std::string_view key, const json::value& v, double& out) const {
-    if (!v.is_number())
-      wrong(key, "a number or null", v);
-    out = v.to_number<double>();
-  }
-
-  [[noreturn]] void wrong(std::string_view key, std::string_view expected,
-                          const json::value& got) const {
-    fail(key, fmt::format("expected {}, got {}", expected, detail::json_kind_phrase(got)));
-  }
-
-  const json::object& object_;
-  std::string type_;
-  std::set<std::string> read_;
-};
-
-LocalDeploymentConfig read_local(Reader& r) {
-  LocalDeploymentConfig c;
-  r.string("working_dir", c.working_dir);
-  r.string_map("env", c.env);
-  return c;
-}
-
-RemoteDeploymentConfig read_remote(Reader& r) {
-  RemoteDeploymentConfig c;
-  r.string("auth_token", c.auth_token);
-  r.string("host", c.host);
-  r.optional_integer("port", c.port, 1, 65535);
-  r.number("timeout", c.timeout);
-  r.number("startup_timeout", c.startup_timeout);
-  return c;
-}
-
-GatewayDeploymentConfig read_gateway(Reader& r) {
-  GatewayDeploymentConfig c;
-  r.string("url", c.url);
-  r.string("token", c.token);
-  r.string("environment", c.environment);
-  r.string("provider", c.provider);
-  r.optional_number("timeout", c.timeout);
-  r.optional_number("max_lifetime", c.max_lifetime);
-  r.string_map("metadata", c.metadata);
-  r.string_map("env", c.env);
-  r.number("startup_timeout", c.startup_timeout);
+void check_gateway(GatewayDeploymentConfig& c, Reader& r) {
   if (c.environment.empty())
     r.fail("environment", "must not be empty");
-  return c;
 }
 
-E2BDeploymentConfig read_e2b(Reader& r) {
-  E2BDeploymentConfig c;
-  r.string("api_key", c.api_key);
-  r.string("api_url", c.api_url);
-  r.string("sandbox_url", c.sandbox_url);
-  r.string("domain", c.domain);
-  r.string("template", c.template_id);
-  r.number("timeout", c.timeout);
-  r.string_map("metadata", c.metadata);
-  r.string_map("env", c.env);
-  r.string("server_path", c.server_path);
-  r.string("template_server_path", c.template_server_path);
-  std::optional<std::int64_t> port;
-  r.optional_integer("server_port", port, 0, 65535);
-  c.server_port = port ? static_cast<int>(*port) : 0;
-  r.number("startup_timeout", c.startup_timeout);
+void check_e2b(E2BDeploymentConfig& c, Reader& r) {
   if (c.template_id.empty())
     r.fail("template", "must not be empty");
   if (!(c.timeout > 0))
     r.fail("timeout", "must be a positive number of seconds");
   if (!c.template_server_path.empty() && c.template_server_path.front() != '/')
     r.fail("template_server_path", "must be an absolute path in the sandbox");
-  return c;
 }
 
-KubernetesDeploymentConfig read_kubernetes(Reader& r) {
-  KubernetesDeploymentConfig c;
-  r.string("image", c.image);
-  r.string("namespace", c.namespace_name);
-  r.string("kubeconfig", c.kubeconfig);
-  r.string("context", c.context);
-  r.string("server_image", c.server_image);
-  r.choice("image_pull_policy", c.image_pull_policy,
-           {{"Always", std::string("Always")},
-            {"IfNotPresent", std::string("IfNotPresent")},
-            {"Never", std::string("Never")}});
-  std::optional<std::int64_t> port;
-  r.optional_integer("port", port, 1, 65535);
-  if (port)
-    c.port = static_cast<int>(*port);
-  r.object("resources", c.resources);
-  r.string_map("node_selector", c.node_selector);
-  r.array("tolerations", c.tolerations);
-  r.string("runtime_class_name", c.runtime_class_name);
-  r.string("service_account", c.service_account);
-  r.strings("image_pull_secrets", c.image_pull_secrets);
-  r.string_map("env", c.env);
-  r.string_map("labels", c.labels);
-  r.string("working_dir", c.working_dir);
-  r.number("startup_timeout", c.startup_timeout);
-  r.number("max_lifetime", c.max_lifetime);
-  r.object("pod_overrides", c.pod_overrides);
-  r.choice("connect", c.connect,
-           {{"auto", std::string("auto")},
-            {"proxy", std::string("proxy")},
-            {"pod_ip", std::string("pod_ip")}});
-  r.string("pod_name", c.pod_name);
+void check_kubernetes(KubernetesDeploymentConfig& c, Reader& r) {
   if (c.image.empty())
     r.fail("image", "must not be empty");
   for (const auto& [key, value] : c.resources) {
@@ -318,131 +76,52 @@ KubernetesDeploymentConfig read_kubernetes(Reader& r) {
     if (!t.is_object())
       r.fail("tolerations", "expected an array of objects ({\"key\", \"operator\", ...})");
   }
-  return c;
 }
 
-FargateDeploymentConfig read_fargate(Reader& r) {
-  FargateDeploymentConfig c;
-  r.string("image", c.image);
-  std::optional<std::int64_t> port;
-  r.optional_integer("port", port, 1, 65535);
-  if (port)
-    c.port = static_cast<int>(*port);
-  r.string("cluster_name", c.cluster_name);
-  r.string("execution_role_prefix", c.execution_role_prefix);
-  r.string("task_definition_prefix", c.task_definition_prefix);
-  if (const json::value* v = r.raw("log_group")) {
-    if (v->is_null())
-      c.log_group.clear();  // SWE-ReX's None: no logs
-    else if (v->is_string())
-      c.log_group = std::string(v->get_string());
-    else
-      r.fail("log_group", "expected a string or null");
-  }
-  r.string("security_group_prefix", c.security_group_prefix);
-  r.object("fargate_args", c.fargate_args);
-  r.number("container_timeout", c.container_timeout);
-  r.number("runtime_timeout", c.runtime_timeout);
-  r.string("server_image", c.server_image);
-  r.string("region", c.region);
-  r.string("profile", c.profile);
-  r.string("subnet_id", c.subnet_id);
-  r.string("security_group_id", c.security_group_id);
-  r.string("ingress_cidr", c.ingress_cidr);
-  r.boolean("assign_public_ip", c.assign_public_ip);
-  r.choice("connect", c.connect,
-           {{"public_ip", std::string("public_ip")}, {"private_ip", std::string("private_ip")}});
-  r.string("cpu", c.cpu);
-  r.string("memory", c.memory);
-  r.number("startup_timeout", c.startup_timeout);
-  r.string_map("env", c.env);
-  r.string_map("labels", c.labels);
+void positive_seconds(Reader& r, std::string_view key, double value) {
+  if (!(value > 0))
+    r.fail(key, "must be a positive number of seconds");
+}
+
+void check_fargate(FargateDeploymentConfig& c, Reader& r) {
   if (c.image.empty())
     r.fail("image", "must not be empty");
   if (c.cluster_name.empty())
     r.fail("cluster_name", "must not be empty");
-  if (!(c.container_timeout > 0))
-    r.fail("container_timeout", "must be a positive number of seconds");
-  if (!(c.runtime_timeout > 0))
-    r.fail("runtime_timeout", "must be a positive number of seconds");
-  if (!(c.startup_timeout > 0))
-    r.fail("startup_timeout", "must be a positive number of seconds");
-  return c;
+  positive_seconds(r, "container_timeout", c.container_timeout);
+  positive_seconds(r, "runtime_timeout", c.runtime_timeout);
+  positive_seconds(r, "startup_timeout", c.startup_timeout);
 }
 
-DaytonaDeploymentConfig read_daytona(Reader& r) {
-  DaytonaDeploymentConfig c;
-  r.string("api_key", c.api_key);
-  r.string("target", c.target);
-  std::optional<std::int64_t> port;
-  r.optional_integer("port", port, 1, 65535);
-  if (port)
-    c.port = static_cast<int>(*port);
-  r.number("container_timeout", c.container_timeout);
-  r.number("runtime_timeout", c.runtime_timeout);
-  r.string("image", c.image);
-  r.string("api_url", c.api_url);
-  r.string("organization_id", c.organization_id);
-  r.string("snapshot", c.snapshot);
-  r.boolean("public", c.public_preview);
-  r.string_map("env", c.env);
-  r.string_map("labels", c.labels);
-  r.object("sandbox_args", c.sandbox_args);
-  r.string("server_path", c.server_path);
-  r.number("startup_timeout", c.startup_timeout);
+void check_daytona(DaytonaDeploymentConfig& c, Reader& r) {
   if (c.image.empty() && c.snapshot.empty())
     r.fail("image", "must not be empty (or give a snapshot)");
   if (!(c.container_timeout >= 60))
     r.fail("container_timeout", "must be at least 60 seconds (Daytona counts minutes)");
-  if (!(c.runtime_timeout > 0))
-    r.fail("runtime_timeout", "must be a positive number of seconds");
-  if (!(c.startup_timeout > 0))
-    r.fail("startup_timeout", "must be a positive number of seconds");
-  return c;
+  positive_seconds(r, "runtime_timeout", c.runtime_timeout);
+  positive_seconds(r, "startup_timeout", c.startup_timeout);
 }
 
-ModalDeploymentConfig read_modal(Reader& r) {
-  ModalDeploymentConfig c;
-  r.string("image", c.image);
-  r.number("startup_timeout", c.startup_timeout);
-  r.number("runtime_timeout", c.runtime_timeout);
-  r.number("deployment_timeout", c.deployment_timeout);
-  r.boolean("install_pipx", c.install_pipx);
+#if REX_WITH_MODAL
+void check_modal(ModalDeploymentConfig& c, Reader& r) {
   json::object kwargs;
   r.object("modal_sandbox_kwargs", kwargs);
   if (!kwargs.empty())
     r.fail("modal_sandbox_kwargs",
            "holds arguments of Modal's Python SDK; give the Sandbox message's fields as "
            "sandbox_definition instead");
-  std::optional<std::int64_t> port;
-  r.optional_integer("port", port, 1, 65535);
-  if (port)
-    c.port = static_cast<int>(*port);
-  r.string("app_name", c.app_name);
-  r.string("environment", c.environment);
-  r.string("server_url", c.server_url);
-  r.string("token_id", c.token_id);
-  r.string("token_secret", c.token_secret);
-  r.string("server_path", c.server_path);
-  r.string("ca_file", c.ca_file);
-  r.string_map("env", c.env);
-  r.string_map("labels", c.labels);
-  r.object("sandbox_definition", c.sandbox_definition);
   if (c.image.empty())
     r.fail("image", "must not be empty");
   if (c.app_name.empty())
     r.fail("app_name", "must not be empty");
   if (!(c.deployment_timeout >= 1 && c.deployment_timeout <= 86400))
     r.fail("deployment_timeout", "must be from 1 to 86400 seconds (Modal's limit)");
-  if (!(c.startup_timeout > 0))
-    r.fail("startup_timeout", "must be a positive number of seconds");
-  if (!(c.runtime_timeout > 0))
-    r.fail("runtime_timeout", "must be a positive number of seconds");
-  return c;
+  positive_seconds(r, "startup_timeout", c.startup_timeout);
+  positive_seconds(r, "runtime_timeout", c.runtime_timeout);
 }
+#endif
 
-DummyDeploymentConfig read_dummy(Reader& r) {
-  DummyDeploymentConfig c;
+void check_dummy(DummyDeploymentConfig& c, Reader& r) {
   if (const json::value* v = r.raw("run_in_session_outputs")) {
     // SWE-ReX's DummyRuntime takes one observation or a list of them.
     try {
@@ -456,54 +135,20 @@ DummyDeploymentConfig read_dummy(Reader& r) {
       r.fail("run_in_session_outputs", e.what());
     }
   }
-  return c;
 }
 
-DockerDeploymentConfig read_docker(Reader& r) {
-  DockerDeploymentConfig c;
-  r.string("image", c.image);
-  r.optional_integer("port", c.port, 1, 65535);
-  r.strings("docker_args", c.docker_args);
-  r.number("startup_timeout", c.startup_timeout);
-  r.choice("pull", c.pull,
-           {{"never", PullPolicy::never},
-            {"missing", PullPolicy::missing},
-            {"always", PullPolicy::always}});
-  r.boolean("remove_images", c.remove_images);
+json::object encode_dummy(const DeploymentConfig& config) {
+  json::array outputs;
+  for (const auto& obs : config.get<DummyDeploymentConfig>().run_in_session_outputs)
+    outputs.push_back(rex::to_json(obs));
+  return json::object{{"type", "dummy"}, {"run_in_session_outputs", std::move(outputs)}};
+}
+
+void check_docker(DockerDeploymentConfig& c, Reader& r) {
   std::optional<std::string> ignored;
   r.optional_string("python_standalone_dir", ignored);  // rex needs no Python in the image
   std::vector<std::string> ignored_list;
   r.strings("exec_shell", ignored_list);  // rex runs no shell command to start its server
-  r.optional_string("platform", c.platform);
-  r.boolean("remove_container", c.remove_container);
-  r.choice("container_runtime", c.container_runtime,
-           {{"docker", std::string("docker")}, {"podman", std::string("podman")}});
-  r.string("docker_internal_host", c.docker_internal_host);
-  r.string("engine", c.engine);
-  r.string("network_mode", c.network_mode);
-  r.optional_string("memory", c.memory);
-  r.optional_number("cpus", c.cpus);
-  r.optional_integer("pids_limit", c.pids_limit, -1, INT64_MAX);
-  r.string_map("env", c.env);
-  r.strings("mounts", c.mounts);
-  r.string_map("labels", c.labels);
-  r.string("working_dir", c.working_dir);
-  r.string("user", c.user);
-  r.object("create_options", c.create_options);
-  r.string("server_path", c.server_path);
-  r.choice("server_transfer", c.server_transfer,
-           {{"auto", std::string("auto")},
-            {"mount", std::string("mount")},
-            {"upload", std::string("upload")}});
-  r.choice("connect", c.connect,
-           {{"auto", std::string("auto")},
-            {"port", std::string("port")},
-            {"container_ip", std::string("container_ip")}});
-  r.number("max_lifetime", c.max_lifetime);
-  r.boolean("init", c.init);
-  r.string("container_name", c.container_name);
-  r.choice("security_profile", c.security_profile,
-           {{"default", std::string("default")}, {"hardened", std::string("hardened")}});
   if (c.image.empty())
     r.fail("image", "must not be empty");
   if (c.memory)
@@ -517,36 +162,368 @@ DockerDeploymentConfig read_docker(Reader& r) {
       r.fail("platform", "given both as platform and as --platform in docker_args");
     c.platform = from_args;
   }
+}
+
+template <class T>
+constexpr std::span<const settings::Rule> rules_of() noexcept {
+  if constexpr (requires { T::rules; })
+    return T::rules;
+  else
+    return {};
+}
+
+// A backend's table entry from its settings struct T, its checks and its deployment D.
+template <class T, auto Check>
+DeploymentConfig decode(const json::object& object) {
+  Reader r(object, T::backend);
+  T c;
+  settings::read(r, c, rules_of<T>());
+  if constexpr (!std::is_same_v<decltype(Check), std::nullptr_t>)
+    Check(c, r);
+  r.finish();
   return c;
 }
 
-json::value optional_value(const std::optional<std::string>& s) {
-  return s ? json::value(*s) : json::value(nullptr);
-}
-
-json::object map_value(const std::map<std::string, std::string>& m) {
-  json::object o;
-  for (const auto& [k, v] : m)
-    o[k] = v;
+template <class T>
+json::object encode(const DeploymentConfig& config) {
+  json::object o = settings::write(config.get<T>(), rules_of<T>());
+  o.emplace("type", T::backend);
   return o;
 }
 
-json::array list_value(const std::vector<std::string>& v) {
-  json::array a;
-  for (const auto& s : v)
-    a.emplace_back(s);
-  return a;
+template <class T, class D>
+std::unique_ptr<Deployment> make(asio::any_io_executor executor, DeploymentConfig config) {
+  if constexpr (std::is_constructible_v<D, asio::any_io_executor, T>)
+    return std::make_unique<D>(std::move(executor), std::move(config.get<T>()));
+  else
+    return std::make_unique<D>(std::move(config.get<T>()));
 }
+
+template <class T, class D, auto Check = nullptr>
+constexpr Backend backend(std::string_view summary, std::span<const BackendFlag> flags,
+                          std::string (*describe)(const DeploymentConfig&) = nullptr,
+                          json::object (*encoder)(const DeploymentConfig&) = encode<T>) {
+  return Backend{T::backend, summary, flags, decode<T, Check>, encoder, make<T, D>, describe};
+}
+
+// Short names for prompts and messages.
+std::string describe_remote(const DeploymentConfig& config) {
+  const auto& c = config.get<RemoteDeploymentConfig>();
+  return c.port ? fmt::format("remote {}:{}", c.host, *c.port) : "remote " + c.host;
+}
+std::string describe_docker(const DeploymentConfig& config) {
+  const auto& c = config.get<DockerDeploymentConfig>();
+  return (c.container_runtime == "podman" ? "podman " : "docker ") + c.image;
+}
+std::string describe_gateway(const DeploymentConfig& config) {
+  const auto& c = config.get<GatewayDeploymentConfig>();
+  return fmt::format("gateway {} ({})", c.url, c.environment);
+}
+std::string describe_kubernetes(const DeploymentConfig& config) {
+  const auto& c = config.get<KubernetesDeploymentConfig>();
+  return fmt::format("kubernetes {}{}", c.image,
+                     c.namespace_name.empty() ? "" : " in " + c.namespace_name);
+}
+std::string describe_fargate(const DeploymentConfig& config) {
+  const auto& c = config.get<FargateDeploymentConfig>();
+  return fmt::format("fargate {} on {}", c.image, c.cluster_name);
+}
+std::string describe_daytona(const DeploymentConfig& config) {
+  const auto& c = config.get<DaytonaDeploymentConfig>();
+  return "daytona " + (c.snapshot.empty() ? c.image : c.snapshot);
+}
+std::string describe_e2b(const DeploymentConfig& config) {
+  const auto& c = config.get<E2BDeploymentConfig>();
+  return fmt::format("e2b {}{}", c.template_id, c.api_url.empty() ? "" : " at " + c.api_url);
+}
+#if REX_WITH_MODAL
+std::string describe_modal(const DeploymentConfig& config) {
+  return "modal " + config.get<ModalDeploymentConfig>().image;
+}
+#endif
+
+// `rex gc` where each backend's settings point.
+asio::awaitable<GcReport> gc_docker(asio::any_io_executor executor, DeploymentConfig config,
+                                    GcOptions options) {
+  const auto& c = config.get<DockerDeploymentConfig>();
+  auto where = docker::engine_config_from_environment(c.container_runtime);
+  if (!c.engine.empty())
+    where.host = c.engine;
+  docker::Engine engine(executor, where);
+  co_return co_await collect_garbage(engine, options);
+}
+
+asio::awaitable<GcReport> gc_kubernetes(asio::any_io_executor executor, DeploymentConfig config,
+                                        GcOptions options) {
+  const auto& c = config.get<KubernetesDeploymentConfig>();
+  kubernetes::KubeconfigOptions where;
+  where.path = c.kubeconfig;
+  where.context = c.context;
+  kubernetes::ApiClient api(executor, kubernetes::load_cluster_access(where));
+  KubernetesGcOptions k8s;
+  k8s.gc = options;
+  k8s.namespace_name = c.namespace_name;  // empty: every namespace
+  co_return co_await collect_kubernetes_garbage(api, k8s);
+}
+
+asio::awaitable<GcReport> gc_fargate(asio::any_io_executor executor, DeploymentConfig config,
+                                     GcOptions options) {
+  const auto& c = config.get<FargateDeploymentConfig>();
+  aws::AwsClient client(executor, aws::config_from_environment(c.profile, c.region));
+  FargateGcOptions fargate;
+  fargate.gc = options;
+  fargate.cluster = c.cluster_name;
+  co_return co_await collect_fargate_garbage(client, fargate);
+}
+
+asio::awaitable<GcReport> gc_daytona(asio::any_io_executor executor, DeploymentConfig config,
+                                     GcOptions options) {
+  return collect_daytona_garbage(std::move(executor),
+                                 std::move(config.get<DaytonaDeploymentConfig>()), options);
+}
+
+#if REX_WITH_MODAL
+asio::awaitable<GcReport> gc_modal(asio::any_io_executor executor, DeploymentConfig config,
+                                   GcOptions options) {
+  return collect_modal_garbage(std::move(executor), std::move(config.get<ModalDeploymentConfig>()),
+                               options);
+}
+#endif
+
+constexpr Backend with_gc(Backend b, asio::awaitable<GcReport> (*gc)(asio::any_io_executor,
+                                                                     DeploymentConfig, GcOptions)) {
+  b.gc = gc;
+  return b;
+}
+
+// What the deployment options' flags set on each backend.
+constexpr auto integer = FlagKind::integer;
+constexpr auto number = FlagKind::number;
+constexpr BackendFlag startup_flag{"--startup-timeout", "startup_timeout",
+                                   "seconds to wait for the sandbox to answer", number};
+constexpr BackendFlag env_flag{"--env", "env", "KEY=VALUE set in sessions (repeatable)",
+                               FlagKind::map};
+constexpr BackendFlag workdir_flag{"--workdir", "working_dir", "the directory sessions start in"};
+constexpr BackendFlag image_flag{"--image", "image", "the image to start"};
+
+constexpr BackendFlag local_flags[] = {workdir_flag, env_flag};
+constexpr BackendFlag remote_flags[] = {
+    {"--url", "host", "the server's base URL (or host)"},
+    {"--token", "auth_token", "the server's auth token"},
+    {"--port", "port", "the server's port", integer},
+    startup_flag,
+};
+constexpr BackendFlag docker_flags[] = {
+    image_flag,
+    {"--port", "port", "the host port to publish the server on", integer},
+    {"--pull", "pull", "never, missing or always"},
+    {"--docker-arg", "docker_args",
+     "a docker-run flag (repeat for more, e.g. --docker-arg=--memory=1g)", FlagKind::list},
+    startup_flag,
+    workdir_flag,
+    env_flag,
+    {"--keep", "remove_container", "keep the container after exit", FlagKind::off},
+    {"--engine", "engine",
+     "the engine, as DOCKER_HOST (unix:///PATH, tcp://HOST:PORT); default: DOCKER_HOST or the "
+     "runtime's socket"},
+};
+constexpr BackendFlag gateway_flags[] = {
+    {"--url", "url", "the gateway's base URL"},
+    {"--token", "token", "an API key"},
+    startup_flag,
+    env_flag,
+    {"--environment", "environment", "the environment of the session"},
+};
+constexpr BackendFlag e2b_flags[] = {
+    {"--url", "api_url", "the API's URL"},
+    {"--token", "api_key", "an API key"},
+    {"--port", "server_port", "the server's port in the sandbox", integer},
+    startup_flag,
+    env_flag,
+    {"--environment", "template", "the template"},
+};
+constexpr BackendFlag kubernetes_flags[] = {
+    image_flag,
+    {"--port", "port", "the server's port in the pod", integer},
+    startup_flag,
+    workdir_flag,
+    env_flag,
+    {"--namespace", "namespace",
+     "the namespace of the pod (default: the context's; rex gc: every namespace)"},
+    {"--context", "context", "the kubeconfig context (default: the current)"},
+    {"--kubeconfig", "kubeconfig",
+     "kubeconfig files, ':'-separated (default: KUBECONFIG or ~/.kube/config)"},
+};
+constexpr BackendFlag fargate_flags[] = {
+    image_flag,
+    {"--port", "port", "the server's port in the task", integer},
+    startup_flag,
+    env_flag,
+    {"--cluster", "cluster_name", "the ECS cluster (default: rex-cluster)"},
+    {"--region", "region", "the AWS region (default: as the AWS CLI finds it)"},
+    {"--profile", "profile", "the AWS profile (default: as the AWS CLI finds it)"},
+};
+constexpr BackendFlag daytona_flags[] = {
+    image_flag,
+    {"--url", "api_url", "the API's URL"},
+    {"--token", "api_key", "an API key"},
+    {"--port", "port", "the server's port in the sandbox", integer},
+    startup_flag,
+    env_flag,
+};
+#if REX_WITH_MODAL
+constexpr BackendFlag modal_flags[] = {
+    image_flag,
+    {"--url", "server_url", "the API's URL"},
+    {"--port", "port", "the server's port in the sandbox", integer},
+    startup_flag,
+    env_flag,
+    {"--environment", "environment", "Modal's environment"},
+};
+#endif
+
+const Backend table[] = {
+    backend<LocalDeploymentConfig, LocalDeployment>("bash sessions on this machine", local_flags),
+    backend<RemoteDeploymentConfig, RemoteDeployment>("a running rex-server or swerex-remote",
+                                                      remote_flags, describe_remote),
+    with_gc(backend<DockerDeploymentConfig, DockerDeployment, check_docker>(
+                "a container of a Docker engine", docker_flags, describe_docker),
+            gc_docker),
+    backend<DummyDeploymentConfig, DummyDeployment, check_dummy>("scripted answers, nothing runs",
+                                                                 {}, nullptr, encode_dummy),
+    backend<GatewayDeploymentConfig, GatewayDeployment, check_gateway>(
+        "a session of a rex gateway", gateway_flags, describe_gateway),
+    backend<E2BDeploymentConfig, E2BDeployment, check_e2b>(
+        "a sandbox of E2B or an E2B-compatible endpoint", e2b_flags, describe_e2b),
+    with_gc(backend<KubernetesDeploymentConfig, KubernetesDeployment, check_kubernetes>(
+                "a pod of a Kubernetes cluster", kubernetes_flags, describe_kubernetes),
+            gc_kubernetes),
+    with_gc(backend<FargateDeploymentConfig, FargateDeployment, check_fargate>(
+                "a task of AWS Fargate", fargate_flags, describe_fargate),
+            gc_fargate),
+    with_gc(backend<DaytonaDeploymentConfig, DaytonaDeployment, check_daytona>(
+                "a Daytona sandbox", daytona_flags, describe_daytona),
+            gc_daytona),
+#if REX_WITH_MODAL
+    with_gc(backend<ModalDeploymentConfig, ModalDeployment, check_modal>(
+                "a Modal sandbox", modal_flags, describe_modal),
+            gc_modal),
+#endif
+};
+
+constexpr BackendAlias aliases[] = {
+    {"podman", "docker", "container_runtime", "podman", "a container of Podman (its Docker API)"},
+};
+
+#if REX_WITH_MODAL
+constexpr std::span<const MissingBackend> missing{};
+#else
+constexpr MissingBackend missing_table[] = {
+    {"modal", "this rex was built without gRPC and protobuf (REX_WITH_MODAL=OFF)"}};
+constexpr std::span<const MissingBackend> missing = missing_table;
+#endif
 
 }  // namespace
 
+std::span<const Backend> backends() noexcept {
+  return table;
+}
+
+std::span<const BackendAlias> backend_aliases() noexcept {
+  return aliases;
+}
+
+std::span<const MissingBackend> missing_backends() noexcept {
+  return missing;
+}
+
+const Backend* find_backend(std::string_view name) noexcept {
+  for (const Backend& b : table) {
+    if (b.name == name)
+      return &b;
+  }
+  return nullptr;
+}
+
+std::string backend_names() {
+  std::string names;
+  for (const Backend& b : table) {
+    names += (names.empty() ? "" : ", ") + std::string(b.name);
+    for (const BackendAlias& a : aliases) {
+      if (a.backend == b.name)
+        names += ", " + std::string(a.name);
+    }
+  }
+  return names;
+}
+
+const BackendFlag& backend_flag(std::string_view flag, std::string_view type) {
+  std::string types;  // those the flag applies to, for the error
+  for (const Backend& b : table) {
+    for (const BackendFlag& f : b.flags) {
+      if (f.flag != flag)
+        continue;
+      if (b.name == type)
+        return f;
+      types += fmt::format("{}{}", types.empty() ? "" : ", ", b.name);
+    }
+  }
+  if (types.empty())
+    throw DeploymentConfigError(fmt::format("{}: unknown deployment flag", flag));
+  throw DeploymentConfigError(
+      fmt::format("{} does not apply to a {} deployment (only to {})", flag, type, types));
+}
+
+std::vector<const BackendFlag*> deployment_flags() {
+  std::vector<const BackendFlag*> flags;
+  for (const Backend& b : table) {
+    for (const BackendFlag& f : b.flags) {
+      if (std::none_of(flags.begin(), flags.end(),
+                       [&](const auto* g) { return g->flag == f.flag; }))
+        flags.push_back(&f);
+    }
+  }
+  return flags;
+}
+
+std::string backend_flag_help(std::string_view flag) {
+  // Backends saying the same of the flag share one clause: "docker, kubernetes: the image".
+  std::vector<std::pair<std::string, std::string_view>> clauses;
+  for (const Backend& b : table) {
+    for (const BackendFlag& f : b.flags) {
+      if (f.flag != flag)
+        continue;
+      auto same = std::find_if(clauses.begin(), clauses.end(),
+                               [&](const auto& c) { return c.second == f.help; });
+      if (same == clauses.end())
+        clauses.emplace_back(std::string(b.name), f.help);
+      else
+        same->first += ", " + std::string(b.name);
+    }
+  }
+  std::string help;
+  for (const auto& [names, text] : clauses)
+    help += fmt::format("{}{}: {}", help.empty() ? "" : "; ", names, text);
+  return help;
+}
+
+std::optional<json::object> backend_base_config(std::string_view name) {
+  if (find_backend(name) != nullptr)
+    return json::object{{"type", name}};
+  for (const BackendAlias& a : aliases) {
+    if (a.name == name && find_backend(a.backend) != nullptr)
+      return json::object{{"type", a.backend}, {a.field, a.value}};
+  }
+  return std::nullopt;
+}
+
+std::string describe_deployment(const DeploymentConfig& config) {
+  const Backend* b = find_backend(config.type());
+  return b != nullptr && b->describe != nullptr ? b->describe(config) : std::string(config.type());
+}
+
 std::string_view deployment_type(const DeploymentConfig& config) noexcept {
-  static constexpr std::string_view names[] = {"local",   "remote", "docker",     "dummy",
-                                               "gateway", "e2b",    "kubernetes", "fargate",
-                                               "daytona", "modal"};
-  static_assert(std::size(names) == std::variant_size_v<DeploymentConfig>,
-                "a name for every deployment type, in the variant's order");
-  return names[config.index()];
+  return config.type();
 }
 
 std::span<const std::string_view> hardened_capabilities() noexcept {
@@ -579,35 +556,22 @@ DeploymentConfig deployment_config_from_json(const json::value& value) {
                                               detail::json_kind_phrase(*t)));
     type = std::string(t->as_string());
   }
-  Reader r(o, type);
-  DeploymentConfig config;
-  if (type == "local")
-    config = read_local(r);
-  else if (type == "remote")
-    config = read_remote(r);
-  else if (type == "docker")
-    config = read_docker(r);
-  else if (type == "dummy")
-    config = read_dummy(r);
-  else if (type == "gateway")
-    config = read_gateway(r);
-  else if (type == "e2b")
-    config = read_e2b(r);
-  else if (type == "kubernetes")
-    config = read_kubernetes(r);
-  else if (type == "fargate")
-    config = read_fargate(r);
-  else if (type == "daytona")
-    config = read_daytona(r);
-  else if (type == "modal")
-    config = read_modal(r);
-  else
-    throw DeploymentConfigError(
-        fmt::format("deployment config: unknown type \"{}\" (expected local, remote, docker, "
-                    "dummy, gateway, e2b, kubernetes, fargate, daytona or modal)",
-                    type));
-  r.finish();
-  return config;
+  if (const Backend* b = find_backend(type))
+    return b->decode(o);
+  for (const MissingBackend& m : missing) {
+    if (m.name == type)
+      throw DeploymentConfigError(fmt::format(
+          "deployment config: the {} backend is not in this build: {}", type, m.reason));
+  }
+  std::string names;
+  for (std::size_t i = 0; i < std::size(table); ++i)
+    names += fmt::format("{}{}",
+                         i == 0                      ? ""
+                         : i + 1 == std::size(table) ? " or "
+                                                     : ", ",
+                         table[i].name);
+  throw DeploymentConfigError(
+      fmt::format("deployment config: unknown type \"{}\" (expected {})", type, names));
 }
 
 DeploymentConfig load_deployment_config(const std::string& path) {
@@ -628,184 +592,18 @@ DeploymentConfig load_deployment_config(const std::string& path) {
 }
 
 json::object to_json(const DeploymentConfig& config) {
-  json::object o;
-  o["type"] = deployment_type(config);
-  if (const auto* c = std::get_if<LocalDeploymentConfig>(&config)) {
-    o["working_dir"] = c->working_dir;
-    o["env"] = map_value(c->env);
-  } else if (const auto* c = std::get_if<RemoteDeploymentConfig>(&config)) {
-    o["auth_token"] = c->auth_token;
-    o["host"] = c->host;
-    o["port"] = c->port ? json::value(*c->port) : json::value(nullptr);
-    o["timeout"] = c->timeout;
-    o["startup_timeout"] = c->startup_timeout;
-  } else if (const auto* c = std::get_if<GatewayDeploymentConfig>(&config)) {
-    o["url"] = c->url;
-    o["token"] = c->token;
-    o["environment"] = c->environment;
-    o["provider"] = c->provider;
-    o["timeout"] = c->timeout ? json::value(*c->timeout) : json::value(nullptr);
-    o["max_lifetime"] = c->max_lifetime ? json::value(*c->max_lifetime) : json::value(nullptr);
-    o["metadata"] = map_value(c->metadata);
-    o["env"] = map_value(c->env);
-    o["startup_timeout"] = c->startup_timeout;
-  } else if (const auto* c = std::get_if<E2BDeploymentConfig>(&config)) {
-    o["api_key"] = c->api_key;
-    o["api_url"] = c->api_url;
-    o["sandbox_url"] = c->sandbox_url;
-    o["domain"] = c->domain;
-    o["template"] = c->template_id;
-    o["timeout"] = c->timeout;
-    o["metadata"] = map_value(c->metadata);
-    o["env"] = map_value(c->env);
-    o["server_path"] = c->server_path;
-    o["template_server_path"] = c->template_server_path;
-    o["server_port"] = c->server_port;
-    o["startup_timeout"] = c->startup_timeout;
-  } else if (const auto* c = std::get_if<KubernetesDeploymentConfig>(&config)) {
-    o["image"] = c->image;
-    o["namespace"] = c->namespace_name;
-    o["kubeconfig"] = c->kubeconfig;
-    o["context"] = c->context;
-    o["server_image"] = c->server_image;
-    o["image_pull_policy"] = c->image_pull_policy;
-    o["port"] = c->port;
-    o["resources"] = c->resources;
-    o["node_selector"] = map_value(c->node_selector);
-    o["tolerations"] = c->tolerations;
-    o["runtime_class_name"] = c->runtime_class_name;
-    o["service_account"] = c->service_account;
-    o["image_pull_secrets"] = list_value(c->image_pull_secrets);
-    o["env"] = map_value(c->env);
-    o["labels"] = map_value(c->labels);
-    o["working_dir"] = c->working_dir;
-    o["startup_timeout"] = c->startup_timeout;
-    o["max_lifetime"] = c->max_lifetime;
-    o["pod_overrides"] = c->pod_overrides;
-    o["connect"] = c->connect;
-    o["pod_name"] = c->pod_name;
-  } else if (const auto* c = std::get_if<FargateDeploymentConfig>(&config)) {
-    o["image"] = c->image;
-    o["port"] = c->port;
-    o["cluster_name"] = c->cluster_name;
-    o["execution_role_prefix"] = c->execution_role_prefix;
-    o["task_definition_prefix"] = c->task_definition_prefix;
-    o["log_group"] = c->log_group;
-    o["security_group_prefix"] = c->security_group_prefix;
-    o["fargate_args"] = c->fargate_args;
-    o["container_timeout"] = c->container_timeout;
-    o["runtime_timeout"] = c->runtime_timeout;
-    o["server_image"] = c->server_image;
-    o["region"] = c->region;
-    o["profile"] = c->profile;
-    o["subnet_id"] = c->subnet_id;
-    o["security_group_id"] = c->security_group_id;
-    o["ingress_cidr"] = c->ingress_cidr;
-    o["assign_public_ip"] = c->assign_public_ip;
-    o["connect"] = c->connect;
-    o["cpu"] = c->cpu;
-    o["memory"] = c->memory;
-    o["startup_timeout"] = c->startup_timeout;
-    o["env"] = map_value(c->env);
-    o["labels"] = map_value(c->labels);
-  } else if (const auto* c = std::get_if<DaytonaDeploymentConfig>(&config)) {
-    o["api_key"] = c->api_key;
-    o["target"] = c->target;
-    o["port"] = c->port;
-    o["container_timeout"] = c->container_timeout;
-    o["runtime_timeout"] = c->runtime_timeout;
-    o["image"] = c->image;
-    o["api_url"] = c->api_url;
-    o["organization_id"] = c->organization_id;
-    o["snapshot"] = c->snapshot;
-    o["public"] = c->public_preview;
-    o["env"] = map_value(c->env);
-    o["labels"] = map_value(c->labels);
-    o["sandbox_args"] = c->sandbox_args;
-    o["server_path"] = c->server_path;
-    o["startup_timeout"] = c->startup_timeout;
-  } else if (const auto* c = std::get_if<ModalDeploymentConfig>(&config)) {
-    o["image"] = c->image;
-    o["startup_timeout"] = c->startup_timeout;
-    o["runtime_timeout"] = c->runtime_timeout;
-    o["deployment_timeout"] = c->deployment_timeout;
-    o["install_pipx"] = c->install_pipx;
-    o["port"] = c->port;
-    o["app_name"] = c->app_name;
-    o["environment"] = c->environment;
-    o["server_url"] = c->server_url;
-    o["token_id"] = c->token_id;
-    o["token_secret"] = c->token_secret;
-    o["server_path"] = c->server_path;
-    o["ca_file"] = c->ca_file;
-    o["env"] = map_value(c->env);
-    o["labels"] = map_value(c->labels);
-    o["sandbox_definition"] = c->sandbox_definition;
-  } else if (const auto* c = std::get_if<DummyDeploymentConfig>(&config)) {
-    json::array outputs;
-    for (const auto& obs : c->run_in_session_outputs)
-      outputs.push_back(rex::to_json(obs));
-    o["run_in_session_outputs"] = std::move(outputs);
-  } else if (const auto* c = std::get_if<DockerDeploymentConfig>(&config)) {
-    o["image"] = c->image;
-    o["port"] = c->port ? json::value(*c->port) : json::value(nullptr);
-    o["docker_args"] = list_value(c->docker_args);
-    o["startup_timeout"] = c->startup_timeout;
-    o["pull"] = to_string(c->pull);
-    o["remove_images"] = c->remove_images;
-    o["platform"] = optional_value(c->platform);
-    o["remove_container"] = c->remove_container;
-    o["container_runtime"] = c->container_runtime;
-    o["docker_internal_host"] = c->docker_internal_host;
-    o["engine"] = c->engine;
-    o["network_mode"] = c->network_mode;
-    o["memory"] = optional_value(c->memory);
-    o["cpus"] = c->cpus ? json::value(*c->cpus) : json::value(nullptr);
-    o["pids_limit"] = c->pids_limit ? json::value(*c->pids_limit) : json::value(nullptr);
-    o["env"] = map_value(c->env);
-    o["mounts"] = list_value(c->mounts);
-    o["labels"] = map_value(c->labels);
-    o["working_dir"] = c->working_dir;
-    o["user"] = c->user;
-    o["create_options"] = c->create_options;
-    o["server_path"] = c->server_path;
-    o["server_transfer"] = c->server_transfer;
-    o["connect"] = c->connect;
-    o["max_lifetime"] = c->max_lifetime;
-    o["init"] = c->init;
-    o["container_name"] = c->container_name;
-    o["security_profile"] = c->security_profile;
-  }
-  return o;
+  const Backend* b = find_backend(config.type());
+  if (b == nullptr)
+    throw DeploymentConfigError(fmt::format("the {} backend is not in this build", config.type()));
+  return b->encode(config);
 }
 
 std::unique_ptr<Deployment> make_deployment(asio::any_io_executor executor,
                                             DeploymentConfig config) {
-  return std::visit(
-      [&](auto&& c) -> std::unique_ptr<Deployment> {
-        using T = std::decay_t<decltype(c)>;
-        if constexpr (std::is_same_v<T, LocalDeploymentConfig>)
-          return std::make_unique<LocalDeployment>(executor, std::move(c));
-        else if constexpr (std::is_same_v<T, RemoteDeploymentConfig>)
-          return std::make_unique<RemoteDeployment>(executor, std::move(c));
-        else if constexpr (std::is_same_v<T, DockerDeploymentConfig>)
-          return std::make_unique<DockerDeployment>(executor, std::move(c));
-        else if constexpr (std::is_same_v<T, GatewayDeploymentConfig>)
-          return std::make_unique<GatewayDeployment>(executor, std::move(c));
-        else if constexpr (std::is_same_v<T, E2BDeploymentConfig>)
-          return std::make_unique<E2BDeployment>(executor, std::move(c));
-        else if constexpr (std::is_same_v<T, KubernetesDeploymentConfig>)
-          return std::make_unique<KubernetesDeployment>(executor, std::move(c));
-        else if constexpr (std::is_same_v<T, FargateDeploymentConfig>)
-          return std::make_unique<FargateDeployment>(executor, std::move(c));
-        else if constexpr (std::is_same_v<T, DaytonaDeploymentConfig>)
-          return std::make_unique<DaytonaDeployment>(executor, std::move(c));
-        else if constexpr (std::is_same_v<T, ModalDeploymentConfig>)
-          return std::make_unique<ModalDeployment>(executor, std::move(c));
-        else
-          return std::make_unique<DummyDeployment>(std::move(c));
-      },
-      std::move(config));
+  const Backend* b = find_backend(config.type());
+  if (b == nullptr)
+    throw DeploymentConfigError(fmt::format("the {} backend is not in this build", config.type()));
+  return b->make(std::move(executor), std::move(config));
 }
 
 }  // namespace rex

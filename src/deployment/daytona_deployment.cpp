@@ -5,7 +5,7 @@
 #include <rex/core/temp_file.hpp>
 #include <rex/core/text.hpp>
 #include <rex/deployment/docker_deployment.hpp>
-#include <rex/deployment/docker_gc.hpp>
+#include <rex/deployment/gc.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/multipart.hpp>

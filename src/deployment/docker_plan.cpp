@@ -1,7 +1,7 @@
 // DockerDeployment's decisions apart from its I/O (see the header).
 #include <rex/deployment/deployment.hpp>
 #include <rex/deployment/docker_args.hpp>
-#include <rex/deployment/docker_gc.hpp>
+#include <rex/deployment/gc.hpp>
 #include <rex/docker/engine_error.hpp>
 
 #include <fmt/format.h>

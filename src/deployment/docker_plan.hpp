@@ -92,7 +92,7 @@ std::vector<ServerCandidate> rex_server_candidates(const char* env, const std::s
 /// The error for no rex-server at any of `tried`, listing them.
 std::string no_rex_server_message(const std::vector<ServerCandidate>& tried);
 
-/// The labels of a container: the config's, the owner's (docker_gc.hpp), the deployment id and,
+/// The labels of a container: the config's, the owner's (gc.hpp), the deployment id and,
 /// with a max_lifetime, an expiry a minute after the server's own deadline from `now`.
 std::map<std::string, std::string> container_labels(const DockerDeploymentConfig& config,
                                                     const std::string& deployment_id,

@@ -1,8 +1,8 @@
 #include <rex/aws/client.hpp>
 #include <rex/core/backoff.hpp>
 #include <rex/core/random.hpp>
-#include <rex/deployment/docker_gc.hpp>
 #include <rex/deployment/fargate_deployment.hpp>
+#include <rex/deployment/gc.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
 #include <rex/kubernetes/object_fields.hpp>
 #include <rex/runtime/remote_runtime.hpp>
@@ -125,7 +125,7 @@ struct FargateDeployment::Impl {
     return json::array{json::object{{"key", "origin"}, {"value", "rex-fargate"}}};
   }
 
-  // A task's tags: rex's labels (docker_gc.hpp), by which `rex gc --fargate` finds and judges it.
+  // A task's tags: rex's labels (gc.hpp), by which `rex gc --fargate` finds and judges it.
   json::array tags() const {
     std::map<std::string, std::string> l = config.labels;
     for (auto& [k, v] : owner_labels())

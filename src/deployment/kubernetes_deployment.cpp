@@ -1,6 +1,6 @@
 // KubernetesDeployment: Secret, pod, watch, route, readiness, teardown (see the header). The pod's
 // object is kubernetes/pod_spec.hpp's; what its status means is pod_status.hpp's.
-#include <rex/deployment/docker_gc.hpp>
+#include <rex/deployment/gc.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
 
 #include <rex/core/outcome.hpp>

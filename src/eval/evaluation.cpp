@@ -114,7 +114,7 @@ struct Evaluation::Impl {
           fmt::format("instance \"{}\" (line {})", instance.id, instance.line);
       DeploymentConfig deployment = instance.deployment ? *instance.deployment : config.deployment;
       if (instance.image) {
-        auto* docker = std::get_if<DockerDeploymentConfig>(&deployment);
+        auto* docker = deployment.get_if<DockerDeploymentConfig>();
         if (!docker) {
           problems.push_back(
               fmt::format("{}: image: only a docker deployment takes an image, and this one is {}",
@@ -123,7 +123,7 @@ struct Evaluation::Impl {
         }
         docker->image = *instance.image;
       }
-      if (auto* local = std::get_if<LocalDeploymentConfig>(&deployment)) {
+      if (auto* local = deployment.get_if<LocalDeploymentConfig>()) {
         // The config's working_dir is the root; each instance gets a directory of its own.
         const fs::path root = local->working_dir.empty() ? fs::path(output_dir) / "work"
                                                          : fs::absolute(local->working_dir);
@@ -142,8 +142,7 @@ struct Evaluation::Impl {
         SandboxPoolConfig pool;
         pool.deployment = deployment;
         // Stopping a remote deployment closes every session of its server.
-        pool.max_sandboxes =
-            std::holds_alternative<RemoteDeploymentConfig>(deployment) ? 1 : config.parallel;
+        pool.max_sandboxes = deployment.holds<RemoteDeploymentConfig>() ? 1 : config.parallel;
         pool.warm_spares = 0;
         pool.start_attempts = std::max(config.start_attempts, 1);
         pool.return_policy = ReturnPolicy::stop;

@@ -1,7 +1,7 @@
 #include <rex/gateway/kubernetes_provider.hpp>
 
 #include <rex/deployment/docker_args.hpp>
-#include <rex/deployment/docker_gc.hpp>
+#include <rex/deployment/gc.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
 #include <rex/http/url.hpp>
 #include <rex/kubernetes/api_client.hpp>

@@ -10,7 +10,9 @@
 #include <rex/gateway/fargate_provider.hpp>
 #include <rex/gateway/kubernetes_provider.hpp>
 #include <rex/gateway/local_provider.hpp>
+#if REX_WITH_MODAL
 #include <rex/gateway/modal_provider.hpp>
+#endif
 
 #include <cstdlib>
 #include <stdexcept>
@@ -76,6 +78,7 @@ Providers make_providers(asio::any_io_executor ex, const GatewayConfig& cfg,
   }
   // Modal when configured, or when Modal's own variable says so.
   if (cfg.modal.enabled || std::getenv("MODAL_TOKEN_ID") != nullptr) {
+#if REX_WITH_MODAL
     ModalProviderConfig modal;
     modal.gateway_id = gateway_id;
     modal.token_id = cfg.modal.token_id;
@@ -85,6 +88,9 @@ Providers make_providers(asio::any_io_executor ex, const GatewayConfig& cfg,
     modal.app_name = cfg.modal.app_name;
     modal.ca_file = cfg.modal.ca_file;
     add<ModalProvider>(made, "modal", ex, std::move(modal));
+#else
+    logging::warn("gateway: no modal provider: this rex was built without the modal backend");
+#endif
   }
   if (cfg.fargate.enabled) {
     FargateProviderConfig fargate;

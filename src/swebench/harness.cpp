@@ -1,5 +1,6 @@
 #include <rex/core/log.hpp>
 #include <rex/core/outcome.hpp>
+#include <rex/deployment/registry.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/http/client.hpp>
 #include <rex/pool/fan_out.hpp>
@@ -173,27 +174,32 @@ json::object outcome_json(const InstanceOutcome& o) {
 using namespace harness_detail;
 
 std::string deployment_name(const DeploymentConfig& config) {
-  if (const auto* docker = std::get_if<DockerDeploymentConfig>(&config);
+  if (const auto* docker = config.get_if<DockerDeploymentConfig>();
       docker && docker->container_runtime == "podman")
     return "podman";
   return std::string(deployment_type(config));
 }
 
 DeploymentConfig with_image(DeploymentConfig config, const std::string& image) {
-  auto set = [&image](auto& c) -> bool {
-    using T = std::decay_t<decltype(c)>;
-    if constexpr (requires { c.image = image; } && !std::is_same_v<T, GatewayDeploymentConfig>) {
-      c.image = image;
-      return true;
+  // The field --image sets, on the backends that start a sandbox from an image.
+  const BackendFlag* flag = nullptr;
+  try {
+    flag = &backend_flag("--image", config.type());
+  } catch (const DeploymentConfigError&) {
+    std::string names;
+    for (const Backend& b : backends()) {
+      for (const BackendFlag& f : b.flags) {
+        if (f.flag == "--image")
+          names += (names.empty() ? "" : ", ") + std::string(b.name);
+      }
     }
-    return false;
-  };
-  if (!std::visit(set, config))
-    throw std::invalid_argument(fmt::format(
-        "a {} deployment cannot start a sandbox from an instance's image; use docker, podman, "
-        "kubernetes, fargate, daytona or modal",
-        deployment_type(config)));
-  return config;
+    throw std::invalid_argument(
+        fmt::format("a {} deployment cannot start a sandbox from an instance's image; use {}",
+                    config.type(), names));
+  }
+  json::object object = to_json(config);
+  object[flag->field] = image;
+  return deployment_config_from_json(object);
 }
 
 std::string describe_unresolved(const HarnessConfig& config, const Prediction& p) {
@@ -318,8 +324,7 @@ struct Harness::Impl {
     }
     // A gateway's sandboxes come from its environments: which one has an instance's image is
     // asked in check_images().
-    if (!config.rewrite_reports &&
-        !std::holds_alternative<GatewayDeploymentConfig>(config.deployment))
+    if (!config.rewrite_reports && !config.deployment.holds<GatewayDeploymentConfig>())
       plan_pools(problems);
     if (!problems.empty())
       throw InputError(std::move(problems));
@@ -339,7 +344,7 @@ struct Harness::Impl {
       if (found == pools.end()) {
         DeploymentConfig deployment;
         try {
-          if (auto* gateway = std::get_if<GatewayDeploymentConfig>(&config.deployment)) {
+          if (auto* gateway = config.deployment.get_if<GatewayDeploymentConfig>()) {
             auto environment = environments.find(instance.image);
             if (environment == environments.end()) {
               problems.push_back(fmt::format(
@@ -749,7 +754,7 @@ struct Harness::Impl {
     }
 
     std::optional<std::set<std::string>> containers, images;
-    if (auto* docker = std::get_if<DockerDeploymentConfig>(&self->config.deployment);
+    if (auto* docker = self->config.deployment.get_if<DockerDeploymentConfig>();
         docker && !self->config.rewrite_reports) {
       try {
         docker::Engine engine(self->executor, engine_config_of(*docker));
@@ -972,7 +977,7 @@ struct Harness::Impl {
   }
 
   static asio::awaitable<void> check_images(std::shared_ptr<Impl> self) {
-    if (const auto* gateway = std::get_if<GatewayDeploymentConfig>(&self->config.deployment);
+    if (const auto* gateway = self->config.deployment.get_if<GatewayDeploymentConfig>();
         gateway && !self->config.rewrite_reports && self->pools.empty()) {
       const auto environments = co_await gateway_environments(self, *gateway);
       std::vector<std::string> problems;
@@ -981,7 +986,7 @@ struct Harness::Impl {
         throw InputError(std::move(problems));
       co_return;
     }
-    const auto* docker = std::get_if<DockerDeploymentConfig>(&self->config.deployment);
+    const auto* docker = self->config.deployment.get_if<DockerDeploymentConfig>();
     if (!docker || self->config.rewrite_reports || docker->pull == PullPolicy::always)
       co_return;
     docker::Engine engine(self->executor, engine_config_of(*docker));

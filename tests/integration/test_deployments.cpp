@@ -63,7 +63,7 @@ TEST(LocalDeployment, RunsSessionsInItsWorkingDirWithItsEnvironment) {
   const std::string work = dir.path() + "/new/work";
   auto config = deployment_config_from_json(
       json::parse(R"({"type":"local","env":{"REX_DEPLOYMENT_TEST":"hello"}})"));
-  std::get<LocalDeploymentConfig>(config).working_dir = work;
+  config.get<LocalDeploymentConfig>().working_dir = work;
   auto deployment = make_deployment(io.get_executor(), config);
   StageLog log;
   deployment->add_hook(log.hook());

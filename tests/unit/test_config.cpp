@@ -1,7 +1,9 @@
 // Deployment configs: JSON in and out, SWE-ReX compatibility, errors that name the field, loading
 // a file.
 #include <rex/deployment/config.hpp>
+#include <rex/deployment/registry.hpp>
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
@@ -53,7 +55,7 @@ TEST(DeploymentConfig, SweAgentDockerConfigLoadsUnchanged) {
     "remove_images": false, "python_standalone_dir": "/root", "platform": null,
     "remove_container": true, "container_runtime": "docker",
     "exec_shell": ["/bin/sh", "-c"], "docker_internal_host": "http://127.0.0.1"})");
-  const auto& d = std::get<DockerDeploymentConfig>(config);
+  const auto& d = config.get<DockerDeploymentConfig>();
   EXPECT_EQ(d.image, "sweagent/swe-agent:latest");
   EXPECT_FALSE(d.port);
   EXPECT_EQ(d.docker_args.size(), 3u);
@@ -65,7 +67,7 @@ TEST(DeploymentConfig, SweAgentDockerConfigLoadsUnchanged) {
 TEST(DeploymentConfig, SweAgentRemoteConfigLoadsUnchanged) {
   const auto config = parse(
       R"({"type":"remote","auth_token":"abc","host":"http://10.0.0.5","port":8000,"timeout":0.5})");
-  const auto& r = std::get<RemoteDeploymentConfig>(config);
+  const auto& r = config.get<RemoteDeploymentConfig>();
   EXPECT_EQ(r.auth_token, "abc");
   EXPECT_EQ(r.host, "http://10.0.0.5");
   EXPECT_EQ(r.port, 8000);
@@ -73,11 +75,11 @@ TEST(DeploymentConfig, SweAgentRemoteConfigLoadsUnchanged) {
 }
 
 TEST(DeploymentConfig, PlatformMovesOutOfDockerArgs) {
-  const auto a = std::get<DockerDeploymentConfig>(
-      parse(R"({"image":"x","docker_args":["--platform","linux/arm64"]})"));
+  const auto a = parse(R"({"image":"x","docker_args":["--platform","linux/arm64"]})")
+                     .get<DockerDeploymentConfig>();
   EXPECT_EQ(a.platform, "linux/arm64");
-  const auto b = std::get<DockerDeploymentConfig>(
-      parse(R"({"image":"x","docker_args":["--platform=linux/amd64"]})"));
+  const auto b = parse(R"({"image":"x","docker_args":["--platform=linux/amd64"]})")
+                     .get<DockerDeploymentConfig>();
   EXPECT_EQ(b.platform, "linux/amd64");
   EXPECT_THAT(error_of(R"({"image":"x","platform":"linux/amd64",
                            "docker_args":["--platform","linux/arm64"]})"),
@@ -143,7 +145,7 @@ TEST(DeploymentConfig, RoundTripsThroughJson) {
       "env":{"A":"b"},"mounts":["/a:/b:ro"],"labels":{"team":"x"},"network_mode":"none",
       "create_options":{"HostConfig":{"ShmSize":1024}},"max_lifetime":60,"init":false,
       "connect":"port"})");
-  EXPECT_EQ(std::get<DockerDeploymentConfig>(original).connect, "port");
+  EXPECT_EQ(original.get<DockerDeploymentConfig>().connect, "port");
   const auto again = deployment_config_from_json(to_json(original));
   EXPECT_EQ(json::serialize(to_json(original)), json::serialize(to_json(again)));
   for (const char* text : {R"({"type":"local","working_dir":"/w","env":{"K":"v"}})",
@@ -185,8 +187,9 @@ TEST(DeploymentConfig, RoundTripsThroughJson) {
 }
 
 TEST(DeploymentConfig, DummyTakesOneObservationOrAList) {
-  const auto one = std::get<DummyDeploymentConfig>(
-      parse(R"({"type":"dummy","run_in_session_outputs":{"output":"x","exit_code":0}})"));
+  const auto one =
+      parse(R"({"type":"dummy","run_in_session_outputs":{"output":"x","exit_code":0}})")
+          .get<DummyDeploymentConfig>();
   ASSERT_EQ(one.run_in_session_outputs.size(), 1u);
   EXPECT_EQ(one.run_in_session_outputs[0].output, "x");
 }
@@ -210,7 +213,7 @@ TEST(DeploymentConfig, LoadsFromAFileAndNamesIt) {
 TEST(DeploymentConfigJson, SecurityProfileRoundTripsAndIsChecked) {
   const auto config = deployment_config_from_json(
       json::parse(R"({"type":"docker","image":"i","security_profile":"hardened"})"));
-  EXPECT_EQ(std::get<DockerDeploymentConfig>(config).security_profile, "hardened");
+  EXPECT_EQ(config.get<DockerDeploymentConfig>().security_profile, "hardened");
   EXPECT_EQ(to_json(config).at("security_profile"), "hardened");
   EXPECT_THAT(
       [] {
@@ -218,6 +221,88 @@ TEST(DeploymentConfigJson, SecurityProfileRoundTripsAndIsChecked) {
             json::parse(R"({"type":"docker","security_profile":"lax"})"));
       },
       ThrowsMessage<DeploymentConfigError>(HasSubstr("docker.security_profile")));
+}
+
+// The backend table: every backend's defaults survive a round trip through its codec, each
+// field is written under its wire name, and a flag is found on exactly the backends that list it.
+TEST(BackendRegistry, EveryBackendsDefaultsRoundTrip) {
+  ASSERT_FALSE(backends().empty());
+  for (const Backend& b : backends()) {
+    SCOPED_TRACE(std::string(b.name));
+    const DeploymentConfig config = parse(fmt::format(R"({{"type":"{}"}})", b.name));
+    EXPECT_EQ(config.type(), b.name);
+    EXPECT_EQ(find_backend(b.name), &b);
+    const json::object written = to_json(config);
+    EXPECT_EQ(written.at("type").as_string(), b.name);
+    EXPECT_EQ(json::serialize(to_json(deployment_config_from_json(written))),
+              json::serialize(written));
+    for (const BackendFlag& f : b.flags) {
+      EXPECT_TRUE(written.contains(f.field)) << f.flag << " sets " << f.field;
+      EXPECT_EQ(&backend_flag(f.flag, b.name), &f);
+    }
+  }
+}
+
+TEST(BackendRegistry, WireNamesAndRules) {
+  const auto e2b = to_json(parse(R"({"type":"e2b","template":"t"})"));
+  EXPECT_EQ(e2b.at("template"), "t");
+  EXPECT_FALSE(e2b.contains("template_id"));
+  const auto k8s = to_json(parse(R"({"type":"kubernetes","namespace":"n"})"));
+  EXPECT_EQ(k8s.at("namespace"), "n");
+  EXPECT_EQ(to_json(parse(R"({"type":"daytona","public":true})")).at("public"), true);
+  EXPECT_EQ(to_json(parse(R"({"type":"fargate","log_group":null})")).at("log_group"), "");
+  EXPECT_THAT(error_of(R"({"type":"fargate","log_group":3})"),
+              HasSubstr("fargate.log_group: expected a string or null, got a number"));
+  EXPECT_THAT(error_of(R"({"type":"remote","port":0})"),
+              HasSubstr("remote.port: 0 is out of range (1..65535)"));
+  EXPECT_THAT(error_of(R"({"type":"docker","pids_limit":-2})"),
+              HasSubstr("docker.pids_limit: -2 is out of range (-1..9223372036854775807)"));
+  EXPECT_THAT(error_of(R"({"type":"docker","pull":"sometimes"})"),
+              HasSubstr(R"(docker.pull: expected one of never, missing, always, got "sometimes")"));
+  EXPECT_THAT(error_of(R"({"type":"local","working_dir":1})"),
+              HasSubstr("local.working_dir: expected a string, got a number"));
+  EXPECT_THAT(error_of(R"({"type":"gateway","timeout":-1})"),
+              HasSubstr("gateway.timeout: -1 must be at least 0"));
+}
+
+TEST(BackendRegistry, FlagsAndHelpComeFromTheTable) {
+  EXPECT_EQ(backend_flag("--pull", "docker").field, "pull");
+  EXPECT_EQ(backend_flag("--keep", "docker").kind, FlagKind::off);
+  EXPECT_THAT([] { (void)backend_flag("--pull", "kubernetes"); },
+              ThrowsMessage<DeploymentConfigError>(
+                  HasSubstr("--pull does not apply to a kubernetes deployment (only to docker)")));
+  EXPECT_THAT([] { (void)backend_flag("--gpus", "docker"); },
+              ThrowsMessage<DeploymentConfigError>(HasSubstr("--gpus: unknown deployment flag")));
+  // Backends that say the same share one clause; every backend that has the flag is named.
+  const std::string help = backend_flag_help("--image");
+  EXPECT_THAT(help, HasSubstr("docker, kubernetes, fargate, daytona"));
+  EXPECT_THAT(help, HasSubstr(": the image to start"));
+  for (const Backend& b : backends()) {
+    for (const BackendFlag& f : b.flags)
+      EXPECT_THAT(backend_flag_help(f.flag), HasSubstr(std::string(b.name))) << f.flag;
+  }
+  EXPECT_THAT(backend_names(), HasSubstr("docker, podman"));
+  const auto podman = backend_base_config("podman");
+  ASSERT_TRUE(podman.has_value());
+  EXPECT_EQ(podman->at("container_runtime"), "podman");
+  EXPECT_FALSE(backend_base_config("podman-in-the-sky").has_value());
+  EXPECT_EQ(describe_deployment(parse(R"({"type":"docker","image":"i",
+      "container_runtime":"podman"})")),
+            "podman i");
+  EXPECT_EQ(describe_deployment(parse(R"({"type":"local"})")), "local");
+}
+
+TEST(BackendRegistry, ABackendLeftOutOfTheBuildIsNamed) {
+  for (const MissingBackend& m : missing_backends()) {
+    EXPECT_EQ(find_backend(m.name), nullptr);
+    EXPECT_THAT(error_of(fmt::format(R"({{"type":"{}"}})", m.name)),
+                HasSubstr(fmt::format("the {} backend is not in this build", m.name)));
+  }
+#if REX_WITH_MODAL
+  EXPECT_NE(find_backend("modal"), nullptr);
+#else
+  EXPECT_EQ(missing_backends().size(), 1u);
+#endif
 }
 
 }  // namespace

@@ -48,8 +48,8 @@ TEST(EvalInstance, DeploymentObjectIsADeploymentConfig) {
   const auto i = parse_eval_instance(
       R"({"id":"d","run":"true","deployment":{"type":"local","env":{"K":"V"}}})", "/", "f:1");
   ASSERT_TRUE(i.deployment);
-  ASSERT_TRUE(std::holds_alternative<LocalDeploymentConfig>(*i.deployment));
-  EXPECT_EQ(std::get<LocalDeploymentConfig>(*i.deployment).env.at("K"), "V");
+  ASSERT_TRUE(i.deployment->holds<LocalDeploymentConfig>());
+  EXPECT_EQ(i.deployment->get<LocalDeploymentConfig>().env.at("K"), "V");
   EXPECT_THAT(parse_error(R"({"id":"d","run":"true","deployment":{"type":"local","nope":1}})"),
               HasSubstr("f.jsonl:7: deployment: "));
 }

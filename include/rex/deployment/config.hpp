@@ -9,13 +9,17 @@
 #pragma once
 
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/settings.hpp>
 #include <rex/protocol/actions.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
+#include <boost/describe/class.hpp>
+#include <boost/describe/enum.hpp>
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
 #include <boost/json/value.hpp>
 
+#include <any>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -24,27 +28,25 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <variant>
 #include <vector>
 
 namespace rex {
 
-/// A config that cannot be used. The message names the field and what is wrong with it:
-/// "docker.pull: expected one of never, missing, always, got \"sometimes\"".
-class DeploymentConfigError : public std::invalid_argument {
- public:
-  using std::invalid_argument::invalid_argument;
-};
-
 /// A LocalRuntime in this process: bash sessions on this machine.
 struct LocalDeploymentConfig {
+  static constexpr std::string_view backend = "local";
+
   std::string working_dir{};  // sessions start here (created when missing); empty: current dir
   std::map<std::string, std::string> env{};  // added to every session's environment
 };
+BOOST_DESCRIBE_STRUCT(LocalDeploymentConfig, (), (working_dir, env))
 
 /// A running rex-server or swerex-remote. host may be a whole base URL (http, https, http+unix);
 /// a port, when set, is appended to it.
 struct RemoteDeploymentConfig {
+  static constexpr std::string_view backend = "remote";
+  static constexpr settings::Rule rules[] = {{.member = "port", .min = 1, .max = 65535}};
+
   std::string auth_token{};
   std::string host = "http://127.0.0.1";
   std::optional<int> port{};
@@ -54,17 +56,32 @@ struct RemoteDeploymentConfig {
   // beside others' sessions and must leave them alone (`rex shell`'s terminal); not in JSON.
   bool close_on_stop = true;
 };
+BOOST_DESCRIBE_STRUCT(RemoteDeploymentConfig, (),
+                      (auth_token, host, port, timeout, startup_timeout))
 
 /// Scripted observations for testing agents without running anything (see DummyRuntime).
 struct DummyDeploymentConfig {
+  static constexpr std::string_view backend = "dummy";
+
   std::vector<BashObservation> run_in_session_outputs{};
 };
+BOOST_DESCRIBE_STRUCT(DummyDeploymentConfig, (), ())
 
 enum class PullPolicy { never, missing, always };
+BOOST_DESCRIBE_ENUM(PullPolicy, never, missing, always)
 
 /// A container started through the Docker Engine API (or Podman's compatible API), with
 /// rex-server injected into it. See docker_deployment.hpp.
 struct DockerDeploymentConfig {
+  static constexpr std::string_view backend = "docker";
+  static constexpr settings::Rule rules[] = {
+      {.member = "port", .min = 1, .max = 65535},
+      {.member = "container_runtime", .choices = "docker|podman"},
+      {.member = "server_transfer", .choices = "auto|mount|upload"},
+      {.member = "connect", .choices = "auto|port|container_ip"},
+      {.member = "pids_limit", .min = -1},
+      {.member = "security_profile", .choices = "default|hardened"}};
+
   // SWE-ReX's fields.
   std::string image = "python:3.11";
   std::optional<int> port{};  // host port on 127.0.0.1; none: the engine picks a free one
@@ -112,6 +129,12 @@ struct DockerDeploymentConfig {
   // memory and pids limits unless set, and no network (the server on a unix socket).
   std::string security_profile = "default";
 };
+BOOST_DESCRIBE_STRUCT(DockerDeploymentConfig, (),
+                      (image, port, docker_args, startup_timeout, pull, remove_images, platform,
+                       remove_container, container_runtime, docker_internal_host, engine,
+                       network_mode, memory, cpus, pids_limit, env, mounts, labels, working_dir,
+                       user, create_options, server_path, server_transfer, connect, max_lifetime,
+                       init, container_name, security_profile))
 
 /// The capabilities a hardened container keeps: what root inside a sandbox needs to own, chmod
 /// and chown its files, switch to another user and signal its own processes.
@@ -120,6 +143,8 @@ std::span<const std::string_view> hardened_capabilities() noexcept;
 
 /// A session of a rex gateway (docs/gateway.md).
 struct GatewayDeploymentConfig {
+  static constexpr std::string_view backend = "gateway";
+
   std::string url = "http://127.0.0.1:8000";  // the gateway's base URL
   std::string token{};                        // an API key of the gateway (none: no keys there)
   std::string environment = "local";          // one of the gateway's environments
@@ -130,10 +155,17 @@ struct GatewayDeploymentConfig {
   std::map<std::string, std::string> env{};
   double startup_timeout = 120.0;  // the create's answer and the sandbox's first answer
 };
+BOOST_DESCRIBE_STRUCT(GatewayDeploymentConfig, (),
+                      (url, token, environment, provider, timeout, max_lifetime, metadata, env,
+                       startup_timeout))
 
 /// A sandbox of E2B, or of any E2B-compatible endpoint (rex/deployment/e2b_deployment.hpp).
 /// Empty strings take E2B's environment variables, as its SDKs do.
 struct E2BDeploymentConfig {
+  static constexpr std::string_view backend = "e2b";
+  static constexpr settings::Rule rules[] = {{.member = "template_id", .name = "template"},
+                                             {.member = "server_port", .min = 0, .max = 65535}};
+
   std::string api_key{};      // X-API-KEY of the control API; empty: E2B_API_KEY
   std::string api_url{};      // the control API; empty: E2B_API_URL, else https://api.DOMAIN
   std::string sandbox_url{};  // one URL for every sandbox port (E2b-Sandbox-* headers); empty:
@@ -150,10 +182,20 @@ struct E2BDeploymentConfig {
   int server_port = 0;             // rex-server's port in the sandbox; 0: any free one
   double startup_timeout = 120.0;  // each step: the create, the upload, the server's start
 };
+BOOST_DESCRIBE_STRUCT(E2BDeploymentConfig, (),
+                      (api_key, api_url, sandbox_url, domain, template_id, timeout, metadata, env,
+                       server_path, template_server_path, server_port, startup_timeout))
 
 /// A pod of a Kubernetes cluster, with rex-server put into it by an init container
 /// (rex/deployment/kubernetes_deployment.hpp, docs/kubernetes.md).
 struct KubernetesDeploymentConfig {
+  static constexpr std::string_view backend = "kubernetes";
+  static constexpr settings::Rule rules[] = {
+      {.member = "namespace_name", .name = "namespace"},
+      {.member = "image_pull_policy", .choices = "Always|IfNotPresent|Never"},
+      {.member = "port", .min = 1, .max = 65535},
+      {.member = "connect", .choices = "auto|proxy|pod_ip"}};
+
   std::string image = "python:3.11";  // the sandbox's image; it needs a shell and nothing else
   std::string namespace_name{};       // "namespace"; empty: the kubeconfig context's
   std::string kubeconfig{};    // files separated by ':'; empty: $KUBECONFIG, ~/.kube/config, or
@@ -182,9 +224,20 @@ struct KubernetesDeploymentConfig {
   std::string connect = "auto";
   std::string pod_name{};  // empty: rex-<deployment id>
 };
+BOOST_DESCRIBE_STRUCT(KubernetesDeploymentConfig, (),
+                      (image, namespace_name, kubeconfig, context, server_image, image_pull_policy,
+                       port, resources, node_selector, tolerations, runtime_class_name,
+                       service_account, image_pull_secrets, env, labels, working_dir,
+                       startup_timeout, max_lifetime, pod_overrides, connect, pod_name))
 
 // AWS Fargate (docs/deployments.md): SWE-ReX's field names where it has them, rex's own after.
 struct FargateDeploymentConfig {
+  static constexpr std::string_view backend = "fargate";
+  static constexpr settings::Rule rules[] = {
+      {.member = "port", .min = 1, .max = 65535},
+      {.member = "log_group", .null_clears = true},
+      {.member = "connect", .choices = "public_ip|private_ip"}};
+
   std::string image = "python:3.11";  // the sandbox's image; it needs nothing at all
   int port = 8880;                    // rex-server's port in the task
   std::string cluster_name = "rex-cluster";
@@ -210,10 +263,20 @@ struct FargateDeploymentConfig {
   std::map<std::string, std::string> env{};     // the sandbox container's environment
   std::map<std::string, std::string> labels{};  // the task's tags, besides rex's own
 };
+BOOST_DESCRIBE_STRUCT(FargateDeploymentConfig, (),
+                      (image, port, cluster_name, execution_role_prefix, task_definition_prefix,
+                       log_group, security_group_prefix, fargate_args, container_timeout,
+                       runtime_timeout, server_image, region, profile, subnet_id, security_group_id,
+                       ingress_cidr, assign_public_ip, connect, cpu, memory, startup_timeout, env,
+                       labels))
 
 // A Daytona sandbox (rex/deployment/daytona_deployment.hpp, docs/daytona.md): SWE-ReX's field
 // names where it has them, rex's own after. Empty strings take Daytona's environment variables.
 struct DaytonaDeploymentConfig {
+  static constexpr std::string_view backend = "daytona";
+  static constexpr settings::Rule rules[] = {{.member = "port", .min = 1, .max = 65535},
+                                             {.member = "public_preview", .name = "public"}};
+
   std::string api_key{};              // empty: DAYTONA_API_KEY
   std::string target{};               // the region; empty: DAYTONA_TARGET, else Daytona's default
   int port = 8000;                    // rex-server's port in the sandbox
@@ -231,10 +294,17 @@ struct DaytonaDeploymentConfig {
   std::string server_path{};           // the static rex-server to upload; empty: found as usual
   double startup_timeout = 300.0;      // the create, the image's build and the sandbox's start
 };
+BOOST_DESCRIBE_STRUCT(DaytonaDeploymentConfig, (),
+                      (api_key, target, port, container_timeout, runtime_timeout, image, api_url,
+                       organization_id, snapshot, public_preview, env, labels, sandbox_args,
+                       server_path, startup_timeout))
 
 // A Modal sandbox (rex/deployment/modal_deployment.hpp, docs/modal.md): SWE-ReX's field names
 // where it has them, rex's own after. Empty strings take Modal's environment variables.
 struct ModalDeploymentConfig {
+  static constexpr std::string_view backend = "modal";
+  static constexpr settings::Rule rules[] = {{.member = "port", .min = 1, .max = 65535}};
+
   std::string image = "python:3.11";   // a registry image; it needs nothing at all
   double startup_timeout = 180.0;      // the image, the sandbox's start and its tunnel
   double runtime_timeout = 60.0;       // from the tunnel to the server's first answer
@@ -255,18 +325,56 @@ struct ModalDeploymentConfig {
   // 2000}, "workdir": "/src"}), for anything else.
   boost::json::object sandbox_definition{};
 };
+BOOST_DESCRIBE_STRUCT(ModalDeploymentConfig, (),
+                      (image, startup_timeout, runtime_timeout, deployment_timeout, install_pipx,
+                       port, app_name, environment, server_url, token_id, token_secret, server_path,
+                       ca_file, env, labels, sandbox_definition))
 
-using DeploymentConfig =
-    std::variant<LocalDeploymentConfig, RemoteDeploymentConfig, DockerDeploymentConfig,
-                 DummyDeploymentConfig, GatewayDeploymentConfig, E2BDeploymentConfig,
-                 KubernetesDeploymentConfig, FargateDeploymentConfig, DaytonaDeploymentConfig,
-                 ModalDeploymentConfig>;
+/// The settings of one backend, whichever it is: a value, as the settings struct is (a copy is
+/// independent of the original). Made from any settings struct above (each names its backend);
+/// the default is a local deployment.
+class DeploymentConfig {
+ public:
+  DeploymentConfig() : DeploymentConfig(LocalDeploymentConfig{}) {}
+  template <class T>
+  requires requires { std::string_view(T::backend); }
+  DeploymentConfig(T settings) : type_(T::backend), value_(std::move(settings)) {}
 
-/// "local", "remote", "docker", "dummy", "gateway", "e2b", "kubernetes", "fargate", "daytona" or
-/// "modal".
+  /// The backend's name: "docker", "kubernetes", ...
+  std::string_view type() const noexcept { return type_; }
+  /// The settings when they are a T, else null.
+  template <class T>
+  T* get_if() noexcept {
+    return std::any_cast<T>(&value_);
+  }
+  template <class T>
+  const T* get_if() const noexcept {
+    return std::any_cast<T>(&value_);
+  }
+  template <class T>
+  bool holds() const noexcept {
+    return get_if<T>() != nullptr;
+  }
+  /// The settings as a T; std::bad_any_cast when they are another backend's.
+  template <class T>
+  T& get() {
+    return std::any_cast<T&>(value_);
+  }
+  template <class T>
+  const T& get() const {
+    return std::any_cast<const T&>(value_);
+  }
+
+ private:
+  std::string_view type_;
+  std::any value_;
+};
+
+/// The backend's name: "local", "remote", "docker", "dummy", "gateway", "e2b", "kubernetes",
+/// "fargate", "daytona" or "modal".
 std::string_view deployment_type(const DeploymentConfig& config) noexcept;
 
-/// Decodes a config object; "type" selects the struct (absent: "docker", as SWE-agent's
+/// Decodes a config object; "type" selects the backend (absent: "docker", as SWE-agent's
 /// default). DeploymentConfigError for an unknown type, an unknown field, a wrong type or a
 /// bad value, naming it.
 DeploymentConfig deployment_config_from_json(const boost::json::value& json);

@@ -28,6 +28,7 @@
 
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/gc.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/json/array.hpp>
@@ -83,5 +84,12 @@ asio::awaitable<void> delete_daytona_sandbox(asio::any_io_executor executor,
 asio::awaitable<boost::json::array> list_daytona_sandboxes(
     asio::any_io_executor executor, DaytonaDeploymentConfig config,
     std::map<std::string, std::string> labels);
+
+/// `rex gc` on Daytona: every sandbox labelled rex.managed=1 that the rules of gc.hpp say
+/// should go is deleted (a gateway's stay until they expire). `config` gives the API and
+/// its credentials, as for the deployment. DeploymentStartupError when the listing is refused.
+asio::awaitable<GcReport> collect_daytona_garbage(asio::any_io_executor executor,
+                                                  DaytonaDeploymentConfig config,
+                                                  GcOptions options = {});
 
 }  // namespace rex

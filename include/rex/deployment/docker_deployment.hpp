@@ -15,7 +15,7 @@
 // - The server needs a token; a fresh random one is made for every container.
 // - Nothing leaks: every container carries labels naming its owner process (host, boot, pid,
 //   start time), its deployment id and its expiry, and its server exits after max_lifetime, so
-//   `rex gc` (docker_gc.hpp) can remove what a killed process left behind. stop() and a failed
+//   `rex gc` (gc.hpp) can remove what a killed process left behind. stop() and a failed
 //   start() remove the container (unless remove_container is false); destroying a started
 //   deployment without stop() starts its removal in the background.
 // - Startup failures say what failed and how to fix it; when the container started, the error

@@ -1,10 +1,10 @@
 // Garbage collection of rex's Fargate tasks: the running tasks of a cluster that
 // FargateDeployments started and can no longer stop themselves, found by the tag rex.managed=1
-// and judged by the same rules as containers and pods (docker_gc.hpp: owner process gone,
+// and judged by the same rules as containers and pods (gc.hpp: owner process gone,
 // machine rebooted, expired). It is what `rex gc --fargate` runs.
 #pragma once
 
-#include <rex/deployment/docker_gc.hpp>
+#include <rex/deployment/gc.hpp>
 
 #include <boost/asio/awaitable.hpp>
 

@@ -1,10 +1,10 @@
 // Garbage collection of rex's pods: the pods (and their token Secrets) that KubernetesDeployments
 // created and can no longer delete themselves, found by the label rex.managed=1 and judged by the
-// same rules as containers (docker_gc.hpp: owner process gone, machine rebooted, expired). It is
+// same rules as containers (gc.hpp: owner process gone, machine rebooted, expired). It is
 // what `rex gc --kubernetes` runs.
 #pragma once
 
-#include <rex/deployment/docker_gc.hpp>
+#include <rex/deployment/gc.hpp>
 
 #include <boost/asio/awaitable.hpp>
 

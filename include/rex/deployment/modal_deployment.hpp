@@ -28,6 +28,7 @@
 
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/gc.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 
@@ -91,5 +92,12 @@ struct ModalSandboxListing {
 asio::awaitable<std::vector<ModalSandboxListing>> list_modal_sandboxes(
     asio::any_io_executor executor, ModalDeploymentConfig config,
     std::map<std::string, std::string> tags);
+
+/// `rex gc` on Modal: every sandbox labelled rex.managed=1 that the rules of gc.hpp say
+/// should go is terminated (a gateway's stay until they expire). `config` gives the API and
+/// its credentials, as for the deployment. DeploymentStartupError when the listing is refused.
+asio::awaitable<GcReport> collect_modal_garbage(asio::any_io_executor executor,
+                                                ModalDeploymentConfig config,
+                                                GcOptions options = {});
 
 }  // namespace rex
