@@ -276,23 +276,40 @@ asio::awaitable<GcReport> gc_fargate(asio::any_io_executor executor, DeploymentC
   co_return co_await collect_fargate_garbage(client, fargate);
 }
 
-asio::awaitable<GcReport> gc_daytona(asio::any_io_executor executor, DeploymentConfig config,
-                                     GcOptions options) {
-  return collect_daytona_garbage(std::move(executor),
-                                 std::move(config.get<DaytonaDeploymentConfig>()), options);
+template <class T, auto Open>
+std::unique_ptr<SandboxBackend> open(asio::any_io_executor executor, DeploymentConfig settings) {
+  return Open(std::move(executor), std::move(settings.get<T>()));
 }
 
-#if REX_WITH_MODAL
-asio::awaitable<GcReport> gc_modal(asio::any_io_executor executor, DeploymentConfig config,
-                                   GcOptions options) {
-  return collect_modal_garbage(std::move(executor), std::move(config.get<ModalDeploymentConfig>()),
-                               options);
+// `rex gc` through a SandboxBackend: what carries rex.managed=1, by the shared rules.
+template <class T, auto Open>
+asio::awaitable<GcReport> gc_by_listing(asio::any_io_executor executor, DeploymentConfig config,
+                                        GcOptions options) {
+  std::shared_ptr<SandboxBackend> backend = Open(executor, std::move(config.get<T>()));
+  std::map<std::string, std::string> managed{{std::string(labels::managed), "1"}};
+  std::vector<SandboxInfo> listed = co_await backend->list(std::move(managed));
+  std::vector<GcCandidate> found;
+  for (auto& s : listed)
+    found.push_back(GcCandidate{s.id, {}, std::move(s.labels)});
+  auto remove = [backend](const GcCandidate& c) -> asio::awaitable<void> {
+    co_await backend->destroy(c.id);
+  };
+  co_return co_await sweep_garbage(std::move(found), options, remove);
 }
-#endif
 
-constexpr Backend with_gc(Backend b, asio::awaitable<GcReport> (*gc)(asio::any_io_executor,
+// A backend that is a SandboxBackend too.
+template <class T, auto Open>
+constexpr Backend with_open(Backend b) {
+  b.open = open<T, Open>;
+  return b;
+}
+
+// A backend that lists its sandboxes: `rex gc` there, and a SandboxBackend.
+template <class T, auto Open>
+constexpr Backend listing(Backend b, asio::awaitable<GcReport> (*gc)(asio::any_io_executor,
                                                                      DeploymentConfig, GcOptions)) {
   b.gc = gc;
+  b.open = open<T, Open>;
   return b;
 }
 
@@ -386,28 +403,34 @@ const Backend table[] = {
     backend<LocalDeploymentConfig, LocalDeployment>("bash sessions on this machine", local_flags),
     backend<RemoteDeploymentConfig, RemoteDeployment>("a running rex-server or swerex-remote",
                                                       remote_flags, describe_remote),
-    with_gc(backend<DockerDeploymentConfig, DockerDeployment, check_docker>(
-                "a container of a Docker engine", docker_flags, describe_docker),
-            gc_docker),
+    listing<DockerDeploymentConfig, open_docker_backend>(
+        backend<DockerDeploymentConfig, DockerDeployment, check_docker>(
+            "a container of a Docker engine", docker_flags, describe_docker),
+        gc_docker),
     backend<DummyDeploymentConfig, DummyDeployment, check_dummy>("scripted answers, nothing runs",
                                                                  {}, nullptr, encode_dummy),
     backend<GatewayDeploymentConfig, GatewayDeployment, check_gateway>(
         "a session of a rex gateway", gateway_flags, describe_gateway),
-    backend<E2BDeploymentConfig, E2BDeployment, check_e2b>(
-        "a sandbox of E2B or an E2B-compatible endpoint", e2b_flags, describe_e2b),
-    with_gc(backend<KubernetesDeploymentConfig, KubernetesDeployment, check_kubernetes>(
-                "a pod of a Kubernetes cluster", kubernetes_flags, describe_kubernetes),
-            gc_kubernetes),
-    with_gc(backend<FargateDeploymentConfig, FargateDeployment, check_fargate>(
-                "a task of AWS Fargate", fargate_flags, describe_fargate),
-            gc_fargate),
-    with_gc(backend<DaytonaDeploymentConfig, DaytonaDeployment, check_daytona>(
-                "a Daytona sandbox", daytona_flags, describe_daytona),
-            gc_daytona),
+    with_open<E2BDeploymentConfig, open_e2b_backend>(
+        backend<E2BDeploymentConfig, E2BDeployment, check_e2b>(
+            "a sandbox of E2B or an E2B-compatible endpoint", e2b_flags, describe_e2b)),
+    listing<KubernetesDeploymentConfig, open_kubernetes_backend>(
+        backend<KubernetesDeploymentConfig, KubernetesDeployment, check_kubernetes>(
+            "a pod of a Kubernetes cluster", kubernetes_flags, describe_kubernetes),
+        gc_kubernetes),
+    listing<FargateDeploymentConfig, open_fargate_backend>(
+        backend<FargateDeploymentConfig, FargateDeployment, check_fargate>(
+            "a task of AWS Fargate", fargate_flags, describe_fargate),
+        gc_fargate),
+    listing<DaytonaDeploymentConfig, open_daytona_backend>(
+        backend<DaytonaDeploymentConfig, DaytonaDeployment, check_daytona>(
+            "a Daytona sandbox", daytona_flags, describe_daytona),
+        gc_by_listing<DaytonaDeploymentConfig, open_daytona_backend>),
 #if REX_WITH_MODAL
-    with_gc(backend<ModalDeploymentConfig, ModalDeployment, check_modal>(
-                "a Modal sandbox", modal_flags, describe_modal),
-            gc_modal),
+    listing<ModalDeploymentConfig, open_modal_backend>(
+        backend<ModalDeploymentConfig, ModalDeployment, check_modal>("a Modal sandbox", modal_flags,
+                                                                     describe_modal),
+        gc_by_listing<ModalDeploymentConfig, open_modal_backend>),
 #endif
 };
 

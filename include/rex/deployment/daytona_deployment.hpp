@@ -26,9 +26,9 @@
 // Threading: call every member from the executor the deployment was created with.
 #pragma once
 
+#include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
-#include <rex/deployment/gc.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/json/array.hpp>
@@ -85,11 +85,10 @@ asio::awaitable<boost::json::array> list_daytona_sandboxes(
     asio::any_io_executor executor, DaytonaDeploymentConfig config,
     std::map<std::string, std::string> labels);
 
-/// `rex gc` on Daytona: every sandbox labelled rex.managed=1 that the rules of gc.hpp say
-/// should go is deleted (a gateway's stay until they expire). `config` gives the API and
-/// its credentials, as for the deployment. DeploymentStartupError when the listing is refused.
-asio::awaitable<GcReport> collect_daytona_garbage(asio::any_io_executor executor,
-                                                  DaytonaDeploymentConfig config,
-                                                  GcOptions options = {});
+/// This backend as a SandboxBackend (rex/deployment/backend.hpp): `settings` are the defaults of
+/// every sandbox it creates, and say where it lists and destroys. DeploymentConfigError (or
+/// std::invalid_argument) when they cannot be used.
+std::unique_ptr<SandboxBackend> open_daytona_backend(asio::any_io_executor executor,
+                                                     DaytonaDeploymentConfig settings);
 
 }  // namespace rex

@@ -22,6 +22,7 @@
 //   carries its last log lines.
 #pragma once
 
+#include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
 #include <rex/runtime/remote_runtime.hpp>
@@ -87,5 +88,11 @@ class DockerDeployment final : public Deployment {
 /// else rex-server beside this executable, else the one this library was built with. Throws
 /// DeploymentStartupError listing the places tried when none exists.
 std::string find_rex_server(const std::string& configured);
+
+/// This backend as a SandboxBackend (rex/deployment/backend.hpp): `settings` are the defaults of
+/// every sandbox it creates, and say where it lists and destroys. DeploymentConfigError (or
+/// std::invalid_argument) when they cannot be used.
+std::unique_ptr<SandboxBackend> open_docker_backend(asio::any_io_executor executor,
+                                                    DockerDeploymentConfig settings);
 
 }  // namespace rex

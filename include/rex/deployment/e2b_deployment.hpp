@@ -12,6 +12,7 @@
 // Threading: call every member from the executor the deployment was created with.
 #pragma once
 
+#include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
 #include <rex/http/client.hpp>
@@ -72,5 +73,11 @@ class E2BDeployment final : public Deployment {
   bool started_ = false;
   bool stopped_ = false;
 };
+
+/// This backend as a SandboxBackend (rex/deployment/backend.hpp): `settings` are the defaults of
+/// every sandbox it creates, and say where it lists and destroys. DeploymentConfigError (or
+/// std::invalid_argument) when they cannot be used.
+std::unique_ptr<SandboxBackend> open_e2b_backend(asio::any_io_executor executor,
+                                                 E2BDeploymentConfig settings);
 
 }  // namespace rex

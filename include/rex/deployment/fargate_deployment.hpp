@@ -24,6 +24,7 @@
 // AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> (an emulator).
 #pragma once
 
+#include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
 
@@ -59,5 +60,11 @@ class FargateDeployment final : public Deployment {
   struct Impl;
   std::shared_ptr<Impl> impl_;
 };
+
+/// This backend as a SandboxBackend (rex/deployment/backend.hpp): `settings` are the defaults of
+/// every sandbox it creates, and say where it lists and destroys. DeploymentConfigError (or
+/// std::invalid_argument) when they cannot be used.
+std::unique_ptr<SandboxBackend> open_fargate_backend(asio::any_io_executor executor,
+                                                     FargateDeploymentConfig settings);
 
 }  // namespace rex

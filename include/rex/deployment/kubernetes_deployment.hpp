@@ -24,6 +24,7 @@
 //   left behind, by label.
 #pragma once
 
+#include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
 #include <rex/http/client_errors.hpp>
@@ -91,5 +92,11 @@ class KubernetesDeployment final : public Deployment {
 /// The image the init container copies rex-server from, when config.server_image is empty:
 /// rex.local/rex-server:<rex's version> (scripts/k8s.sh builds it; docs/kubernetes.md).
 std::string default_server_image();
+
+/// This backend as a SandboxBackend (rex/deployment/backend.hpp): `settings` are the defaults of
+/// every sandbox it creates, and say where it lists and destroys. DeploymentConfigError (or
+/// std::invalid_argument) when they cannot be used.
+std::unique_ptr<SandboxBackend> open_kubernetes_backend(asio::any_io_executor executor,
+                                                        KubernetesDeploymentConfig settings);
 
 }  // namespace rex

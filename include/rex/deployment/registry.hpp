@@ -6,6 +6,7 @@
 // Threading: the table is constant; call these from anywhere.
 #pragma once
 
+#include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/gc.hpp>
 
@@ -52,6 +53,10 @@ struct Backend {
   /// rules of gc.hpp say should go. Null for a backend that cannot list its sandboxes.
   asio::awaitable<GcReport> (*gc)(asio::any_io_executor executor, DeploymentConfig config,
                                   GcOptions options) = nullptr;
+  /// The backend as a SandboxBackend over these settings (a gateway's provider). Null for one
+  /// whose sandboxes a holder cannot keep apart from a process (local, remote, dummy, gateway).
+  std::unique_ptr<SandboxBackend> (*open)(asio::any_io_executor executor,
+                                          DeploymentConfig settings) = nullptr;
 };
 
 /// Another name for a backend with one field preset: "podman" is docker on Podman's socket.

@@ -1,0 +1,90 @@
+// SandboxBackend: a place sandboxes live (a Docker engine, a Kubernetes cluster, a cloud's
+// sandboxes), as one interface: create a sandbox from a request and hand back how to reach its
+// rex-server, destroy one by id alone, list them by labels. A Deployment is a backend's create
+// and destroy around one sandbox; a holder that outlives the process that created a sandbox (the
+// gateway, which keeps the id in its database) uses the backend directly.
+//
+// Guarantees every backend gives:
+// - create() starts the sandbox and waits until its server answers; when it fails, whatever it
+//   made is removed before it throws.
+// - Everything create() makes carries the request's labels, so list() finds it again after a
+//   crash; and rex-server in the sandbox ends itself at the request's lifetime.
+// - destroy() of a sandbox already gone succeeds.
+//
+// Threading: call every member from the executor the backend was opened with.
+#pragma once
+
+#include <rex/http/client.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace rex {
+
+namespace asio = boost::asio;
+
+/// What a sandbox is made from, over the backend's own settings.
+struct SandboxRequest {
+  std::string image{};                          // the image; empty: the settings'
+  std::string template_name{};                  // E2B's template; empty: the settings'
+  std::map<std::string, std::string> env{};     // the sandbox's environment variables
+  std::map<std::string, std::string> labels{};  // on everything made (rex.gateway, rex.session)
+  double lifetime = 0;                  // seconds until the sandbox ends itself; 0: the settings'
+  std::string working_dir{};            // where sessions work; empty: the backend's choice
+  std::optional<std::string> memory{};  // "512m", "2g" or bytes
+  std::optional<double> cpus{};
+  std::string network{};              // a network mode ("none"); empty: the default
+  std::vector<std::string> mounts{};  // "HOST:SANDBOX[:ro]"
+  std::string name{};                 // a name for the sandbox where the backend names them
+  std::string purpose{};              // what asks, for messages: "environment python"
+};
+
+/// How to reach a created sandbox's rex-server.
+struct StartedSandbox {
+  std::string id;     // the backend's own name for it: destroy() takes it
+  std::string url;    // the server's base URL (rex/http/url.hpp forms)
+  std::string token;  // its X-API-Key
+  std::vector<std::pair<std::string, std::string>> headers;  // sent with every request
+  std::string working_dir;                                   // where sessions work
+  // Nothing but this sandbox writes under its fixed paths (a container's or pod's own file
+  // system), so a holder may keep its files at one place in every sandbox.
+  bool own_filesystem = false;
+};
+
+/// One sandbox list() found.
+struct SandboxInfo {
+  std::string id;
+  std::map<std::string, std::string> labels;
+  bool running = false;   // false: it exists but its server has ended (or is ending)
+  double created_at = 0;  // unix seconds
+};
+
+class SandboxBackend {
+ public:
+  virtual ~SandboxBackend() = default;
+  /// "docker", "podman", "kubernetes", ...
+  virtual std::string_view name() const noexcept = 0;
+  /// Starts a sandbox and waits until its server answers. DeploymentStartupError (its message
+  /// says what failed and why) when it cannot, with nothing left behind.
+  virtual asio::awaitable<StartedSandbox> create(SandboxRequest request) = 0;
+  /// Removes the sandbox. DeploymentStartupError when it exists and cannot be removed.
+  virtual asio::awaitable<void> destroy(std::string id) = 0;
+  /// Every sandbox that carries all of `labels`.
+  virtual asio::awaitable<std::vector<SandboxInfo>> list(
+      std::map<std::string, std::string> labels) = 0;
+  /// Prepares the client that reaches a sandbox of this backend at `url` (the TLS material and
+  /// credentials of a proxy in front of it). Most need nothing.
+  virtual void configure_client(const std::string& url, http::ClientConfig& client) const {
+    (void)url;
+    (void)client;
+  }
+};
+
+}  // namespace rex

@@ -1,0 +1,106 @@
+// Daytona's sandboxes as a SandboxBackend.
+#include <rex/deployment/daytona_deployment.hpp>
+#include <rex/kubernetes/object_fields.hpp>
+
+#include <fmt/format.h>
+#include <boost/json.hpp>
+
+#include <algorithm>
+
+#include "core/clock.hpp"
+#include "deployment/hand_over.hpp"
+
+namespace rex {
+
+namespace {
+
+namespace json = boost::json;
+using kubernetes::field_text;
+
+class DaytonaBackend final : public SandboxBackend {
+ public:
+  DaytonaBackend(asio::any_io_executor executor, DaytonaDeploymentConfig settings)
+      : executor_(std::move(executor)) {
+    // The key and URL as the deployment resolves them: a missing key fails here.
+    const DaytonaDeployment probe(executor_, std::move(settings));
+    settings_ = probe.config();
+  }
+
+  std::string_view name() const noexcept override { return "daytona"; }
+
+  asio::awaitable<StartedSandbox> create(SandboxRequest request) override {
+    DaytonaDeploymentConfig d = settings_;
+    if (!request.image.empty())
+      d.image = request.image;
+    d.env = std::move(request.env);
+    d.labels = std::move(request.labels);
+    // Daytona counts whole minutes, from one.
+    d.container_timeout = std::max(60.0, request.lifetime > 0 ? request.lifetime : 3600.0);
+    d.runtime_timeout = std::min(60.0, settings_.startup_timeout);
+    auto handing = detail::start_and_hand_over<DaytonaDeployment>(executor_, std::move(d),
+                                                                  std::move(request.working_dir));
+    co_return co_await std::move(handing);
+  }
+
+  asio::awaitable<void> destroy(std::string id) override {
+    std::string failure;
+    try {
+      auto deleting = delete_daytona_sandbox(executor_, settings_, id);
+      co_await std::move(deleting);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty())
+      throw DeploymentStartupError(
+          fmt::format("daytona: cannot delete sandbox {}: {}", id, failure));
+  }
+
+  asio::awaitable<std::vector<SandboxInfo>> list(
+      std::map<std::string, std::string> labels) override {
+    json::array found;
+    std::string failure;
+    try {
+      auto listing = list_daytona_sandboxes(executor_, settings_, std::move(labels));
+      found = co_await std::move(listing);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty())
+      throw DeploymentStartupError("daytona: listing sandboxes: " + failure);
+    std::vector<SandboxInfo> out;
+    for (const auto& item : found) {
+      const std::string state = field_text(item, {"state"});
+      if (state == "destroyed" || state == "destroying")
+        continue;  // gone, or going
+      SandboxInfo s;
+      s.id = field_text(item, {"id"});
+      if (const auto* l = item.is_object() ? item.get_object().if_contains("labels") : nullptr;
+          l != nullptr && l->is_object()) {
+        for (const auto& [k, v] : l->get_object()) {
+          if (v.is_string())
+            s.labels[std::string(k)] = std::string(v.get_string());
+        }
+      }
+      // A sandbox still being made counts as running: its create may be in flight.
+      s.running =
+          state != "stopped" && state != "error" && state != "build_failed" && state != "archived";
+      s.created_at = rex::detail::unix_seconds(field_text(item, {"createdAt"}));
+      if (!s.id.empty())
+        out.push_back(std::move(s));
+    }
+    co_return out;
+  }
+
+ private:
+  asio::any_io_executor executor_;
+  DaytonaDeploymentConfig settings_;
+};
+
+}  // namespace
+
+std::unique_ptr<SandboxBackend> open_daytona_backend(asio::any_io_executor executor,
+                                                     DaytonaDeploymentConfig settings) {
+  return std::make_unique<DaytonaBackend>(std::move(executor), std::move(settings));
+}
+
+}  // namespace rex

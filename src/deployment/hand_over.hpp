@@ -1,0 +1,69 @@
+// What the backends of a cloud's sandboxes (e2b, daytona, modal, fargate) share in create(): a
+// deployment started, then handed over with where its sessions work. Internal to the library.
+#pragma once
+
+#include <rex/deployment/backend.hpp>
+#include <rex/deployment/deployment.hpp>
+#include <rex/protocol/commands.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
+#include <exception>
+#include <string>
+#include <utility>
+
+namespace rex::detail {
+
+/// Makes a D from `config` and starts it (it removes its sandbox itself when the start fails),
+/// then hands it over: `working_dir`, else where the sandbox starts processes (`pwd`,
+/// `fallback_dir` when that fails), and the handoff's URL, token and headers.
+/// DeploymentStartupError with `prefix` and the deployment's message for any failure, a config
+/// the deployment refuses included.
+template <class D, class Config>
+asio::awaitable<StartedSandbox> start_and_hand_over(asio::any_io_executor executor, Config config,
+                                                    std::string working_dir,
+                                                    std::string fallback_dir = "/",
+                                                    std::string prefix = {}) {
+  StartedSandbox started;
+  started.working_dir = std::move(working_dir);
+  std::string failure;
+  try {
+    D deployment(std::move(executor), std::move(config));
+    auto starting = deployment.start();
+    co_await std::move(starting);
+    if (started.working_dir.empty()) {
+      Command pwd;
+      pwd.command = "pwd";
+      pwd.shell = true;
+      pwd.timeout = 30;
+      auto asking = deployment.runtime().execute(std::move(pwd));
+      const CommandResponse where = co_await std::move(asking);
+      const std::string dir = where.stdout_.substr(0, where.stdout_.find('\n'));
+      started.working_dir = where.exit_code == 0 && dir.starts_with('/') ? dir : fallback_dir;
+    }
+    SandboxHandoff handoff = deployment.handoff();
+    started.id = std::move(handoff.sandbox_id);
+    started.url = std::move(handoff.url);
+    started.token = std::move(handoff.token);
+    started.headers = std::move(handoff.headers);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  if (!failure.empty())
+    throw DeploymentStartupError(prefix + failure);
+  co_return started;
+}
+
+/// True when `labels` holds every one of `wanted`.
+inline bool has_labels(const std::map<std::string, std::string>& labels,
+                       const std::map<std::string, std::string>& wanted) {
+  for (const auto& [k, v] : wanted) {
+    const auto it = labels.find(k);
+    if (it == labels.end() || it->second != v)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace rex::detail

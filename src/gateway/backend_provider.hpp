@@ -1,0 +1,34 @@
+// BackendProvider: a gateway provider over any SandboxBackend (rex/deployment/backend.hpp). A
+// session's sandbox is a backend's sandbox labelled with the gateway's id and the session's, so
+// list() finds what this gateway made, and nothing of another gateway or of `rex run`. Internal
+// to the library.
+#pragma once
+
+#include <rex/deployment/backend.hpp>
+#include <rex/gateway/provider.hpp>
+
+#include <boost/asio/awaitable.hpp>
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace rex::gateway {
+
+class BackendProvider final : public Provider {
+ public:
+  BackendProvider(std::unique_ptr<SandboxBackend> backend, std::string gateway_id);
+
+  std::string_view name() const noexcept override;
+  asio::awaitable<SandboxAddress> create(SandboxSpec spec) override;
+  asio::awaitable<void> destroy(std::string sandbox_id) override;
+  asio::awaitable<std::vector<SandboxListing>> list() override;
+  void configure_client(const std::string& url, http::ClientConfig& client) const override;
+
+ private:
+  std::unique_ptr<SandboxBackend> backend_;
+  std::string gateway_id_;
+};
+
+}  // namespace rex::gateway
