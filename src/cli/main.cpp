@@ -5,8 +5,8 @@
 //                                  per instance, many at once, results appended to DIR
 //   rex swebench --dataset_name FILE --predictions_path FILE|gold --run_id ID [deployment flags]
 //                                  SWE-bench's harness: its files and verdicts, on any deployment
-//   rex gc [--all] [--dry-run] [--kubernetes]   remove containers (pods) that rex processes left
-//                                  behind
+//   rex gc [--all] [--dry-run] [--deployment NAME] [deployment flags]   remove the sandboxes
+//                                  that rex processes left behind
 //   rex server --auth-token T [--port 8000]   serve sessions over HTTP (as rex-server)
 //   rex gateway [--listen ADDR] [--storage DIR] [--registry DIR] [--config FILE]
 //                                  serve sandboxes as a service (sessions, logs, artifacts)
@@ -61,7 +61,9 @@ int main(int argc, char** argv) {
 
   rex::cli::GcCommandOptions gc;
   auto* gc_cmd = app.add_subcommand(
-      "gc", "Remove the containers (or pods) of rex processes that are gone, and expired ones");
+      "gc",
+      "Remove the sandboxes of rex processes that are gone, and expired ones, on any backend "
+      "that can list them (docker by default)");
   rex::cli::add_gc_options(*gc_cmd, gc);
 
   rex::cli::GatewayOptions gateway;

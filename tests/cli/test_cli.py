@@ -488,6 +488,36 @@ class GcTest(CliTestCase):
         if "not built into this version" not in err:
             self.assertIn(socket_path, err)
 
+    def test_a_backend_that_cannot_list_is_refused_naming_those_that_can(self):
+        status, out, err = rex("gc", "--deployment", "local")
+        self.assertEqual(status, 2, out + err)
+        self.assertIn("rex gc: a local deployment has no sandboxes to list and collect", err)
+        self.assertIn("docker, kubernetes, fargate, daytona", err)
+        status, out, err = rex("gc", "--kubernetes", "--fargate")
+        self.assertEqual(status, 1, out + err)
+        self.assertIn("one at a time", err)
+        # The deployment flags apply as for rex run, and are checked the same way.
+        status, out, err = rex("gc", "--deployment", "fargate", "--namespace", "x")
+        self.assertEqual(status, 1, out + err)
+        self.assertIn("--namespace does not apply to a fargate deployment (only to kubernetes)", err)
+
+
+class BackendsTest(CliTestCase):
+    def test_the_table_is_listed_and_drives_the_flags_help(self):
+        status, out, err = rex("backends")
+        self.assertEqual(status, 0, out + err)
+        names = [line.split()[0] for line in out.splitlines()]
+        for name in ("local", "remote", "docker", "dummy", "gateway", "e2b", "kubernetes",
+                     "fargate", "daytona", "modal", "podman"):
+            self.assertIn(name, names, out)
+        status, out, err = rex("run", "--help")
+        self.assertEqual(status, 0, out + err)
+        # Each flag's help names the backends it applies to and what it sets there.
+        self.assertRegex(out, r"--image TEXT +docker, kubernetes, fargate, daytona(, modal)?: "
+                              r"the image to start")
+        self.assertIn("docker: never, missing or always", out)
+        self.assertIn("local, docker, gateway, e2b, kubernetes, fargate, daytona", out)
+
 
 if __name__ == "__main__":
     faulthandler.dump_traceback_later(600, exit=True)
