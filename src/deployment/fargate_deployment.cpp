@@ -132,9 +132,11 @@ struct FargateDeployment::Impl {
       l[k] = v;
     l[std::string(labels::managed)] = "1";
     l[std::string(labels::deployment)] = id;
-    const auto expires =
-        rex::detail::unix_seconds() + static_cast<std::int64_t>(config.container_timeout) + 60;
+    const auto now = rex::detail::unix_seconds();
+    const auto expires = now + static_cast<std::int64_t>(config.container_timeout) + 60;
     l[std::string(labels::expires)] = std::to_string(expires);
+    // When the task was asked for, for a lister whose answer has no createdAt (an emulator's).
+    l["rex.created"] = std::to_string(now);
     json::array out;
     for (const auto& [k, v] : l)
       out.push_back(json::object{{"key", k}, {"value", v}});

@@ -77,6 +77,8 @@ asio::awaitable<std::vector<FargateTask>> list_fargate_tasks(aws::AwsClient& cli
       task.last_status = kubernetes::field_text(t.get_object(), {"lastStatus"});
       if (const json::value* c = t.get_object().if_contains("createdAt"); c && c->is_number())
         task.created_at = c->to_number<double>();
+      else if (const auto tag = task.tags.find("rex.created"); tag != task.tags.end())
+        task.created_at = std::strtod(tag->second.c_str(), nullptr);  // rex's own tag
       out.push_back(std::move(task));
     }
   }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "aws/fargate_emulator.hpp"
+#include "conformance/backend_conformance.hpp"
 #include "conformance/conformance.hpp"
 #include "support/async_test.hpp"
 #include "support/deployed_runtime.hpp"
@@ -261,6 +262,22 @@ const RuntimeFactory kFargate{"Fargate",
                               true};
 
 INSTANTIATE_TEST_SUITE_P(Fargate, RuntimeConformance, ::testing::Values(kFargate),
+                         [](const auto& info) { return info.param.name; });
+
+// The backend conformance suite through moto and the emulated data plane; `rex gc --all` as a dry
+// run only (it would also delete the security group the other tests count).
+BackendCase fargate_backend() {
+  BackendCase c;
+  c.name = "Fargate";
+  c.settings = [] { return DeploymentConfig(sandbox_config()); };
+  c.unavailable = [] { return MotoServer::unavailable(); };
+  c.collects_all = false;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fargate, BackendConformance, ::testing::Values(fargate_backend()),
+                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Fargate, BackendGcConformance, ::testing::Values(fargate_backend()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "conformance/backend_conformance.hpp"
 #include "conformance/conformance.hpp"
 #include "support/async_test.hpp"
 #include "support/deployed_runtime.hpp"
@@ -53,6 +54,32 @@ const RuntimeFactory kDockerHardened{"DockerHardened",
 
 INSTANTIATE_TEST_SUITE_P(Docker, RuntimeConformance,
                          ::testing::Values(kDockerTcp, kDockerUnix, kDockerHardened),
+                         [](const auto& info) { return info.param.name; });
+
+// The backend conformance suite on Docker's engine and Podman's: shared with the other docker
+// tests, so `rex gc --all` runs as a dry run only.
+BackendCase engine_backend(const char* name, const char* runtime) {
+  BackendCase c;
+  c.name = name;
+  c.settings = [runtime] {
+    DockerDeploymentConfig d;
+    d.container_runtime = runtime;
+    d.pull = PullPolicy::never;
+    d.startup_timeout = 60;
+    return DeploymentConfig(std::move(d));
+  };
+  c.request.image = "rex-test-bookworm:latest";
+  c.collects_all = false;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, BackendConformance,
+                         ::testing::Values(engine_backend("Docker", "docker"),
+                                           engine_backend("Podman", "podman")),
+                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Engines, BackendGcConformance,
+                         ::testing::Values(engine_backend("Docker", "docker"),
+                                           engine_backend("Podman", "podman")),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

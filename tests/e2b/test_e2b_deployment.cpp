@@ -27,6 +27,7 @@
 #include <string>
 #include <thread>
 
+#include "conformance/backend_conformance.hpp"
 #include "conformance/conformance.hpp"
 #include "support/async_test.hpp"
 #include "support/deployed_runtime.hpp"
@@ -312,6 +313,24 @@ TEST(E2BDeployment, RexRunUsesIt) {
   EXPECT_NE(out.find("42\n"), std::string::npos) << out;
   EXPECT_EQ(listed_sandboxes().body, "[]");
 }
+
+// The backend conformance suite through the same gateway (E2B's API has no rex gc: its sandboxes
+// carry no owner labels).
+BackendCase e2b_backend() {
+  BackendCase c;
+  c.name = "E2B";
+  c.settings = [] {
+    auto config = against_gateway();
+    config.template_server_path = REX_SERVER_BUILT;
+    return DeploymentConfig(std::move(config));
+  };
+  c.request.template_name = "local";
+  c.owner_labels = false;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(E2B, BackendConformance, ::testing::Values(e2b_backend()),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace rex::test

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "conformance/backend_conformance.hpp"
 #include "conformance/conformance.hpp"
 #include "kubernetes/local_cluster.hpp"
 #include "support/async_test.hpp"
@@ -35,6 +36,25 @@ const RuntimeFactory kProxy{"KubernetesProxy",
                             false};
 
 INSTANTIATE_TEST_SUITE_P(Kubernetes, RuntimeConformance, ::testing::Values(kPodIp, kProxy),
+                         [](const auto& info) { return info.param.name; });
+
+// The backend conformance suite on the local cluster: shared with the other k8s tests, so `rex gc
+// --all` runs as a dry run only.
+BackendCase cluster_backend() {
+  BackendCase c;
+  c.name = "Kubernetes";
+  c.settings = [] {
+    KubernetesDeploymentConfig k = bookworm_pod("backend-conformance");
+    return DeploymentConfig(std::move(k));
+  };
+  c.request.image = "rex-test-bookworm:latest";
+  c.collects_all = false;
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(Kubernetes, BackendConformance, ::testing::Values(cluster_backend()),
+                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Kubernetes, BackendGcConformance, ::testing::Values(cluster_backend()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

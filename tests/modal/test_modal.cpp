@@ -4,20 +4,17 @@
 // throttled create, a server that cannot start, a sandbox past its lifetime, settings refused
 // before any call, a SandboxPool of them, and the runtime conformance suite.
 #include <rex/deployment/modal_deployment.hpp>
-#include <rex/deployment/registry.hpp>
 #include <rex/pool/sandbox_pool.hpp>
 
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <boost/json.hpp>
-
-#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
 #include <string>
 #include <thread>
 
+#include "conformance/backend_conformance.hpp"
 #include "conformance/conformance.hpp"
 #include "modal/modal_fake.hpp"
 #include "support/async_test.hpp"
@@ -204,46 +201,6 @@ TEST_F(ModalFakeTest, ASandboxPastItsLifetimeIsReportedByIsAlive) {
 }
 
 // A SandboxPool of these sandboxes: two leased at once, each with its own shell, all gone once
-// `rex gc` on Modal, through the backend table: a sandbox whose owner (this process) runs is
-// kept, naming it; --all removes it (a dry run only says so), and nothing is left.
-TEST_F(ModalFakeTest, GcKeepsALiveOwnersSandboxAndAllRemovesIt) {
-  ModalDeployment d(io.get_executor(), sandbox_config());
-  run_async(io, d.start(), std::chrono::seconds(90));
-  const Backend* backend = find_backend("modal");
-  ASSERT_NE(backend, nullptr);
-  ASSERT_NE(backend->gc, nullptr);
-  const auto collect = [&](GcOptions options) {
-    return run_async(io, backend->gc(io.get_executor(), sandbox_config(), options),
-                     std::chrono::seconds(60));
-  };
-  // The entry of d's sandbox in a list of the report, or null.
-  const auto entry = [&d](const std::vector<GcEntry>& entries) -> const GcEntry* {
-    for (const auto& e : entries) {
-      if (e.id == d.sandbox_id())
-        return &e;
-    }
-    return nullptr;
-  };
-  const GcReport kept = collect(GcOptions{});
-  EXPECT_EQ(entry(kept.removed), nullptr);
-  EXPECT_TRUE(kept.errors.empty());
-  const GcEntry* live = entry(kept.kept);
-  ASSERT_NE(live, nullptr);
-  EXPECT_EQ(live->reason, fmt::format("owner process {} is running", ::getpid()));
-
-  const GcReport preview = collect(GcOptions{.all = true, .dry_run = true});
-  EXPECT_NE(entry(preview.removed), nullptr);
-  EXPECT_TRUE(run_async(io, d.is_alive()).is_alive) << "a dry run removed it";
-
-  const GcReport all = collect(GcOptions{.all = true});
-  const GcEntry* removed = entry(all.removed);
-  ASSERT_NE(removed, nullptr);
-  EXPECT_EQ(removed->reason, "--all");
-  EXPECT_TRUE(all.errors.empty());
-  EXPECT_FALSE(run_async(io, d.is_alive()).is_alive);
-  run_async(io, d.stop(), std::chrono::seconds(60));  // gone already: no error
-}
-
 // the pool shuts down.
 TEST_F(ModalFakeTest, ASandboxPoolLeasesThemAndLeavesNothing) {
   SandboxPoolConfig pc;
@@ -329,6 +286,21 @@ const RuntimeFactory kModal{"Modal",
                             true};
 
 INSTANTIATE_TEST_SUITE_P(Modal, RuntimeConformance, ::testing::Values(kModal),
+                         [](const auto& info) { return info.param.name; });
+
+// The backend conformance suite through the same fake, `rex gc --all` included: the fake's
+// sandboxes are this executable's alone.
+BackendCase modal_backend() {
+  BackendCase c;
+  c.name = "Modal";
+  c.settings = [] { return DeploymentConfig(sandbox_config()); };
+  c.unavailable = [] { return ModalFake::unavailable(); };
+  return c;
+}
+
+INSTANTIATE_TEST_SUITE_P(Modal, BackendConformance, ::testing::Values(modal_backend()),
+                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Modal, BackendGcConformance, ::testing::Values(modal_backend()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace
