@@ -297,13 +297,6 @@ asio::awaitable<GcReport> gc_by_listing(asio::any_io_executor executor, Deployme
   co_return co_await sweep_garbage(std::move(found), options, remove);
 }
 
-// A backend that is a SandboxBackend too.
-template <class T, auto Open>
-constexpr Backend with_open(Backend b) {
-  b.open = open<T, Open>;
-  return b;
-}
-
 // A backend that lists its sandboxes: `rex gc` there, and a SandboxBackend.
 template <class T, auto Open>
 constexpr Backend listing(Backend b, asio::awaitable<GcReport> (*gc)(asio::any_io_executor,
@@ -411,9 +404,10 @@ const Backend table[] = {
                                                                  {}, nullptr, encode_dummy),
     backend<GatewayDeploymentConfig, GatewayDeployment, check_gateway>(
         "a session of a rex gateway", gateway_flags, describe_gateway),
-    with_open<E2BDeploymentConfig, open_e2b_backend>(
+    listing<E2BDeploymentConfig, open_e2b_backend>(
         backend<E2BDeploymentConfig, E2BDeployment, check_e2b>(
-            "a sandbox of E2B or an E2B-compatible endpoint", e2b_flags, describe_e2b)),
+            "a sandbox of E2B or an E2B-compatible endpoint", e2b_flags, describe_e2b),
+        gc_by_listing<E2BDeploymentConfig, open_e2b_backend>),
     listing<KubernetesDeploymentConfig, open_kubernetes_backend>(
         backend<KubernetesDeploymentConfig, KubernetesDeployment, check_kubernetes>(
             "a pod of a Kubernetes cluster", kubernetes_flags, describe_kubernetes),

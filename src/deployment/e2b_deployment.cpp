@@ -4,6 +4,7 @@
 #include <rex/core/temp_file.hpp>
 #include <rex/core/text.hpp>
 #include <rex/deployment/docker_deployment.hpp>
+#include <rex/deployment/gc.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/connect_envelope.hpp>
@@ -12,6 +13,7 @@
 
 #include <rex/protocol/exceptions.hpp>
 
+#include "core/clock.hpp"
 #include "deployment/service_client.hpp"
 #include "deployment/setting_from_env.hpp"
 
@@ -139,9 +141,17 @@ http::ClientConfig E2BDeployment::envd_client_config() const {
 }
 
 asio::awaitable<void> E2BDeployment::create_sandbox() {
+  // rex's labels (gc.hpp) among the metadata, by which `rex gc --deployment e2b` finds and
+  // judges the sandbox: the owner, and the end of the sandbox's timeout.
+  std::map<std::string, std::string> metadata = config_.metadata;
+  for (auto& [k, v] : owner_labels())
+    metadata[k] = v;
+  metadata[std::string(labels::managed)] = "1";
+  metadata[std::string(labels::expires)] = std::to_string(
+      rex::detail::unix_seconds() + static_cast<std::int64_t>(std::ceil(config_.timeout)) + 60);
   json::object body{{"templateID", config_.template_id},
                     {"timeout", static_cast<std::int64_t>(std::ceil(config_.timeout))},
-                    {"metadata", detail::json_string_map(config_.metadata)},
+                    {"metadata", detail::json_string_map(metadata)},
                     {"envVars", detail::json_string_map(config_.env)}};
   http::ClientConfig cc;
   cc.timeout = detail::seconds_to_ms(config_.startup_timeout);

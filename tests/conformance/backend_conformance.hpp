@@ -35,8 +35,6 @@ struct BackendCase {
   // its own). False for a shared engine or cluster, where --all would remove other tests'
   // sandboxes: the suite then checks --all as a dry run only and destroys its own.
   bool collects_all = true;
-  // Its sandboxes carry rex's owner labels (rex.managed and the owner's identity); E2B's do not.
-  bool owner_labels = true;
 };
 
 std::ostream& operator<<(std::ostream& os, const BackendCase& c);

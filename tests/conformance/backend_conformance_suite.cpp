@@ -119,9 +119,7 @@ TEST_P(BackendConformance, ASandboxIsFoundByItsLabelsAndGoneAfterDestroy) {
   EXPECT_EQ(found[0].id, started.id);
   EXPECT_TRUE(found[0].running);
   EXPECT_EQ(found[0].labels.at("rex.test"), mark);
-  if (GetParam().owner_labels) {
-    EXPECT_EQ(found[0].labels.at(std::string(labels::managed)), "1") << "rex's own labels";
-  }
+  EXPECT_EQ(found[0].labels.at(std::string(labels::managed)), "1") << "rex's own labels";
   EXPECT_GT(found[0].created_at, 0);
   const auto other = run_async(io, backend->list({{"rex.test", mark + "-other"}}));
   EXPECT_EQ(info_of(other, started.id), nullptr) << "found by a label it does not carry";

@@ -314,8 +314,8 @@ TEST(E2BDeployment, RexRunUsesIt) {
   EXPECT_EQ(listed_sandboxes().body, "[]");
 }
 
-// The backend conformance suite through the same gateway (E2B's API has no rex gc: its sandboxes
-// carry no owner labels).
+// The backend conformance suite through the same gateway, rex gc --all included: the gateway is
+// this executable's own.
 BackendCase e2b_backend() {
   BackendCase c;
   c.name = "E2B";
@@ -325,11 +325,12 @@ BackendCase e2b_backend() {
     return DeploymentConfig(std::move(config));
   };
   c.request.template_name = "local";
-  c.owner_labels = false;
   return c;
 }
 
 INSTANTIATE_TEST_SUITE_P(E2B, BackendConformance, ::testing::Values(e2b_backend()),
+                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(E2B, BackendGcConformance, ::testing::Values(e2b_backend()),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

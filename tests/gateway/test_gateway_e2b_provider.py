@@ -83,8 +83,11 @@ class TestE2bProvider(tg.GatewayTestCase):
         self.assertEqual(s["provider"], "e2b")
         listed = self.endpoint_sandboxes()
         self.assertEqual([x["sandboxID"] for x in listed], [s["sandbox_id"]])
-        self.assertEqual(listed[0]["metadata"],
-                         {"rex.gateway": self.gateway_id, "rex.session": s["session_id"]})
+        # The gateway's labels, and rex's own (the owner's, for rex gc).
+        metadata = listed[0]["metadata"]
+        self.assertEqual(metadata["rex.gateway"], self.gateway_id, metadata)
+        self.assertEqual(metadata["rex.session"], s["session_id"], metadata)
+        self.assertEqual(metadata["rex.managed"], "1", metadata)
         out = self.execute(s["session_id"], "cd /tmp && echo hi", language="bash")
         self.assertEqual(out["stdout"], "hi\n", out)
         self.execute(s["session_id"], "x = 6 * 7")
