@@ -492,7 +492,7 @@ class GcTest(CliTestCase):
         status, out, err = rex("gc", "--deployment", "local")
         self.assertEqual(status, 2, out + err)
         self.assertIn("rex gc: a local deployment has no sandboxes to list and collect", err)
-        self.assertIn("docker, kubernetes, fargate, daytona", err)
+        self.assertIn("docker, e2b, kubernetes, fargate, daytona", err)
         status, out, err = rex("gc", "--kubernetes", "--fargate")
         self.assertEqual(status, 1, out + err)
         self.assertIn("one at a time", err)
