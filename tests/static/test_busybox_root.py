@@ -301,7 +301,11 @@ class TestBusyboxRoot(unittest.TestCase):
 
         self.server.create_session("jobs")
         self.assertOk(self.run_command("busybox sleep 300 & busybox sleep 301 &", session="jobs"))
-        self.assertEqual(len(jobs_and_zombies()), 2, descendants_of(self.init_pid))
+        # The jobs are bash's forks until they have exec'd busybox: a moment on a busy machine.
+        try:
+            wait_until(lambda: len(jobs_and_zombies()) == 2, 3, what="the two jobs to start")
+        except AssertionError:
+            self.fail(f"not two jobs below rex-server's init: {descendants_of(self.init_pid)}")
         self.server.close_session("jobs")
         try:
             wait_until(lambda: not jobs_and_zombies(), 3,
