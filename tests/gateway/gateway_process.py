@@ -7,6 +7,7 @@ library would see. Every wait is bounded by a timeout, so a hang fails instead o
 import http.client
 import json
 import os
+import re
 import queue
 import signal
 import socket
@@ -91,18 +92,48 @@ class Gateway:
         self.binary = binary
         self.storage = os.path.abspath(storage_dir)
         self.host = "127.0.0.1"
-        self.port = port or free_port()
+        # Without a port the gateway binds port 0 and its log line says which it got: a port
+        # picked here and handed over could be taken by another test in between.
+        self._port = port
         self.headers = dict(headers or {})
         with Gateway._count_lock:
             Gateway._count += 1
             n = Gateway._count
         self.log_path = log_path or os.path.join(os.path.dirname(self.storage),
-                                                 f"gateway-{n}-{self.port}.log")
-        self.command = [binary, "gateway", "--listen", f"{self.host}:{self.port}",
+                                                 f"gateway-{n}-{port or 'any'}.log")
+        self.command = [binary, "gateway", "--listen", f"{self.host}:{port or 0}",
                         "--storage", self.storage, *args]
         self._log = open(self.log_path, "ab")
+        self._log_start = self._log.tell()  # this run's output starts here
         self.proc = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, env=env)
+
+    @property
+    def port(self):
+        """The port it listens on; waits for its log line when it bound port 0."""
+        if self._port is None:
+            self._port = self._bound_port(START_TIMEOUT)
+        return self._port
+
+    def _bound_port(self, timeout):
+        pattern = re.compile(rf"listening on http://{re.escape(self.host)}:(\d+)")
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                with open(self.log_path, "rb") as f:
+                    f.seek(self._log_start)
+                    found = pattern.search(f.read().decode("utf-8", "replace"))
+            except FileNotFoundError:
+                found = None
+            if found:
+                return int(found.group(1))
+            if not self.running():
+                raise AssertionError(f"rex gateway exited with status {self.proc.returncode} "
+                                     f"before it was ready; output: {self.output_tail()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"rex gateway did not say where it listens within {timeout} "
+                                     f"s; output: {self.output_tail()}")
+            time.sleep(0.02)
 
     @property
     def pid(self):
@@ -135,6 +166,8 @@ class Gateway:
     def wait_ready(self, timeout=START_TIMEOUT):
         """Polls GET /readyz until it answers 200; returns its JSON body."""
         deadline = time.monotonic() + timeout
+        if self._port is None:
+            self._port = self._bound_port(timeout)
         last = None
         while True:
             if not self.running():
