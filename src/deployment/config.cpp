@@ -291,10 +291,10 @@ asio::awaitable<GcReport> gc_by_listing(asio::any_io_executor executor, Deployme
   std::vector<GcCandidate> found;
   for (auto& s : listed)
     found.push_back(GcCandidate{s.id, {}, std::move(s.labels)});
-  auto remove = [backend](const GcCandidate& c) -> asio::awaitable<void> {
-    co_await backend->destroy(c.id);
-  };
-  co_return co_await sweep_garbage(std::move(found), options, remove);
+  std::function<asio::awaitable<void>(const GcCandidate&)> remove =
+      [backend](const GcCandidate& c) -> asio::awaitable<void> { co_await backend->destroy(c.id); };
+  auto sweeping = sweep_garbage(std::move(found), options, std::move(remove));
+  co_return co_await std::move(sweeping);
 }
 
 // A backend that lists its sandboxes: `rex gc` there, and a SandboxBackend.

@@ -43,30 +43,17 @@ class DaytonaBackend final : public SandboxBackend {
   }
 
   asio::awaitable<void> destroy(std::string id) override {
-    std::string failure;
-    try {
-      auto deleting = delete_daytona_sandbox(executor_, settings_, id);
-      co_await std::move(deleting);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty())
-      throw DeploymentStartupError(
-          fmt::format("daytona: cannot delete sandbox {}: {}", id, failure));
+    auto deleting = delete_daytona_sandbox(executor_, settings_, id);
+    auto deleted = detail::failing_as(fmt::format("daytona: cannot delete sandbox {}: ", id),
+                                      std::move(deleting));
+    co_await std::move(deleted);
   }
 
   asio::awaitable<std::vector<SandboxInfo>> list(
       std::map<std::string, std::string> labels) override {
-    json::array found;
-    std::string failure;
-    try {
-      auto listing = list_daytona_sandboxes(executor_, settings_, std::move(labels));
-      found = co_await std::move(listing);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty())
-      throw DeploymentStartupError("daytona: listing sandboxes: " + failure);
+    auto listing = list_daytona_sandboxes(executor_, settings_, std::move(labels));
+    auto listed = detail::failing_as("daytona: listing sandboxes: ", std::move(listing));
+    const json::array found = co_await std::move(listed);
     std::vector<SandboxInfo> out;
     for (const auto& item : found) {
       const std::string state = field_text(item, {"state"});

@@ -14,10 +14,12 @@ asio::awaitable<GcReport> collect_garbage(docker::Engine& engine, GcOptions opti
       name.erase(0, 1);
     found.push_back(GcCandidate{c.id, std::move(name), std::move(c.labels)});
   }
-  auto remove = [&engine](const GcCandidate& c) -> asio::awaitable<void> {
+  std::function<asio::awaitable<void>(const GcCandidate&)> remove =
+      [&engine](const GcCandidate& c) -> asio::awaitable<void> {
     co_await engine.remove_container(c.id, true);
   };
-  co_return co_await sweep_garbage(std::move(found), options, remove);
+  auto sweeping = sweep_garbage(std::move(found), options, std::move(remove));
+  co_return co_await std::move(sweeping);
 }
 
 }  // namespace rex

@@ -63,16 +63,9 @@ class FargateBackend final : public SandboxBackend {
 
   asio::awaitable<std::vector<SandboxInfo>> list(
       std::map<std::string, std::string> labels) override {
-    std::vector<FargateTask> tasks;
-    std::string failure;
-    try {
-      auto listing = list_fargate_tasks(*aws_, settings_.cluster_name);
-      tasks = co_await std::move(listing);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty())
-      throw DeploymentStartupError("fargate: listing tasks: " + failure);
+    auto listing = list_fargate_tasks(*aws_, settings_.cluster_name);
+    auto listed = detail::failing_as("fargate: listing tasks: ", std::move(listing));
+    std::vector<FargateTask> tasks = co_await std::move(listed);
     std::vector<SandboxInfo> out;
     for (auto& t : tasks) {
       if (!detail::has_labels(t.tags, labels))

@@ -10,7 +10,9 @@
 #include <boost/asio/awaitable.hpp>
 
 #include <exception>
+#include <map>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace rex::detail {
@@ -53,6 +55,24 @@ asio::awaitable<StartedSandbox> start_and_hand_over(asio::any_io_executor execut
   if (!failure.empty())
     throw DeploymentStartupError(prefix + failure);
   co_return started;
+}
+
+/// Awaits `op`; whatever it throws becomes a DeploymentStartupError of `prefix` and its message
+/// ("daytona: cannot delete sandbox ID: " + what Daytona said).
+template <class T>
+asio::awaitable<T> failing_as(std::string prefix, asio::awaitable<T> op) {
+  std::string failure;
+  try {
+    if constexpr (std::is_void_v<T>) {
+      co_await std::move(op);
+      co_return;
+    } else {
+      co_return co_await std::move(op);
+    }
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  throw DeploymentStartupError(prefix + failure);
 }
 
 /// True when `labels` holds every one of `wanted`.

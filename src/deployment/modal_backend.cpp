@@ -36,29 +36,17 @@ class ModalBackend final : public SandboxBackend {
   }
 
   asio::awaitable<void> destroy(std::string id) override {
-    std::string failure;
-    try {
-      auto ending = terminate_modal_sandbox(executor_, settings_, id);
-      co_await std::move(ending);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty())
-      throw DeploymentStartupError(fmt::format("modal: cannot end sandbox {}: {}", id, failure));
+    auto ending = terminate_modal_sandbox(executor_, settings_, id);
+    auto ended =
+        detail::failing_as(fmt::format("modal: cannot end sandbox {}: ", id), std::move(ending));
+    co_await std::move(ended);
   }
 
   asio::awaitable<std::vector<SandboxInfo>> list(
       std::map<std::string, std::string> labels) override {
-    std::vector<ModalSandboxListing> found;
-    std::string failure;
-    try {
-      auto listing = list_modal_sandboxes(executor_, settings_, std::move(labels));
-      found = co_await std::move(listing);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty())
-      throw DeploymentStartupError("modal: listing sandboxes: " + failure);
+    auto listing = list_modal_sandboxes(executor_, settings_, std::move(labels));
+    auto listed = detail::failing_as("modal: listing sandboxes: ", std::move(listing));
+    std::vector<ModalSandboxListing> found = co_await std::move(listed);
     std::vector<SandboxInfo> out;
     for (auto& f : found)
       out.push_back(
