@@ -24,7 +24,9 @@
 #include <rex/deployment/local_deployment.hpp>
 #include <rex/deployment/registry.hpp>
 #include <rex/deployment/remote_deployment.hpp>
+#include <rex/deployment/server_binary.hpp>
 #include <rex/deployment/settings.hpp>
+#include <rex/deployment/sizes.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/eval/eval_instance.hpp>
 #include <rex/eval/eval_result.hpp>

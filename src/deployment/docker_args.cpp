@@ -241,32 +241,6 @@ const std::map<std::string_view, Flag>& flags() {
 
 }  // namespace
 
-std::int64_t parse_size(std::string_view text, std::string_view what) {
-  std::size_t digits = 0;
-  while (digits < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))
-    ++digits;
-  if (digits == 0)
-    fail(fmt::format("{}: '{}' is not a size (examples: 512m, 2g, 1048576)", what, text));
-  const double number = parse_number(text.substr(0, digits), what);
-  const std::string unit = ascii_lower(text.substr(digits));
-  double scale = 0;
-  if (unit.empty() || unit == "b")
-    scale = 1;
-  else if (unit == "k" || unit == "kb" || unit == "kib")
-    scale = 1024.0;
-  else if (unit == "m" || unit == "mb" || unit == "mib")
-    scale = 1024.0 * 1024;
-  else if (unit == "g" || unit == "gb" || unit == "gib")
-    scale = 1024.0 * 1024 * 1024;
-  else if (unit == "t" || unit == "tb" || unit == "tib")
-    scale = 1024.0 * 1024 * 1024 * 1024;
-  else
-    fail(fmt::format("{}: '{}' has an unknown unit '{}' (use b, k, m, g or t)", what, text,
-                     text.substr(digits)));
-  return static_cast<std::int64_t>(std::llround(number * scale));
-}
-
 void apply_docker_args(const std::vector<std::string>& args, json::object& body,
                        std::optional<std::string>& platform) {
   for (std::size_t i = 0; i < args.size(); ++i) {

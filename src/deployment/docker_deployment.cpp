@@ -52,12 +52,6 @@ namespace {
 // How long stop() keeps trying to remove its container while the engine cannot be reached.
 constexpr std::chrono::seconds kUnreachableEngineGrace{30};
 
-bool is_executable_file(const std::string& path) {
-  struct stat st {};
-  return !path.empty() && ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
-         ::access(path.c_str(), X_OK) == 0;
-}
-
 // A tar archive of one executable at `name` (with its directory), for PUT .../archive. Plain
 // ustar: the engine extracts it without any option.
 void write_single_file_tar(const std::string& source, const std::string& name,
@@ -161,32 +155,6 @@ asio::awaitable<bool> network_is_routable(docker::Engine& engine, std::string ne
 }
 
 }  // namespace
-
-std::string find_rex_server(const std::string& configured) {
-  if (!configured.empty()) {
-    if (is_executable_file(configured))
-      return configured;
-    throw DeploymentStartupError(
-        fmt::format("server_path '{}' is not an executable file; build rex-server or fix the path",
-                    configured));
-  }
-  // A path given in the environment is as binding as one in the config: another server found
-  // in its place would run in the sandbox without anyone knowing.
-  const char* env_path = std::getenv("REX_SERVER_PATH");
-  if (env_path != nullptr && *env_path != '\0' && !is_executable_file(env_path))
-    throw DeploymentStartupError(fmt::format(
-        "REX_SERVER_PATH '{}' is not an executable file; build rex-server or fix the path",
-        env_path));
-  std::error_code ec;
-  const fs::path self = fs::read_symlink("/proc/self/exe", ec);
-  const auto candidates = detail::rex_server_candidates(
-      env_path, ec ? std::string() : self.string(), REX_SERVER_BUILD_PATH);
-  for (const auto& candidate : candidates) {
-    if (is_executable_file(candidate.path))
-      return candidate.path;
-  }
-  throw DeploymentStartupError(detail::no_rex_server_message(candidates));
-}
 
 struct DockerDeployment::Impl {
   asio::any_io_executor executor;

@@ -203,28 +203,6 @@ StartPlan plan_start(const DockerSettings& s, bool engine_is_local,
   return plan;
 }
 
-std::vector<ServerCandidate> rex_server_candidates(const char* env, const std::string& self_exe,
-                                                   const std::string& build_path) {
-  std::vector<ServerCandidate> out;
-  if (env && *env)
-    out.push_back({env, "REX_SERVER_PATH"});
-  if (!self_exe.empty()) {
-    out.push_back({(std::filesystem::path(self_exe).parent_path() / "rex-server").string(),
-                   "beside this program"});
-  }
-  if (!build_path.empty())
-    out.push_back({build_path, "build directory"});
-  return out;
-}
-
-std::string no_rex_server_message(const std::vector<ServerCandidate>& tried) {
-  std::string list;
-  for (const auto& t : tried)
-    list += fmt::format("\n  {} ({})", t.path, t.source);
-  return "cannot find the rex-server executable to put into the container; tried:" + list +
-         "\nset server_path in the deployment config or REX_SERVER_PATH";
-}
-
 std::map<std::string, std::string> container_labels(const DockerDeploymentConfig& config,
                                                     const std::string& deployment_id,
                                                     const std::map<std::string, std::string>& owner,

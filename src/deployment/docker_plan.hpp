@@ -77,21 +77,6 @@ struct StartPlan {
 StartPlan plan_start(const DockerSettings& settings, bool engine_is_local,
                      const std::string& engine_endpoint);
 
-/// A place start() may find rex-server at, and where that place comes from.
-struct ServerCandidate {
-  std::string path;
-  std::string source;  // "REX_SERVER_PATH", "beside this program", "build directory"
-};
-
-/// The places to look for rex-server when server_path is not set, in order: $REX_SERVER_PATH,
-/// rex-server beside this executable (`self_exe`, empty when unknown), the build directory's.
-/// Empty places are left out.
-std::vector<ServerCandidate> rex_server_candidates(const char* env, const std::string& self_exe,
-                                                   const std::string& build_path);
-
-/// The error for no rex-server at any of `tried`, listing them.
-std::string no_rex_server_message(const std::vector<ServerCandidate>& tried);
-
 /// The labels of a container: the config's, the owner's (gc.hpp), the deployment id and,
 /// with a max_lifetime, an expiry a minute after the server's own deadline from `now`.
 std::map<std::string, std::string> container_labels(const DockerDeploymentConfig& config,

@@ -1,6 +1,6 @@
 // A Kubernetes cluster's pods as a SandboxBackend.
-#include <rex/deployment/docker_args.hpp>
 #include <rex/deployment/kubernetes_deployment.hpp>
+#include <rex/deployment/sizes.hpp>
 #include <rex/http/url.hpp>
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/exec_credential.hpp>

@@ -4,8 +4,8 @@
 #include <rex/core/backoff.hpp>
 #include <rex/core/random.hpp>
 #include <rex/core/text.hpp>
-#include <rex/deployment/docker_deployment.hpp>
 #include <rex/deployment/gc.hpp>
+#include <rex/deployment/server_binary.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/url.hpp>

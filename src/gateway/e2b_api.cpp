@@ -5,7 +5,7 @@
 // session's idle timeout, which setTimeout and connect set again and every call renews, never
 // past the session's deadline. Errors are E2B's shape: {"code": status, "message"}.
 #include <rex/core/random.hpp>
-#include <rex/deployment/docker_args.hpp>
+#include <rex/deployment/sizes.hpp>
 #include <rex/protocol/python_text.hpp>
 
 #include <fmt/format.h>

@@ -8,7 +8,7 @@
 // marks a null value on the token after it), or of the list element at fault.
 #include <rex/core/text.hpp>
 #include <rex/deployment/config.hpp>
-#include <rex/deployment/docker_args.hpp>
+#include <rex/deployment/sizes.hpp>
 #include <rex/gateway/gateway_config.hpp>
 #include <rex/gateway/registry.hpp>
 #include <rex/protocol/python_text.hpp>

@@ -5,8 +5,9 @@
 #include "gateway/providers.hpp"
 
 #include <rex/core/log.hpp>
-#include <rex/deployment/docker_deployment.hpp>
+#include <rex/deployment/config.hpp>
 #include <rex/deployment/registry.hpp>
+#include <rex/deployment/server_binary.hpp>
 #include <rex/gateway/local_provider.hpp>
 
 #include "gateway/backend_provider.hpp"

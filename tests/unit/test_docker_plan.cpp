@@ -16,6 +16,7 @@
 #include <string>
 
 #include "deployment/docker_plan.hpp"
+#include "deployment/server_binary.hpp"
 #include "support/test_helpers.hpp"
 
 namespace rex::detail {

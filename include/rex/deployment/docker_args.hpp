@@ -10,6 +10,8 @@
 // --rm is accepted and has no effect: rex removes its containers itself (remove_container).
 #pragma once
 
+#include <rex/deployment/sizes.hpp>
+
 #include <boost/json/object.hpp>
 
 #include <cstdint>
@@ -25,9 +27,5 @@ namespace rex {
 /// flag without its value, or a value that cannot be parsed.
 void apply_docker_args(const std::vector<std::string>& args, boost::json::object& create_body,
                        std::optional<std::string>& platform);
-
-/// Parses a docker size ("512m", "2g", "1.5GB", "1048576"; binary units) into bytes.
-/// DeploymentConfigError naming `what` for anything else.
-std::int64_t parse_size(std::string_view text, std::string_view what);
 
 }  // namespace rex

@@ -25,6 +25,7 @@
 #include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/server_binary.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
 #include <boost/json/object.hpp>
@@ -83,11 +84,6 @@ class DockerDeployment final : public Deployment {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
-
-/// The rex-server executable to inject: config.server_path when set, else $REX_SERVER_PATH,
-/// else rex-server beside this executable, else the one this library was built with. Throws
-/// DeploymentStartupError listing the places tried when none exists.
-std::string find_rex_server(const std::string& configured);
 
 /// This backend as a SandboxBackend (rex/deployment/backend.hpp): `settings` are the defaults of
 /// every sandbox it creates, and say where it lists and destroys. DeploymentConfigError (or

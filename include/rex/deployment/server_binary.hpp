@@ -1,0 +1,17 @@
+// Where the static rex-server that a backend puts into its sandboxes is found: one place for
+// every backend (Docker and Podman inject it, Daytona and E2B upload it, Modal mounts it, the
+// gateway's local provider runs it).
+//
+// Threading: reads the file system and the environment; call it from anywhere.
+#pragma once
+
+#include <string>
+
+namespace rex {
+
+/// The rex-server executable to put into a sandbox: `configured` (a settings' server_path) when
+/// set, else $REX_SERVER_PATH, else rex-server beside this executable, else the one this library
+/// was built with. Throws DeploymentStartupError listing the places tried when none exists.
+std::string find_rex_server(const std::string& configured);
+
+}  // namespace rex
