@@ -133,10 +133,6 @@ DeploymentConfig build_deployment_config(const DeploymentOptions& o) {
   return deployment_config_from_json(config);
 }
 
-std::string describe_deployment(const DeploymentConfig& config) {
-  return rex::describe_deployment(config);
-}
-
 DeploymentHook progress_printer() {
   struct State {
     bool tty = ::isatty(STDERR_FILENO) == 1;

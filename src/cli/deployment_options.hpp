@@ -10,6 +10,7 @@
 
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/registry.hpp>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/awaitable.hpp>
@@ -46,10 +47,6 @@ void add_backend_flags(CLI::App& app, DeploymentOptions& options);
 /// flag that does not apply to the chosen type, an unknown type, a file that cannot be read, a
 /// value the library refuses.
 DeploymentConfig build_deployment_config(const DeploymentOptions& options);
-
-/// A short name for prompts and messages: "local", "dummy", "remote http://host:8000",
-/// "docker python:3.11".
-std::string describe_deployment(const DeploymentConfig& config);
 
 /// A hook printing one line per progress event to stderr; on a terminal the pull percentage
 /// updates its line in place.

@@ -14,6 +14,11 @@ namespace rex::cli {
 
 namespace {
 
+// The backends `rex gc` works on: those that can list their sandboxes.
+std::string listing_backends() {
+  return backend_names([](const Backend& b) { return b.gc != nullptr; });
+}
+
 std::string label(const GcEntry& entry) {
   std::string id = entry.id.substr(0, 12);
   if (id.empty())
@@ -24,17 +29,12 @@ std::string label(const GcEntry& entry) {
 }  // namespace
 
 void add_gc_options(CLI::App& app, GcCommandOptions& o) {
-  std::string listable;
-  for (const Backend& b : backends()) {
-    if (b.gc != nullptr)
-      listable += (listable.empty() ? "" : ", ") + std::string(b.name);
-  }
   app.add_flag("--all", o.all, "Remove every rex sandbox, also those whose owner still runs");
   app.add_flag("--dry-run", o.dry_run, "Only report what would be removed");
   app.add_option("--deployment", o.where.deployment,
                  fmt::format("Where to look: {} (podman too), or a JSON deployment config whose "
                              "settings say where",
-                             listable))
+                             listing_backends()))
       ->capture_default_str();
   app.add_flag("--podman", o.podman, "Same as --deployment podman");
   app.add_flag("--kubernetes", o.kubernetes, "Same as --deployment kubernetes");
@@ -62,14 +62,7 @@ int gc_command(const GcCommandOptions& o) {
     if (backend == nullptr || backend->gc == nullptr) {
       std::cerr << fmt::format(
           "rex gc: a {} deployment has no sandboxes to list and collect (gc works on {})\n",
-          config.type(), [] {
-            std::string names;
-            for (const Backend& b : backends()) {
-              if (b.gc != nullptr)
-                names += (names.empty() ? "" : ", ") + std::string(b.name);
-            }
-            return names;
-          }());
+          config.type(), listing_backends());
       return exit_usage;
     }
     GcOptions options;

@@ -474,17 +474,23 @@ std::string backend_names() {
   return names;
 }
 
-const BackendFlag& backend_flag(std::string_view flag, std::string_view type) {
-  std::string types;  // those the flag applies to, for the error
+std::string backend_names(const std::function<bool(const Backend&)>& which) {
+  std::string names;
   for (const Backend& b : table) {
-    for (const BackendFlag& f : b.flags) {
-      if (f.flag != flag)
-        continue;
-      if (b.name == type)
-        return f;
-      types += fmt::format("{}{}", types.empty() ? "" : ", ", b.name);
-    }
+    if (which(b))
+      names += (names.empty() ? "" : ", ") + std::string(b.name);
   }
+  return names;
+}
+
+const BackendFlag& backend_flag(std::string_view flag, std::string_view type) {
+  if (const Backend* b = find_backend(type)) {
+    if (const BackendFlag* f = b->flag(flag))
+      return *f;
+  }
+  // Those the flag applies to, for the error.
+  const std::string types =
+      backend_names([flag](const Backend& b) { return b.flag(flag) != nullptr; });
   if (types.empty())
     throw DeploymentConfigError(fmt::format("{}: unknown deployment flag", flag));
   throw DeploymentConfigError(
@@ -507,13 +513,11 @@ std::string backend_flag_help(std::string_view flag) {
   // Backends saying the same of the flag share one clause: "docker, kubernetes: the image".
   std::vector<std::pair<std::string, std::string_view>> clauses;
   for (const Backend& b : table) {
-    for (const BackendFlag& f : b.flags) {
-      if (f.flag != flag)
-        continue;
+    if (const BackendFlag* f = b.flag(flag)) {
       auto same = std::find_if(clauses.begin(), clauses.end(),
-                               [&](const auto& c) { return c.second == f.help; });
+                               [&](const auto& c) { return c.second == f->help; });
       if (same == clauses.end())
-        clauses.emplace_back(std::string(b.name), f.help);
+        clauses.emplace_back(std::string(b.name), f->help);
       else
         same->first += ", " + std::string(b.name);
     }

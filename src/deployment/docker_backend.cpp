@@ -18,9 +18,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace json = boost::json;
 
-// Where sessions work when the request names no place (the engine creates it).
-constexpr std::string_view kWorkingDir = "/workspace";
-
 // Docker's names: [a-zA-Z0-9][a-zA-Z0-9_.-]*.
 std::string container_name_part(std::string_view text) {
   std::string out;
@@ -75,8 +72,8 @@ class DockerBackend final : public SandboxBackend {
     d.network_mode = std::move(request.network);
     d.env = std::move(request.env);
     d.mounts = std::move(request.mounts);
-    d.working_dir =
-        request.working_dir.empty() ? std::string(kWorkingDir) : std::move(request.working_dir);
+    d.working_dir = request.working_dir.empty() ? std::string(kContainerWorkingDir)
+                                                : std::move(request.working_dir);
     for (auto& [k, v] : request.labels)
       d.labels[k] = v;
     d.max_lifetime = request.lifetime;

@@ -136,7 +136,7 @@ struct FargateDeployment::Impl {
     const auto expires = now + static_cast<std::int64_t>(config.container_timeout) + 60;
     l[std::string(labels::expires)] = std::to_string(expires);
     // When the task was asked for, for a lister whose answer has no createdAt (an emulator's).
-    l["rex.created"] = std::to_string(now);
+    l[std::string(labels::created)] = std::to_string(now);
     json::array out;
     for (const auto& [k, v] : l)
       out.push_back(json::object{{"key", k}, {"value", v}});
@@ -311,7 +311,7 @@ struct FargateDeployment::Impl {
              {"TagSpecification.1.Tag.1.Key", "origin"},
              {"TagSpecification.1.Tag.1.Value", "rex-fargate"},
              // for `rex gc --fargate`, which spares a group this young
-             {"TagSpecification.1.Tag.2.Key", "rex.created"},
+             {"TagSpecification.1.Tag.2.Key", std::string(labels::created)},
              {"TagSpecification.1.Tag.2.Value", std::to_string(rex::detail::unix_seconds())}});
     const XmlElement made = co_await std::move(create_group);
     const std::string id = made.text_at("groupId");

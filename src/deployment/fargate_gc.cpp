@@ -77,7 +77,8 @@ asio::awaitable<std::vector<FargateTask>> list_fargate_tasks(aws::AwsClient& cli
       task.last_status = kubernetes::field_text(t.get_object(), {"lastStatus"});
       if (const json::value* c = t.get_object().if_contains("createdAt"); c && c->is_number())
         task.created_at = c->to_number<double>();
-      else if (const auto tag = task.tags.find("rex.created"); tag != task.tags.end())
+      else if (const auto tag = task.tags.find(std::string(labels::created));
+               tag != task.tags.end())
         task.created_at = std::strtod(tag->second.c_str(), nullptr);  // rex's own tag
       out.push_back(std::move(task));
     }
@@ -130,7 +131,7 @@ asio::awaitable<GcReport> collect_fargate_garbage(aws::AwsClient& client,
     std::int64_t created = 0;
     if (const aws::XmlElement* tags = g.child("tagSet"))
       for (const auto& t : tags->children)
-        if (t.text_at("key") == "rex.created")
+        if (t.text_at("key") == labels::created)
           created = std::strtoll(t.text_at("value").c_str(), nullptr, 10);
     if (!options.gc.all && created > 0 && now - created < options.group_grace.count()) {
       entry.reason = fmt::format("security group made {} s ago", now - created);

@@ -57,9 +57,9 @@ asio::awaitable<StartedSandbox> start_and_hand_over(asio::any_io_executor execut
   co_return started;
 }
 
-/// Awaits `op`; whatever it throws becomes a DeploymentStartupError of `prefix` and its message
-/// ("daytona: cannot delete sandbox ID: " + what Daytona said).
-template <class T>
+/// Awaits `op`; whatever it throws becomes an Error (a DeploymentStartupError unless said) of
+/// `prefix` and its message ("daytona: cannot delete sandbox ID: " + what Daytona said).
+template <class Error = DeploymentStartupError, class T>
 asio::awaitable<T> failing_as(std::string prefix, asio::awaitable<T> op) {
   std::string failure;
   try {
@@ -72,7 +72,7 @@ asio::awaitable<T> failing_as(std::string prefix, asio::awaitable<T> op) {
   } catch (const std::exception& e) {
     failure = e.what();
   }
-  throw DeploymentStartupError(prefix + failure);
+  throw Error(prefix + failure);
 }
 
 /// True when `labels` holds every one of `wanted`.

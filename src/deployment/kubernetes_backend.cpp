@@ -19,9 +19,6 @@ namespace {
 namespace json = boost::json;
 namespace k8s = rex::kubernetes;
 
-// Where sessions work when the request names no place (the container runtime creates it).
-constexpr std::string_view kWorkingDir = "/workspace";
-
 // A DNS label's characters: lowercase letters, digits and '-'.
 std::string dns_label_part(std::string_view text) {
   std::string out;
@@ -177,8 +174,8 @@ class KubernetesBackend final : public SandboxBackend {
     KubernetesDeploymentConfig d = settings_;
     d.image = std::move(request.image);
     d.env = std::move(request.env);
-    d.working_dir =
-        request.working_dir.empty() ? std::string(kWorkingDir) : std::move(request.working_dir);
+    d.working_dir = request.working_dir.empty() ? std::string(kContainerWorkingDir)
+                                                : std::move(request.working_dir);
     json::object limits;
     if (request.memory) {
       try {

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "deployment/hand_over.hpp"
+
 namespace rex::gateway {
 
 BackendProvider::BackendProvider(std::unique_ptr<SandboxBackend> backend, std::string gateway_id)
@@ -30,15 +32,9 @@ asio::awaitable<SandboxAddress> BackendProvider::create(SandboxSpec spec) {
   request.mounts = env.mounts;
   request.name = fmt::format("rex-{}-{}", gateway_id_.substr(0, 12), spec.session_id);
   request.purpose = fmt::format("environment {}", env.name);
-  StartedSandbox started;
-  std::string failure;
-  try {
-    started = co_await backend_->create(std::move(request));
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  if (!failure.empty())
-    throw ProviderError(failure);
+  auto creating = backend_->create(std::move(request));
+  auto created = rex::detail::failing_as<ProviderError>("", std::move(creating));
+  StartedSandbox started = co_await std::move(created);
   SandboxAddress address;
   address.sandbox_id = std::move(started.id);
   address.url = std::move(started.url);
@@ -52,27 +48,16 @@ asio::awaitable<SandboxAddress> BackendProvider::create(SandboxSpec spec) {
 }
 
 asio::awaitable<void> BackendProvider::destroy(std::string sandbox_id) {
-  std::string failure;
-  try {
-    co_await backend_->destroy(std::move(sandbox_id));
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  if (!failure.empty())
-    throw ProviderError(failure);
+  auto destroying = backend_->destroy(std::move(sandbox_id));
+  auto destroyed = rex::detail::failing_as<ProviderError>("", std::move(destroying));
+  co_await std::move(destroyed);
 }
 
 asio::awaitable<std::vector<SandboxListing>> BackendProvider::list() {
   std::map<std::string, std::string> mine{{std::string(labels::gateway), gateway_id_}};
-  std::vector<SandboxInfo> found;
-  std::string failure;
-  try {
-    found = co_await backend_->list(std::move(mine));
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  if (!failure.empty())
-    throw ProviderError(failure);
+  auto listing = backend_->list(std::move(mine));
+  auto listed = rex::detail::failing_as<ProviderError>("", std::move(listing));
+  std::vector<SandboxInfo> found = co_await std::move(listed);
   std::vector<SandboxListing> out;
   for (auto& s : found) {
     SandboxListing l;

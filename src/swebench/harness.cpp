@@ -182,21 +182,12 @@ std::string deployment_name(const DeploymentConfig& config) {
 
 DeploymentConfig with_image(DeploymentConfig config, const std::string& image) {
   // The field --image sets, on the backends that start a sandbox from an image.
-  const BackendFlag* flag = nullptr;
-  try {
-    flag = &backend_flag("--image", config.type());
-  } catch (const DeploymentConfigError&) {
-    std::string names;
-    for (const Backend& b : backends()) {
-      for (const BackendFlag& f : b.flags) {
-        if (f.flag == "--image")
-          names += (names.empty() ? "" : ", ") + std::string(b.name);
-      }
-    }
-    throw std::invalid_argument(
-        fmt::format("a {} deployment cannot start a sandbox from an instance's image; use {}",
-                    config.type(), names));
-  }
+  const Backend* backend = find_backend(config.type());
+  const BackendFlag* flag = backend != nullptr ? backend->flag("--image") : nullptr;
+  if (flag == nullptr)
+    throw std::invalid_argument(fmt::format(
+        "a {} deployment cannot start a sandbox from an instance's image; use {}", config.type(),
+        backend_names([](const Backend& b) { return b.flag("--image") != nullptr; })));
   json::object object = to_json(config);
   object[flag->field] = image;
   return deployment_config_from_json(object);

@@ -14,10 +14,14 @@
 
 #include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
+#include <rex/deployment/registry.hpp>
 
 #include <gtest/gtest.h>
+#include <boost/asio/io_context.hpp>
 
 #include <functional>
+#include <map>
+#include <memory>
 #include <ostream>
 #include <string>
 
@@ -41,7 +45,15 @@ std::ostream& operator<<(std::ostream& os, const BackendCase& c);
 
 class BackendConformance : public ::testing::TestWithParam<BackendCase> {
  protected:
+  // Skips when the case is unavailable; otherwise opens its backend.
   void SetUp() override;
+  // Creates a sandbox of the case's request, named `name`, with `labels` added.
+  StartedSandbox create(std::string name, std::map<std::string, std::string> labels = {});
+
+  asio::io_context io;
+  DeploymentConfig settings;
+  const Backend* entry = nullptr;  // the table's
+  std::unique_ptr<SandboxBackend> backend;
 };
 
 /// `rex gc` through the table, for the backends that have it.

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <memory>
 #include <thread>
@@ -31,6 +32,21 @@ GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(BackendGcConformance);
 void BackendConformance::SetUp() {
   if (const std::string why = GetParam().unavailable(); !why.empty())
     GTEST_SKIP() << why;
+  settings = GetParam().settings();
+  entry = find_backend(settings.type());
+  ASSERT_NE(entry, nullptr) << settings.type() << " is not in the backend table";
+  ASSERT_NE(entry->open, nullptr) << settings.type() << " has no SandboxBackend";
+  backend = entry->open(io.get_executor(), settings);
+}
+
+StartedSandbox BackendConformance::create(std::string name,
+                                          std::map<std::string, std::string> labels) {
+  SandboxRequest request = GetParam().request;
+  request.labels.merge(labels);
+  request.lifetime = 600;
+  request.name = std::move(name);
+  request.purpose = "the conformance suite";
+  return run_async(io, backend->create(std::move(request)), std::chrono::seconds(180));
 }
 
 namespace {
@@ -61,20 +77,24 @@ std::unique_ptr<RemoteRuntime> client_of(asio::io_context& io, const SandboxBack
   return std::make_unique<RemoteRuntime>(io.get_executor(), rc);
 }
 
-// Waits until list() shows the sandbox gone or no longer running (a cloud may take a moment to
-// report a stop); false when it still runs after a minute.
-bool ends(asio::io_context& io, SandboxBackend& backend,
-          const std::map<std::string, std::string>& labels, const std::string& id) {
+// Asks `done` every half second until it holds; false when it still does not after a minute (a
+// cloud may take a moment to report a stop, a pod's server to end).
+bool within_a_minute(const std::function<bool()>& done) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  while (true) {
-    const auto found = run_async(io, backend.list(labels), std::chrono::seconds(60));
-    const SandboxInfo* left = info_of(found, id);
-    if (left == nullptr || !left->running)
-      return true;
+  while (!done()) {
     if (std::chrono::steady_clock::now() > until)
       return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
+  return true;
+}
+
+// Whether list() shows the sandbox gone or no longer running.
+bool ended(asio::io_context& io, SandboxBackend& backend,
+           const std::map<std::string, std::string>& labels, const std::string& id) {
+  const auto found = run_async(io, backend.list(labels), std::chrono::seconds(60));
+  const SandboxInfo* left = info_of(found, id);
+  return left == nullptr || !left->running;
 }
 
 std::string describe(const GcReport& r) {
@@ -92,21 +112,8 @@ std::string describe(const GcReport& r) {
 }  // namespace
 
 TEST_P(BackendConformance, ASandboxIsFoundByItsLabelsAndGoneAfterDestroy) {
-  asio::io_context io;
-  const DeploymentConfig settings = GetParam().settings();
-  const Backend* entry = find_backend(settings.type());
-  ASSERT_NE(entry, nullptr);
-  ASSERT_NE(entry->open, nullptr) << settings.type() << " has no SandboxBackend";
-  std::unique_ptr<SandboxBackend> backend = entry->open(io.get_executor(), settings);
-
   const std::string mark = random_hex(6);
-  SandboxRequest request = GetParam().request;
-  request.labels["rex.test"] = mark;
-  request.lifetime = 600;
-  request.name = "rex-conformance-" + mark;
-  request.purpose = "the conformance suite";
-  const StartedSandbox started =
-      run_async(io, backend->create(std::move(request)), std::chrono::seconds(180));
+  const StartedSandbox started = create("rex-conformance-" + mark, {{"rex.test", mark}});
   ASSERT_FALSE(started.id.empty());
   EXPECT_FALSE(started.working_dir.empty());
 
@@ -125,33 +132,19 @@ TEST_P(BackendConformance, ASandboxIsFoundByItsLabelsAndGoneAfterDestroy) {
   EXPECT_EQ(info_of(other, started.id), nullptr) << "found by a label it does not carry";
 
   run_async(io, backend->destroy(started.id), std::chrono::seconds(120));
-  EXPECT_TRUE(ends(io, *backend, {{"rex.test", mark}}, started.id))
-      << "still running a minute after destroy()";
+  EXPECT_TRUE(within_a_minute([&] {
+    return ended(io, *backend, {{"rex.test", mark}}, started.id);
+  })) << "still running a minute after destroy()";
   run_async(io, backend->destroy(started.id), std::chrono::seconds(60));  // gone: no error
   // A client of it sees it lost (once its server has ended: a pod's may take a moment).
-  bool lost = false;
-  for (const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-       !lost && std::chrono::steady_clock::now() < until;) {
-    lost = !run_async(io, client->is_alive(), std::chrono::seconds(60)).is_alive;
-    if (!lost)
-      std::this_thread::sleep_for(std::chrono::milliseconds(500));
-  }
-  EXPECT_TRUE(lost) << "a client of the destroyed sandbox does not see it lost";
+  EXPECT_TRUE(within_a_minute([&] {
+    return !run_async(io, client->is_alive(), std::chrono::seconds(60)).is_alive;
+  })) << "a client of the destroyed sandbox does not see it lost";
 }
 
 TEST_P(BackendGcConformance, KeepsALiveOwnersSandboxAndAllRemovesIt) {
-  asio::io_context io;
-  const DeploymentConfig settings = GetParam().settings();
-  const Backend* entry = find_backend(settings.type());
-  ASSERT_NE(entry, nullptr);
   ASSERT_NE(entry->gc, nullptr) << settings.type() << " has no rex gc";
-  std::unique_ptr<SandboxBackend> backend = entry->open(io.get_executor(), settings);
-  SandboxRequest request = GetParam().request;
-  request.lifetime = 600;
-  request.name = "rex-conformance-gc-" + random_hex(6);
-  request.purpose = "the conformance suite";
-  const StartedSandbox started =
-      run_async(io, backend->create(std::move(request)), std::chrono::seconds(180));
+  const StartedSandbox started = create("rex-conformance-gc-" + random_hex(6));
 
   const auto collect = [&](GcOptions options) {
     return run_async(io, entry->gc(io.get_executor(), settings, options),
@@ -180,7 +173,8 @@ TEST_P(BackendGcConformance, KeepsALiveOwnersSandboxAndAllRemovesIt) {
   ASSERT_NE(removed, nullptr);
   EXPECT_EQ(removed->reason, "--all");
   EXPECT_TRUE(all.errors.empty()) << all.errors.front();
-  EXPECT_TRUE(ends(io, *backend, {}, started.id)) << "still running a minute after gc --all";
+  EXPECT_TRUE(within_a_minute([&] { return ended(io, *backend, {}, started.id); }))
+      << "still running a minute after gc --all";
 }
 
 }  // namespace rex::test

@@ -30,6 +30,10 @@ namespace rex {
 
 namespace asio = boost::asio;
 
+/// Where sessions work in a container or pod whose request names no place (the engine or the
+/// container runtime creates it).
+inline constexpr std::string_view kContainerWorkingDir = "/workspace";
+
 /// What a sandbox is made from, over the backend's own settings.
 struct SandboxRequest {
   std::string image{};                          // the image; empty: the settings'

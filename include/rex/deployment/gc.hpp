@@ -32,7 +32,10 @@ inline constexpr std::string_view owner_host = "rex.owner.host";    // host name
 inline constexpr std::string_view owner_boot = "rex.owner.boot";    // kernel boot id
 inline constexpr std::string_view owner_pid = "rex.owner.pid";      // pid
 inline constexpr std::string_view owner_start = "rex.owner.start";  // start time (clock ticks)
-inline constexpr std::string_view expires = "rex.expires";          // unix seconds; absent: never
+inline constexpr std::string_view expires = "rex.expires";
+// When it was made (unix seconds), where the backend's own listing may not say (a Fargate task's
+// tags in an emulator, the security groups a Fargate deployment makes).
+inline constexpr std::string_view created = "rex.created";  // unix seconds; absent: never
 // A rex gateway's sandbox: its gateway removes it (even after its own restart), so gc leaves it
 // until it expires.
 inline constexpr std::string_view gateway = "rex.gateway";  // the gateway's id

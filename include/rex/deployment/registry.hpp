@@ -14,6 +14,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -57,6 +58,15 @@ struct Backend {
   /// whose sandboxes a holder cannot keep apart from a process (local, remote, dummy, gateway).
   std::unique_ptr<SandboxBackend> (*open)(asio::any_io_executor executor,
                                           DeploymentConfig settings) = nullptr;
+
+  /// Its entry for `flag` ("--image"), or null when the flag does not apply to it.
+  const BackendFlag* flag(std::string_view name) const noexcept {
+    for (const BackendFlag& f : flags) {
+      if (f.flag == name)
+        return &f;
+    }
+    return nullptr;
+  }
 };
 
 /// Another name for a backend with one field preset: "podman" is docker on Podman's socket.
@@ -82,6 +92,8 @@ std::string describe_deployment(const DeploymentConfig& config);
 
 /// "local, docker, podman, ...": every backend and alias, for messages and the help.
 std::string backend_names();
+/// "docker, kubernetes, ...": the backends (not the aliases) `which` holds for, in table order.
+std::string backend_names(const std::function<bool(const Backend&)>& which);
 /// The settings field `flag` sets on the backend `type`. DeploymentConfigError when no backend
 /// has the flag, or when this one has not ("--pull does not apply to a kubernetes deployment
 /// (only to docker)").

@@ -132,12 +132,12 @@ void read_field(Reader& r, std::string_view key, F& out, const Rule* rule) {
       out = static_cast<int>(*i);
   } else if constexpr (std::is_same_v<F, std::optional<int>> ||
                        std::is_same_v<F, std::optional<std::int64_t>>) {
-    std::optional<std::int64_t> i = out ? std::optional<std::int64_t>(*out) : std::nullopt;
-    if (r.raw(key) != nullptr) {
-      i.reset();
-      r.integer(key, i, min, max);
-      out = i ? F(static_cast<typename F::value_type>(*i)) : F();
-    }
+    // Absent keeps the value, null clears it.
+    std::optional<std::int64_t> i;
+    if (out)
+      i = *out;
+    r.integer(key, i, min, max);
+    out = i ? F(static_cast<typename F::value_type>(*i)) : F();
   } else if constexpr (std::is_same_v<F, std::optional<double>>) {
     r.optional_number(key, out, min);
   } else if constexpr (std::is_same_v<F, std::optional<std::string>>) {

@@ -36,10 +36,8 @@ class ProviderError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// A container's or pod's working directory when its environment names none (the engine or the
-/// container runtime creates it), and where the gateway keeps its own files in it (the
-/// notebook's kernel).
-inline constexpr std::string_view kSandboxWorkingDir = "/workspace";
+/// Where the gateway keeps its own files (the notebook's kernel) in a sandbox with a file system
+/// of its own (StartedSandbox::own_filesystem).
 inline constexpr std::string_view kSandboxScratchDir = "/tmp/.rex-gateway";
 /// The bash session execute's bash cells run in (the notebook's shell). A spare sandbox has it
 /// started already, in its working directory.
