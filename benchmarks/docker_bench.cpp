@@ -29,7 +29,7 @@
 // Needs a running engine and the image (scripts/common.sh: rex_docker_setup).
 // --smoke: 2 runs each, exits 0 even when a target misses (a failure to start still fails).
 
-#include <rex/deployment/docker_deployment.hpp>
+#include <rex/backends/docker/docker_deployment.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/http/client.hpp>
 

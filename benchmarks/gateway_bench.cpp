@@ -65,8 +65,8 @@
 // --only: one group of figures (create_local, create_local_cold and create_docker;
 // proxy_command; the e2b figures; the sessions figures).
 
+#include <rex/backends/docker/docker_deployment.hpp>
 #include <rex/core/random.hpp>
-#include <rex/deployment/docker_deployment.hpp>
 #include <rex/gateway/provider.hpp>
 #include <rex/gateway/store.hpp>
 #include <rex/http/client.hpp>

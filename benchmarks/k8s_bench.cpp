@@ -33,11 +33,12 @@
 // node (the local test cluster: scripts/k8s.sh server-image and docker-image).
 // --smoke: N = 4, P = 2, one run each; exits 0 even when a target misses.
 
+#include <rex/backends/kubernetes/kubernetes_deployment.hpp>
+#include <rex/core/object_fields.hpp>
 #include <rex/core/random.hpp>
-#include <rex/deployment/kubernetes_deployment.hpp>
+#include <rex/deployment/server_binary.hpp>
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
-#include <rex/kubernetes/object_fields.hpp>
 #include <rex/kubernetes/pod_spec.hpp>
 #include <rex/kubernetes/pod_watch.hpp>
 #include <rex/pool/fan_out.hpp>
@@ -187,14 +188,14 @@ asio::awaitable<void> floor_job(Floor& floor, Side& side) {
   const auto t0 = Clock::now();
   const json::value created = co_await floor.api.call(
       "POST", fmt::format("/api/v1/namespaces/{}/pods", floor.ns), floor_pod(floor, name));
-  std::string rv = k8s::field_text(created, {"metadata", "resourceVersion"});
+  std::string rv = rex::field_text(created, {"metadata", "resourceVersion"});
   std::string failed;
   auto running = [&](const json::object& pod, bool deleted) {
     if (deleted) {
       failed = "deleted";
       return true;
     }
-    const std::string phase = k8s::field_text(pod, {"status", "phase"});
+    const std::string phase = rex::field_text(pod, {"status", "phase"});
     if (phase == "Failed" || phase == "Succeeded")
       failed = phase;
     return !phase.empty() && phase != "Pending";
@@ -211,7 +212,7 @@ asio::awaitable<void> floor_job(Floor& floor, Side& side) {
   co_await floor.api.call("DELETE", path, std::move(now));
   try {
     const json::value left = co_await floor.api.call("GET", path);
-    rv = k8s::field_text(left, {"metadata", "resourceVersion"});
+    rv = rex::field_text(left, {"metadata", "resourceVersion"});
     auto gone = [](const json::object&, bool deleted) { return deleted; };
     if (!co_await k8s::watch_pod(floor.api, floor.ns, name, rv, Clock::now() + kPodWait, gone))
       throw std::runtime_error(fmt::format("floor pod {} was not gone after 3 minutes", name));

@@ -33,7 +33,7 @@
 // (scripts/common.sh: rex_docker_setup).
 // --smoke: N = 6, P = 3, one run each, 3 acquisitions; exits 0 even when a target misses.
 
-#include <rex/deployment/docker_deployment.hpp>
+#include <rex/backends/docker/docker_deployment.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/pool/fan_out.hpp>
 #include <rex/pool/sandbox_pool.hpp>

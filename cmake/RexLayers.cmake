@@ -45,6 +45,40 @@ function(rex_layer name)
   set_property(GLOBAL APPEND PROPERTY REX_LAYERS ${name})  # lowest first
 endfunction()
 
+# rex_backend(<name> [DEPENDS <layer or backend_<other>>...] [LINKS ...] [PRIVATE_LINKS ...]):
+# one backend module, src/backends/<name>/ with include/rex/backends/<name>/, as the static
+# library rex_lib_backend_<name> (alias rex::backend_<name>) over the deployment layer. It is a
+# layer of its own between deployment and the backend table (the layer `backends`, which links
+# every module): its staged root holds its own two folders only, so a module sees neither another
+# module's headers nor the table's unless it names that module in DEPENDS.
+function(rex_backend name)
+  cmake_parse_arguments(PARSE_ARGV 1 B "" "" "DEPENDS;LINKS;PRIVATE_LINKS")
+  set(target rex_lib_backend_${name})
+  file(GLOB sources CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/backends/${name}/*.cpp)
+  add_library(${target} STATIC ${sources})
+  add_library(rex::backend_${name} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES OUTPUT_NAME rex_backend_${name}
+                                             EXPORT_NAME backend_${name}
+                                             UNITY_BUILD ${REX_UNITY_BUILD}
+                                             UNITY_BUILD_BATCH_SIZE ${REX_UNITY_BATCH})
+  set(stage ${PROJECT_BINARY_DIR}/layers/backend_${name})
+  file(MAKE_DIRECTORY ${stage}/include/rex/backends ${stage}/src/backends)
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/include/rex/backends/${name}
+       ${stage}/include/rex/backends/${name} SYMBOLIC)
+  file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/backends/${name} ${stage}/src/backends/${name}
+       SYMBOLIC)
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${stage}/include>
+                                              $<BUILD_INTERFACE:${stage}/src>
+                                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
+  list(TRANSFORM B_DEPENDS PREPEND rex_lib_ OUTPUT_VARIABLE lower)
+  target_link_libraries(${target} PUBLIC rex_lib_deployment ${lower} ${B_LINKS}
+                                  PRIVATE ${B_PRIVATE_LINKS})
+  target_compile_features(${target} PUBLIC cxx_std_20)
+  rex_set_warnings(${target})
+  set_property(GLOBAL APPEND PROPERTY REX_LAYERS backend_${name})
+  set_property(GLOBAL APPEND PROPERTY REX_BACKENDS backend_${name})
+endfunction()
+
 # rex_stage_header(<layer> <path under include/rex>): a header of the project's root folder
 # (rex/version.hpp, rex/rex.hpp) staged with a layer.
 function(rex_stage_header name header)

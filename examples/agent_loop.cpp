@@ -7,6 +7,7 @@
 //
 // Each step is a shell command, a line typed into a python3 REPL, or a file edit; every
 // failure is an observation the agent reacts to, never a crash.
+#include <rex/backends/local/local_config.hpp>
 #include <rex/rex.hpp>
 
 #include <fmt/format.h>

@@ -6,6 +6,7 @@
 //   parallel_eval                                   local sandboxes, each in its own directory
 //   parallel_eval '{"type":"docker","image":"python:3.11"}'
 //   parallel_eval config.json
+#include <rex/backends/local/local_config.hpp>
 #include <rex/rex.hpp>
 
 #include <fmt/format.h>

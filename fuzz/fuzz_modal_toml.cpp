@@ -4,7 +4,7 @@
 // and its line (nothing else, no crash); a boolean is "true" or "false". The same text as the
 // settings file then gives a profile (one of its tables, or "default" with no settings) or a
 // DeploymentConfigError naming the file.
-#include <rex/deployment/modal_profile.hpp>
+#include <rex/backends/modal/modal_profile.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -2,9 +2,9 @@
 
 #include "stop_signals.hpp"
 
+#include <rex/backends/backends.hpp>
 #include <rex/core/outcome.hpp>
 #include <rex/core/timeout.hpp>
-#include <rex/deployment/registry.hpp>
 
 #include <fmt/format.h>
 #include <boost/asio/co_spawn.hpp>

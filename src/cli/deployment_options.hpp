@@ -8,9 +8,8 @@
 // expected one of ...").
 #pragma once
 
-#include <rex/deployment/config.hpp>
+#include <rex/backends/backends.hpp>
 #include <rex/deployment/deployment.hpp>
-#include <rex/deployment/registry.hpp>
 
 #include <CLI/CLI.hpp>
 #include <boost/asio/awaitable.hpp>

@@ -1,7 +1,7 @@
 #include "gc_command.hpp"
 
+#include <rex/backends/backends.hpp>
 #include <rex/deployment/gc.hpp>
-#include <rex/deployment/registry.hpp>
 
 #include <fmt/format.h>
 #include <boost/asio/co_spawn.hpp>

@@ -14,7 +14,7 @@
 //   rex version
 // Exit status: 0 done, 1 a step or the deployment failed (eval: an instance's result is an
 // error), 2 bad usage (flags, config, instances file), 128 + N after signal N.
-#include <rex/deployment/registry.hpp>
+#include <rex/backends/backends.hpp>
 #include <rex/version.hpp>
 
 #include <fmt/format.h>

@@ -1,5 +1,7 @@
 #include "shell_command.hpp"
 
+#include <rex/backends/local/local_config.hpp>
+#include <rex/backends/remote/remote_config.hpp>
 #include <rex/core/event.hpp>
 #include <rex/protocol/exceptions.hpp>
 

@@ -1,6 +1,7 @@
 // find_rex_server(): the rex-server a backend puts into its sandboxes.
 #include <rex/deployment/deployment.hpp>
 #include <rex/deployment/server_binary.hpp>
+#include <rex/version.hpp>
 
 #include "deployment/server_binary.hpp"
 
@@ -77,6 +78,10 @@ std::string find_rex_server(const std::string& configured) {
       return candidate.path;
   }
   throw DeploymentStartupError(detail::no_rex_server_message(candidates));
+}
+
+std::string default_server_image() {
+  return fmt::format("rex.local/rex-server:{}", version());
 }
 
 }  // namespace rex

@@ -191,6 +191,11 @@ void Reader::finish() const {
   }
 }
 
+void Reader::positive_seconds(std::string_view key, double seconds) const {
+  if (!(seconds > 0))
+    fail(key, "must be a positive number of seconds");
+}
+
 void Reader::fail(std::string_view key, std::string message) const {
   throw DeploymentConfigError(fmt::format("{}.{}: {}", type_, key, message));
 }

@@ -1,3 +1,6 @@
+#include <rex/backends/docker/docker_config.hpp>
+#include <rex/backends/local/local_config.hpp>
+#include <rex/backends/remote/remote_config.hpp>
 #include <rex/core/log.hpp>
 #include <rex/core/outcome.hpp>
 #include <rex/eval/evaluation.hpp>

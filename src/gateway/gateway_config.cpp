@@ -6,8 +6,8 @@
 //
 // Every message is "SOURCE:LINE: FIELD: PROBLEM". The line is that of the field's key (yaml-cpp
 // marks a null value on the token after it), or of the list element at fault.
+#include <rex/backends/backends.hpp>
 #include <rex/core/text.hpp>
-#include <rex/deployment/config.hpp>
 #include <rex/deployment/sizes.hpp>
 #include <rex/gateway/gateway_config.hpp>
 #include <rex/gateway/registry.hpp>

@@ -1,12 +1,17 @@
 // The providers a gateway's configuration names: local always, Docker and Podman when their
 // engines can be addressed, the clouds and a cluster when configured (or when their own variables
 // are set). Every provider but local is a backend of the backend table
-// (rex/deployment/registry.hpp) behind the one BackendProvider.
+// (rex/backends/backends.hpp) behind the one BackendProvider.
 #include "gateway/providers.hpp"
 
+#include <rex/backends/backends.hpp>
+#include <rex/backends/daytona/daytona_config.hpp>
+#include <rex/backends/docker/docker_config.hpp>
+#include <rex/backends/e2b/e2b_config.hpp>
+#include <rex/backends/fargate/fargate_config.hpp>
+#include <rex/backends/kubernetes/kubernetes_config.hpp>
+#include <rex/backends/modal/modal_config.hpp>
 #include <rex/core/log.hpp>
-#include <rex/deployment/config.hpp>
-#include <rex/deployment/registry.hpp>
 #include <rex/deployment/server_binary.hpp>
 #include <rex/gateway/local_provider.hpp>
 

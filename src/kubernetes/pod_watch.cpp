@@ -1,9 +1,9 @@
 // watch_pod (see the header): the watch's newline-separated JSON events, read as they arrive.
 #include <rex/kubernetes/pod_watch.hpp>
 
+#include <rex/core/object_fields.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/url.hpp>
-#include <rex/kubernetes/object_fields.hpp>
 
 #include <fmt/format.h>
 #include <boost/json.hpp>

@@ -1,6 +1,8 @@
+#include <rex/backends/backends.hpp>
+#include <rex/backends/docker/docker_config.hpp>
+#include <rex/backends/gateway/gateway_config.hpp>
 #include <rex/core/log.hpp>
 #include <rex/core/outcome.hpp>
-#include <rex/deployment/registry.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/http/client.hpp>
 #include <rex/pool/fan_out.hpp>

@@ -4,7 +4,7 @@
 // after a kill -9, a task stopped behind the gateway's back making its session lost, and an orphan
 // task with the gateway's tag stopped while another gateway's stays.
 #include <rex/aws/client.hpp>
-#include <rex/deployment/fargate_deployment.hpp>
+#include <rex/backends/fargate/fargate_deployment.hpp>
 #include <rex/http/client.hpp>
 
 #include <gtest/gtest.h>

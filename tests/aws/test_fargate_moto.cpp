@@ -3,8 +3,8 @@
 // SWE-ReX's Fargate deployment makes, from C++; what is left in the emulator afterwards; a wrong
 // credential; and the runtime conformance suite through it.
 #include <rex/aws/client.hpp>
-#include <rex/deployment/fargate_deployment.hpp>
-#include <rex/deployment/fargate_gc.hpp>
+#include <rex/backends/fargate/fargate_deployment.hpp>
+#include <rex/backends/fargate/fargate_gc.hpp>
 
 #include <gtest/gtest.h>
 #include <boost/json.hpp>

@@ -12,9 +12,8 @@
 // and BackendGcConformance the same way where the backend has `rex gc`.
 #pragma once
 
+#include <rex/backends/backends.hpp>
 #include <rex/deployment/backend.hpp>
-#include <rex/deployment/config.hpp>
-#include <rex/deployment/registry.hpp>
 
 #include <gtest/gtest.h>
 #include <boost/asio/io_context.hpp>

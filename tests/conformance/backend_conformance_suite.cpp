@@ -1,9 +1,9 @@
 // The backend conformance suite's tests (backend_conformance.hpp).
 #include "conformance/backend_conformance.hpp"
 
+#include <rex/backends/backends.hpp>
 #include <rex/core/random.hpp>
 #include <rex/deployment/gc.hpp>
-#include <rex/deployment/registry.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
 #include <fmt/format.h>

@@ -4,7 +4,7 @@
 // life, what is left in the fake afterwards, a refused key, throttling, a server that cannot
 // start, a sandbox deleted behind the deployment's back, a SandboxPool of them, and the runtime
 // conformance suite.
-#include <rex/deployment/daytona_deployment.hpp>
+#include <rex/backends/daytona/daytona_deployment.hpp>
 #include <rex/pool/sandbox_pool.hpp>
 
 #include <gtest/gtest.h>

@@ -2,7 +2,7 @@
 // of the bookworm test image per test, reached over a published port, and over a unix socket in
 // network-less mode, and under the hardened security profile. The container's files and processes
 // are not this process's, so the suite makes its runtime-side paths and checks through the runtime.
-#include <rex/deployment/docker_deployment.hpp>
+#include <rex/backends/docker/docker_deployment.hpp>
 
 #include <gtest/gtest.h>
 

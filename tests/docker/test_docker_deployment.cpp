@@ -2,9 +2,9 @@
 // (scripts/common.sh's rex_docker_setup): the server injected into images with and without
 // Python, both networking modes, both ways of getting the server in, limits, failures that
 // explain themselves, teardown, and `rex gc` after a harness is killed.
-#include <rex/deployment/config.hpp>
-#include <rex/deployment/docker_deployment.hpp>
-#include <rex/deployment/docker_gc.hpp>
+#include <rex/backends/backends.hpp>
+#include <rex/backends/docker/docker_deployment.hpp>
+#include <rex/backends/docker/docker_gc.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/protocol/exceptions.hpp>
 
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "deployment/docker_plan.hpp"
+#include "backends/docker/docker_plan.hpp"
 #include "deployment/local_addresses.hpp"
 #include "docker/docker_support.hpp"
 #include "support/async_test.hpp"

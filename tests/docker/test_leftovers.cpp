@@ -2,7 +2,7 @@
 // tests/CMakeLists.txt): no container with rex's labels may remain once the suite is done, on a
 // machine where nothing else runs rex. Disabled for gtest's own runs, which would find the
 // containers of tests still running.
-#include <rex/deployment/docker_gc.hpp>
+#include <rex/backends/docker/docker_gc.hpp>
 #include <rex/docker/engine.hpp>
 
 #include <gtest/gtest.h>

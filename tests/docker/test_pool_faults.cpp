@@ -1,7 +1,7 @@
 // SandboxPool under faults of the real engine: a container killed under a lease, and dockerd
 // restarted in the middle of a run. Either way a job succeeds or fails with a message, the pool
 // replaces what died, and no container is left once the pool has shut down.
-#include <rex/deployment/docker_deployment.hpp>
+#include <rex/backends/docker/docker_deployment.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/pool/fan_out.hpp>
 #include <rex/pool/sandbox_pool.hpp>

@@ -3,8 +3,8 @@
 // pulls as 127.0.0.1:PORT/NAME:latest (Docker allows 127.0.0.0/8 registries over plain HTTP).
 // Each test has its own registry and image names; the images and containers it made are removed
 // at the end, also when it fails.
-#include <rex/deployment/config.hpp>
-#include <rex/deployment/docker_deployment.hpp>
+#include <rex/backends/backends.hpp>
+#include <rex/backends/docker/docker_deployment.hpp>
 #include <rex/docker/engine.hpp>
 
 #include <gmock/gmock.h>

@@ -1,5 +1,6 @@
 // SandboxPool of real containers: jobs fanned out over a bounded pool, and nothing left behind
 // after shutdown.
+#include <rex/backends/docker/docker_config.hpp>
 #include <rex/docker/engine.hpp>
 #include <rex/pool/fan_out.hpp>
 #include <rex/pool/sandbox_pool.hpp>

@@ -3,7 +3,7 @@
 // API and, through E2B_SANDBOX_URL-style routing (E2b-Sandbox-Id, E2b-Sandbox-Port), as its
 // sandbox URL. The runtime conformance suite runs through the deployment; the deployment's own
 // failures and its cleanup are checked against the gateway's answers.
-#include <rex/deployment/e2b_deployment.hpp>
+#include <rex/backends/e2b/e2b_deployment.hpp>
 #include <rex/http/client.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 

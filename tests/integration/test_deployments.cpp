@@ -1,9 +1,9 @@
 // Local, remote and dummy deployments with their real parts: bash in a pty, and a rex Server on
 // loopback in this process for the remote one.
-#include <rex/deployment/config.hpp>
-#include <rex/deployment/dummy_deployment.hpp>
-#include <rex/deployment/local_deployment.hpp>
-#include <rex/deployment/remote_deployment.hpp>
+#include <rex/backends/backends.hpp>
+#include <rex/backends/dummy/dummy_deployment.hpp>
+#include <rex/backends/local/local_deployment.hpp>
+#include <rex/backends/remote/remote_deployment.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/runtime/local_runtime.hpp>
 #include <rex/server/server.hpp>

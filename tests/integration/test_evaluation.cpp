@@ -1,5 +1,6 @@
 // The evaluation with its real parts: run_eval_instance over a LocalRuntime (bash in a pty), and
 // Evaluation over local sandboxes, including a stop in the middle and sandboxes that never start.
+#include <rex/backends/remote/remote_config.hpp>
 #include <rex/eval/evaluation.hpp>
 #include <rex/eval/instance_runner.hpp>
 #include <rex/runtime/local_runtime.hpp>

@@ -1,7 +1,7 @@
 // SandboxPool and fan_out with deployments that start at once (dummy, local) and a scripted one
 // that fails, dies or takes its time, so every rule of the pool is checked in milliseconds.
-#include <rex/deployment/dummy_deployment.hpp>
-#include <rex/deployment/local_deployment.hpp>
+#include <rex/backends/dummy/dummy_deployment.hpp>
+#include <rex/backends/local/local_deployment.hpp>
 #include <rex/pool/fan_out.hpp>
 #include <rex/pool/sandbox_pool.hpp>
 #include <rex/protocol/exceptions.hpp>

@@ -3,7 +3,8 @@
 // its admin, and the settings of a test sandbox on it.
 #pragma once
 
-#include <rex/deployment/config.hpp>
+#include <rex/backends/backends.hpp>
+#include <rex/backends/kubernetes/kubernetes_config.hpp>
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
 

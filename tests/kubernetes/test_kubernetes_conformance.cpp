@@ -2,7 +2,7 @@
 // the bookworm test image per test on the local cluster, reached at the pod's address and through
 // the API server's pod proxy. The pod's files and processes are not this process's, so the suite
 // makes its runtime-side paths and checks through the runtime.
-#include <rex/deployment/kubernetes_deployment.hpp>
+#include <rex/backends/kubernetes/kubernetes_deployment.hpp>
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,8 @@
 // KubernetesDeployment against the local cluster (scripts/k8s.sh): pods of the bookworm test
 // image with rex-server put in by the init container, reached at the pod's address and through
 // the API server's pod proxy; pods that cannot start, and pods that end while in use.
+#include <rex/backends/kubernetes/kubernetes_deployment.hpp>
 #include <rex/core/random.hpp>
-#include <rex/deployment/kubernetes_deployment.hpp>
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
 

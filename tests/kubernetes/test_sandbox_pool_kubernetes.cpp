@@ -2,7 +2,7 @@
 // deleted under a lease, and a sandbox container killed under one (its containerd task, as an
 // OOM kill or a crashed node agent would), are each reported with the cluster's reason and
 // replaced; `rex eval` fans 20 instances out over pods and leaves none behind.
-#include <rex/deployment/kubernetes_deployment.hpp>
+#include <rex/backends/kubernetes/kubernetes_deployment.hpp>
 #include <rex/kubernetes/api_client.hpp>
 #include <rex/kubernetes/kubeconfig.hpp>
 #include <rex/pool/sandbox_pool.hpp>

@@ -3,7 +3,7 @@
 // behind a TLS tunnel: a sandbox's whole life and what is left afterwards, a refused token, a
 // throttled create, a server that cannot start, a sandbox past its lifetime, settings refused
 // before any call, a SandboxPool of them, and the runtime conformance suite.
-#include <rex/deployment/modal_deployment.hpp>
+#include <rex/backends/modal/modal_deployment.hpp>
 #include <rex/pool/sandbox_pool.hpp>
 
 #include <gtest/gtest.h>

@@ -1,7 +1,9 @@
 // Deployment configs: JSON in and out, SWE-ReX compatibility, errors that name the field, loading
 // a file.
-#include <rex/deployment/config.hpp>
-#include <rex/deployment/registry.hpp>
+#include <rex/backends/backends.hpp>
+#include <rex/backends/docker/docker_config.hpp>
+#include <rex/backends/dummy/dummy_config.hpp>
+#include <rex/backends/remote/remote_config.hpp>
 
 #include <fmt/format.h>
 #include <gmock/gmock.h>

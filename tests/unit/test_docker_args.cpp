@@ -1,7 +1,7 @@
 // The docker_args translation: `docker run` flags become fields of the engine's container-create
 // body; unsupported or malformed flags are refused by name.
-#include <rex/deployment/config.hpp>
-#include <rex/deployment/docker_args.hpp>
+#include <rex/backends/backends.hpp>
+#include <rex/backends/docker/docker_args.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 // DockerDeployment before it starts: the container-create body it sends (rex-server, limits,
 // labels, overrides, the security profile) and the settings it refuses.
-#include <rex/deployment/config.hpp>
-#include <rex/deployment/docker_deployment.hpp>
+#include <rex/backends/backends.hpp>
+#include <rex/backends/docker/docker_deployment.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

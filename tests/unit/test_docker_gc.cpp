@@ -1,5 +1,5 @@
 // rex gc's decisions: which containers with rex's labels belong to live owners and which go.
-#include <rex/deployment/docker_gc.hpp>
+#include <rex/backends/docker/docker_gc.hpp>
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

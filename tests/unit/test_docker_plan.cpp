@@ -1,9 +1,9 @@
 // DockerDeployment's decisions with plain inputs: checked settings, the start plan, where
 // rex-server is looked for, labels, the create body, the server's address from an inspected
 // container, what a release cleans up and how a failed start reads.
-#include <rex/deployment/config.hpp>
+#include <rex/backends/backends.hpp>
+#include <rex/backends/docker/docker_gc.hpp>
 #include <rex/deployment/deployment.hpp>
-#include <rex/deployment/docker_gc.hpp>
 #include <rex/docker/engine_error.hpp>
 
 #include <gmock/gmock.h>
@@ -15,7 +15,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "deployment/docker_plan.hpp"
+#include "backends/docker/docker_plan.hpp"
 #include "deployment/server_binary.hpp"
 #include "support/test_helpers.hpp"
 

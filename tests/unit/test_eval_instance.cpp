@@ -1,5 +1,6 @@
 // Instances of an evaluation: parsing every field, errors that name the line and the field,
 // artifact names, loading a file.
+#include <rex/backends/local/local_config.hpp>
 #include <rex/eval/eval_instance.hpp>
 
 #include <gmock/gmock.h>

@@ -1,7 +1,7 @@
 // Modal's settings file (~/.modal.toml) as Modal's client reads it: the TOML it holds, the
 // profile chosen (MODAL_PROFILE, the active one, "default"), and the files refused, in real
 // files of a scratch HOME.
-#include <rex/deployment/modal_profile.hpp>
+#include <rex/backends/modal/modal_profile.hpp>
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 #include <boost/json/parse.hpp>
 
-#include "deployment/pod_status.hpp"
+#include "backends/kubernetes/pod_status.hpp"
 
 namespace rex::detail {
 namespace {

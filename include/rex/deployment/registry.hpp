@@ -1,25 +1,31 @@
-// The backends this build has, in one table: each one's name, its settings codec, the
-// deployment it makes and the command-line flags that set its fields. Everything that picks a
-// backend by name (a JSON config's "type", `--deployment`, the help) reads this table, so a
-// backend is added in one place.
+// What a backend module registers: its entry in the backend table (rex/backends/backends.hpp),
+// with its name, its settings codec, the deployment it makes, the command-line flags that set its
+// fields, and what it can do beyond that (gc, a SandboxBackend). make_backend<>() builds an entry
+// from the module's settings struct and deployment; each module defines one,
+// rex::modules::<name>_entry(), and the table lists them.
 //
-// Threading: the table is constant; call these from anywhere.
+// Threading: entries are constant; call these from anywhere.
 #pragma once
 
 #include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
+#include <rex/deployment/deployment.hpp>
 #include <rex/deployment/gc.hpp>
+#include <rex/deployment/settings.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/json/object.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace rex {
@@ -38,10 +44,16 @@ struct BackendFlag {
   FlagKind kind = FlagKind::text;
 };
 
+/// Another name for a backend with one field preset: "podman" is docker on Podman's socket.
+struct BackendAlias {
+  std::string_view name, backend, field, value, summary;
+};
+
 struct Backend {
   std::string_view name;     // "docker": a config's "type"
   std::string_view summary;  // one line for the help: "a container of a Docker engine"
   std::span<const BackendFlag> flags;
+  std::span<const BackendAlias> aliases{};
   /// The settings of a config object (its "type" already chosen); DeploymentConfigError.
   DeploymentConfig (*decode)(const boost::json::object& object);
   /// Every field of the settings, "type" included.
@@ -69,42 +81,98 @@ struct Backend {
   }
 };
 
-/// Another name for a backend with one field preset: "podman" is docker on Podman's socket.
-struct BackendAlias {
-  std::string_view name, backend, field, value, summary;
-};
-
 /// A backend this build was made without, and why.
 struct MissingBackend {
   std::string_view name, reason;
 };
 
-/// Every backend of this build, in the order the help lists them.
-std::span<const Backend> backends() noexcept;
-std::span<const BackendAlias> backend_aliases() noexcept;
-std::span<const MissingBackend> missing_backends() noexcept;
-/// The backend called `name` (not an alias), or null.
-const Backend* find_backend(std::string_view name) noexcept;
+/// Flags several backends have, each meaning the same there.
+namespace common_flags {
+inline constexpr BackendFlag startup_timeout{"--startup-timeout", "startup_timeout",
+                                             "seconds to wait for the sandbox to answer",
+                                             FlagKind::number};
+inline constexpr BackendFlag env{"--env", "env", "KEY=VALUE set in sessions (repeatable)",
+                                 FlagKind::map};
+inline constexpr BackendFlag workdir{"--workdir", "working_dir", "the directory sessions start in"};
+inline constexpr BackendFlag image{"--image", "image", "the image to start"};
+}  // namespace common_flags
 
-/// A short name for prompts and messages: "local", "remote http://host:8000", "docker
-/// python:3.11", "podman python:3.11".
-std::string describe_deployment(const DeploymentConfig& config);
+/// The pieces of an entry, made from a module's settings struct T (described, naming its
+/// backend, with optional `rules`).
+namespace entry {
 
-/// "local, docker, podman, ...": every backend and alias, for messages and the help.
-std::string backend_names();
-/// "docker, kubernetes, ...": the backends (not the aliases) `which` holds for, in table order.
-std::string backend_names(const std::function<bool(const Backend&)>& which);
-/// The settings field `flag` sets on the backend `type`. DeploymentConfigError when no backend
-/// has the flag, or when this one has not ("--pull does not apply to a kubernetes deployment
-/// (only to docker)").
-const BackendFlag& backend_flag(std::string_view flag, std::string_view type);
-/// Every flag some backend has, each once, in the order the table first names them.
-std::vector<const BackendFlag*> deployment_flags();
-/// The help of a flag, from what each backend says of it: "docker, kubernetes: the image to
-/// start; remote: ...".
-std::string backend_flag_help(std::string_view flag);
-/// A config object for a backend name or an alias ({"type": "docker", "container_runtime":
-/// "podman"}); null when `name` is neither.
-std::optional<boost::json::object> backend_base_config(std::string_view name);
+template <class T>
+constexpr std::span<const settings::Rule> rules_of() noexcept {
+  if constexpr (requires { T::rules; })
+    return T::rules;
+  else
+    return {};
+}
+
+/// Reads T from a config object strictly; Check(T&, settings::Reader&), when given, does the
+/// checks across fields and takes the fields accepted without being kept.
+template <class T, auto Check = nullptr>
+DeploymentConfig decode(const boost::json::object& object) {
+  settings::Reader r(object, T::backend);
+  T c;
+  settings::read(r, c, rules_of<T>());
+  if constexpr (!std::is_same_v<decltype(Check), std::nullptr_t>)
+    Check(c, r);
+  r.finish();
+  return c;
+}
+
+template <class T>
+boost::json::object encode(const DeploymentConfig& config) {
+  boost::json::object o = settings::write(config.get<T>(), rules_of<T>());
+  o.emplace("type", T::backend);
+  return o;
+}
+
+/// The deployment D, made from (executor, T) or from T alone.
+template <class T, class D>
+std::unique_ptr<Deployment> make(asio::any_io_executor executor, DeploymentConfig config) {
+  if constexpr (std::is_constructible_v<D, asio::any_io_executor, T>)
+    return std::make_unique<D>(std::move(executor), std::move(config.get<T>()));
+  else
+    return std::make_unique<D>(std::move(config.get<T>()));
+}
+
+/// The SandboxBackend Open(executor, T) makes.
+template <class T, auto Open>
+std::unique_ptr<SandboxBackend> open(asio::any_io_executor executor, DeploymentConfig settings) {
+  return Open(std::move(executor), std::move(settings.get<T>()));
+}
+
+/// `rex gc` through the SandboxBackend Open makes: what carries rex.managed=1, by the rules of
+/// gc.hpp.
+template <class T, auto Open>
+asio::awaitable<GcReport> gc_by_listing(asio::any_io_executor executor, DeploymentConfig config,
+                                        GcOptions options) {
+  std::shared_ptr<SandboxBackend> backend = Open(executor, std::move(config.get<T>()));
+  std::map<std::string, std::string> managed{{std::string(labels::managed), "1"}};
+  std::vector<SandboxInfo> listed = co_await backend->list(std::move(managed));
+  std::vector<GcCandidate> found;
+  for (auto& s : listed)
+    found.push_back(GcCandidate{s.id, {}, std::move(s.labels)});
+  std::function<asio::awaitable<void>(const GcCandidate&)> remove =
+      [backend](const GcCandidate& c) -> asio::awaitable<void> { co_await backend->destroy(c.id); };
+  auto sweeping = sweep_garbage(std::move(found), options, std::move(remove));
+  co_return co_await std::move(sweeping);
+}
+
+}  // namespace entry
+
+/// A backend's entry from its settings struct T, its checks (see entry::decode) and its
+/// deployment D; the module sets what else it has (describe, aliases, gc, open).
+template <class T, class D, auto Check = nullptr>
+constexpr Backend make_backend(std::string_view summary, std::span<const BackendFlag> flags) {
+  return Backend{.name = T::backend,
+                 .summary = summary,
+                 .flags = flags,
+                 .decode = entry::decode<T, Check>,
+                 .encode = entry::encode<T>,
+                 .make = entry::make<T, D>};
+}
 
 }  // namespace rex

@@ -87,6 +87,9 @@ class Reader {
   /// Unknown fields are errors, as in SWE-ReX's configs ("type" is the caller's).
   void finish() const;
 
+  /// A duration field's check: fails unless `seconds` is above zero.
+  void positive_seconds(std::string_view key, double seconds) const;
+
   [[noreturn]] void fail(std::string_view key, std::string message) const;
   [[noreturn]] void wrong(std::string_view key, std::string_view expected,
                           const json::value& got) const;

@@ -8,7 +8,7 @@
 // seconds, got a string").
 #pragma once
 
-#include <rex/deployment/config.hpp>
+#include <rex/backends/backends.hpp>
 
 #include <optional>
 #include <stdexcept>

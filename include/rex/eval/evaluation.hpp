@@ -23,7 +23,8 @@
 // executor given. File writes run on a thread of the evaluation's own.
 #pragma once
 
-#include <rex/deployment/config.hpp>
+#include <rex/backends/backends.hpp>
+#include <rex/backends/local/local_config.hpp>
 #include <rex/eval/eval_instance.hpp>
 #include <rex/eval/eval_result.hpp>
 

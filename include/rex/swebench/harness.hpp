@@ -16,7 +16,8 @@
 //   nothing on disk beyond their logs.
 #pragma once
 
-#include <rex/deployment/config.hpp>
+#include <rex/backends/backends.hpp>
+#include <rex/backends/docker/docker_config.hpp>
 #include <rex/swebench/dataset.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
