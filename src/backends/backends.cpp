@@ -18,10 +18,10 @@
 #else
 #define REX_IF_MODAL(x)
 #endif
-#define REX_BACKENDS(X)                                                              \
-  X(local)                                                                           \
-  X(remote) X(docker) X(dummy) X(gateway) X(e2b) X(kubernetes) X(fargate) X(daytona) \
-      REX_IF_MODAL(X(modal))
+#define REX_BACKENDS(X) \
+  X(local)              \
+  X(remote)             \
+  X(docker) X(dummy) X(gateway) X(e2b) X(kubernetes) X(fargate) X(daytona) REX_IF_MODAL(X(modal))
 
 namespace rex {
 
@@ -178,7 +178,7 @@ DeploymentConfig deployment_config_from_json(const json::value& value) {
     type = std::string(t->as_string());
   }
   if (const Backend* b = find_backend(type))
-    return b->decode(o);
+    return b->decode(o, settings::Reader::Use::deployment);
   for (const MissingBackend& m : missing) {
     if (m.name == type)
       throw DeploymentConfigError(fmt::format(
@@ -194,6 +194,15 @@ DeploymentConfig deployment_config_from_json(const json::value& value) {
                          table[i].name);
   throw DeploymentConfigError(
       fmt::format("deployment config: unknown type \"{}\" (expected {})", type, names));
+}
+
+DeploymentConfig provider_settings(const Backend& backend, json::object fields) {
+  const json::value defaults = json::parse(backend.provider_defaults);
+  for (const auto& [key, value] : defaults.as_object()) {
+    if (!fields.contains(key))
+      fields.emplace(key, value);
+  }
+  return backend.decode(fields, settings::Reader::Use::defaults);
 }
 
 DeploymentConfig load_deployment_config(const std::string& path) {

@@ -595,6 +595,53 @@ json::value parse_json_text(std::string_view text, std::string_view source) {
 // ---------------------------------------------------------------------------------------------
 // The configuration's parts.
 
+// A provider's section: its YAML as the JSON of the backend's settings, read by the backend
+// table's codec. A plain scalar goes in as the type YAML gives it, except where the setting is a
+// string (`api_key: 1234` is the text "1234"). The codec's message names "type.field"; it is
+// shown at that field's line.
+DeploymentConfig read_provider(const Field& field, const Backend& backend) {
+  const Mapping section(field, fmt::format("{} settings", backend.title));
+  const json::object strings =
+      backend.encode(backend.decode(json::object(), settings::Reader::Use::defaults));
+  json::object fields;
+  DataConverter converter;
+  for (const auto& entry : section.entries()) {
+    const Field member = section.member(entry);
+    const json::value* known = strings.if_contains(entry.key);
+    if (known != nullptr && known->is_string() && plain(entry.value))
+      fields.emplace(entry.key, json::string(entry.value.Scalar()));
+    else
+      fields.emplace(entry.key, converter.convert(member, 1));
+  }
+  try {
+    return provider_settings(backend, std::move(fields));
+  } catch (const DeploymentConfigError& e) {
+    // "kubernetes.connect: expected ..." or "kubernetes: unknown field \"x\"".
+    const std::string_view message = e.what();
+    const std::string prefix = std::string(backend.name);
+    std::string key;
+    std::string problem;
+    if (message.starts_with(prefix + ".")) {
+      const auto colon = message.find(": ", prefix.size() + 1);
+      if (colon != std::string_view::npos) {
+        key = message.substr(prefix.size() + 1, colon - prefix.size() - 1);
+        problem = message.substr(colon + 2);
+      }
+    } else if (const std::string unknown = prefix + ": unknown field \"";
+               message.starts_with(unknown)) {
+      key = message.substr(unknown.size(), message.size() - unknown.size() - 1);
+      problem = "unknown field";
+    }
+    for (const auto& entry : section.entries()) {
+      if (!key.empty() && entry.key == key)
+        section.member(entry).fail(problem);
+    }
+    field.fail(message.starts_with(prefix + ": ")  ? message.substr(prefix.size() + 2)
+               : message.starts_with(prefix + ".") ? message.substr(prefix.size() + 1)
+                                                   : message);
+  }
+}
+
 TenantConfig read_tenant(const Field& field) {
   Mapping fields(field, "tenant fields");
   TenantConfig tenant;
@@ -689,101 +736,15 @@ GatewayConfig parse_gateway_config(std::string_view yaml_text, std::string_view 
     config.docker_engine = read_string(*f);
   if (auto f = fields.take("podman_engine"))
     config.podman_engine = read_string(*f);
-  if (auto f = fields.take("e2b"); f && !f->node.IsNull()) {
-    Mapping e2b(*f, "E2B settings");
-    config.e2b.enabled = true;
-    for (auto [key, out] :
-         {std::pair{"api_key", &config.e2b.api_key}, std::pair{"api_url", &config.e2b.api_url},
-          std::pair{"sandbox_url", &config.e2b.sandbox_url},
-          std::pair{"domain", &config.e2b.domain}}) {
-      if (auto v = e2b.take(key))
-        *out = read_string(*v);
-    }
-    if (auto v = e2b.take("template_server_path")) {
-      config.e2b.template_server_path = read_string(*v);
-      if (!config.e2b.template_server_path.empty() && config.e2b.template_server_path[0] != '/')
-        v->fail("must be an absolute path in the sandbox");
-    }
-    e2b.finish();
+  for (const Backend& backend : backends()) {
+    if (backend.open == nullptr || backend.name == "docker")
+      continue;  // docker and podman: docker_engine and podman_engine
+    if (auto f = fields.take(backend.name); f && !f->node.IsNull())
+      config.providers.emplace(backend.name, read_provider(*f, backend));
   }
-  if (auto f = fields.take("daytona"); f && !f->node.IsNull()) {
-    Mapping daytona(*f, "Daytona settings");
-    config.daytona.enabled = true;
-    for (auto [key, out] : {std::pair{"api_key", &config.daytona.api_key},
-                            std::pair{"api_url", &config.daytona.api_url},
-                            std::pair{"target", &config.daytona.target}}) {
-      if (auto v = daytona.take(key))
-        *out = read_string(*v);
-    }
-    daytona.finish();
-  }
-  if (auto f = fields.take("modal"); f && !f->node.IsNull()) {
-    Mapping modal(*f, "Modal settings");
-    auto& c = config.modal;
-    c.enabled = true;
-    for (auto [key, out] :
-         {std::pair{"token_id", &c.token_id}, std::pair{"token_secret", &c.token_secret},
-          std::pair{"server_url", &c.server_url}, std::pair{"environment", &c.environment},
-          std::pair{"ca_file", &c.ca_file}}) {
-      if (auto v = modal.take(key))
-        *out = read_string(*v);
-    }
-    if (auto v = modal.take("app_name")) {
-      c.app_name = read_string(*v);
-      if (c.app_name.empty())
-        v->fail("must not be empty");
-    }
-    modal.finish();
-  }
-  if (auto f = fields.take("fargate"); f && !f->node.IsNull()) {
-    Mapping fargate(*f, "Fargate settings");
-    auto& c = config.fargate;
-    c.enabled = true;
-    for (auto [key, out] :
-         {std::pair{"region", &c.region}, std::pair{"profile", &c.profile},
-          std::pair{"server_image", &c.server_image}, std::pair{"subnet_id", &c.subnet_id},
-          std::pair{"security_group_id", &c.security_group_id}}) {
-      if (auto v = fargate.take(key))
-        *out = read_string(*v);
-    }
-    if (auto v = fargate.take("cluster"))
-      c.cluster = read_nonempty_string(*v);
-    if (auto v = fargate.take("connect")) {
-      c.connect = read_string(*v);
-      if (c.connect != "public_ip" && c.connect != "private_ip")
-        v->fail(fmt::format("expected public_ip or private_ip, got {:?}", c.connect));
-    }
-    if (auto v = fargate.take("port")) {
-      const std::uint64_t port = read_whole(*v, "a TCP port");
-      if (port == 0 || port > 65535)
-        v->fail(fmt::format("expected a TCP port (1 to 65535), got {}", port));
-      c.port = static_cast<int>(port);
-    }
-    fargate.finish();
-  }
-  if (auto f = fields.take("kubernetes"); f && !f->node.IsNull()) {
-    Mapping k8s(*f, "Kubernetes settings");
-    auto& c = config.kubernetes;
-    c.enabled = true;
-    for (auto [key, out] :
-         {std::pair{"kubeconfig", &c.kubeconfig}, std::pair{"context", &c.context},
-          std::pair{"namespace", &c.namespace_name}, std::pair{"server_image", &c.server_image}}) {
-      if (auto v = k8s.take(key))
-        *out = read_string(*v);
-    }
-    if (auto v = k8s.take("image_pull_policy")) {
-      c.image_pull_policy = read_string(*v);
-      if (c.image_pull_policy != "Always" && c.image_pull_policy != "IfNotPresent" &&
-          c.image_pull_policy != "Never")
-        v->fail(
-            fmt::format("expected Always, IfNotPresent or Never, got {:?}", c.image_pull_policy));
-    }
-    if (auto v = k8s.take("connect")) {
-      c.connect = read_string(*v);
-      if (c.connect != "auto" && c.connect != "proxy" && c.connect != "pod_ip")
-        v->fail(fmt::format("expected auto, proxy or pod_ip, got {:?}", c.connect));
-    }
-    k8s.finish();
+  for (const MissingBackend& missing : missing_backends()) {
+    if (auto f = fields.take(missing.name); f && !f->node.IsNull())
+      f->fail(fmt::format("the {} backend is not in this build: {}", missing.name, missing.reason));
   }
   fields.finish();
 

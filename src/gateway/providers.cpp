@@ -1,26 +1,25 @@
 // The providers a gateway's configuration names: local always, Docker and Podman when their
-// engines can be addressed, the clouds and a cluster when configured (or when their own variables
-// are set). Every provider but local is a backend of the backend table
+// engines can be addressed, the clouds and a cluster when a section configures them (or when
+// their own variables are set). Every provider but local is a backend of the backend table
 // (rex/backends/backends.hpp) behind the one BackendProvider.
 #include "gateway/providers.hpp"
 
 #include <rex/backends/backends.hpp>
-#include <rex/backends/daytona/daytona_config.hpp>
-#include <rex/backends/docker/docker_config.hpp>
-#include <rex/backends/e2b/e2b_config.hpp>
-#include <rex/backends/fargate/fargate_config.hpp>
-#include <rex/backends/kubernetes/kubernetes_config.hpp>
-#include <rex/backends/modal/modal_config.hpp>
 #include <rex/core/log.hpp>
 #include <rex/deployment/server_binary.hpp>
 #include <rex/gateway/local_provider.hpp>
 
 #include "gateway/backend_provider.hpp"
 
+#include <boost/json/value_to.hpp>
+
 #include <cstdlib>
 #include <stdexcept>
+#include <utility>
 
 namespace rex::gateway {
+
+namespace json = boost::json;
 
 namespace {
 
@@ -60,65 +59,24 @@ Providers make_providers(asio::any_io_executor ex, const GatewayConfig& cfg,
     local.server_command = {std::move(server_executable), "server"};
   }
   made["local"] = std::make_unique<LocalProvider>(ex, std::move(local));
-  for (const char* name : {"docker", "podman"}) {
-    DockerDeploymentConfig docker;
-    docker.container_runtime = name;
-    docker.engine = docker.container_runtime == "docker" ? cfg.docker_engine : cfg.podman_engine;
-    docker.startup_timeout = 120;
-    add<std::invalid_argument>(made, name, ex, gateway_id, std::move(docker));
+  // Docker and Podman where their engines can be addressed.
+  for (const auto& [name, engine] :
+       {std::pair{"docker", &cfg.docker_engine}, std::pair{"podman", &cfg.podman_engine}}) {
+    json::object fields = *backend_base_config(name);
+    const Backend* backend = find_backend(json::value_to<std::string>(fields.at("type")));
+    fields.erase("type");
+    fields.emplace("engine", *engine);
+    add<std::invalid_argument>(made, name, ex, gateway_id,
+                               provider_settings(*backend, std::move(fields)));
   }
-  // E2B (or an E2B-compatible endpoint) when configured, or when E2B's own variable says so.
-  if (cfg.e2b.enabled || std::getenv("E2B_API_KEY") != nullptr) {
-    E2BDeploymentConfig e2b;
-    e2b.api_key = cfg.e2b.api_key;
-    e2b.api_url = cfg.e2b.api_url;
-    e2b.sandbox_url = cfg.e2b.sandbox_url;
-    e2b.domain = cfg.e2b.domain;
-    e2b.template_server_path = cfg.e2b.template_server_path;
-    add(made, "e2b", ex, gateway_id, std::move(e2b));
-  }
-  // Daytona when configured, or when Daytona's own variable says so.
-  if (cfg.daytona.enabled || std::getenv("DAYTONA_API_KEY") != nullptr) {
-    DaytonaDeploymentConfig daytona;
-    daytona.api_key = cfg.daytona.api_key;
-    daytona.api_url = cfg.daytona.api_url;
-    daytona.target = cfg.daytona.target;
-    add(made, "daytona", ex, gateway_id, std::move(daytona));
-  }
-  // Modal when configured, or when Modal's own variable says so.
-  if (cfg.modal.enabled || std::getenv("MODAL_TOKEN_ID") != nullptr) {
-    ModalDeploymentConfig modal;
-    modal.token_id = cfg.modal.token_id;
-    modal.token_secret = cfg.modal.token_secret;
-    modal.server_url = cfg.modal.server_url;
-    modal.environment = cfg.modal.environment;
-    modal.app_name = cfg.modal.app_name;
-    modal.ca_file = cfg.modal.ca_file;
-    add(made, "modal", ex, gateway_id, std::move(modal));
-  }
-  if (cfg.fargate.enabled) {
-    FargateDeploymentConfig fargate;
-    fargate.cluster_name = cfg.fargate.cluster;
-    fargate.region = cfg.fargate.region;
-    fargate.profile = cfg.fargate.profile;
-    fargate.server_image = cfg.fargate.server_image;
-    fargate.subnet_id = cfg.fargate.subnet_id;
-    fargate.security_group_id = cfg.fargate.security_group_id;
-    fargate.connect = cfg.fargate.connect;
-    fargate.port = cfg.fargate.port;
-    fargate.runtime_timeout = 60;
-    add(made, "fargate", ex, gateway_id, std::move(fargate));
-  }
-  if (cfg.kubernetes.enabled) {
-    KubernetesDeploymentConfig k8s;
-    k8s.kubeconfig = cfg.kubernetes.kubeconfig;
-    k8s.context = cfg.kubernetes.context;
-    k8s.namespace_name = cfg.kubernetes.namespace_name;
-    k8s.server_image = cfg.kubernetes.server_image;
-    k8s.image_pull_policy = cfg.kubernetes.image_pull_policy;
-    k8s.connect = cfg.kubernetes.connect;
-    k8s.startup_timeout = 120;
-    add(made, "kubernetes", ex, gateway_id, std::move(k8s));
+  // The sections of the configuration, and the backends their own variables imply.
+  for (const auto& [name, settings] : cfg.providers)
+    add(made, name, ex, gateway_id, settings);
+  for (const Backend& backend : backends()) {
+    if (!backend.implied_by.empty() && !made.contains(std::string(backend.name)) &&
+        std::getenv(std::string(backend.implied_by).c_str()) != nullptr)
+      add(made, std::string(backend.name), ex, gateway_id,
+          provider_settings(backend, json::object()));
   }
   return made;
 }

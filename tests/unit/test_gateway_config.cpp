@@ -1,11 +1,17 @@
 // The gateway's configuration: the --config YAML file, --api-key flags, validate() and key
 // lookup. Every refusal is checked by its whole message (file, line, field, problem).
+#include <rex/backends/daytona/daytona_config.hpp>
+#include <rex/backends/e2b/e2b_config.hpp>
+#include <rex/backends/fargate/fargate_config.hpp>
+#include <rex/backends/kubernetes/kubernetes_config.hpp>
+#include <rex/backends/modal/modal_config.hpp>
 #include <rex/gateway/gateway_config.hpp>
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 
@@ -55,7 +61,7 @@ std::string add_key_error(GatewayConfig& config, std::string_view flag) {
 constexpr std::string_view kKnown =
     "known: listen, storage, registry, python_image, tenants, max_sessions, creates_per_minute, "
     "max_storage_bytes, idle_timeout, max_lifetime, orphan_grace, sweep_interval, drift_interval, "
-    "docker_engine, podman_engine, e2b, daytona, modal, fargate, kubernetes";
+    "docker_engine, podman_engine, e2b, kubernetes, fargate, daytona, modal";
 
 TEST(GatewayConfig, AnEmptyFileIsTheDefaults) {
   for (std::string_view text : {"", "# nothing yet\n", "---\n", "~\n"}) {
@@ -234,98 +240,134 @@ TEST(GatewayConfig, UnknownAndRepeatedKeysAreRefused) {
   EXPECT_EQ(error_of("[a]: 1\n"), "gw.yaml:1: expected a name as the key, got a list");
 }
 
+// A provider section's settings, as the backend table's codec read them.
+template <class T>
+T section(const GatewayConfig& config) {
+  const auto it = config.providers.find(T::backend);
+  if (it == config.providers.end())
+    throw std::runtime_error("no section " + std::string(T::backend));
+  return it->second.template get<T>();
+}
+
 TEST(GatewayConfig, TheE2BSection) {
-  EXPECT_FALSE(parse("listen: 127.0.0.1:1\n").e2b.enabled);
-  const GatewayConfig c =
-      parse("e2b:\n  api_key: k\n  api_url: http://api\n  sandbox_url: http://sb\n  domain: d\n");
-  EXPECT_TRUE(c.e2b.enabled);
-  EXPECT_EQ(c.e2b.api_key, "k");
-  EXPECT_EQ(c.e2b.api_url, "http://api");
-  EXPECT_EQ(c.e2b.sandbox_url, "http://sb");
-  EXPECT_EQ(c.e2b.domain, "d");
-  EXPECT_TRUE(parse("e2b: {}\n").e2b.enabled);  // every field from E2B's variables
-  EXPECT_EQ(parse("e2b:\n  template_server_path: /opt/rex-server\n").e2b.template_server_path,
+  EXPECT_FALSE(parse("listen: 127.0.0.1:1\n").providers.contains("e2b"));
+  const auto c = section<E2BDeploymentConfig>(
+      parse("e2b:\n  api_key: k\n  api_url: http://api\n  sandbox_url: http://sb\n  domain: d\n"));
+  EXPECT_EQ(c.api_key, "k");
+  EXPECT_EQ(c.api_url, "http://api");
+  EXPECT_EQ(c.sandbox_url, "http://sb");
+  EXPECT_EQ(c.domain, "d");
+  EXPECT_TRUE(parse("e2b: {}\n").providers.contains("e2b"));  // every field from E2B's variables
+  EXPECT_FALSE(parse("e2b:\n").providers.contains("e2b"));    // null: no section
+  EXPECT_EQ(section<E2BDeploymentConfig>(parse("e2b:\n  template_server_path: /opt/rex-server\n"))
+                .template_server_path,
             "/opt/rex-server");
-  EXPECT_NE(error_of("e2b:\n  template_server_path: rex-server\n")
-                .find("e2b.template_server_path: must be an absolute path"),
-            std::string::npos)
-      << error_of("e2b:\n  template_server_path: rex-server\n");
-  EXPECT_NE(error_of("e2b:\n  api_kye: k\n").find("api_kye: unknown field"), std::string::npos);
-  EXPECT_NE(error_of("e2b: [1]\n").find("a mapping of E2B settings"), std::string::npos);
+  EXPECT_EQ(error_of("e2b:\n  template_server_path: rex-server\n"),
+            "gw.yaml:2: e2b.template_server_path: must be an absolute path in the sandbox");
+  EXPECT_EQ(error_of("e2b:\n  domain: d\n  api_kye: k\n"), "gw.yaml:3: e2b.api_kye: unknown field");
+  EXPECT_EQ(error_of("e2b: [1]\n"),
+            "gw.yaml:1: e2b: expected a mapping of E2B settings, got a list");
+  // A setting that is text takes a plain scalar as its text; any other type stays strict.
+  EXPECT_EQ(section<E2BDeploymentConfig>(parse("e2b:\n  api_key: 1234\n")).api_key, "1234");
+  EXPECT_EQ(error_of("e2b:\n  api_key: k\n  timeout: soon\n"),
+            "gw.yaml:3: e2b.timeout: expected a number, got a string");
+}
+
+TEST(GatewayConfig, ASectionHoldsAnySettingOfItsBackend) {
+  // The same fields as a deployment config's, as the defaults of every sandbox of the provider;
+  // those each sandbox names (the image) may be left out.
+  const auto k = section<KubernetesDeploymentConfig>(
+      parse("kubernetes:\n  runtime_class_name: gvisor\n  node_selector: {disk: ssd}\n"));
+  EXPECT_EQ(k.runtime_class_name, "gvisor");
+  EXPECT_EQ(k.node_selector.at("disk"), "ssd");
+  EXPECT_EQ(k.startup_timeout, 120);  // the provider's default, unless the section says
+  EXPECT_EQ(section<KubernetesDeploymentConfig>(parse("kubernetes:\n  startup_timeout: 30\n"))
+                .startup_timeout,
+            30);
+  EXPECT_EQ(
+      error_of("kubernetes:\n  resources: {cpus: 1}\n"),
+      R"(gw.yaml:2: kubernetes.resources: unknown key "cpus" (expected requests, limits or claims))");
 }
 
 TEST(GatewayConfig, TheDaytonaAndModalSections) {
   const GatewayConfig none = parse("listen: 127.0.0.1:1\n");
-  EXPECT_FALSE(none.daytona.enabled);
-  EXPECT_FALSE(none.modal.enabled);
-  const GatewayConfig d = parse("daytona:\n  api_key: k\n  api_url: http://api\n  target: eu\n");
-  EXPECT_TRUE(d.daytona.enabled);
-  EXPECT_EQ(d.daytona.api_key, "k");
-  EXPECT_EQ(d.daytona.api_url, "http://api");
-  EXPECT_EQ(d.daytona.target, "eu");
-  EXPECT_TRUE(parse("daytona: {}\n").daytona.enabled);  // every field from Daytona's variables
-  EXPECT_NE(error_of("daytona:\n  api_kye: k\n").find("api_kye: unknown field"), std::string::npos);
-  const GatewayConfig m = parse(
-      "modal:\n  token_id: ak\n  token_secret: as\n  server_url: http://m\n  environment: e\n"
-      "  app_name: a\n  ca_file: /ca.pem\n");
-  EXPECT_TRUE(m.modal.enabled);
-  EXPECT_EQ(m.modal.token_id, "ak");
-  EXPECT_EQ(m.modal.token_secret, "as");
-  EXPECT_EQ(m.modal.server_url, "http://m");
-  EXPECT_EQ(m.modal.environment, "e");
-  EXPECT_EQ(m.modal.app_name, "a");
-  EXPECT_EQ(m.modal.ca_file, "/ca.pem");
-  EXPECT_EQ(parse("modal: {}\n").modal.app_name, "rex");
-  EXPECT_NE(error_of("modal:\n  app_name: \"\"\n").find("app_name: must not be empty"),
-            std::string::npos)
-      << error_of("modal:\n  app_name: \"\"\n");
-  EXPECT_NE(error_of("modal: [1]\n").find("a mapping of Modal settings"), std::string::npos);
+  EXPECT_FALSE(none.providers.contains("daytona"));
+  EXPECT_FALSE(none.providers.contains("modal"));
+  const auto d = section<DaytonaDeploymentConfig>(
+      parse("daytona:\n  api_key: k\n  api_url: http://api\n  target: eu\n"));
+  EXPECT_EQ(d.api_key, "k");
+  EXPECT_EQ(d.api_url, "http://api");
+  EXPECT_EQ(d.target, "eu");
+  // Every field from Daytona's variables.
+  EXPECT_TRUE(parse("daytona: {}\n").providers.contains("daytona"));
+  EXPECT_EQ(error_of("daytona:\n  api_kye: k\n"), "gw.yaml:2: daytona.api_kye: unknown field");
+#if REX_WITH_MODAL
+  const auto m = section<ModalDeploymentConfig>(
+      parse("modal:\n  token_id: ak\n  token_secret: as\n  server_url: http://m\n  environment: e\n"
+            "  app_name: a\n  ca_file: /ca.pem\n"));
+  EXPECT_EQ(m.token_id, "ak");
+  EXPECT_EQ(m.token_secret, "as");
+  EXPECT_EQ(m.server_url, "http://m");
+  EXPECT_EQ(m.environment, "e");
+  EXPECT_EQ(m.app_name, "a");
+  EXPECT_EQ(m.ca_file, "/ca.pem");
+  EXPECT_EQ(section<ModalDeploymentConfig>(parse("modal: {}\n")).app_name, "rex");
+  EXPECT_EQ(error_of("modal:\n  app_name: \"\"\n"), "gw.yaml:2: modal.app_name: must not be empty");
+  EXPECT_EQ(error_of("modal: [1]\n"),
+            "gw.yaml:1: modal: expected a mapping of Modal settings, got a list");
+#else
+  EXPECT_NE(error_of("modal: {}\n").find("the modal backend is not in this build"),
+            std::string::npos);
+#endif
 }
 
 TEST(GatewayConfig, TheFargateSection) {
-  EXPECT_FALSE(parse("listen: 127.0.0.1:1\n").fargate.enabled);
-  const GatewayConfig c = parse(
-      "fargate:\n  cluster: c\n  region: eu-west-1\n  profile: p\n  server_image: i\n"
-      "  subnet_id: s\n  security_group_id: g\n  connect: private_ip\n  port: 9000\n");
-  EXPECT_TRUE(c.fargate.enabled);
-  EXPECT_EQ(c.fargate.cluster, "c");
-  EXPECT_EQ(c.fargate.region, "eu-west-1");
-  EXPECT_EQ(c.fargate.profile, "p");
-  EXPECT_EQ(c.fargate.server_image, "i");
-  EXPECT_EQ(c.fargate.subnet_id, "s");
-  EXPECT_EQ(c.fargate.security_group_id, "g");
-  EXPECT_EQ(c.fargate.connect, "private_ip");
-  EXPECT_EQ(c.fargate.port, 9000);
-  EXPECT_EQ(parse("fargate: {}\n").fargate.cluster, "rex-cluster");
-  EXPECT_NE(error_of("fargate:\n  connect: ssh\n").find("expected public_ip or private_ip"),
-            std::string::npos);
-  EXPECT_NE(error_of("fargate:\n  port: 70000\n").find("expected a TCP port"), std::string::npos);
-  EXPECT_NE(error_of("fargate:\n  cluster: \"\"\n").find("cluster"), std::string::npos);
+  EXPECT_FALSE(parse("listen: 127.0.0.1:1\n").providers.contains("fargate"));
+  const auto c = section<FargateDeploymentConfig>(
+      parse("fargate:\n  cluster: c\n  region: eu-west-1\n  profile: p\n  server_image: i\n"
+            "  subnet_id: s\n  security_group_id: g\n  connect: private_ip\n  port: 9000\n"));
+  EXPECT_EQ(c.cluster_name, "c");
+  EXPECT_EQ(c.region, "eu-west-1");
+  EXPECT_EQ(c.profile, "p");
+  EXPECT_EQ(c.server_image, "i");
+  EXPECT_EQ(c.subnet_id, "s");
+  EXPECT_EQ(c.security_group_id, "g");
+  EXPECT_EQ(c.connect, "private_ip");
+  EXPECT_EQ(c.port, 9000);
+  EXPECT_EQ(section<FargateDeploymentConfig>(parse("fargate: {}\n")).cluster_name, "rex-cluster");
+  // cluster_name, as in a deployment config, or cluster.
+  EXPECT_EQ(section<FargateDeploymentConfig>(parse("fargate:\n  cluster_name: x\n")).cluster_name,
+            "x");
+  EXPECT_EQ(error_of("fargate:\n  connect: ssh\n"),
+            R"(gw.yaml:2: fargate.connect: expected one of public_ip, private_ip, got "ssh")");
+  EXPECT_EQ(error_of("fargate:\n  port: 70000\n"),
+            "gw.yaml:2: fargate.port: 70000 is out of range (1..65535)");
+  EXPECT_NE(error_of("fargate:\n  cluster: \"\"\n").find("cluster_name: must not be empty"),
+            std::string::npos)
+      << error_of("fargate:\n  cluster: \"\"\n");
 }
 
 TEST(GatewayConfig, TheKubernetesSection) {
-  EXPECT_FALSE(parse("listen: 127.0.0.1:1\n").kubernetes.enabled);
-  const GatewayConfig c = parse(
-      "kubernetes:\n  kubeconfig: /k\n  context: c\n  namespace: sandboxes\n"
-      "  server_image: r/s:1\n  image_pull_policy: Always\n  connect: proxy\n");
-  EXPECT_TRUE(c.kubernetes.enabled);
-  EXPECT_EQ(c.kubernetes.kubeconfig, "/k");
-  EXPECT_EQ(c.kubernetes.context, "c");
-  EXPECT_EQ(c.kubernetes.namespace_name, "sandboxes");
-  EXPECT_EQ(c.kubernetes.server_image, "r/s:1");
-  EXPECT_EQ(c.kubernetes.image_pull_policy, "Always");
-  EXPECT_EQ(c.kubernetes.connect, "proxy");
-  const GatewayConfig defaults = parse("kubernetes: {}\n");
-  EXPECT_TRUE(defaults.kubernetes.enabled);
-  EXPECT_EQ(defaults.kubernetes.image_pull_policy, "IfNotPresent");
-  EXPECT_EQ(defaults.kubernetes.connect, "auto");
-  EXPECT_NE(error_of("kubernetes:\n  connect: ssh\n").find("expected auto, proxy or pod_ip"),
-            std::string::npos);
-  EXPECT_NE(error_of("kubernetes:\n  image_pull_policy: Sometimes\n")
-                .find("expected Always, IfNotPresent or Never"),
-            std::string::npos);
-  EXPECT_NE(error_of("kubernetes:\n  namespce: x\n").find("namespce: unknown field"),
-            std::string::npos);
+  EXPECT_FALSE(parse("listen: 127.0.0.1:1\n").providers.contains("kubernetes"));
+  const auto c = section<KubernetesDeploymentConfig>(
+      parse("kubernetes:\n  kubeconfig: /k\n  context: c\n  namespace: sandboxes\n"
+            "  server_image: r/s:1\n  image_pull_policy: Always\n  connect: proxy\n"));
+  EXPECT_EQ(c.kubeconfig, "/k");
+  EXPECT_EQ(c.context, "c");
+  EXPECT_EQ(c.namespace_name, "sandboxes");
+  EXPECT_EQ(c.server_image, "r/s:1");
+  EXPECT_EQ(c.image_pull_policy, "Always");
+  EXPECT_EQ(c.connect, "proxy");
+  const auto defaults = section<KubernetesDeploymentConfig>(parse("kubernetes: {}\n"));
+  EXPECT_EQ(defaults.image_pull_policy, "IfNotPresent");
+  EXPECT_EQ(defaults.connect, "auto");
+  EXPECT_EQ(error_of("kubernetes:\n  connect: ssh\n"),
+            R"(gw.yaml:2: kubernetes.connect: expected one of auto, proxy, pod_ip, got "ssh")");
+  EXPECT_EQ(
+      error_of("kubernetes:\n  image_pull_policy: Sometimes\n"),
+      R"(gw.yaml:2: kubernetes.image_pull_policy: expected one of Always, IfNotPresent, Never, got "Sometimes")");
+  EXPECT_EQ(error_of("kubernetes:\n  namespce: x\n"),
+            "gw.yaml:2: kubernetes.namespce: unknown field");
 }
 
 TEST(GatewayConfig, TheDocumentMustBeOneMapping) {

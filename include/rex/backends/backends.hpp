@@ -69,6 +69,12 @@ DeploymentConfig load_deployment_config(const std::string& path);
 /// Every field, so the result loads back to the same config.
 boost::json::object to_json(const DeploymentConfig& config);
 
+/// The settings a holder of the backend's sandboxes (a gateway's provider) starts them with:
+/// `fields` over the entry's provider_defaults, read as defaults (settings::Reader::Use: the
+/// fields each sandbox names, such as its image, may be absent). DeploymentConfigError as
+/// deployment_config_from_json().
+DeploymentConfig provider_settings(const Backend& backend, boost::json::object fields);
+
 /// The deployment for a config. Nothing starts until start(). DeploymentConfigError for
 /// settings that cannot work together (checked here, before anything runs), or for an empty
 /// config.

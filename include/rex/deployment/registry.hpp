@@ -54,8 +54,16 @@ struct Backend {
   std::string_view summary;  // one line for the help: "a container of a Docker engine"
   std::span<const BackendFlag> flags;
   std::span<const BackendAlias> aliases{};
-  /// The settings of a config object (its "type" already chosen); DeploymentConfigError.
-  DeploymentConfig (*decode)(const boost::json::object& object);
+  /// Its name in messages that speak of its settings: "a mapping of Kubernetes settings".
+  std::string_view title{};
+  /// A variable whose presence makes a gateway offer the backend without a section of its own
+  /// in the gateway's configuration (E2B_API_KEY); empty: only a section does.
+  std::string_view implied_by{};
+  /// Fields a gateway's provider sets unless its section does, as a JSON object.
+  std::string_view provider_defaults = "{}";
+  /// The settings of a config object (its "type" already chosen), for a whole deployment or as
+  /// the defaults of a holder's sandboxes (settings::Reader::Use); DeploymentConfigError.
+  DeploymentConfig (*decode)(const boost::json::object& object, settings::Reader::Use use);
   /// Every field of the settings, "type" included.
   boost::json::object (*encode)(const DeploymentConfig& config);
   /// The deployment for the settings; nothing starts until start().
@@ -112,8 +120,8 @@ constexpr std::span<const settings::Rule> rules_of() noexcept {
 /// Reads T from a config object strictly; Check(T&, settings::Reader&), when given, does the
 /// checks across fields and takes the fields accepted without being kept.
 template <class T, auto Check = nullptr>
-DeploymentConfig decode(const boost::json::object& object) {
-  settings::Reader r(object, T::backend);
+DeploymentConfig decode(const boost::json::object& object, settings::Reader::Use use) {
+  settings::Reader r(object, T::backend, use);
   T c;
   settings::read(r, c, rules_of<T>());
   if constexpr (!std::is_same_v<decltype(Check), std::nullptr_t>)
@@ -170,6 +178,7 @@ constexpr Backend make_backend(std::string_view summary, std::span<const Backend
   return Backend{.name = T::backend,
                  .summary = summary,
                  .flags = flags,
+                 .title = T::backend,
                  .decode = entry::decode<T, Check>,
                  .encode = entry::encode<T>,
                  .make = entry::make<T, D>};

@@ -58,6 +58,7 @@ struct Rule {
   double max = std::numeric_limits<double>::infinity();
   std::string_view choices = {};  // strings: the values allowed, "auto|port|container_ip"
   bool null_clears = false;       // strings: null means empty (SWE-ReX's None)
+  std::string_view alias = {};    // another name accepted on the wire (the gateway's "cluster")
 };
 
 /// The JSON name of a C++ member: its rule's name, else the member's without a trailing '_'.
@@ -67,7 +68,16 @@ const Rule* rule_of(std::string_view member, std::span<const Rule> rules) noexce
 /// Reads the fields of one settings object and refuses what it did not read (finish()).
 class Reader {
  public:
-  Reader(const json::object& object, std::string_view type) : object_(object), type_(type) {}
+  /// What the settings are for: a whole deployment, or the defaults of the sandboxes a holder
+  /// (a gateway's provider) starts, each request giving the rest (the image, say).
+  enum class Use { deployment, defaults };
+
+  Reader(const json::object& object, std::string_view type, Use use = Use::deployment)
+      : object_(object), type_(type), use_(use) {}
+
+  /// Defaults only: the fields each sandbox names itself may be absent.
+  bool defaults() const noexcept { return use_ == Use::defaults; }
+  bool has(std::string_view key) const noexcept { return object_.contains(key); }
 
   void string(std::string_view key, std::string& out, const Rule* rule = nullptr);
   void optional_string(std::string_view key, std::optional<std::string>& out);
@@ -100,6 +110,7 @@ class Reader {
 
   const json::object& object_;
   std::string type_;
+  Use use_;
   std::set<std::string, std::less<>> read_;
 };
 
@@ -193,7 +204,10 @@ void read(Reader& r, T& out, std::span<const Rule> rules = {}) {
   using Members = boost::describe::describe_members<T, boost::describe::mod_public>;
   boost::mp11::mp_for_each<Members>([&](auto d) {
     const Rule* rule = rule_of(d.name, rules);
-    detail::read_field(r, wire_name(d.name, rules), out.*d.pointer, rule);
+    std::string_view key = wire_name(d.name, rules);
+    if (rule != nullptr && !rule->alias.empty() && !r.has(key) && r.has(rule->alias))
+      key = rule->alias;
+    detail::read_field(r, key, out.*d.pointer, rule);
   });
 }
 

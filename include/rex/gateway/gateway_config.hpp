@@ -10,9 +10,13 @@
 // Threading: pure functions and plain data; call them from anywhere.
 #pragma once
 
+#include <rex/deployment/config.hpp>
+
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -57,44 +61,14 @@ struct GatewayConfig {
   double drift_interval = 10;    // seconds between checks of what the providers run
   std::string docker_engine;     // DOCKER_HOST form; "": the environment's
   std::string podman_engine;     // likewise, for podman
-  // The e2b provider: present when this section is (`e2b:` in YAML) or E2B_API_KEY is set; its
-  // empty fields take E2B's environment variables, as E2B's SDKs do.
-  struct E2B {
-    bool enabled = false;
-    std::string api_key, api_url, sandbox_url, domain;
-    std::string template_server_path;  // a rex-server in every template used; "": uploaded
-  } e2b;
-  // The daytona provider: present when this section is (`daytona:` in YAML) or DAYTONA_API_KEY
-  // is set; its empty fields take Daytona's environment variables, as Daytona's SDKs do.
-  struct Daytona {
-    bool enabled = false;
-    std::string api_key, api_url, target;
-  } daytona;
-  // The modal provider: present when this section is (`modal:` in YAML) or MODAL_TOKEN_ID is
-  // set; its empty fields take Modal's environment variables, as Modal's SDKs do.
-  struct Modal {
-    bool enabled = false;
-    std::string token_id, token_secret, server_url, environment;
-    std::string app_name = "rex";
-    std::string ca_file;  // extra trusted certificates for the API and the tunnels
-  } modal;
-  // The fargate provider: present when this section is (`fargate:` in YAML). Credentials and
-  // region as the AWS CLI finds them, unless region and profile say otherwise.
-  struct Fargate {
-    bool enabled = false;
-    std::string cluster = "rex-cluster";
-    std::string region, profile, server_image, subnet_id, security_group_id;
-    std::string connect = "public_ip";  // public_ip | private_ip
-    int port = 8880;                    // rex-server's port in the task
-  } fargate;
-  // The kubernetes provider: present when this section is (`kubernetes:` in YAML). Empty fields
-  // take their defaults: the kubeconfig as kubectl finds it, its current context and namespace.
-  struct Kubernetes {
-    bool enabled = false;
-    std::string kubeconfig, context, namespace_name, server_image;
-    std::string image_pull_policy = "IfNotPresent";  // Always | IfNotPresent | Never
-    std::string connect = "auto";                    // auto | proxy | pod_ip
-  } kubernetes;
+  // The providers besides local, docker and podman, each from a section named after a backend
+  // that can hold sandboxes (e2b, daytona, modal, fargate, kubernetes; `rex backends`). A section
+  // holds any fields of that backend's settings, as a deployment config does
+  // (rex/backends/<name>/<name>_config.hpp): the defaults of every sandbox of the provider, each
+  // environment giving the rest (its image). Read by the backend table's codec, so a section
+  // refuses what a deployment config refuses. A backend whose own variable is set (E2B_API_KEY,
+  // DAYTONA_API_KEY, MODAL_TOKEN_ID) is a provider without a section too.
+  std::map<std::string, DeploymentConfig, std::less<>> providers;
 };
 
 /// Parses a --config file's YAML text: the top-level keys are GatewayConfig's fields, `tenants`

@@ -17,7 +17,7 @@ constexpr BackendFlag flags[] = {
 };
 
 void check(DaytonaDeploymentConfig& c, settings::Reader& r) {
-  if (c.image.empty() && c.snapshot.empty())
+  if (c.image.empty() && c.snapshot.empty() && !r.defaults())
     r.fail("image", "must not be empty (or give a snapshot)");
   if (!(c.container_timeout >= 60))
     r.fail("container_timeout", "must be at least 60 seconds (Daytona counts minutes)");
@@ -35,6 +35,8 @@ std::string describe(const DeploymentConfig& config) {
 Backend daytona_entry() {
   Backend b =
       make_backend<DaytonaDeploymentConfig, DaytonaDeployment, check>("a Daytona sandbox", flags);
+  b.title = "Daytona";
+  b.implied_by = "DAYTONA_API_KEY";
   b.describe = describe;
   b.gc = entry::gc_by_listing<DaytonaDeploymentConfig, open_daytona_backend>;
   b.open = entry::open<DaytonaDeploymentConfig, open_daytona_backend>;

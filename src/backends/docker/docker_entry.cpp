@@ -39,7 +39,7 @@ void check(DockerDeploymentConfig& c, settings::Reader& r) {
   r.optional_string("python_standalone_dir", ignored);  // rex needs no Python in the image
   std::vector<std::string> ignored_list;
   r.strings("exec_shell", ignored_list);  // rex runs no shell command to start its server
-  if (c.image.empty())
+  if (c.image.empty() && !r.defaults())
     r.fail("image", "must not be empty");
   if (c.memory)
     (void)parse_size(*c.memory, "docker.memory");
@@ -76,6 +76,8 @@ Backend docker_entry() {
   Backend b = make_backend<DockerDeploymentConfig, DockerDeployment, check>(
       "a container of a Docker engine", flags);
   b.aliases = aliases;
+  b.title = "Docker";
+  b.provider_defaults = R"({"startup_timeout": 120})";
   b.describe = describe;
   b.gc = gc;
   b.open = entry::open<DockerDeploymentConfig, open_docker_backend>;

@@ -19,7 +19,7 @@ constexpr BackendFlag flags[] = {
 };
 
 void check(E2BDeploymentConfig& c, settings::Reader& r) {
-  if (c.template_id.empty())
+  if (c.template_id.empty() && !r.defaults())
     r.fail("template", "must not be empty");
   r.positive_seconds("timeout", c.timeout);
   if (!c.template_server_path.empty() && c.template_server_path.front() != '/')
@@ -36,6 +36,8 @@ std::string describe(const DeploymentConfig& config) {
 Backend e2b_entry() {
   Backend b = make_backend<E2BDeploymentConfig, E2BDeployment, check>(
       "a sandbox of E2B or an E2B-compatible endpoint", flags);
+  b.title = "E2B";
+  b.implied_by = "E2B_API_KEY";
   b.describe = describe;
   b.gc = entry::gc_by_listing<E2BDeploymentConfig, open_e2b_backend>;
   b.open = entry::open<E2BDeploymentConfig, open_e2b_backend>;

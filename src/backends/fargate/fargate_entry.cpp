@@ -22,7 +22,7 @@ constexpr BackendFlag flags[] = {
 };
 
 void check(FargateDeploymentConfig& c, settings::Reader& r) {
-  if (c.image.empty())
+  if (c.image.empty() && !r.defaults())
     r.fail("image", "must not be empty");
   if (c.cluster_name.empty())
     r.fail("cluster_name", "must not be empty");
@@ -52,6 +52,7 @@ asio::awaitable<GcReport> gc(asio::any_io_executor executor, DeploymentConfig co
 Backend fargate_entry() {
   Backend b = make_backend<FargateDeploymentConfig, FargateDeployment, check>(
       "a task of AWS Fargate", flags);
+  b.title = "Fargate";
   b.describe = describe;
   b.gc = gc;
   b.open = entry::open<FargateDeploymentConfig, open_fargate_backend>;

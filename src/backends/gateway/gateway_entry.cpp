@@ -18,7 +18,7 @@ constexpr BackendFlag flags[] = {
 };
 
 void check(GatewayDeploymentConfig& c, settings::Reader& r) {
-  if (c.environment.empty())
+  if (c.environment.empty() && !r.defaults())
     r.fail("environment", "must not be empty");
 }
 

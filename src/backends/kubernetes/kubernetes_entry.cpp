@@ -26,7 +26,7 @@ constexpr BackendFlag flags[] = {
 };
 
 void check(KubernetesDeploymentConfig& c, settings::Reader& r) {
-  if (c.image.empty())
+  if (c.image.empty() && !r.defaults())
     r.fail("image", "must not be empty");
   for (const auto& [key, value] : c.resources) {
     if (key != "requests" && key != "limits" && key != "claims")
@@ -68,6 +68,8 @@ asio::awaitable<GcReport> gc(asio::any_io_executor executor, DeploymentConfig co
 Backend kubernetes_entry() {
   Backend b = make_backend<KubernetesDeploymentConfig, KubernetesDeployment, check>(
       "a pod of a Kubernetes cluster", flags);
+  b.title = "Kubernetes";
+  b.provider_defaults = R"({"startup_timeout": 120})";
   b.describe = describe;
   b.gc = gc;
   b.open = entry::open<KubernetesDeploymentConfig, open_kubernetes_backend>;

@@ -25,7 +25,7 @@ void check(ModalDeploymentConfig& c, settings::Reader& r) {
     r.fail("modal_sandbox_kwargs",
            "holds arguments of Modal's Python SDK; give the Sandbox message's fields as "
            "sandbox_definition instead");
-  if (c.image.empty())
+  if (c.image.empty() && !r.defaults())
     r.fail("image", "must not be empty");
   if (c.app_name.empty())
     r.fail("app_name", "must not be empty");
@@ -43,6 +43,8 @@ std::string describe(const DeploymentConfig& config) {
 
 Backend modal_entry() {
   Backend b = make_backend<ModalDeploymentConfig, ModalDeployment, check>("a Modal sandbox", flags);
+  b.title = "Modal";
+  b.implied_by = "MODAL_TOKEN_ID";
   b.describe = describe;
   b.gc = entry::gc_by_listing<ModalDeploymentConfig, open_modal_backend>;
   b.open = entry::open<ModalDeploymentConfig, open_modal_backend>;

@@ -19,7 +19,8 @@ struct FargateDeploymentConfig {
   static constexpr settings::Rule rules[] = {
       {.member = "port", .min = 1, .max = 65535},
       {.member = "log_group", .null_clears = true},
-      {.member = "connect", .choices = "public_ip|private_ip"}};
+      {.member = "connect", .choices = "public_ip|private_ip"},
+      {.member = "cluster_name", .alias = "cluster"}};
 
   std::string image = "python:3.11";  // the sandbox's image; it needs nothing at all
   int port = 8880;                    // rex-server's port in the task
