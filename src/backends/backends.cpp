@@ -196,6 +196,21 @@ DeploymentConfig deployment_config_from_json(const json::value& value) {
       fmt::format("deployment config: unknown type \"{}\" (expected {})", type, names));
 }
 
+DeploymentConfig with_image(const DeploymentConfig& config, const std::string& image) {
+  const Backend* backend = find_backend(config.type());
+  const BackendFlag* flag = backend != nullptr ? backend->flag("--image") : nullptr;
+  if (flag == nullptr) {
+    std::string able = backend_names([](const Backend& b) { return b.flag("--image") != nullptr; });
+    if (const auto last = able.rfind(", "); last != std::string::npos)
+      able.replace(last, 2, " and ");
+    throw DeploymentConfigError(fmt::format(
+        "a {} deployment cannot start a sandbox from an image ({} can)", config.type(), able));
+  }
+  json::object object = to_json(config);
+  object[flag->field] = image;
+  return deployment_config_from_json(object);
+}
+
 DeploymentConfig provider_settings(const Backend& backend, json::object fields) {
   const json::value defaults = json::parse(backend.provider_defaults);
   for (const auto& [key, value] : defaults.as_object()) {

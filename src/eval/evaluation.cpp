@@ -1,4 +1,3 @@
-#include <rex/backends/docker/docker_config.hpp>
 #include <rex/backends/local/local_config.hpp>
 #include <rex/backends/remote/remote_config.hpp>
 #include <rex/core/log.hpp>
@@ -117,14 +116,12 @@ struct Evaluation::Impl {
           fmt::format("instance \"{}\" (line {})", instance.id, instance.line);
       DeploymentConfig deployment = instance.deployment ? *instance.deployment : config.deployment;
       if (instance.image) {
-        auto* docker = deployment.get_if<DockerDeploymentConfig>();
-        if (!docker) {
-          problems.push_back(
-              fmt::format("{}: image: only a docker deployment takes an image, and this one is {}",
-                          where, deployment_type(deployment)));
+        try {
+          deployment = with_image(deployment, *instance.image);
+        } catch (const DeploymentConfigError& e) {
+          problems.push_back(fmt::format("{}: image: {}", where, e.what()));
           continue;
         }
-        docker->image = *instance.image;
       }
       if (auto* local = deployment.get_if<LocalDeploymentConfig>()) {
         // The config's working_dir is the root; each instance gets a directory of its own.

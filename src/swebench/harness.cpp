@@ -182,19 +182,6 @@ std::string deployment_name(const DeploymentConfig& config) {
   return std::string(deployment_type(config));
 }
 
-DeploymentConfig with_image(DeploymentConfig config, const std::string& image) {
-  // The field --image sets, on the backends that start a sandbox from an image.
-  const Backend* backend = find_backend(config.type());
-  const BackendFlag* flag = backend != nullptr ? backend->flag("--image") : nullptr;
-  if (flag == nullptr)
-    throw std::invalid_argument(fmt::format(
-        "a {} deployment cannot start a sandbox from an instance's image; use {}", config.type(),
-        backend_names([](const Backend& b) { return b.flag("--image") != nullptr; })));
-  json::object object = to_json(config);
-  object[flag->field] = image;
-  return deployment_config_from_json(object);
-}
-
 std::string describe_unresolved(const HarnessConfig& config, const Prediction& p) {
   const fs::path run = fs::path(config.root) / run_evaluation_log_dir / config.run_id;
   const fs::path dir = run / model_directory(p.model_name_or_path) / p.instance_id;

@@ -350,10 +350,11 @@ class UsageTest(EvalTestCase):
              f"{path}:7: not valid JSON"])
         self.assertFalse(os.path.exists(os.path.join(self.dir, "ran")))
 
-    def test_image_needs_a_docker_deployment(self):
+    def test_image_needs_a_deployment_that_starts_from_one(self):
         self.check_refused(['{"id":"a","run":"true","image":"python:3.12"}'],
-                           ["instance \"a\" (line 1): image: only a docker deployment takes an "
-                            "image, and this one is local"])
+                           ["instance \"a\" (line 1): image: a local deployment cannot start a "
+                            "sandbox from an image (docker, kubernetes, fargate, daytona and modal "
+                            "can)"])
 
     def test_flags(self):
         self.check_refused(['{"id":"a","run":"true"}'], ["--image does not apply to a local"],

@@ -241,8 +241,8 @@ TEST(Evaluation, ImagesNeedADockerDeployment) {
   i.image = "python:3.12";
   i.line = 3;
   EXPECT_THROW_MESSAGE(Evaluation(io.get_executor(), config, {i}), EvalInstanceError,
-                       "instance \"a\" (line 3): image: only a docker deployment takes an image, "
-                       "and this one is local");
+                       "instance \"a\" (line 3): image: a local deployment cannot start a sandbox "
+                       "from an image (docker, kubernetes, fargate, daytona and modal can)");
   EXPECT_FALSE(std::filesystem::exists(config.output_dir));  // nothing created
 }
 

@@ -69,6 +69,11 @@ DeploymentConfig load_deployment_config(const std::string& path);
 /// Every field, so the result loads back to the same config.
 boost::json::object to_json(const DeploymentConfig& config);
 
+/// The config with `image` as the image its sandboxes start from (the field --image sets), for
+/// the backends that start a sandbox from an image. DeploymentConfigError naming those for any
+/// other ("a local deployment cannot start a sandbox from an image (docker, ... can)").
+DeploymentConfig with_image(const DeploymentConfig& config, const std::string& image);
+
 /// The settings a holder of the backend's sandboxes (a gateway's provider) starts them with:
 /// `fields` over the entry's provider_defaults, read as defaults (settings::Reader::Use: the
 /// fields each sandbox names, such as its image, may be absent). DeploymentConfigError as

@@ -118,7 +118,4 @@ std::string describe_unresolved(const HarnessConfig& config, const Prediction& p
 /// "docker", "podman", "kubernetes", ...: where the sandboxes run, for messages.
 std::string deployment_name(const DeploymentConfig& config);
 
-/// `config` with `image` as its sandbox image; std::invalid_argument for a type without one.
-DeploymentConfig with_image(DeploymentConfig config, const std::string& image);
-
 }  // namespace rex::swebench
