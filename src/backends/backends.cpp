@@ -13,9 +13,13 @@
 
 // Each module defines its entry (rex/deployment/registry.hpp); the table lists them in the order
 // the help shows them. A backend this build is made without is named in `missing` instead.
-#if REX_WITH_MODAL
+// (REX_TABLE_WITHOUT_MODAL: the table as a build without gRPC has it, for the test that such a
+// build links and runs.)
+#if REX_WITH_MODAL && !defined(REX_TABLE_WITHOUT_MODAL)
+#define REX_TABLE_HAS_MODAL 1
 #define REX_IF_MODAL(x) x
 #else
+#define REX_TABLE_HAS_MODAL 0
 #define REX_IF_MODAL(x)
 #endif
 #define REX_BACKENDS(X) \
@@ -49,7 +53,7 @@ std::vector<BackendAlias> aliases_of(std::span<const Backend> table) {
   return all;
 }
 
-#if REX_WITH_MODAL
+#if REX_TABLE_HAS_MODAL
 constexpr std::span<const MissingBackend> missing{};
 #else
 constexpr MissingBackend missing_table[] = {
