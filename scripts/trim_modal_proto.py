@@ -6,8 +6,8 @@ not be the one of the pinned release).
 
 Usage (from the repository's root, after scripts/common.sh's rex_modal_env):
 
-    build/modal-env/bin/python scripts/trim_modal_proto.py > src/deployment/modal/api.proto
-    build/modal-env/bin/python scripts/trim_modal_proto.py --check src/deployment/modal/api.proto
+    build/modal-env/bin/python scripts/trim_modal_proto.py > src/backends/modal/api.proto
+    build/modal-env/bin/python scripts/trim_modal_proto.py --check src/backends/modal/api.proto
 
 The first regenerates the file (do so when the pinned `modal` changes, or when RPCS below does).
 --check exits non-zero unless the file is exactly what would be generated, and compiles it with
