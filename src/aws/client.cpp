@@ -1,5 +1,6 @@
 #include <rex/aws/client.hpp>
 #include <rex/core/random.hpp>
+#include <rex/core/retry.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
 #include <rex/http/url.hpp>
@@ -157,7 +158,6 @@ struct AwsClient::Impl {
   asio::any_io_executor ex;
   AwsConfig cfg;
   std::map<std::string, std::unique_ptr<http::Client>> clients;  // by base URL
-  std::mt19937_64 rng{std::stoull(random_hex(8), nullptr, 16)};
 
   std::string endpoint_of(const Service& s) const {
     if (auto it = cfg.service_endpoints.find(s.endpoint_prefix); it != cfg.service_endpoints.end())
@@ -188,8 +188,8 @@ struct AwsClient::Impl {
     const std::string host = host_of(client.base_url());
     const Scope scope{s.global ? "us-east-1" : cfg.region, s.signing_name};
     const std::string what = s.name + " " + operation;
-    asio::steady_timer pause(ex);
-    for (unsigned attempt = 1;; ++attempt) {
+    auto attempt = [&](unsigned n,
+                       bool last) -> asio::awaitable<std::optional<http::ClientResponse>> {
       SigningRequest sr;
       sr.method = "POST";
       sr.host = host;
@@ -204,37 +204,33 @@ struct AwsClient::Impl {
       for (auto& h : sign_v4(sr, cfg.credentials, scope, std::chrono::system_clock::now()))
         r.headers.push_back(std::move(h));
       r.body = body;
-      std::string code, message;
-      unsigned status = 0;
-      bool connection_lost = false;
+      http::ClientResponse got;
       try {
-        http::ClientResponse got = co_await client.request(std::move(r));
-        if (got.status / 100 == 2)
-          co_return got;
-        status = got.status;
-        std::tie(code, message) =
-            error_of(got.status, got.body, got.header("X-Amzn-ErrorType").value_or(""));
+        auto sending = client.request(std::move(r));
+        got = co_await std::move(sending);
       } catch (const http::ConnectionError&) {
-        if (attempt >= cfg.max_attempts)
+        if (last)
           throw;
-        connection_lost = true;
+        co_return std::nullopt;
       }
-      if (!connection_lost) {
-        if (is_credential_error(code))
-          throw AwsError(
-              fmt::format("{}: {}: {} (credentials from {})", what, code, message,
-                          cfg.credentials.source.empty() ? "the caller" : cfg.credentials.source),
-              code, message, status);
-        if (!is_retryable(code, status) || attempt >= cfg.max_attempts)
-          throw AwsError(fmt::format("{}: {}: {}{}", what, code, message,
-                                     attempt > 1 ? fmt::format(" ({} attempts)", attempt) : ""),
-                         code, message, status);
-      }
-      const double random01 = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-      pause.expires_after(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-          backoff_delay(cfg.backoff, attempt, random01)));
-      co_await pause.async_wait(asio::use_awaitable);
-    }
+      if (got.status / 100 == 2)
+        co_return got;
+      const auto [code, message] =
+          error_of(got.status, got.body, got.header("X-Amzn-ErrorType").value_or(""));
+      if (is_credential_error(code))
+        throw AwsError(
+            fmt::format("{}: {}: {} (credentials from {})", what, code, message,
+                        cfg.credentials.source.empty() ? "the caller" : cfg.credentials.source),
+            code, message, got.status);
+      if (!is_retryable(code, got.status) || last)
+        throw AwsError(fmt::format("{}: {}: {}{}", what, code, message,
+                                   n > 1 ? fmt::format(" ({} attempts)", n) : ""),
+                       code, message, got.status);
+      co_return std::nullopt;
+    };
+    auto calling = retrying<http::ClientResponse>(ex, RetryLoop{cfg.max_attempts, cfg.backoff},
+                                                  std::move(attempt));
+    co_return co_await std::move(calling);
   }
 };
 

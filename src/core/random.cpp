@@ -24,11 +24,25 @@ std::string random_hex(std::size_t bytes) {
   return hex_of(raw.data(), bytes);
 }
 
-std::string unique_hex(std::size_t bytes) {
+namespace {
+
+// A generator of this thread, seeded once from the secure source.
+std::mt19937_64& thread_generator() {
   thread_local std::mt19937_64 generator = [] {
     const std::string seed = random_hex(8);
     return std::mt19937_64(std::stoull(seed, nullptr, 16));
   }();
+  return generator;
+}
+
+}  // namespace
+
+double random_unit() {
+  return std::uniform_real_distribution<double>(0.0, 1.0)(thread_generator());
+}
+
+std::string unique_hex(std::size_t bytes) {
+  std::mt19937_64& generator = thread_generator();
   std::vector<unsigned char> raw(bytes);
   for (std::size_t i = 0; i < bytes; i += 8) {
     const std::uint64_t word = generator();

@@ -14,4 +14,7 @@ std::string random_hex(std::size_t bytes);
 /// names that must not repeat but need not be secret (request ids), without a system call.
 std::string unique_hex(std::size_t bytes);
 
+/// A number drawn uniformly from [0, 1) from that generator: a backoff's jitter.
+double random_unit();
+
 }  // namespace rex

@@ -3,6 +3,7 @@
 #include <rex/core/backoff.hpp>
 #include <rex/core/object_fields.hpp>
 #include <rex/core/random.hpp>
+#include <rex/core/retry.hpp>
 #include <rex/core/temp_file.hpp>
 #include <rex/core/text.hpp>
 #include <rex/deployment/gc.hpp>
@@ -39,7 +40,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr unsigned kApiAttempts = 5;
 constexpr std::string_view kDefaultApiUrl = "https://app.daytona.io/api";
 
 using detail::from_env;
@@ -89,7 +89,6 @@ struct DaytonaDeployment::Impl {
   DaytonaDeploymentConfig config;
   std::string key_source;  // where the API key came from, for a refused key's message
   std::function<void(DeploymentStage, std::string)> report;
-  std::mt19937_64 rng{std::random_device{}()};
 
   std::string id = random_hex(8);  // the deployment's, in the sandbox's labels
   std::string token;               // rex-server's
@@ -134,32 +133,26 @@ struct DaytonaDeployment::Impl {
   asio::awaitable<http::ClientResponse> call(http::Client& client, http::ClientRequest request,
                                              std::string what,
                                              bool (*again)(unsigned) = retryable) {
-    const Backoff backoff{std::chrono::milliseconds(250), std::chrono::seconds(8), 2.0, 1.0};
-    asio::steady_timer pause(executor);
-    for (unsigned attempt = 1;; ++attempt) {
+    auto attempt = [&](unsigned,
+                       bool last) -> asio::awaitable<std::optional<http::ClientResponse>> {
       http::ClientResponse got;
-      bool lost = false;
       try {
         auto sending = client.request(request);
         got = co_await std::move(sending);
       } catch (const http::ConnectionError& e) {
-        if (attempt >= kApiAttempts)
+        if (last)
           throw DeploymentStartupError(fmt::format("daytona: {}: {}", what, e.what()));
-        lost = true;
+        co_return std::nullopt;
       }
-      if (!lost) {
-        if (got.status == 401 || got.status == 403)
-          throw DeploymentStartupError(
-              fmt::format("daytona: {}: the API key from {} was refused: {}", what, key_source,
-                          daytona_error(got)));
-        if (!again(got.status) || attempt >= kApiAttempts)
-          co_return got;
-      }
-      const double random01 = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-      pause.expires_after(
-          std::chrono::duration_cast<Clock::duration>(backoff_delay(backoff, attempt, random01)));
-      co_await pause.async_wait(asio::use_awaitable);
-    }
+      if (got.status == 401 || got.status == 403)
+        throw DeploymentStartupError(fmt::format("daytona: {}: the API key from {} was refused: {}",
+                                                 what, key_source, daytona_error(got)));
+      if (!again(got.status) || last)
+        co_return got;
+      co_return std::nullopt;
+    };
+    auto calling = retrying<http::ClientResponse>(executor, RetryLoop{}, std::move(attempt));
+    co_return co_await std::move(calling);
   }
 
   // A JSON call that must succeed (2xx); DeploymentStartupError naming it otherwise.

@@ -3,6 +3,7 @@
 
 #include <rex/core/backoff.hpp>
 #include <rex/core/random.hpp>
+#include <rex/core/retry.hpp>
 #include <rex/core/text.hpp>
 #include <rex/deployment/gc.hpp>
 #include <rex/deployment/server_binary.hpp>
@@ -44,7 +45,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr unsigned kGrpcAttempts = 5;
 constexpr std::string_view kDefaultServerUrl = "https://api.modal.com";
 constexpr std::string_view kServerPath = "/rex/rex-server";  // where the mount puts it
 constexpr std::uint64_t kInlineLimit = 4 * 1024 * 1024;      // larger files go through a blob
@@ -177,7 +177,6 @@ struct ModalDeployment::Impl {
   std::string token_source;  // where the token pair came from, for a refused token's message
   api::Sandbox definition_overrides;
   std::function<void(DeploymentStage, std::string)> report;
-  std::mt19937_64 rng{std::random_device{}()};
   asio::thread_pool calls{1};  // gRPC's blocking calls
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<api::ModalClient::Stub> stub;
@@ -247,15 +246,6 @@ struct ModalDeployment::Impl {
                        attempts > 1 ? fmt::format(" ({} attempts)", attempts) : "");
   }
 
-  asio::awaitable<void> pause_before(unsigned retry) {
-    const Backoff backoff{std::chrono::milliseconds(250), std::chrono::seconds(8), 2.0, 1.0};
-    const double random01 = std::uniform_real_distribution<double>(0.0, 1.0)(rng);
-    asio::steady_timer pause(executor);
-    pause.expires_after(
-        std::chrono::duration_cast<Clock::duration>(backoff_delay(backoff, retry, random01)));
-    co_await pause.async_wait(asio::use_awaitable);
-  }
-
   // One unary call on the calls thread, Modal's transient failures tried again with the same
   // idempotency key.
   template <class Request, class Response>
@@ -266,22 +256,23 @@ struct ModalDeployment::Impl {
                                   std::chrono::seconds deadline = std::chrono::seconds(60)) {
     connect();
     const std::string key = random_hex(16);
-    for (unsigned attempt = 1;; ++attempt) {
+    auto attempt = [&](unsigned n, bool last) -> asio::awaitable<std::optional<Response>> {
       Response response;
       auto work = [&]() {
         grpc::ClientContext context;
-        prepare(context, key, attempt, deadline);
+        prepare(context, key, n, deadline);
         return ((*stub).*method)(&context, request, &response);
       };
       auto calling = detail::offload(calls, executor, std::move(work));
       const grpc::Status status = co_await std::move(calling);
       if (status.ok())
         co_return response;
-      if (!retryable(status.error_code()) || attempt >= kGrpcAttempts)
-        throw DeploymentStartupError(failure(rpc, status, attempt));
-      auto pausing = pause_before(attempt);
-      co_await std::move(pausing);
-    }
+      if (!retryable(status.error_code()) || last)
+        throw DeploymentStartupError(failure(rpc, status, n));
+      co_return std::nullopt;
+    };
+    auto calling = retrying<Response>(executor, RetryLoop{}, std::move(attempt));
+    co_return co_await std::move(calling);
   }
 
   std::map<std::string, std::string> labels() const {
@@ -433,17 +424,19 @@ struct ModalDeployment::Impl {
         co_await std::move(putting);
         put.set_data_blob_id(blob_id);
       }
-      for (unsigned attempt = 1;; ++attempt) {
+      // Until Modal has the file, at most 10 times.
+      auto store = [&](unsigned, bool last) -> asio::awaitable<std::optional<bool>> {
         auto storing = unary("MountPutFile", &api::ModalClient::Stub::MountPutFile,
                              api::MountPutFileRequest(put));
         const api::MountPutFileResponse stored = co_await std::move(storing);
         if (stored.exists())
-          break;
-        if (attempt >= 10)
+          co_return true;
+        if (last)
           throw DeploymentStartupError("modal: MountPutFile: the file was not stored");
-        auto pausing = pause_before(attempt);
-        co_await std::move(pausing);
-      }
+        co_return std::nullopt;
+      };
+      auto storing = retrying<bool>(executor, RetryLoop{.max_attempts = 10}, std::move(store));
+      co_await std::move(storing);
     }
     api::MountGetOrCreateRequest mount;
     mount.set_object_creation_type(api::OBJECT_CREATION_TYPE_ANONYMOUS_OWNED_BY_APP);
