@@ -11,6 +11,8 @@ comes back, with two additions:
   container's environment (REX_AUTH_TOKEN); ECS StopTask ends it.
 - EC2 DescribeNetworkInterfaces: the interface of such a task gets an association whose public
   address is that 127.0.0.N.
+- A task whose image names "fake-fail" is not run: DescribeTasks reports it STOPPED, its image
+  not pulled, as Fargate reports an image it cannot pull.
 STATE_FILE lists, as JSON lines, what happened ({"event": "run"|"stop", "task", "pid", "port",
 "address"}),
 for the tests to check.
@@ -35,6 +37,8 @@ ECS_TARGET = "AmazonEC2ContainerServiceV20141113."
 
 lock = threading.Lock()
 tasks = {}  # task ARN -> rex-server process
+failing_definitions = set()  # task definition ARNs and family:revision whose image is "fake-fail"
+failed_tasks = set()  # task ARNs of those
 addresses = {}  # network interface id -> the loopback address its task's server listens on
 
 
@@ -52,7 +56,20 @@ def moto_call(method, path, headers, body):
     return answer.status, answer.getheaders(), data
 
 
+def register_task_definition(request, answer):
+    images = [c.get("image", "") for c in request.get("containerDefinitions", [])]
+    if any("fake-fail" in image for image in images):
+        d = json.loads(answer).get("taskDefinition", {})
+        with lock:
+            failing_definitions.add(d.get("taskDefinitionArn", ""))
+            failing_definitions.add(f"{d.get('family', '')}:{d.get('revision', '')}")
+
+
 def run_task(request, answer):
+    if request.get("taskDefinition", "") in failing_definitions:
+        with lock:
+            failed_tasks.update(t["taskArn"] for t in json.loads(answer).get("tasks", []))
+        return
     token = None
     for override in request.get("overrides", {}).get("containerOverrides", []):
         for pair in override.get("environment", []):
@@ -85,6 +102,17 @@ def stop_task(request):
         proc.terminate()
         proc.wait()
         note(event="stop", task=a, pid=proc.pid)
+
+
+def with_failed_tasks(body):
+    answer = json.loads(body)
+    for task in answer.get("tasks", []):
+        if task.get("taskArn") in failed_tasks and task.get("lastStatus") != "STOPPED":
+            task["lastStatus"] = task["desiredStatus"] = "STOPPED"
+            task["stopCode"] = "TaskFailedToStart"
+            task["stoppedReason"] = ("CannotPullContainerError: fake-fail: the image is not "
+                                     "there")
+    return json.dumps(answer).encode()
 
 
 def with_public_ip(body):
@@ -123,8 +151,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
         status, answer_headers, data = moto_call(self.command, self.path, headers, body)
         target = self.headers.get("X-Amz-Target", "")
         form = urllib.parse.parse_qs(body.decode("utf-8", "replace")) if not target else {}
-        if status == 200 and target == ECS_TARGET + "RunTask":
+        if status == 200 and target == ECS_TARGET + "RegisterTaskDefinition":
+            register_task_definition(json.loads(body or b"{}"), data)
+        elif status == 200 and target == ECS_TARGET + "RunTask":
             run_task(json.loads(body or b"{}"), data)
+        elif status == 200 and target == ECS_TARGET + "DescribeTasks" and failed_tasks:
+            data = with_failed_tasks(data)
         elif status == 200 and target == ECS_TARGET + "StopTask":
             stop_task(json.loads(body or b"{}"))
         elif status == 200 and form.get("Action") == ["DescribeNetworkInterfaces"]:

@@ -271,6 +271,8 @@ BackendCase fargate_backend() {
   c.name = "Fargate";
   c.settings = [] { return DeploymentConfig(sandbox_config()); };
   c.unavailable = [] { return MotoServer::unavailable(); };
+  c.failing.image = "fake-fail:latest";  // the data plane reports it unpulled
+  c.failing_says = "CannotPullContainerError: fake-fail";
   c.collects_all = false;
   return c;
 }

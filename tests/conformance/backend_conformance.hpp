@@ -2,9 +2,10 @@
 // entry in the backend table must do, against the real thing or the emulator a suite runs: a
 // sandbox created from a request answers, carries the request's labels, is found by them and by
 // nothing else, is gone after destroy() (and a second destroy() is no error), and a client of it
-// then reports it lost; `rex gc` through the table keeps the sandbox of a live owner, and --all
-// removes it (a dry run only says so; where the backend is shared with other tests, --all runs
-// as a dry run only). A test executable instantiates it with its backends:
+// then reports it lost; a start that fails says why and leaves nothing running behind; `rex gc`
+// through the table keeps the sandbox of a live owner, and --all removes it (a dry run only says
+// so; where the backend is shared with other tests, --all runs as a dry run only). A test
+// executable instantiates it with its backends:
 //
 //   INSTANTIATE_TEST_SUITE_P(Daytona, BackendConformance, ::testing::Values(BackendCase{...}),
 //                            [](const auto& info) { return info.param.name; });
@@ -34,6 +35,10 @@ struct BackendCase {
   std::function<std::string()> unavailable = [] { return std::string(); };
   // A request that starts a sandbox (its image); the suite adds labels of its own.
   SandboxRequest request{};
+  // A request whose start fails here (an image that is not there, or one the emulator fails),
+  // and words of the error it must give.
+  SandboxRequest failing{};
+  std::string failing_says;
   // `rex gc --all` may run: the backend's sandboxes here are this suite's alone (an emulator of
   // its own). False for a shared engine or cluster, where --all would remove other tests'
   // sandboxes: the suite then checks --all as a dry run only and destroys its own.

@@ -142,6 +142,31 @@ TEST_P(BackendConformance, ASandboxIsFoundByItsLabelsAndGoneAfterDestroy) {
   })) << "a client of the destroyed sandbox does not see it lost";
 }
 
+TEST_P(BackendConformance, AFailedStartSaysWhyAndLeavesNothing) {
+  const BackendCase& c = GetParam();
+  ASSERT_FALSE(c.failing_says.empty()) << "the case names no request that fails to start";
+  const std::string mark = random_hex(6);
+  SandboxRequest request = c.failing;
+  request.labels.emplace("rex.test", mark);
+  request.lifetime = 600;
+  request.name = "rex-conformance-failing-" + mark;
+  request.purpose = "the conformance suite";
+  std::string error;
+  try {
+    const StartedSandbox started =
+        run_async(io, backend->create(std::move(request)), std::chrono::seconds(180));
+    run_async(io, backend->destroy(started.id), std::chrono::seconds(120));
+    FAIL() << "the failing request started " << started.id;
+  } catch (const DeploymentStartupError& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find(c.failing_says), std::string::npos) << error;
+  // What create() made is removed before it throws: nothing of it runs now.
+  const auto found = run_async(io, backend->list({{"rex.test", mark}}), std::chrono::seconds(60));
+  for (const SandboxInfo& s : found)
+    EXPECT_FALSE(s.running) << s.id << " runs after its failed start";
+}
+
 TEST_P(BackendGcConformance, KeepsALiveOwnersSandboxAndAllRemovesIt) {
   ASSERT_NE(entry->gc, nullptr) << settings.type() << " has no rex gc";
   const StartedSandbox started = create("rex-conformance-gc-" + random_hex(6));

@@ -262,6 +262,8 @@ BackendCase daytona_backend() {
   c.name = "Daytona";
   c.settings = [] { return DeploymentConfig(sandbox_config()); };
   c.unavailable = [] { return DaytonaStack::unavailable(); };
+  c.failing.image = "fake-fail:latest";  // the fake's build of it fails
+  c.failing_says = "build_failed";
   return c;
 }
 

@@ -69,6 +69,8 @@ BackendCase engine_backend(const char* name, const char* runtime) {
     return DeploymentConfig(std::move(d));
   };
   c.request.image = "rex-test-bookworm:latest";
+  c.failing.image = "rex-test-no-such-image:none";
+  c.failing_says = "image 'rex-test-no-such-image:none' is not present";
   c.collects_all = false;
   return c;
 }

@@ -325,6 +325,8 @@ BackendCase e2b_backend() {
     return DeploymentConfig(std::move(config));
   };
   c.request.template_name = "local";
+  c.failing.template_name = "no-such-template";
+  c.failing_says = "unknown environment";
   return c;
 }
 

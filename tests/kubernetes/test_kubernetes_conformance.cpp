@@ -48,6 +48,8 @@ BackendCase cluster_backend() {
     return DeploymentConfig(std::move(k));
   };
   c.request.image = "rex-test-bookworm:latest";
+  c.failing.image = "rex-test-no-such-image:none";  // the pull policy is Never
+  c.failing_says = "ErrImageNeverPull";
   c.collects_all = false;
   return c;
 }

@@ -39,7 +39,8 @@ Metadata it requires (as Modal's SDKs send it):
   decodes it to know when to fetch a new one; --auth-token-ttl sets the lifetime).
 
 What a "sandbox" is here. No container, no image: the image's registry tag is only recorded (and
-"built" instantly, with one log line, by ImageJoinStreaming). SandboxCreate(V2) starts the
+"built" instantly, with one log line, by ImageJoinStreaming; an image whose commands name
+"fake-fail" fails to build). SandboxCreate(V2) starts the
 definition's entrypoint_args on this host as a real process, in its own session and so its own
 process group, with:
   - its own directory <state-dir>/sandboxes/<sandbox-id>/: root/ stands for the container's "/",
@@ -759,6 +760,12 @@ class ControlPlane(api_grpc.ModalClientBase):
             await stream.send_message(api_pb2.ImageJoinStreamingResponse(
                 task_logs=[api_pb2.TaskLogs(data=text, file_descriptor=api_pb2.FILE_DESCRIPTOR_STDOUT)],
                 entry_id="1"))
+        if any("fake-fail" in c for c in image["commands"]):  # a test's image that cannot build
+            await stream.send_message(api_pb2.ImageJoinStreamingResponse(
+                result=api_pb2.GenericResult(status=GR.GENERIC_STATUS_FAILURE, exitcode=1,
+                                             exception="fake-fail in the image: the build failed"),
+                entry_id="2", eof=True))
+            return
         image["built"] = True
         await stream.send_message(api_pb2.ImageJoinStreamingResponse(
             result=api_pb2.GenericResult(status=GR.GENERIC_STATUS_SUCCESS), entry_id="2", eof=True,

@@ -295,6 +295,8 @@ BackendCase modal_backend() {
   c.name = "Modal";
   c.settings = [] { return DeploymentConfig(sandbox_config()); };
   c.unavailable = [] { return ModalFake::unavailable(); };
+  c.failing.image = "fake-fail:latest";  // the fake's build of it fails
+  c.failing_says = "fake-fail in the image: the build failed";
   return c;
 }
 
