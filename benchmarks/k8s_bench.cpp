@@ -248,7 +248,7 @@ rex::SandboxPoolConfig pool_config(const Options& opt, const std::string& ns) {
   kube.context = opt.context;
   kube.namespace_name = ns;
   kube.connect = opt.connect;
-  kube.startup_timeout = 180;
+  kube.startup_timeout = rex::Seconds(180);
   kube.labels = {{std::string(kLabel), std::string(kLabelValue)}};
   rex::SandboxPoolConfig c;
   c.deployment = kube;

@@ -175,7 +175,7 @@ rex::SandboxPoolConfig pool_config(const Options& opt, std::size_t max, std::siz
   rex::DockerDeploymentConfig docker;
   docker.image = opt.image;
   docker.pull = rex::PullPolicy::never;
-  docker.startup_timeout = 120;
+  docker.startup_timeout = rex::Seconds(120);
   docker.network_mode = opt.network;
   docker.connect = opt.connect;
   docker.labels = {{std::string(kLabel), std::string(kLabelValue)}};

@@ -31,6 +31,10 @@ inline std::chrono::milliseconds seconds_to_ms(double seconds) {
   return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000.0));
 }
 
+inline std::chrono::milliseconds seconds_to_ms(std::chrono::duration<double> seconds) {
+  return seconds_to_ms(seconds.count());
+}
+
 /// Seconds from `t0` to now on the steady clock.
 inline double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -191,8 +191,8 @@ void Reader::finish() const {
   }
 }
 
-void Reader::positive_seconds(std::string_view key, double seconds) const {
-  if (!(seconds > 0))
+void Reader::positive_seconds(std::string_view key, Seconds seconds) const {
+  if (!(seconds.count() > 0))
     fail(key, "must be a positive number of seconds");
 }
 

@@ -210,8 +210,8 @@ class FargateGateway : public ::testing::Test {
     FargateDeploymentConfig c;
     c.port = emulator->sandbox_port();
     c.server_image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/rex:test";
-    c.startup_timeout = 30;
-    c.runtime_timeout = 30;
+    c.startup_timeout = Seconds(30);
+    c.runtime_timeout = Seconds(30);
     c.labels = {{"rex.gateway", gateway}, {"rex.session", session}};
     return c;
   }

@@ -27,8 +27,8 @@ FargateDeploymentConfig sandbox_config() {
   c.image = "python:3.11";
   c.port = FargateEmulator::get().sandbox_port();
   c.server_image = "123456789012.dkr.ecr.us-east-1.amazonaws.com/rex-server:test";
-  c.startup_timeout = 30;
-  c.runtime_timeout = 30;
+  c.startup_timeout = Seconds(30);
+  c.runtime_timeout = Seconds(30);
   return c;
 }
 

@@ -33,8 +33,8 @@ DaytonaDeploymentConfig sandbox_config() {
   c.image = "python:3.12";
   // Each step of a start (the upload of rex-server above all: 250 MB under ASan, through the
   // upload front and the fake) gets the 120 s a default config gives it.
-  c.startup_timeout = 120;
-  c.runtime_timeout = 30;
+  c.startup_timeout = Seconds(120);
+  c.runtime_timeout = Seconds(30);
   return c;
 }
 
@@ -143,7 +143,7 @@ TEST_F(DaytonaFake, AServerThatCannotStartIsReportedWithItsOutputAndTheSandboxDe
   std::filesystem::permissions(broken, std::filesystem::perms::owner_all);
   DaytonaDeploymentConfig c = sandbox_config();
   c.server_path = broken;
-  c.runtime_timeout = 3;
+  c.runtime_timeout = Seconds(3);
   DaytonaDeployment d(io.get_executor(), c);
   try {
     run_async(io, d.start(), std::chrono::seconds(60));

@@ -23,7 +23,7 @@ DockerDeploymentConfig bookworm() {
   DockerDeploymentConfig c;
   c.image = "rex-test-bookworm:latest";
   c.pull = PullPolicy::never;
-  c.startup_timeout = 60;
+  c.startup_timeout = Seconds(60);
   c.labels = {{"rex.test", "conformance"}};
   return c;
 }
@@ -65,7 +65,7 @@ BackendCase engine_backend(const char* name, const char* runtime) {
     DockerDeploymentConfig d;
     d.container_runtime = runtime;
     d.pull = PullPolicy::never;
-    d.startup_timeout = 60;
+    d.startup_timeout = Seconds(60);
     return DeploymentConfig(std::move(d));
   };
   c.request.image = "rex-test-bookworm:latest";

@@ -47,7 +47,7 @@ DockerDeploymentConfig config_for(std::string image) {
   DockerDeploymentConfig c;
   c.image = std::move(image);
   c.pull = PullPolicy::never;
-  c.startup_timeout = 60;
+  c.startup_timeout = Seconds(60);
   c.labels = {{"rex.test", "deployment"}};
   return c;
 }
@@ -302,7 +302,7 @@ TEST_F(DockerDeploymentTest, RefusedPullNamesTheImage) {
 
 TEST_F(DockerDeploymentTest, ServerThatNeverAnswersTimesOutWithTheLogTail) {
   auto c = config_for(kNoPython);
-  c.startup_timeout = 2;
+  c.startup_timeout = Seconds(2);
   c.create_options =
       json::parse(R"({"Entrypoint":["/bin/sh","-c","echo no server here; sleep 60"],"Cmd":null})")
           .as_object();

@@ -33,7 +33,7 @@ SandboxPoolConfig pool_config(std::string label_value) {
   DockerDeploymentConfig docker;
   docker.image = "rex-test-nopython:latest";
   docker.pull = PullPolicy::never;
-  docker.startup_timeout = 60;
+  docker.startup_timeout = Seconds(60);
   docker.labels = {{"rex.test", std::move(label_value)}};
   SandboxPoolConfig config;
   config.deployment = docker;

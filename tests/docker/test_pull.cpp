@@ -209,7 +209,7 @@ class PullTest : public ::testing::Test {
     DockerDeploymentConfig c;
     c.image = std::move(name);
     c.pull = pull;
-    c.startup_timeout = 60;
+    c.startup_timeout = Seconds(60);
     c.labels = {{"rex.test", "pull-" + std::to_string(::getpid())}};
     return c;
   }

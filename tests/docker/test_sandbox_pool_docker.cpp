@@ -45,7 +45,7 @@ asio::awaitable<void> pool_of_containers(std::string label_value) {
   DockerDeploymentConfig docker;
   docker.image = "rex-test-nopython:latest";
   docker.pull = PullPolicy::never;
-  docker.startup_timeout = 60;
+  docker.startup_timeout = Seconds(60);
   docker.labels = {{"rex.test", label_value}};
   SandboxPoolConfig config;
   config.deployment = docker;

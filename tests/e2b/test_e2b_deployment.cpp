@@ -130,8 +130,8 @@ E2BDeploymentConfig against_gateway() {
   c.api_url = gateway().url();
   c.sandbox_url = gateway().url();
   c.template_id = "local";
-  c.timeout = 600;
-  c.startup_timeout = 60;
+  c.timeout = Seconds(600);
+  c.startup_timeout = Seconds(60);
   return c;
 }
 
@@ -249,7 +249,7 @@ TEST(E2BDeployment, AnUnknownTemplateIsRefusedAndNamed) {
 TEST(E2BDeployment, ASandboxUrlThatAnswersNothingFailsTheStartAndKillsTheSandbox) {
   auto config = against_gateway();
   config.sandbox_url = "http://127.0.0.1:1";  // nothing listens there
-  config.startup_timeout = 10;
+  config.startup_timeout = Seconds(10);
   const std::string e = startup_error(config);
   EXPECT_NE(e.find("uploading rex-server"), std::string::npos) << e;
   // The sandbox it made is gone again: the key's list is empty.

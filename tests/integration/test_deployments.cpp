@@ -169,7 +169,7 @@ class ServerFixture : public ::testing::Test {
     c.host = "http://127.0.0.1";
     c.port = server_->port();
     c.auth_token = "secret";
-    c.timeout = 1.0;
+    c.timeout = Seconds(1.0);
     return c;
   }
 
@@ -230,7 +230,7 @@ TEST_F(RemoteDeploymentTest, OutputStreamsWhileTheCommandRuns) {
 TEST_F(RemoteDeploymentTest, WrongTokenIsAStartupErrorThatSaysSo) {
   auto c = remote_config();
   c.auth_token = "wrong";
-  c.startup_timeout = 30;
+  c.startup_timeout = Seconds(30);
   RemoteDeployment deployment(io_.get_executor(), c);
   const auto t0 = Clock::now();
   try {
@@ -249,7 +249,7 @@ TEST(RemoteDeployment, UnreachableServerFailsWithinTheStartupTimeout) {
   RemoteDeploymentConfig c;
   c.host = "http://127.0.0.1";
   c.port = 1;  // nothing listens on port 1
-  c.startup_timeout = 0.3;
+  c.startup_timeout = Seconds(0.3);
   RemoteDeployment deployment(io.get_executor(), c);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_THROW(test::run_async(io, deployment.start()), DeploymentStartupError);

@@ -217,7 +217,7 @@ TEST(Evaluation, ASandboxThatDoesNotStartIsAnErrorAtStart) {
   config.output_dir = dir.path();
   RemoteDeploymentConfig nowhere;
   nowhere.host = "http://127.0.0.1:1";  // nothing listens on port 1
-  nowhere.startup_timeout = 0.2;
+  nowhere.startup_timeout = Seconds(0.2);
   config.deployment = nowhere;
   config.start_attempts = 1;
   Evaluation evaluation(io.get_executor(), config, {instance("a", "true")});

@@ -50,7 +50,7 @@ inline KubernetesDeploymentConfig bookworm_pod(std::string test_label,
   c.kubeconfig = admin_kubeconfig();
   c.image = "rex-test-bookworm:latest";
   c.image_pull_policy = "Never";
-  c.startup_timeout = startup_timeout;
+  c.startup_timeout = Seconds(startup_timeout);
   c.labels = {{"rex.test", std::move(test_label)}};
   return c;
 }

@@ -200,7 +200,7 @@ TEST_F(KubernetesDeploymentTest, AnImageThatIsNotThereFailsAtOnceNamingIt) {
 TEST_F(KubernetesDeploymentTest, AnUnschedulablePodFailsAtTheTimeoutWithTheSchedulersMessage) {
   auto config = bookworm_pod("deployment");
   config.node_selector = {{"rex.test/no-such-node", "true"}};
-  config.startup_timeout = 4;
+  config.startup_timeout = Seconds(4);
   const std::string message = failed_start(config);
   EXPECT_THAT(message, HasSubstr("startup_timeout 4"));
   EXPECT_THAT(message, HasSubstr("not scheduled (Unschedulable)"));
@@ -296,7 +296,7 @@ TEST_F(KubernetesDeploymentTest, APodPastItsDeadlineIsReportedWithTheReason) {
   auto config = bookworm_pod("deployment");
   // The deadline counts from the pod's start on the node: long enough that start() (the
   // container, then rex-server answering) is done before it on a loaded machine.
-  config.max_lifetime = 6;
+  config.max_lifetime = Seconds(6);
   config.connect = "proxy";
   KubernetesDeployment d(io_.get_executor(), config);
   run_async(io_, d.start(), 120s);

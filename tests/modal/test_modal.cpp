@@ -30,9 +30,9 @@ ModalDeploymentConfig sandbox_config() {
   ModalDeploymentConfig c;
   c.image = "python:3.12";
   c.ca_file = ModalFake::shared().ca_file();
-  c.startup_timeout = 60;
-  c.runtime_timeout = 30;
-  c.deployment_timeout = 600;
+  c.startup_timeout = Seconds(60);
+  c.runtime_timeout = Seconds(30);
+  c.deployment_timeout = Seconds(600);
   return c;
 }
 
@@ -167,7 +167,7 @@ TEST_F(ModalFakeTest, AServerThatCannotStartIsReportedWithItsStderrAndItsSandbox
   std::filesystem::permissions(broken, std::filesystem::perms::owner_all);
   ModalDeploymentConfig c = sandbox_config();
   c.server_path = broken;
-  c.runtime_timeout = 3;
+  c.runtime_timeout = Seconds(3);
   ModalDeployment d(io.get_executor(), c);
   try {
     run_async(io, d.start(), std::chrono::seconds(60));
@@ -184,7 +184,7 @@ TEST_F(ModalFakeTest, AServerThatCannotStartIsReportedWithItsStderrAndItsSandbox
 
 TEST_F(ModalFakeTest, ASandboxPastItsLifetimeIsReportedByIsAlive) {
   ModalDeploymentConfig c = sandbox_config();
-  c.deployment_timeout = 4;
+  c.deployment_timeout = Seconds(4);
   ModalDeployment d(io.get_executor(), c);
   run_async(io, d.start(), std::chrono::seconds(90));
   IsAliveResponse alive;

@@ -61,7 +61,7 @@ TEST(DeploymentConfig, SweAgentDockerConfigLoadsUnchanged) {
   EXPECT_EQ(d.image, "sweagent/swe-agent:latest");
   EXPECT_FALSE(d.port);
   EXPECT_EQ(d.docker_args.size(), 3u);
-  EXPECT_EQ(d.startup_timeout, 60.0);
+  EXPECT_EQ(d.startup_timeout.count(), 60.0);
   EXPECT_EQ(d.pull, PullPolicy::never);
   EXPECT_TRUE(d.remove_container);
 }
@@ -73,7 +73,7 @@ TEST(DeploymentConfig, SweAgentRemoteConfigLoadsUnchanged) {
   EXPECT_EQ(r.auth_token, "abc");
   EXPECT_EQ(r.host, "http://10.0.0.5");
   EXPECT_EQ(r.port, 8000);
-  EXPECT_EQ(r.timeout, 0.5);
+  EXPECT_EQ(r.timeout.count(), 0.5);
 }
 
 TEST(DeploymentConfig, PlatformMovesOutOfDockerArgs) {

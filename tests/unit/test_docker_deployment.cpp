@@ -78,7 +78,7 @@ TEST(DockerDeploymentBody, ChosenPortIsPublished) {
   DockerDeploymentConfig c;
   c.image = "img";
   c.port = 18123;
-  c.max_lifetime = 0;
+  c.max_lifetime = Seconds(0);
   DockerDeployment d(io.get_executor(), c);
   const json::object body = d.create_body();
   EXPECT_THAT(json::serialize(body.at("HostConfig").at("PortBindings")),

@@ -42,7 +42,7 @@ std::string validation_error(const DockerDeploymentConfig& c) {
 
 TEST(DockerPlanValidate, RefusesSettingsThatCannotWorkByName) {
   auto c = image();
-  c.startup_timeout = 0;
+  c.startup_timeout = Seconds(0);
   EXPECT_EQ(validation_error(c), "docker.startup_timeout: must be above 0");
   c = image();
   c.port = 70000;
@@ -241,8 +241,8 @@ TEST(DockerPlan, RexServerIsLookedForInOrder) {
 TEST(DockerPlan, LabelsNameTheOwnerTheDeploymentAndTheExpiry) {
   auto c = image();
   c.labels = {{"team", "x"}, {"rex.deployment", "spoofed"}};
-  c.max_lifetime = 100;
-  c.startup_timeout = 20;
+  c.max_lifetime = Seconds(100);
+  c.startup_timeout = Seconds(20);
   const std::map<std::string, std::string> owner{{"rex.managed", "1"}, {"rex.owner.pid", "7"}};
   auto l = container_labels(c, "abc123", owner, 1000);
   EXPECT_EQ(l.at("team"), "x");
@@ -250,7 +250,7 @@ TEST(DockerPlan, LabelsNameTheOwnerTheDeploymentAndTheExpiry) {
   EXPECT_EQ(l.at("rex.owner.pid"), "7");
   EXPECT_EQ(l.at(std::string(labels::deployment)), "abc123");
   EXPECT_EQ(l.at(std::string(labels::expires)), "1180");  // 1000 + 100 + 20 + 60
-  c.max_lifetime = 0;
+  c.max_lifetime = Seconds(0);
   l = container_labels(c, "abc123", owner, 1000);
   EXPECT_EQ(l.count(std::string(labels::expires)), 0u);
 }
@@ -277,7 +277,7 @@ TEST(DockerPlanBody, PublishedPortOrUnixSocket) {
 
   c = image();
   c.network_mode = "none";
-  c.max_lifetime = 0;
+  c.max_lifetime = Seconds(0);
   BodyInputs in = inputs();
   in.publish_port = false;
   in.mount_server = false;  // uploaded later: no bind

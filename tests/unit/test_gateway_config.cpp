@@ -280,9 +280,9 @@ TEST(GatewayConfig, ASectionHoldsAnySettingOfItsBackend) {
       parse("kubernetes:\n  runtime_class_name: gvisor\n  node_selector: {disk: ssd}\n"));
   EXPECT_EQ(k.runtime_class_name, "gvisor");
   EXPECT_EQ(k.node_selector.at("disk"), "ssd");
-  EXPECT_EQ(k.startup_timeout, 120);  // the provider's default, unless the section says
+  EXPECT_EQ(k.startup_timeout.count(), 120);  // the provider's default, unless the section says
   EXPECT_EQ(section<KubernetesDeploymentConfig>(parse("kubernetes:\n  startup_timeout: 30\n"))
-                .startup_timeout,
+                .startup_timeout.count(),
             30);
   EXPECT_EQ(
       error_of("kubernetes:\n  resources: {cpus: 1}\n"),

@@ -25,6 +25,7 @@
 #include <boost/json/value.hpp>
 #include <boost/mp11/algorithm.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <map>
@@ -45,6 +46,9 @@ class DeploymentConfigError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
 };
+
+/// A duration of a settings struct: seconds, fractions allowed, as a number on the wire.
+using Seconds = std::chrono::duration<double>;
 
 namespace settings {
 
@@ -98,7 +102,7 @@ class Reader {
   void finish() const;
 
   /// A duration field's check: fails unless `seconds` is above zero.
-  void positive_seconds(std::string_view key, double seconds) const;
+  void positive_seconds(std::string_view key, Seconds seconds) const;
 
   [[noreturn]] void fail(std::string_view key, std::string message) const;
   [[noreturn]] void wrong(std::string_view key, std::string_view expected,
@@ -139,6 +143,10 @@ void read_field(Reader& r, std::string_view key, F& out, const Rule* rule) {
     r.boolean(key, out);
   } else if constexpr (std::is_same_v<F, double>) {
     r.number(key, out, min);
+  } else if constexpr (std::is_same_v<F, Seconds>) {
+    double seconds = out.count();
+    r.number(key, seconds, min);
+    out = Seconds(seconds);
   } else if constexpr (std::is_same_v<F, int>) {
     std::optional<std::int64_t> i;
     r.integer(key, i, min, max);
@@ -189,6 +197,8 @@ json::value write_field(const F& v) {
     return o;
   } else if constexpr (std::is_enum_v<F>) {
     return json::value(boost::describe::enum_to_string(v, ""));
+  } else if constexpr (std::is_same_v<F, Seconds>) {
+    return json::value(v.count());
   } else {
     return json::value(v);
   }

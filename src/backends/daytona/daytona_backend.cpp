@@ -34,8 +34,8 @@ class DaytonaBackend final : public SandboxBackend {
     d.env = std::move(request.env);
     d.labels = std::move(request.labels);
     // Daytona counts whole minutes, from one.
-    d.container_timeout = std::max(60.0, request.lifetime > 0 ? request.lifetime : 3600.0);
-    d.runtime_timeout = std::min(60.0, settings_.startup_timeout);
+    d.container_timeout = Seconds(std::max(60.0, request.lifetime > 0 ? request.lifetime : 3600.0));
+    d.runtime_timeout = std::min(Seconds(60), settings_.startup_timeout);
     auto handing = detail::start_and_hand_over<DaytonaDeployment>(executor_, std::move(d),
                                                                   std::move(request.working_dir));
     co_return co_await std::move(handing);

@@ -111,7 +111,7 @@ struct DaytonaDeployment::Impl {
   }
 
   std::chrono::milliseconds step_timeout() const {
-    return detail::seconds_to_ms(std::min(config.startup_timeout, 120.0));
+    return detail::seconds_to_ms(std::min(config.startup_timeout, Seconds(120)));
   }
 
   http::Client& client_for(std::unique_ptr<http::Client>& c, const std::string& base) {
@@ -185,17 +185,17 @@ struct DaytonaDeployment::Impl {
     l[std::string(labels::deployment)] = id;
     const auto now = rex::detail::unix_seconds();
     l[std::string(labels::expires)] =
-        std::to_string(now + static_cast<std::int64_t>(config.container_timeout) + 60);
+        std::to_string(now + static_cast<std::int64_t>(config.container_timeout.count()) + 60);
     return detail::json_string_map(l);
   }
 
   json::object create_body() const {
-    json::object body{
-        {"env", detail::json_string_map(config.env)},
-        {"labels", labels()},
-        {"public", config.public_preview},
-        // Daytona deletes the sandbox at this age whatever happens here.
-        {"ttlMinutes", static_cast<std::int64_t>(std::ceil(config.container_timeout / 60.0))}};
+    json::object body{{"env", detail::json_string_map(config.env)},
+                      {"labels", labels()},
+                      {"public", config.public_preview},
+                      // Daytona deletes the sandbox at this age whatever happens here.
+                      {"ttlMinutes", static_cast<std::int64_t>(
+                                         std::ceil(config.container_timeout.count() / 60.0))}};
     if (!config.snapshot.empty())
       body["snapshot"] = config.snapshot;
     else  // an image, as Daytona's SDKs send one: a Dockerfile of one line
@@ -252,9 +252,9 @@ struct DaytonaDeployment::Impl {
         throw DeploymentStartupError(fmt::format("daytona: the sandbox {} is {}: {}", sandbox_id,
                                                  state, reason_of(sandbox)));
       if (Clock::now() > until)
-        throw DeploymentStartupError(
-            fmt::format("daytona: the sandbox {} was not started after {:g} s (state {})",
-                        sandbox_id, config.startup_timeout, state.empty() ? "unknown" : state));
+        throw DeploymentStartupError(fmt::format(
+            "daytona: the sandbox {} was not started after {:g} s (state {})", sandbox_id,
+            config.startup_timeout.count(), state.empty() ? "unknown" : state));
       pause.expires_after(
           std::chrono::duration_cast<Clock::duration>(backoff_delay(poll, attempt, 0.0)));
       co_await pause.async_wait(asio::use_awaitable);
@@ -356,7 +356,7 @@ struct DaytonaDeployment::Impl {
                             json::object{{"sessionId", session_id}});
       co_await std::move(making);
     }
-    const auto lifetime = static_cast<std::int64_t>(std::ceil(config.container_timeout));
+    const auto lifetime = static_cast<std::int64_t>(std::ceil(config.container_timeout.count()));
     const std::string command = fmt::format(
         "chmod 700 ./{0} && REX_AUTH_TOKEN=$(cat ./{0}.token) && rm -f ./{0}.token && "
         "export REX_AUTH_TOKEN && exec ./{0} --host 0.0.0.0 --port {1} --max-lifetime {2}",
@@ -411,7 +411,7 @@ struct DaytonaDeployment::Impl {
       const std::string output = co_await std::move(reading);
       throw DeploymentStartupError(fmt::format(
           "daytona: rex-server at {} (sandbox {}) did not answer within {:g} s: {}; its output: {}",
-          url, sandbox_id, config.runtime_timeout, failure,
+          url, sandbox_id, config.runtime_timeout.count(), failure,
           output.empty() ? std::string("(none)") : output.substr(0, 2000)));
     }
   }
@@ -449,7 +449,7 @@ std::shared_ptr<DaytonaDeployment::Impl> make_impl(asio::any_io_executor executo
   config.target = from_env(config.target, "DAYTONA_TARGET");
   if (config.port <= 0 || config.port > 65535)
     throw DeploymentConfigError(fmt::format("daytona.port: {} is not a TCP port", config.port));
-  if (!(config.container_timeout >= 60))
+  if (!(config.container_timeout.count() >= 60))
     throw DeploymentConfigError("daytona.container_timeout: must be at least 60 seconds");
   impl->executor = std::move(executor);
   impl->config = std::move(config);

@@ -19,7 +19,7 @@ constexpr BackendFlag flags[] = {
 void check(DaytonaDeploymentConfig& c, settings::Reader& r) {
   if (c.image.empty() && c.snapshot.empty() && !r.defaults())
     r.fail("image", "must not be empty (or give a snapshot)");
-  if (!(c.container_timeout >= 60))
+  if (!(c.container_timeout.count() >= 60))
     r.fail("container_timeout", "must be at least 60 seconds (Daytona counts minutes)");
   r.positive_seconds("runtime_timeout", c.runtime_timeout);
   r.positive_seconds("startup_timeout", c.startup_timeout);

@@ -76,7 +76,7 @@ class DockerBackend final : public SandboxBackend {
                                                 : std::move(request.working_dir);
     for (auto& [k, v] : request.labels)
       d.labels[k] = v;
-    d.max_lifetime = request.lifetime;
+    d.max_lifetime = Seconds(request.lifetime);
     if (!request.name.empty())
       d.container_name = container_name_part(request.name);
     StartedSandbox started;

@@ -311,13 +311,13 @@ asio::awaitable<void> DockerDeployment::Impl::wait_ready(Clock::time_point deadl
   throw DeploymentStartupError(fmt::format(
       "container {} ({}): its server did not answer within startup_timeout {} s (last check: "
       "{}); last log lines:\n{}",
-      name, config.image, config.startup_timeout, last, logs));
+      name, config.image, config.startup_timeout.count(), last, logs));
 }
 
 asio::awaitable<void> DockerDeployment::Impl::start() {
   const auto t0 = Clock::now();
-  const auto deadline =
-      t0 + std::chrono::milliseconds(static_cast<std::int64_t>(config.startup_timeout * 1000));
+  const auto deadline = t0 + std::chrono::milliseconds(
+                                 static_cast<std::int64_t>(config.startup_timeout.count() * 1000));
   docker::EngineConfig engine_config =
       docker::engine_config_from_environment(config.container_runtime);
   if (!config.engine.empty())

@@ -76,7 +76,7 @@ DockerSettings validate(const DockerDeploymentConfig& original) {
   DockerSettings s;
   s.config = original;
   DockerDeploymentConfig& config = s.config;
-  if (config.startup_timeout <= 0)
+  if (config.startup_timeout.count() <= 0)
     throw DeploymentConfigError("docker.startup_timeout: must be above 0");
   if (config.port && (*config.port <= 0 || *config.port > 65535))
     throw DeploymentConfigError(fmt::format("docker.port: {} is not a TCP port", *config.port));
@@ -211,9 +211,10 @@ std::map<std::string, std::string> container_labels(const DockerDeploymentConfig
   for (const auto& [k, v] : owner)
     l[k] = v;
   l[std::string(labels::deployment)] = deployment_id;
-  if (config.max_lifetime > 0)
+  if (config.max_lifetime.count() > 0)
     l[std::string(labels::expires)] = std::to_string(
-        now + static_cast<std::int64_t>(config.max_lifetime + config.startup_timeout) + 60);
+        now + static_cast<std::int64_t>((config.max_lifetime + config.startup_timeout).count()) +
+        60);
   return l;
 }
 
@@ -232,9 +233,9 @@ json::object container_body(const DockerSettings& s, const BodyInputs& in) {
     cmd.emplace_back("--port");
     cmd.emplace_back(std::to_string(kServerPort));
   }
-  if (config.max_lifetime > 0) {
+  if (config.max_lifetime.count() > 0) {
     cmd.emplace_back("--max-lifetime");
-    cmd.emplace_back(fmt::format("{}", config.max_lifetime));
+    cmd.emplace_back(fmt::format("{}", config.max_lifetime.count()));
   }
   b["Cmd"] = std::move(cmd);
   json::array env;

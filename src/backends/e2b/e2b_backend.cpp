@@ -39,7 +39,7 @@ class E2BBackend final : public SandboxBackend {
         request.template_name.empty() ? std::string("base") : std::move(request.template_name);
     d.env = std::move(request.env);
     d.metadata = std::move(request.labels);
-    d.timeout = request.lifetime > 0 ? request.lifetime : 3600;
+    d.timeout = Seconds(request.lifetime > 0 ? request.lifetime : 3600);
     auto handing = detail::start_and_hand_over<E2BDeployment>(
         executor_, std::move(d), std::move(request.working_dir), std::string(kWorkingDir), "e2b: ");
     co_return co_await std::move(handing);

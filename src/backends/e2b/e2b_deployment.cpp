@@ -110,7 +110,7 @@ E2BDeployment::E2BDeployment(asio::any_io_executor executor, E2BDeploymentConfig
   config_.sandbox_url = from_env(config_.sandbox_url, "E2B_SANDBOX_URL");
   if (!config_.sandbox_url.empty())
     config_.sandbox_url = detail::checked_base_url(config_.sandbox_url, "e2b.sandbox_url");
-  if (!(config_.timeout > 0))
+  if (!(config_.timeout.count() > 0))
     throw DeploymentConfigError("e2b.timeout: must be a positive number of seconds");
 }
 
@@ -147,10 +147,11 @@ asio::awaitable<void> E2BDeployment::create_sandbox() {
   for (auto& [k, v] : owner_labels())
     metadata[k] = v;
   metadata[std::string(labels::managed)] = "1";
-  metadata[std::string(labels::expires)] = std::to_string(
-      rex::detail::unix_seconds() + static_cast<std::int64_t>(std::ceil(config_.timeout)) + 60);
+  metadata[std::string(labels::expires)] =
+      std::to_string(rex::detail::unix_seconds() +
+                     static_cast<std::int64_t>(std::ceil(config_.timeout.count())) + 60);
   json::object body{{"templateID", config_.template_id},
-                    {"timeout", static_cast<std::int64_t>(std::ceil(config_.timeout))},
+                    {"timeout", static_cast<std::int64_t>(std::ceil(config_.timeout.count()))},
                     {"metadata", detail::json_string_map(metadata)},
                     {"envVars", detail::json_string_map(config_.env)}};
   http::ClientConfig cc;
@@ -208,7 +209,7 @@ asio::awaitable<void> E2BDeployment::upload(const std::string& local, const std:
 
 asio::awaitable<int> E2BDeployment::start_server(const std::string& server,
                                                  const std::string& token_file) {
-  const auto lifetime = static_cast<std::int64_t>(std::ceil(config_.timeout));
+  const auto lifetime = static_cast<std::int64_t>(std::ceil(config_.timeout.count()));
   // The token comes from a file that is removed at once: a command line or an environment
   // given to the start call may be logged on the way (a gateway's transcript records them).
   // An uploaded server is made executable first; one of the template's is used as it is.

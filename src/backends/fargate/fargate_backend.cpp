@@ -35,8 +35,8 @@ class FargateBackend final : public SandboxBackend {
       d.image = request.image;
     d.env = std::move(request.env);
     d.labels = std::move(request.labels);
-    d.container_timeout = request.lifetime > 0 ? request.lifetime : 3600.0;
-    d.runtime_timeout = std::min(60.0, settings_.startup_timeout);
+    d.container_timeout = Seconds(request.lifetime > 0 ? request.lifetime : 3600.0);
+    d.runtime_timeout = std::min(Seconds(60), settings_.startup_timeout);
     auto handing = detail::start_and_hand_over<FargateDeployment>(executor_, std::move(d),
                                                                   std::move(request.working_dir));
     co_return co_await std::move(handing);

@@ -132,7 +132,7 @@ struct FargateDeployment::Impl {
     l[std::string(labels::managed)] = "1";
     l[std::string(labels::deployment)] = id;
     const auto now = rex::detail::unix_seconds();
-    const auto expires = now + static_cast<std::int64_t>(config.container_timeout) + 60;
+    const auto expires = now + static_cast<std::int64_t>(config.container_timeout.count()) + 60;
     l[std::string(labels::expires)] = std::to_string(expires);
     // When the task was asked for, for a lister whose answer has no createdAt (an emulator's).
     l[std::string(labels::created)] = std::to_string(now);
@@ -211,8 +211,9 @@ struct FargateDeployment::Impl {
          json::array{json::object{
              {"containerPort", config.port}, {"hostPort", config.port}, {"protocol", "tcp"}}}},
         {"entryPoint", json::array{fmt::format("{}/rex-server", kServerDir)}},
-        {"command", json::array{"--host", "0.0.0.0", "--port", std::to_string(config.port),
-                                "--max-lifetime", fmt::format("{:g}", config.container_timeout)}},
+        {"command",
+         json::array{"--host", "0.0.0.0", "--port", std::to_string(config.port), "--max-lifetime",
+                     fmt::format("{:g}", config.container_timeout.count())}},
         {"mountPoints",
          json::array{json::object{
              {"sourceVolume", kVolume}, {"containerPath", kServerDir}, {"readOnly", true}}}},
@@ -463,9 +464,9 @@ struct FargateDeployment::Impl {
         throw DeploymentStartupError(fmt::format("fargate: the task {} stopped before it ran: {}",
                                                  task_arn, stopped_reason(task)));
       if (Clock::now() > until)
-        throw DeploymentStartupError(
-            fmt::format("fargate: the task {} was not running after {:g} s (last status {})",
-                        task_arn, config.startup_timeout, status.empty() ? "unknown" : status));
+        throw DeploymentStartupError(fmt::format(
+            "fargate: the task {} was not running after {:g} s (last status {})", task_arn,
+            config.startup_timeout.count(), status.empty() ? "unknown" : status));
       pause.expires_after(
           std::chrono::duration_cast<Clock::duration>(backoff_delay(poll, attempt, 0.0)));
       co_await pause.async_wait(asio::use_awaitable);
@@ -482,7 +483,7 @@ struct FargateDeployment::Impl {
     } catch (const std::exception& e) {
       throw DeploymentStartupError(
           fmt::format("fargate: rex-server at {} (task {}) did not answer within {:g} s: {}", url,
-                      task_arn, config.runtime_timeout, e.what()));
+                      task_arn, config.runtime_timeout.count(), e.what()));
     }
   }
 };

@@ -189,7 +189,7 @@ class KubernetesBackend final : public SandboxBackend {
       d.resources["limits"] = std::move(limits);
     for (auto& [k, v] : request.labels)
       d.labels[k] = v;
-    d.max_lifetime = request.lifetime;
+    d.max_lifetime = Seconds(request.lifetime);
     if (!request.name.empty())
       d.pod_name = dns_label_part(request.name);
     return d;

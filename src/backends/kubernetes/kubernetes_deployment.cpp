@@ -114,10 +114,10 @@ struct KubernetesDeployment::Impl {
   std::map<std::string, std::string> rex_labels() const {
     std::map<std::string, std::string> l = owner_labels();
     l[std::string(labels::deployment)] = id;
-    if (config.max_lifetime > 0)
+    if (config.max_lifetime.count() > 0)
       l[std::string(labels::expires)] = std::to_string(
           rex::detail::unix_seconds() +
-          static_cast<std::int64_t>(config.max_lifetime + config.startup_timeout) + 60);
+          static_cast<std::int64_t>((config.max_lifetime + config.startup_timeout).count()) + 60);
     return l;
   }
 
@@ -130,7 +130,7 @@ struct KubernetesDeployment::Impl {
     p.server_image = config.server_image.empty() ? default_server_image() : config.server_image;
     p.server_port = config.port;
     p.token_secret = secret;
-    p.max_lifetime = config.max_lifetime;
+    p.max_lifetime = config.max_lifetime.count();
     p.labels = config.labels;
     p.rex_labels = rex_labels();
     p.env = config.env;
@@ -496,7 +496,7 @@ asio::awaitable<json::object> KubernetesDeployment::Impl::wait_running(Clock::ti
   if (!decided)
     throw DeploymentStartupError(fmt::format(
         "{} ({}): its server did not start within startup_timeout {} s; the pod's state: {}",
-        where(), config.image, config.startup_timeout,
+        where(), config.image, config.startup_timeout.count(),
         last_summary.empty() ? std::string("no status yet") : last_summary));
   if (state.progress == detail::PodProgress::ended) {
     // (Not a conditional expression: g++ 12 mishandles co_await inside one.)
@@ -555,12 +555,12 @@ asio::awaitable<void> KubernetesDeployment::Impl::wait_alive(Clock::time_point d
   throw DeploymentStartupError(fmt::format(
       "{} ({}): its server did not answer at {} within startup_timeout {} s (last check: {}); "
       "last log lines:\n{}",
-      where(), config.image, url, config.startup_timeout, last, logs));
+      where(), config.image, url, config.startup_timeout.count(), last, logs));
 }
 
 asio::awaitable<void> KubernetesDeployment::Impl::start() {
   const auto t0 = Clock::now();
-  const auto deadline = t0 + duration_from_seconds(config.startup_timeout);
+  const auto deadline = t0 + duration_from_seconds(config.startup_timeout.count());
   k8s::KubeconfigOptions options;
   options.path = config.kubeconfig;
   options.context = config.context;

@@ -29,7 +29,7 @@ class ModalBackend final : public SandboxBackend {
     d.env = std::move(request.env);
     d.labels = std::move(request.labels);
     d.deployment_timeout =
-        std::clamp(request.lifetime > 0 ? request.lifetime : 3600.0, 1.0, 86400.0);
+        Seconds(std::clamp(request.lifetime > 0 ? request.lifetime : 3600.0, 1.0, 86400.0));
     auto handing = detail::start_and_hand_over<ModalDeployment>(executor_, std::move(d),
                                                                 std::move(request.working_dir));
     co_return co_await std::move(handing);

@@ -283,7 +283,7 @@ struct ModalDeployment::Impl {
     l[std::string(labels::deployment)] = id;
     const auto now = rex::detail::unix_seconds();
     l[std::string(labels::expires)] =
-        std::to_string(now + static_cast<std::int64_t>(config.deployment_timeout) + 60);
+        std::to_string(now + static_cast<std::int64_t>(config.deployment_timeout.count()) + 60);
     return l;
   }
 
@@ -312,7 +312,7 @@ struct ModalDeployment::Impl {
       if (Clock::now() > until)
         throw DeploymentStartupError(
             fmt::format("modal: the image {} ({}) was not built within {:g} s", image.image_id(),
-                        config.image, config.startup_timeout));
+                        config.image, config.startup_timeout.count()));
       grpc::Status status;
       auto work = [&]() {
         grpc::ClientContext context;
@@ -476,13 +476,13 @@ struct ModalDeployment::Impl {
     for (const std::string& arg :
          {std::string(kServerPath), std::string("--host"), std::string("0.0.0.0"),
           std::string("--port"), std::to_string(config.port), std::string("--max-lifetime"),
-          std::to_string(static_cast<std::int64_t>(std::ceil(config.deployment_timeout)))})
+          std::to_string(static_cast<std::int64_t>(std::ceil(config.deployment_timeout.count())))})
       d.add_entrypoint_args(arg);
     d.add_mount_ids(mount_id);
     d.set_image_id(image_id);
     d.add_secret_ids(secret_id);
     d.mutable_resources();
-    d.set_timeout_secs(static_cast<std::uint32_t>(std::ceil(config.deployment_timeout)));
+    d.set_timeout_secs(static_cast<std::uint32_t>(std::ceil(config.deployment_timeout.count())));
     api::PortSpec* port = d.mutable_open_ports()->add_ports();
     port->set_port(static_cast<std::uint32_t>(config.port));
     port->set_unencrypted(false);
@@ -520,7 +520,7 @@ struct ModalDeployment::Impl {
       if (Clock::now() > until)
         throw DeploymentStartupError(
             fmt::format("modal: the sandbox {} was not scheduled within {:g} s", sandbox_id,
-                        config.startup_timeout));
+                        config.startup_timeout.count()));
       pause.expires_after(std::chrono::milliseconds(500));
       co_await pause.async_wait(asio::use_awaitable);
     }
@@ -529,7 +529,7 @@ struct ModalDeployment::Impl {
   asio::awaitable<void> open_tunnel() {
     api::SandboxGetTunnelsRequest request;
     request.set_sandbox_id(sandbox_id);
-    request.set_timeout(static_cast<float>(std::min(config.startup_timeout, 50.0)));
+    request.set_timeout(static_cast<float>(std::min(config.startup_timeout.count(), 50.0)));
     auto asking = unary("SandboxGetTunnels", &api::ModalClient::Stub::SandboxGetTunnels,
                         std::move(request), std::chrono::seconds(70));
     const api::SandboxGetTunnelsResponse got = co_await std::move(asking);
@@ -665,8 +665,8 @@ struct ModalDeployment::Impl {
       const std::string output = co_await std::move(reading);
       throw DeploymentStartupError(fmt::format(
           "modal: rex-server at {} (sandbox {}) did not answer within {:g} s: {}{}; its stderr: {}",
-          url, sandbox_id, config.runtime_timeout, failure, ended.empty() ? "" : "; " + ended,
-          output));
+          url, sandbox_id, config.runtime_timeout.count(), failure,
+          ended.empty() ? "" : "; " + ended, output));
     }
   }
 

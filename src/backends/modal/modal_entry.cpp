@@ -29,7 +29,7 @@ void check(ModalDeploymentConfig& c, settings::Reader& r) {
     r.fail("image", "must not be empty");
   if (c.app_name.empty())
     r.fail("app_name", "must not be empty");
-  if (!(c.deployment_timeout >= 1 && c.deployment_timeout <= 86400))
+  if (!(c.deployment_timeout.count() >= 1 && c.deployment_timeout.count() <= 86400))
     r.fail("deployment_timeout", "must be from 1 to 86400 seconds (Modal's limit)");
   r.positive_seconds("startup_timeout", c.startup_timeout);
   r.positive_seconds("runtime_timeout", c.runtime_timeout);

@@ -70,7 +70,7 @@ asio::awaitable<void> RemoteDeployment::start() {
     runtime_.reset();
     throw DeploymentStartupError(
         fmt::format("remote deployment: the server at {} did not answer within {} s: {}", url_,
-                    config_.startup_timeout, failure));
+                    config_.startup_timeout.count(), failure));
   }
   started_ = true;
   emit(DeploymentStage::ready, "connected to " + url_);

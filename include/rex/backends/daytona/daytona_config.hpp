@@ -21,8 +21,8 @@ struct DaytonaDeploymentConfig {
   std::string api_key{};              // empty: DAYTONA_API_KEY
   std::string target{};               // the region; empty: DAYTONA_TARGET, else Daytona's default
   int port = 8000;                    // rex-server's port in the sandbox
-  double container_timeout = 900.0;   // the sandbox's time to live; rex-server's too
-  double runtime_timeout = 60.0;      // from the server's start to its first answer
+  Seconds container_timeout{900.0};   // the sandbox's time to live; rex-server's too
+  Seconds runtime_timeout{60.0};      // from the server's start to its first answer
   std::string image = "python:3.11";  // the sandbox's image; it needs a POSIX shell
   // rex's own:
   std::string api_url{};          // empty: DAYTONA_API_URL, else https://app.daytona.io/api
@@ -33,7 +33,7 @@ struct DaytonaDeploymentConfig {
   std::map<std::string, std::string> labels{};  // besides rex's own
   boost::json::object sandbox_args{};  // merged into the create request (cpu, memory, disk, ...)
   std::string server_path{};           // the static rex-server to upload; empty: found as usual
-  double startup_timeout = 300.0;      // the create, the image's build and the sandbox's start
+  Seconds startup_timeout{300.0};      // the create, the image's build and the sandbox's start
 };
 BOOST_DESCRIBE_STRUCT(DaytonaDeploymentConfig, (),
                       (api_key, target, port, container_timeout, runtime_timeout, image, api_url,

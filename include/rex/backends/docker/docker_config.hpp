@@ -35,7 +35,7 @@ struct DockerDeploymentConfig {
   std::string image = "python:3.11";
   std::optional<int> port{};  // host port on 127.0.0.1; none: the engine picks a free one
   std::vector<std::string> docker_args{};  // docker-run flags, translated (docker_args.hpp)
-  double startup_timeout = 180.0;
+  Seconds startup_timeout{180.0};
   PullPolicy pull = PullPolicy::missing;
   bool remove_images = false;  // remove the image after stop (when no other container uses it)
   std::optional<std::string> platform{};  // "linux/amd64"; also taken from --platform
@@ -67,7 +67,7 @@ struct DockerDeploymentConfig {
   // network's gateway is an address of this machine, unless port or docker_internal_host is
   // set; port otherwise. Network modes none and host use a unix socket whatever this says.
   std::string connect = "auto";
-  double max_lifetime = 86400.0;  // rex-server exits after this many seconds; 0: never
+  Seconds max_lifetime{86400.0};  // rex-server exits after this many seconds; 0: never
   // Docker's init (docker-init) as PID 1. Without it rex-server is PID 1 and stays behind as
   // the init that reaps orphaned processes and passes signals on, and nothing in the container
   // keeps the server's token in its environment (docker-init keeps it in /proc/1/environ).

@@ -24,7 +24,7 @@ struct E2BDeploymentConfig {
                               // E2B_SANDBOX_URL, else https://PORT-SANDBOX.DOMAIN
   std::string domain{};       // empty: E2B_DOMAIN, else e2b.app (or what the create answers)
   std::string template_id = "base";  // E2B's template (on a rex gateway: an environment)
-  double timeout = 3600;             // the sandbox's lifetime in seconds; E2B ends it then
+  Seconds timeout{3600};             // the sandbox's lifetime in seconds; E2B ends it then
   std::map<std::string, std::string> metadata{};
   std::map<std::string, std::string> env{};  // the sandbox's environment variables
   std::string server_path{};  // the static rex-server to upload; empty: found as Docker's is
@@ -32,7 +32,7 @@ struct E2BDeploymentConfig {
   // nothing but the token is uploaded. Empty: server_path is uploaded into each sandbox.
   std::string template_server_path{};
   int server_port = 0;             // rex-server's port in the sandbox; 0: any free one
-  double startup_timeout = 120.0;  // each step: the create, the upload, the server's start
+  Seconds startup_timeout{120.0};  // each step: the create, the upload, the server's start
 };
 BOOST_DESCRIBE_STRUCT(E2BDeploymentConfig, (),
                       (api_key, api_url, sandbox_url, domain, template_id, timeout, metadata, env,

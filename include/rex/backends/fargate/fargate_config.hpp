@@ -30,8 +30,8 @@ struct FargateDeploymentConfig {
   std::string log_group = "/ecs/rex-deployment";  // CloudWatch Logs; empty: no logs
   std::string security_group_prefix = "rex-deployment-sg";
   boost::json::object fargate_args{};  // merged into RunTask's overrides (cpu, memory, ...)
-  double container_timeout = 900.0;    // the task's lifetime: rex-server ends itself then
-  double runtime_timeout = 60.0;       // from RUNNING to the server's first answer
+  Seconds container_timeout{900.0};    // the task's lifetime: rex-server ends itself then
+  Seconds runtime_timeout{60.0};       // from RUNNING to the server's first answer
   // rex's own:
   std::string server_image{};  // holds /rex-server, pullable by Fargate (ECR); empty: the default
   std::string region{};        // empty: AWS_REGION, AWS_DEFAULT_REGION, the profile's
@@ -43,7 +43,7 @@ struct FargateDeploymentConfig {
   std::string connect = "public_ip";            // public_ip | private_ip: which address of the task
   std::string cpu = "1024";                     // the task's CPU units
   std::string memory = "2048";                  // the task's memory (MiB)
-  double startup_timeout = 300.0;               // RunTask to RUNNING
+  Seconds startup_timeout{300.0};               // RunTask to RUNNING
   std::map<std::string, std::string> env{};     // the sandbox container's environment
   std::map<std::string, std::string> labels{};  // the task's tags, besides rex's own
 };

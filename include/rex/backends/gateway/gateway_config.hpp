@@ -23,7 +23,7 @@ struct GatewayDeploymentConfig {
   std::optional<double> max_lifetime{};       // seconds; none: the environment's
   std::map<std::string, std::string> metadata{};
   std::map<std::string, std::string> env{};
-  double startup_timeout = 120.0;  // the create's answer and the sandbox's first answer
+  Seconds startup_timeout{120.0};  // the create's answer and the sandbox's first answer
 };
 BOOST_DESCRIBE_STRUCT(GatewayDeploymentConfig, (),
                       (url, token, environment, provider, timeout, max_lifetime, metadata, env,

@@ -42,8 +42,8 @@ struct KubernetesDeploymentConfig {
   std::map<std::string, std::string> env{};
   std::map<std::string, std::string> labels{};
   std::string working_dir{};       // the sandbox container's; empty: the image's
-  double startup_timeout = 180.0;  // scheduling, pulling and the server's first answer
-  double max_lifetime = 86400.0;   // activeDeadlineSeconds and rex-server's own; 0: none
+  Seconds startup_timeout{180.0};  // scheduling, pulling and the server's first answer
+  Seconds max_lifetime{86400.0};   // activeDeadlineSeconds and rex-server's own; 0: none
   // Merged into the whole pod object last (a JSON merge patch), for anything else.
   boost::json::object pod_overrides{};
   // How the client reaches the server: auto | proxy | pod_ip. proxy: through the API server's

@@ -19,9 +19,9 @@ struct ModalDeploymentConfig {
   static constexpr settings::Rule rules[] = {{.member = "port", .min = 1, .max = 65535}};
 
   std::string image = "python:3.11";   // a registry image; it needs nothing at all
-  double startup_timeout = 180.0;      // the image, the sandbox's start and its tunnel
-  double runtime_timeout = 60.0;       // from the tunnel to the server's first answer
-  double deployment_timeout = 3600.0;  // the sandbox's lifetime: Modal ends it, and the server
+  Seconds startup_timeout{180.0};      // the image, the sandbox's start and its tunnel
+  Seconds runtime_timeout{60.0};       // from the tunnel to the server's first answer
+  Seconds deployment_timeout{3600.0};  // the sandbox's lifetime: Modal ends it, and the server
   bool install_pipx = true;            // accepted for SWE-ReX's configs; rex needs no pipx
   // rex's own:
   int port = 8000;               // rex-server's port in the sandbox, behind an encrypted tunnel

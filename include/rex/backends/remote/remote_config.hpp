@@ -20,8 +20,8 @@ struct RemoteDeploymentConfig {
   std::string auth_token{};
   std::string host = "http://127.0.0.1";
   std::optional<int> port{};
-  double timeout = 0.15;          // is_alive's timeout, seconds (SWE-ReX's meaning)
-  double startup_timeout = 10.0;  // start() waits this long for the server to answer
+  Seconds timeout{0.15};          // is_alive's timeout, seconds (SWE-ReX's meaning)
+  Seconds startup_timeout{10.0};  // start() waits this long for the server to answer
   // stop() closes the server's sessions (SWE-ReX's behaviour). Off for a client that works
   // beside others' sessions and must leave them alone (`rex shell`'s terminal); not in JSON.
   bool close_on_stop = true;
