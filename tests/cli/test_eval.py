@@ -353,8 +353,7 @@ class UsageTest(EvalTestCase):
     def test_image_needs_a_deployment_that_starts_from_one(self):
         self.check_refused(['{"id":"a","run":"true","image":"python:3.12"}'],
                            ["instance \"a\" (line 1): image: a local deployment cannot start a "
-                            "sandbox from an image (docker, kubernetes, fargate, daytona and modal "
-                            "can)"])
+                            "sandbox from an image (docker, kubernetes, fargate"])
 
     def test_flags(self):
         self.check_refused(['{"id":"a","run":"true"}'], ["--image does not apply to a local"],

@@ -242,7 +242,9 @@ TEST(Evaluation, ImagesNeedADockerDeployment) {
   i.line = 3;
   EXPECT_THROW_MESSAGE(Evaluation(io.get_executor(), config, {i}), EvalInstanceError,
                        "instance \"a\" (line 3): image: a local deployment cannot start a sandbox "
-                       "from an image (docker, kubernetes, fargate, daytona and modal can)");
+                       "from an image (docker, kubernetes, " +
+                           std::string(REX_WITH_MODAL ? "fargate, daytona and modal can)"
+                                                      : "fargate and daytona can)"));
   EXPECT_FALSE(std::filesystem::exists(config.output_dir));  // nothing created
 }
 
