@@ -546,6 +546,46 @@ def modal_toml_seeds():
         write("modal_toml", name, text)
 
 
+# --- deployment_config: a kind byte (0 a deployment config, 1 a gateway provider's defaults of
+# the backend the next byte picks), then the JSON text ------------------------------------------
+
+def deployment_config_seeds():
+    configs = {
+        "docker": {"type": "docker", "image": "python:3.11", "pull": "never", "port": 8000,
+                   "docker_args": ["--memory=1g", "-e", "CI=1", "--platform", "linux/amd64"],
+                   "startup_timeout": 60.5, "env": {"A": "1"}, "remove_container": False},
+        "docker_swerex": {"image": "python:3.11", "python_standalone_dir": None,
+                          "exec_shell": ["/bin/sh", "-c"]},
+        "docker_bad_pull": {"type": "docker", "image": "x", "pull": "sometimes"},
+        "local": {"type": "local", "working_dir": "/tmp/w", "env": {"K": "V"}},
+        "remote": {"type": "remote", "host": "http://127.0.0.1", "port": 8000, "auth_token": "t",
+                   "timeout": 0.5},
+        "dummy": {"type": "dummy", "run_in_session_outputs": [{"output": "hi", "exit_code": 0}]},
+        "gateway": {"type": "gateway", "url": "http://127.0.0.1:8000", "environment": "python"},
+        "e2b": {"type": "e2b", "template": "base", "timeout": 300, "metadata": {"a": "b"}},
+        "kubernetes": {"type": "kubernetes", "image": "i", "namespace": "n",
+                       "resources": {"limits": {"cpu": "1"}}, "tolerations": [{"key": "k"}],
+                       "node_selector": {"disk": "ssd"}, "connect": "proxy"},
+        "fargate": {"type": "fargate", "image": "i", "cluster_name": "c", "port": 9000,
+                    "connect": "private_ip", "log_group": None},
+        "daytona": {"type": "daytona", "snapshot": "s", "container_timeout": 120, "public": True},
+        "modal": {"type": "modal", "image": "i", "app_name": "a", "deployment_timeout": 600,
+                  "sandbox_definition": {"workdir": "/src"}},
+        "unknown_type": {"type": "nowhere"},
+        "unknown_field": {"type": "local", "working_dri": "/"},
+    }
+    for name, config in configs.items():
+        write("deployment_config", name, b"\x00" + json.dumps(config).encode())
+    providers = {
+        "kubernetes": (6, {"startup_timeout": 30, "runtime_class_name": "gvisor"}),
+        "fargate_cluster": (7, {"cluster": "c", "port": 8880}),
+        "e2b": (5, {"api_key": "k", "template_server_path": "/opt/rex-server"}),
+    }
+    for name, (backend, fields) in providers.items():
+        write("deployment_config", "provider_" + name,
+              bytes([1, backend]) + json.dumps(fields).encode())
+
+
 if __name__ == "__main__":
     http_seeds()
     json_seeds()
@@ -558,3 +598,4 @@ if __name__ == "__main__":
     kubeconfig_seeds()
     aws_config_seeds()
     modal_toml_seeds()
+    deployment_config_seeds()
