@@ -1,5 +1,5 @@
-// What the backends of a cloud's sandboxes (e2b, daytona, modal, fargate) share in create(): a
-// deployment started, then handed over with where its sessions work. Internal to the library.
+// What the backends of a cloud's sandboxes (e2b, modal, fargate) share in create(): a deployment
+// started, then handed over with where its sessions work. Internal to the library.
 #pragma once
 
 #include <rex/deployment/backend.hpp>
@@ -16,6 +16,22 @@
 #include <utility>
 
 namespace rex::detail {
+
+/// `working_dir`, else where the sandbox of `runtime` starts processes (`pwd`; `fallback_dir`
+/// when that fails).
+inline asio::awaitable<std::string> working_dir_of(Runtime& runtime, std::string working_dir,
+                                                   std::string fallback_dir) {
+  if (!working_dir.empty())
+    co_return working_dir;
+  Command pwd;
+  pwd.command = "pwd";
+  pwd.shell = true;
+  pwd.timeout = 30;
+  auto asking = runtime.execute(std::move(pwd));
+  const CommandResponse where = co_await std::move(asking);
+  const std::string dir = where.stdout_.substr(0, where.stdout_.find('\n'));
+  co_return where.exit_code == 0 && dir.starts_with('/') ? dir : fallback_dir;
+}
 
 /// Makes a D from `config` and starts it (it removes its sandbox itself when the start fails),
 /// then hands it over: `working_dir`, else where the sandbox starts processes (`pwd`,
@@ -34,16 +50,9 @@ asio::awaitable<StartedSandbox> start_and_hand_over(asio::any_io_executor execut
     D deployment(std::move(executor), std::move(config));
     auto starting = deployment.start();
     co_await std::move(starting);
-    if (started.working_dir.empty()) {
-      Command pwd;
-      pwd.command = "pwd";
-      pwd.shell = true;
-      pwd.timeout = 30;
-      auto asking = deployment.runtime().execute(std::move(pwd));
-      const CommandResponse where = co_await std::move(asking);
-      const std::string dir = where.stdout_.substr(0, where.stdout_.find('\n'));
-      started.working_dir = where.exit_code == 0 && dir.starts_with('/') ? dir : fallback_dir;
-    }
+    auto finding = working_dir_of(deployment.runtime(), std::move(started.working_dir),
+                                  std::move(fallback_dir));
+    started.working_dir = co_await std::move(finding);
     SandboxHandoff handoff = deployment.handoff();
     started.id = std::move(handoff.sandbox_id);
     started.url = std::move(handoff.url);

@@ -1,7 +1,8 @@
 // SandboxBackend: a place sandboxes live (a Docker engine, a Kubernetes cluster, a cloud's
 // sandboxes), as one interface: create a sandbox from a request and hand back how to reach its
-// rex-server, destroy one by id alone, list them by labels. A Deployment is a backend's create
-// and destroy around one sandbox; a holder that outlives the process that created a sandbox (the
+// rex-server, destroy one by id alone, list them by labels. SandboxDeployment
+// (rex/deployment/sandbox_deployment.hpp) is the Deployment over any backend: its create and
+// destroy around one sandbox; a holder that outlives the process that created a sandbox (the
 // gateway, which keeps the id in its database) uses the backend directly.
 //
 // Guarantees every backend gives:
@@ -14,10 +15,12 @@
 // Threading: call every member from the executor the backend was opened with.
 #pragma once
 
+#include <rex/deployment/deployment.hpp>
 #include <rex/http/client.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -48,6 +51,9 @@ struct SandboxRequest {
   std::vector<std::string> mounts{};  // "HOST:SANDBOX[:ro]"
   std::string name{};                 // a name for the sandbox where the backend names them
   std::string purpose{};              // what asks, for messages: "environment python"
+  // Told each stage of the start (creating, starting, waiting), with a line for people; unset:
+  // nobody listens.
+  std::function<void(DeploymentStage, std::string)> progress{};
 };
 
 /// How to reach a created sandbox's rex-server.
@@ -83,6 +89,9 @@ class SandboxBackend {
   /// Every sandbox that carries all of `labels`.
   virtual asio::awaitable<std::vector<SandboxInfo>> list(
       std::map<std::string, std::string> labels) = 0;
+  /// Why the sandbox `id` is lost (gone, stopped, failed: the backend's own words), or nothing
+  /// when the backend sees it running or cannot tell; its server is asked separately.
+  virtual asio::awaitable<std::optional<std::string>> lost(std::string id);
   /// Prepares the client that reaches a sandbox of this backend at `url` (the TLS material and
   /// credentials of a proxy in front of it). Most need nothing.
   virtual void configure_client(const std::string& url, http::ClientConfig& client) const {

@@ -6,7 +6,9 @@
 #include <boost/json.hpp>
 
 #include <algorithm>
+#include <optional>
 
+#include "backends/daytona/daytona_calls.hpp"
 #include "core/clock.hpp"
 #include "deployment/hand_over.hpp"
 
@@ -19,38 +21,43 @@ namespace json = boost::json;
 class DaytonaBackend final : public SandboxBackend {
  public:
   DaytonaBackend(asio::any_io_executor executor, DaytonaDeploymentConfig settings)
-      : executor_(std::move(executor)) {
-    // The key and URL as the deployment resolves them: a missing key fails here.
-    const DaytonaDeployment probe(executor_, std::move(settings));
-    settings_ = probe.config();
-  }
+      : executor_(std::move(executor)),
+        settings_(std::move(settings)),
+        resolved_(resolve_daytona_config(settings_)) {}  // a missing key fails here
 
   std::string_view name() const noexcept override { return "daytona"; }
 
   asio::awaitable<StartedSandbox> create(SandboxRequest request) override {
+    // The request over the settings (as given: a key from the environment is named so).
     DaytonaDeploymentConfig d = settings_;
     if (!request.image.empty())
       d.image = request.image;
-    d.env = std::move(request.env);
-    d.labels = std::move(request.labels);
-    // Daytona counts whole minutes, from one.
-    d.container_timeout = Seconds(std::max(60.0, request.lifetime > 0 ? request.lifetime : 3600.0));
-    d.runtime_timeout = std::min(Seconds(60), settings_.startup_timeout);
-    auto handing = detail::start_and_hand_over<DaytonaDeployment>(executor_, std::move(d),
-                                                                  std::move(request.working_dir));
-    co_return co_await std::move(handing);
+    for (auto& [k, v] : request.env)
+      d.env[k] = std::move(v);
+    for (auto& [k, v] : request.labels)
+      d.labels[k] = std::move(v);
+    if (request.lifetime > 0)  // Daytona counts whole minutes, from one
+      d.container_timeout = Seconds(std::max(60.0, request.lifetime));
+    auto creating = create_daytona_sandbox(executor_, std::move(d), std::move(request.working_dir),
+                                           std::move(request.progress));
+    co_return co_await std::move(creating);
   }
 
   asio::awaitable<void> destroy(std::string id) override {
-    auto deleting = delete_daytona_sandbox(executor_, settings_, id);
+    auto deleting = delete_daytona_sandbox(executor_, resolved_, id);
     auto deleted = detail::failing_as(fmt::format("daytona: cannot delete sandbox {}: ", id),
                                       std::move(deleting));
     co_await std::move(deleted);
   }
 
+  asio::awaitable<std::optional<std::string>> lost(std::string id) override {
+    auto asking = daytona_sandbox_lost(executor_, resolved_, std::move(id));
+    co_return co_await std::move(asking);
+  }
+
   asio::awaitable<std::vector<SandboxInfo>> list(
       std::map<std::string, std::string> labels) override {
-    auto listing = list_daytona_sandboxes(executor_, settings_, std::move(labels));
+    auto listing = list_daytona_sandboxes(executor_, resolved_, std::move(labels));
     auto listed = detail::failing_as("daytona: listing sandboxes: ", std::move(listing));
     const json::array found = co_await std::move(listed);
     std::vector<SandboxInfo> out;
@@ -79,7 +86,8 @@ class DaytonaBackend final : public SandboxBackend {
 
  private:
   asio::any_io_executor executor_;
-  DaytonaDeploymentConfig settings_;
+  DaytonaDeploymentConfig settings_;  // as given
+  DaytonaDeploymentConfig resolved_;  // with the environment's values
 };
 
 }  // namespace

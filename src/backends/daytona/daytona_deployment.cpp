@@ -14,8 +14,10 @@
 #include <rex/http/url.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
+#include "backends/daytona/daytona_calls.hpp"
 #include "core/clock.hpp"
 #include "deployment/cloud_start.hpp"
+#include "deployment/hand_over.hpp"
 #include "deployment/service_client.hpp"
 #include "deployment/setting_from_env.hpp"
 
@@ -82,9 +84,7 @@ json::object parse_object(const http::ClientResponse& r, std::string_view what) 
   return std::move(v.get_object());
 }
 
-}  // namespace
-
-struct DaytonaDeployment::Impl {
+struct DaytonaSandbox {
   asio::any_io_executor executor;
   DaytonaDeploymentConfig config;
   std::string key_source;  // where the API key came from, for a refused key's message
@@ -101,8 +101,6 @@ struct DaytonaDeployment::Impl {
   std::unique_ptr<http::Client> api;
   std::unique_ptr<http::Client> toolbox;
   std::unique_ptr<RemoteRuntime> runtime;
-  bool started = false;
-  bool stopped = false;
   bool deleted = false;  // the sandbox is deleted (or was never made)
 
   void emit(DeploymentStage stage, std::string message) const {
@@ -432,13 +430,11 @@ struct DaytonaDeployment::Impl {
   }
 };
 
-namespace {
-
-// An Impl for `config` with the environment's values filled in and checked.
-std::shared_ptr<DaytonaDeployment::Impl> make_impl(asio::any_io_executor executor,
-                                                   DaytonaDeploymentConfig config) {
-  auto impl = std::make_shared<DaytonaDeployment::Impl>();
-  impl->key_source = config.api_key.empty() ? "DAYTONA_API_KEY" : "the config's api_key";
+// `config` with the environment's values filled in and checked; `key_source` says where its key
+// came from.
+DaytonaDeploymentConfig resolved(DaytonaDeploymentConfig config, std::string* key_source) {
+  if (key_source != nullptr)
+    *key_source = config.api_key.empty() ? "DAYTONA_API_KEY" : "the config's api_key";
   config.api_key = from_env(config.api_key, "DAYTONA_API_KEY");
   if (config.api_key.empty())
     throw DeploymentConfigError(
@@ -451,30 +447,28 @@ std::shared_ptr<DaytonaDeployment::Impl> make_impl(asio::any_io_executor executo
     throw DeploymentConfigError(fmt::format("daytona.port: {} is not a TCP port", config.port));
   if (!(config.container_timeout.count() >= 60))
     throw DeploymentConfigError("daytona.container_timeout: must be at least 60 seconds");
-  impl->executor = std::move(executor);
-  impl->config = std::move(config);
-  return impl;
+  return config;
+}
+
+std::shared_ptr<DaytonaSandbox> make_sandbox(asio::any_io_executor executor,
+                                             DaytonaDeploymentConfig config) {
+  auto s = std::make_shared<DaytonaSandbox>();
+  s->config = resolved(std::move(config), &s->key_source);
+  s->executor = std::move(executor);
+  return s;
 }
 
 }  // namespace
 
-DaytonaDeployment::DaytonaDeployment(asio::any_io_executor executor, DaytonaDeploymentConfig config)
-    : impl_(make_impl(std::move(executor), std::move(config))) {
-  impl_->report = [this](DeploymentStage stage, std::string message) {
-    emit(stage, std::move(message));
-  };
+DaytonaDeploymentConfig resolve_daytona_config(DaytonaDeploymentConfig config) {
+  return resolved(std::move(config), nullptr);
 }
 
-DaytonaDeployment::~DaytonaDeployment() {
-  impl_->report = nullptr;
-}
-
-asio::awaitable<void> DaytonaDeployment::start() {
-  auto s = impl_;
-  if (s->stopped)
-    throw DeploymentStartupError("daytona deployment: cannot start again after stop()");
-  if (s->started)
-    co_return;
+asio::awaitable<StartedSandbox> create_daytona_sandbox(
+    asio::any_io_executor executor, DaytonaDeploymentConfig config, std::string working_dir,
+    std::function<void(DeploymentStage, std::string)> progress) {
+  auto s = make_sandbox(std::move(executor), std::move(config));
+  s->report = std::move(progress);
   // Nothing is left behind: a sandbox this start made is deleted.
   auto clean_up = [s]() -> asio::awaitable<void> {
     s->runtime.reset();
@@ -485,100 +479,64 @@ asio::awaitable<void> DaytonaDeployment::start() {
   auto starting =
       detail::start_or_clean_up("daytona", s->start(), std::move(clean_up), std::move(undoing));
   co_await std::move(starting);
-  s->started = true;
-  emit(DeploymentStage::ready, "rex-server at " + s->url + " (sandbox " + s->sandbox_id + ")");
+  StartedSandbox started;
+  started.id = s->sandbox_id;
+  started.url = s->url;
+  started.token = s->token;
+  started.headers = s->runtime->config().client.headers;
+  auto finding = detail::working_dir_of(*s->runtime, std::move(working_dir), "/");
+  started.working_dir = co_await std::move(finding);
+  co_return started;
 }
 
-asio::awaitable<void> DaytonaDeployment::stop() {
-  auto s = impl_;
-  if (s->stopped)
-    co_return;
-  s->stopped = true;
-  const bool was_started = s->started;
-  s->started = false;
-  if (s->sandbox_id.empty() || s->deleted)
-    co_return;
-  emit(DeploymentStage::stopping, "deleting the sandbox " + s->sandbox_id);
-  if (was_started && s->runtime) {
-    try {
-      co_await s->runtime->close();
-    } catch (const std::exception&) {
-      // The sandbox may be gone already; its sessions went with it.
-    }
-  }
-  auto deleting = s->delete_sandbox();
-  co_await std::move(deleting);
-  emit(DeploymentStage::stopped, "deleted the sandbox " + s->sandbox_id);
+asio::awaitable<std::optional<std::string>> daytona_sandbox_lost(asio::any_io_executor executor,
+                                                                 DaytonaDeploymentConfig config,
+                                                                 std::string sandbox_id) {
+  auto s = make_sandbox(std::move(executor), std::move(config));
+  s->sandbox_id = std::move(sandbox_id);
+  auto looking = s->get_sandbox();
+  const json::object sandbox = co_await std::move(looking);
+  const std::string state = DaytonaSandbox::state_of(sandbox);
+  if (state == "started")
+    co_return std::nullopt;
+  co_return fmt::format("the sandbox {} is {}: {}", s->sandbox_id, state,
+                        DaytonaSandbox::reason_of(sandbox));
 }
 
-asio::awaitable<IsAliveResponse> DaytonaDeployment::is_alive() {
-  auto s = impl_;
-  if (!s->started)
-    co_return IsAliveResponse{false, "daytona deployment: not started"};
-  try {
-    auto looking = s->get_sandbox();
-    const json::object sandbox = co_await std::move(looking);
-    const std::string state = Impl::state_of(sandbox);
-    if (state != "started")
-      co_return IsAliveResponse{false, fmt::format("the sandbox {} is {}: {}", s->sandbox_id, state,
-                                                   Impl::reason_of(sandbox))};
-  } catch (const std::exception& e) {
-    co_return IsAliveResponse{false, e.what()};
-  }
-  co_return co_await s->runtime->is_alive();
-}
-
-Runtime& DaytonaDeployment::runtime() {
-  if (!impl_->started)
-    throw DeploymentNotStartedError(impl_->stopped ? "daytona deployment: stopped"
-                                                   : "daytona deployment: not started");
-  return *impl_->runtime;
-}
-
-bool DaytonaDeployment::started() const noexcept {
-  return impl_->started;
-}
-
-const DaytonaDeploymentConfig& DaytonaDeployment::config() const noexcept {
-  return impl_->config;
-}
+DaytonaDeployment::DaytonaDeployment(asio::any_io_executor executor, DaytonaDeploymentConfig config)
+    : SandboxDeployment(executor, open_daytona_backend(executor, config), SandboxRequest{}),
+      config_(resolve_daytona_config(std::move(config))) {}
 
 const std::string& DaytonaDeployment::sandbox_id() const noexcept {
-  return impl_->sandbox_id;
+  static const std::string none;
+  return created() != nullptr ? created()->id : none;
 }
 
 const std::string& DaytonaDeployment::url() const noexcept {
-  return impl_->url;
-}
-
-SandboxHandoff DaytonaDeployment::handoff() const {
-  if (!impl_->started)
-    throw DeploymentNotStartedError("daytona deployment: not started");
-  SandboxHandoff h{impl_->sandbox_id, impl_->url, impl_->token, {}};
-  h.headers = impl_->runtime->config().client.headers;
-  return h;
+  static const std::string none;
+  return created() != nullptr ? created()->url : none;
 }
 
 asio::awaitable<void> delete_daytona_sandbox(asio::any_io_executor executor,
                                              DaytonaDeploymentConfig config,
                                              std::string sandbox_id) {
-  auto impl = make_impl(std::move(executor), std::move(config));
-  impl->sandbox_id = std::move(sandbox_id);
-  auto deleting = impl->delete_sandbox();
+  auto s = make_sandbox(std::move(executor), std::move(config));
+  s->sandbox_id = std::move(sandbox_id);
+  auto deleting = s->delete_sandbox();
   co_await std::move(deleting);
 }
 
 asio::awaitable<json::array> list_daytona_sandboxes(asio::any_io_executor executor,
                                                     DaytonaDeploymentConfig config,
                                                     std::map<std::string, std::string> labels) {
-  auto impl = make_impl(std::move(executor), std::move(config));
+  auto s = make_sandbox(std::move(executor), std::move(config));
   const std::string filter = http::url_encode(json::serialize(detail::json_string_map(labels)));
   json::array out;
   std::string cursor;
   for (int page = 0; page < 100; ++page) {
     const std::string target = "/sandbox?limit=100&labels=" + filter +
                                (cursor.empty() ? "" : "&cursor=" + http::url_encode(cursor));
-    auto listing = impl->checked(impl->api_client(), "GET", target, "GET /sandbox");
+    auto listing = s->checked(s->api_client(), "GET", target, "GET /sandbox");
     const http::ClientResponse got = co_await std::move(listing);
     boost::system::error_code ec;
     json::value v = json::parse(got.body, ec);

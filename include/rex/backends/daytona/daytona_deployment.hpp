@@ -18,7 +18,8 @@
 //   command logs when it does not.
 // - stop() closes the runtime and deletes the sandbox (DELETE /sandbox/{id}); a failed start()
 //   deletes what it created. is_alive() reports Daytona's state and reason once the sandbox is
-//   no longer started.
+//   no longer started. The lifecycle is SandboxDeployment's over this backend; the calls are the
+//   backend's create(), destroy() and lost().
 // - 429, 502, 503 and 504 answers (and 409 to a delete) and lost connections are tried again
 //   (five attempts, exponential delays with full jitter); a key Daytona refuses (401, 403) fails
 //   at once, naming where it came from.
@@ -30,6 +31,7 @@
 #include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/sandbox_deployment.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/json/array.hpp>
@@ -40,37 +42,25 @@
 
 namespace rex {
 
-class DaytonaDeployment final : public Deployment {
+/// The Deployment over this backend's SandboxBackend (rex/deployment/sandbox_deployment.hpp) with
+/// `config` as its settings.
+class DaytonaDeployment final : public SandboxDeployment {
  public:
   /// Fields left empty take Daytona's environment variables, as its SDKs do (DAYTONA_API_KEY,
   /// DAYTONA_API_URL, DAYTONA_TARGET). DeploymentConfigError for a URL that cannot be used or no
-  /// API key at all.
+  /// API key at all. start() throws DeploymentStartupError naming the step that failed and what
+  /// Daytona said; a sandbox created before the failure is deleted.
   DaytonaDeployment(asio::any_io_executor executor, DaytonaDeploymentConfig config);
-  ~DaytonaDeployment() override;
-
-  /// DeploymentStartupError naming the step that failed and what Daytona said; a sandbox
-  /// created before the failure is deleted.
-  asio::awaitable<void> start() override;
-  asio::awaitable<void> stop() override;
-  asio::awaitable<IsAliveResponse> is_alive() override;
-  Runtime& runtime() override;
-  bool started() const noexcept override;
 
   /// The config with the environment's values filled in.
-  const DaytonaDeploymentConfig& config() const noexcept;
-  /// Daytona's sandbox id once the create answered; empty before.
+  const DaytonaDeploymentConfig& config() const noexcept { return config_; }
+  /// Daytona's sandbox id once started; empty before.
   const std::string& sandbox_id() const noexcept;
   /// The server's base URL (the port's preview URL); empty until started.
   const std::string& url() const noexcept;
-  /// After start(): how to reach the sandbox's server (its preview token among the headers).
-  /// Destroying the deployment without stop() leaves the sandbox running (its time to live still
-  /// ends it).
-  SandboxHandoff handoff() const;
-
-  struct Impl;  // the library's own (the functions below share it)
 
  private:
-  std::shared_ptr<Impl> impl_;
+  DaytonaDeploymentConfig config_;
 };
 
 /// Deletes a sandbox by id, with the deployment's retries (a sandbox already gone is no error).

@@ -1,0 +1,60 @@
+// SandboxDeployment: the Deployment over any SandboxBackend. start() creates one sandbox from
+// its request (the backend starts it, waits for its rex-server and removes what it made when
+// that fails), then reaches its server with a RemoteRuntime; stop() closes the runtime and
+// destroys the sandbox; is_alive() asks the backend whether the sandbox is lost, then the
+// server. A backend's own Deployment is this one with its settings (DaytonaDeployment).
+//
+// Threading: call every member from the executor the deployment was created with.
+#pragma once
+
+#include <rex/deployment/backend.hpp>
+#include <rex/deployment/deployment.hpp>
+
+#include <boost/asio/any_io_executor.hpp>
+
+#include <memory>
+#include <string>
+
+namespace rex {
+
+class RemoteRuntime;
+
+class SandboxDeployment : public Deployment {
+ public:
+  /// The stages of the start reach the hooks (request.progress is this deployment's).
+  SandboxDeployment(asio::any_io_executor executor, std::unique_ptr<SandboxBackend> backend,
+                    SandboxRequest request);
+  ~SandboxDeployment() override;
+
+  /// DeploymentStartupError with the backend's words; nothing is left behind.
+  asio::awaitable<void> start() override;
+  /// Closes the runtime's sessions and destroys the sandbox (one already gone is no error).
+  asio::awaitable<void> stop() override;
+  /// The backend's reason when it sees the sandbox lost, else the server's answer.
+  asio::awaitable<IsAliveResponse> is_alive() override;
+  Runtime& runtime() override;
+  bool started() const noexcept override;
+
+  /// The started sandbox: its id, its server's URL, token and headers, where sessions work.
+  /// DeploymentNotStartedError before start().
+  const StartedSandbox& sandbox() const;
+  /// After start(): how to reach the sandbox's server. Destroying the deployment without stop()
+  /// leaves the sandbox running (its own lifetime still ends it).
+  SandboxHandoff handoff() const;
+  SandboxBackend& backend() noexcept { return *backend_; }
+
+ protected:
+  /// The sandbox once created (it stays after stop()), or null.
+  const StartedSandbox* created() const noexcept { return sandbox_.get(); }
+
+ private:
+  asio::any_io_executor executor_;
+  std::unique_ptr<SandboxBackend> backend_;
+  SandboxRequest request_;
+  std::unique_ptr<StartedSandbox> sandbox_;  // once created
+  std::unique_ptr<RemoteRuntime> runtime_;
+  bool started_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace rex
