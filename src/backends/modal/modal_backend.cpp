@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 
+#include "backends/modal/modal_calls.hpp"
 #include "deployment/hand_over.hpp"
 
 namespace rex {
@@ -14,37 +16,43 @@ namespace {
 class ModalBackend final : public SandboxBackend {
  public:
   ModalBackend(asio::any_io_executor executor, ModalDeploymentConfig settings)
-      : executor_(std::move(executor)) {
-    // The token and URL as the deployment resolves them: a missing token fails here.
-    const ModalDeployment probe(executor_, std::move(settings));
-    settings_ = probe.config();
-  }
+      : executor_(std::move(executor)),
+        settings_(std::move(settings)),
+        resolved_(resolve_modal_config(settings_)) {}  // a missing token fails here
 
   std::string_view name() const noexcept override { return "modal"; }
 
   asio::awaitable<StartedSandbox> create(SandboxRequest request) override {
+    // The request over the settings (as given: a token from the environment is named so).
     ModalDeploymentConfig d = settings_;
     if (!request.image.empty())
       d.image = request.image;
-    d.env = std::move(request.env);
-    d.labels = std::move(request.labels);
-    d.deployment_timeout =
-        Seconds(std::clamp(request.lifetime > 0 ? request.lifetime : 3600.0, 1.0, 86400.0));
-    auto handing = detail::start_and_hand_over<ModalDeployment>(executor_, std::move(d),
-                                                                std::move(request.working_dir));
-    co_return co_await std::move(handing);
+    for (auto& [k, v] : request.env)
+      d.env[k] = std::move(v);
+    for (auto& [k, v] : request.labels)
+      d.labels[k] = std::move(v);
+    if (request.lifetime > 0)  // Modal's limits
+      d.deployment_timeout = Seconds(std::clamp(request.lifetime, 1.0, 86400.0));
+    auto creating = create_modal_sandbox(executor_, std::move(d), std::move(request.working_dir),
+                                         std::move(request.progress));
+    co_return co_await std::move(creating);
   }
 
   asio::awaitable<void> destroy(std::string id) override {
-    auto ending = terminate_modal_sandbox(executor_, settings_, id);
+    auto ending = terminate_modal_sandbox(executor_, resolved_, id);
     auto ended =
         detail::failing_as(fmt::format("modal: cannot end sandbox {}: ", id), std::move(ending));
     co_await std::move(ended);
   }
 
+  asio::awaitable<std::optional<std::string>> lost(std::string id) override {
+    auto asking = modal_sandbox_lost(executor_, resolved_, std::move(id));
+    co_return co_await std::move(asking);
+  }
+
   asio::awaitable<std::vector<SandboxInfo>> list(
       std::map<std::string, std::string> labels) override {
-    auto listing = list_modal_sandboxes(executor_, settings_, std::move(labels));
+    auto listing = list_modal_sandboxes(executor_, resolved_, std::move(labels));
     auto listed = detail::failing_as("modal: listing sandboxes: ", std::move(listing));
     std::vector<ModalSandboxListing> found = co_await std::move(listed);
     std::vector<SandboxInfo> out;
@@ -56,12 +64,13 @@ class ModalBackend final : public SandboxBackend {
 
   void configure_client(const std::string& url, http::ClientConfig& client) const override {
     (void)url;
-    client.ca_file = settings_.ca_file;  // the tunnels' certificates (a test's own CA)
+    client.ca_file = resolved_.ca_file;  // the tunnels' certificates (a test's own CA)
   }
 
  private:
   asio::any_io_executor executor_;
-  ModalDeploymentConfig settings_;
+  ModalDeploymentConfig settings_;  // as given
+  ModalDeploymentConfig resolved_;  // with the environment's values
 };
 
 }  // namespace

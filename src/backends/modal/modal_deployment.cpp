@@ -13,9 +13,11 @@
 #include <rex/runtime/remote_runtime.hpp>
 
 #include "backends/modal/api.grpc.pb.h"
+#include "backends/modal/modal_calls.hpp"
 #include "core/clock.hpp"
 #include "core/offload.hpp"
 #include "deployment/cloud_start.hpp"
+#include "deployment/hand_over.hpp"
 #include "deployment/service_client.hpp"
 #include "deployment/setting_from_env.hpp"
 
@@ -169,9 +171,7 @@ std::string read_file(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-}  // namespace
-
-struct ModalDeployment::Impl {
+struct ModalSandbox {
   asio::any_io_executor executor;
   ModalDeploymentConfig config;
   std::string token_source;  // where the token pair came from, for a refused token's message
@@ -187,11 +187,9 @@ struct ModalDeployment::Impl {
   std::string sandbox_id;
   std::string url;
   std::unique_ptr<RemoteRuntime> runtime;
-  bool started = false;
-  bool stopped = false;
   bool terminated = false;  // the sandbox is ended (or was never made)
 
-  ~Impl() { calls.join(); }
+  ~ModalSandbox() { calls.join(); }
 
   void emit(DeploymentStage stage, std::string message) const {
     if (report)
@@ -682,12 +680,10 @@ struct ModalDeployment::Impl {
   }
 };
 
-namespace {
-
-// An Impl for `config` with the environment's values filled in and checked.
-std::shared_ptr<ModalDeployment::Impl> make_impl(asio::any_io_executor executor,
-                                                 ModalDeploymentConfig config) {
-  auto impl = std::make_shared<ModalDeployment::Impl>();
+// A ModalSandbox for `config` with the environment's values filled in and checked.
+std::shared_ptr<ModalSandbox> make_impl(asio::any_io_executor executor,
+                                        ModalDeploymentConfig config) {
+  auto impl = std::make_shared<ModalSandbox>();
   // As Modal's client: the config, else the environment, else the profile of ~/.modal.toml.
   const std::optional<ModalProfile> profile = find_modal_profile();
   auto from_profile = [&profile](std::string value, const char* key) {
@@ -747,23 +743,15 @@ std::shared_ptr<ModalDeployment::Impl> make_impl(asio::any_io_executor executor,
 
 }  // namespace
 
-ModalDeployment::ModalDeployment(asio::any_io_executor executor, ModalDeploymentConfig config)
-    : impl_(make_impl(std::move(executor), std::move(config))) {
-  impl_->report = [this](DeploymentStage stage, std::string message) {
-    emit(stage, std::move(message));
-  };
+ModalDeploymentConfig resolve_modal_config(ModalDeploymentConfig config) {
+  return make_impl(asio::any_io_executor(), std::move(config))->config;
 }
 
-ModalDeployment::~ModalDeployment() {
-  impl_->report = nullptr;
-}
-
-asio::awaitable<void> ModalDeployment::start() {
-  auto s = impl_;
-  if (s->stopped)
-    throw DeploymentStartupError("modal deployment: cannot start again after stop()");
-  if (s->started)
-    co_return;
+asio::awaitable<StartedSandbox> create_modal_sandbox(
+    asio::any_io_executor executor, ModalDeploymentConfig config, std::string working_dir,
+    std::function<void(DeploymentStage, std::string)> progress) {
+  auto s = make_impl(std::move(executor), std::move(config));
+  s->report = std::move(progress);
   // Nothing is left running: a sandbox this start made is terminated.
   auto clean_up = [s]() -> asio::awaitable<void> {
     s->runtime.reset();
@@ -774,74 +762,40 @@ asio::awaitable<void> ModalDeployment::start() {
   auto starting =
       detail::start_or_clean_up("modal", s->start(), std::move(clean_up), std::move(undoing));
   co_await std::move(starting);
-  s->started = true;
-  emit(DeploymentStage::ready, "rex-server at " + s->url + " (sandbox " + s->sandbox_id + ")");
+  StartedSandbox started;
+  started.id = s->sandbox_id;
+  started.url = s->url;
+  started.token = s->token;
+  started.headers = s->runtime->config().client.headers;
+  auto finding = detail::working_dir_of(*s->runtime, std::move(working_dir), "/");
+  started.working_dir = co_await std::move(finding);
+  co_return started;
 }
 
-asio::awaitable<void> ModalDeployment::stop() {
-  auto s = impl_;
-  if (s->stopped)
-    co_return;
-  s->stopped = true;
-  const bool was_started = s->started;
-  s->started = false;
-  if (s->sandbox_id.empty() || s->terminated)
-    co_return;
-  emit(DeploymentStage::stopping, "terminating the sandbox " + s->sandbox_id);
-  if (was_started && s->runtime) {
-    try {
-      co_await s->runtime->close();
-    } catch (const std::exception&) {
-      // The sandbox may have ended already; its sessions went with it.
-    }
-  }
-  auto ending = s->terminate();
-  co_await std::move(ending);
-  emit(DeploymentStage::stopped, "terminated the sandbox " + s->sandbox_id);
+asio::awaitable<std::optional<std::string>> modal_sandbox_lost(asio::any_io_executor executor,
+                                                               ModalDeploymentConfig config,
+                                                               std::string sandbox_id) {
+  auto s = make_impl(std::move(executor), std::move(config));
+  s->sandbox_id = std::move(sandbox_id);
+  auto polling = s->poll();
+  const std::optional<api::GenericResult> result = co_await std::move(polling);
+  if (!result)
+    co_return std::nullopt;
+  co_return fmt::format("the sandbox {} {}", s->sandbox_id, describe(*result));
 }
 
-asio::awaitable<IsAliveResponse> ModalDeployment::is_alive() {
-  auto s = impl_;
-  if (!s->started)
-    co_return IsAliveResponse{false, "modal deployment: not started"};
-  try {
-    auto polling = s->poll();
-    if (const auto result = co_await std::move(polling))
-      co_return IsAliveResponse{false,
-                                fmt::format("the sandbox {} {}", s->sandbox_id, describe(*result))};
-  } catch (const std::exception& e) {
-    co_return IsAliveResponse{false, e.what()};
-  }
-  co_return co_await s->runtime->is_alive();
-}
-
-Runtime& ModalDeployment::runtime() {
-  if (!impl_->started)
-    throw DeploymentNotStartedError(impl_->stopped ? "modal deployment: stopped"
-                                                   : "modal deployment: not started");
-  return *impl_->runtime;
-}
-
-bool ModalDeployment::started() const noexcept {
-  return impl_->started;
-}
-
-const ModalDeploymentConfig& ModalDeployment::config() const noexcept {
-  return impl_->config;
-}
+ModalDeployment::ModalDeployment(asio::any_io_executor executor, ModalDeploymentConfig config)
+    : SandboxDeployment(executor, open_modal_backend(executor, config), SandboxRequest{}),
+      config_(resolve_modal_config(std::move(config))) {}
 
 const std::string& ModalDeployment::sandbox_id() const noexcept {
-  return impl_->sandbox_id;
+  static const std::string none;
+  return created() != nullptr ? created()->id : none;
 }
 
 const std::string& ModalDeployment::url() const noexcept {
-  return impl_->url;
-}
-
-SandboxHandoff ModalDeployment::handoff() const {
-  if (!impl_->started)
-    throw DeploymentNotStartedError("modal deployment: not started");
-  return SandboxHandoff{impl_->sandbox_id, impl_->url, impl_->token, {}};
+  static const std::string none;
+  return created() != nullptr ? created()->url : none;
 }
 
 asio::awaitable<void> terminate_modal_sandbox(asio::any_io_executor executor,

@@ -30,6 +30,7 @@
 #include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/sandbox_deployment.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 
@@ -40,38 +41,27 @@
 
 namespace rex {
 
-class ModalDeployment final : public Deployment {
+/// The Deployment over this backend's SandboxBackend (rex/deployment/sandbox_deployment.hpp) with
+/// `config` as its settings.
+class ModalDeployment final : public SandboxDeployment {
  public:
   /// Fields left empty take Modal's environment variables (MODAL_TOKEN_ID, MODAL_TOKEN_SECRET,
   /// MODAL_SERVER_URL, MODAL_ENVIRONMENT), else the profile of Modal's settings file
   /// (rex/backends/modal/modal_profile.hpp). DeploymentConfigError for no token, a settings file
   /// that cannot be used, a server URL that is not http(s), or a sandbox_definition that is not
-  /// a Sandbox message.
+  /// a Sandbox message. start() throws DeploymentStartupError naming the call that failed and
+  /// what Modal said; a sandbox created before the failure is terminated.
   ModalDeployment(asio::any_io_executor executor, ModalDeploymentConfig config);
-  ~ModalDeployment() override;
-
-  /// DeploymentStartupError naming the call that failed and what Modal said; a sandbox created
-  /// before the failure is terminated.
-  asio::awaitable<void> start() override;
-  asio::awaitable<void> stop() override;
-  asio::awaitable<IsAliveResponse> is_alive() override;
-  Runtime& runtime() override;
-  bool started() const noexcept override;
 
   /// The config with the environment's values filled in.
-  const ModalDeploymentConfig& config() const noexcept;
-  /// Modal's sandbox id once SandboxCreate answered; empty before.
+  const ModalDeploymentConfig& config() const noexcept { return config_; }
+  /// Modal's sandbox id once started; empty before.
   const std::string& sandbox_id() const noexcept;
   /// The server's base URL (the tunnel's); empty until started.
   const std::string& url() const noexcept;
-  /// After start(): how to reach the sandbox's server. Destroying the deployment without stop()
-  /// leaves the sandbox running (its timeout still ends it).
-  SandboxHandoff handoff() const;
-
-  struct Impl;  // the library's own (the functions below share it)
 
  private:
-  std::shared_ptr<Impl> impl_;
+  ModalDeploymentConfig config_;
 };
 
 /// Ends a sandbox by id (SandboxTerminate, with the deployment's retries); one already ended is
