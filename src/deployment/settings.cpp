@@ -187,7 +187,8 @@ std::optional<std::size_t> Reader::choice(std::string_view key,
 void Reader::finish() const {
   for (const auto& [k, v] : object_) {
     if (k != "type" && !read_.contains(std::string_view(k)))
-      throw DeploymentConfigError(fmt::format("{}: unknown field \"{}\"", type_, std::string(k)));
+      throw DeploymentConfigError(fmt::format("{}: unknown field \"{}\"", type_, std::string(k)),
+                                  std::string(k), "unknown field");
   }
 }
 
@@ -197,7 +198,8 @@ void Reader::positive_seconds(std::string_view key, Seconds seconds) const {
 }
 
 void Reader::fail(std::string_view key, std::string message) const {
-  throw DeploymentConfigError(fmt::format("{}.{}: {}", type_, key, message));
+  std::string text = fmt::format("{}.{}: {}", type_, key, message);
+  throw DeploymentConfigError(text, std::string(key), std::move(message));
 }
 
 void Reader::wrong(std::string_view key, std::string_view expected, const json::value& got) const {

@@ -616,29 +616,17 @@ DeploymentConfig read_provider(const Field& field, const Backend& backend) {
   try {
     return provider_settings(backend, std::move(fields));
   } catch (const DeploymentConfigError& e) {
-    // "kubernetes.connect: expected ..." or "kubernetes: unknown field \"x\"".
-    const std::string_view message = e.what();
-    const std::string prefix = std::string(backend.name);
-    std::string key;
-    std::string problem;
-    if (message.starts_with(prefix + ".")) {
-      const auto colon = message.find(": ", prefix.size() + 1);
-      if (colon != std::string_view::npos) {
-        key = message.substr(prefix.size() + 1, colon - prefix.size() - 1);
-        problem = message.substr(colon + 2);
-      }
-    } else if (const std::string unknown = prefix + ": unknown field \"";
-               message.starts_with(unknown)) {
-      key = message.substr(unknown.size(), message.size() - unknown.size() - 1);
-      problem = "unknown field";
-    }
+    // At the line of the field at fault; at the section's for one it does not spell out (a
+    // check across fields, a field named by its other name).
     for (const auto& entry : section.entries()) {
-      if (!key.empty() && entry.key == key)
-        section.member(entry).fail(problem);
+      if (!e.field().empty() && entry.key == e.field())
+        section.member(entry).fail(e.problem());
     }
-    field.fail(message.starts_with(prefix + ": ")  ? message.substr(prefix.size() + 2)
-               : message.starts_with(prefix + ".") ? message.substr(prefix.size() + 1)
-                                                   : message);
+    if (!e.field().empty())
+      field.fail(fmt::format("{}: {}", e.field(), e.problem()));
+    const std::string_view message = e.what();
+    const std::string prefix = std::string(backend.name) + ".";
+    field.fail(message.starts_with(prefix) ? message.substr(prefix.size()) : message);
   }
 }
 

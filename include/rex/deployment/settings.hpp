@@ -45,6 +45,18 @@ namespace rex {
 class DeploymentConfigError : public std::invalid_argument {
  public:
   using std::invalid_argument::invalid_argument;
+  /// An error the settings codec found at one field: `message` says it all, `field` (its wire
+  /// name) and `problem` ("must not be empty") let a reader of another format point at it.
+  DeploymentConfigError(const std::string& message, std::string field, std::string problem)
+      : std::invalid_argument(message), field_(std::move(field)), problem_(std::move(problem)) {}
+
+  /// The field at fault and what is wrong with it; empty when the error is not one field's.
+  const std::string& field() const noexcept { return field_; }
+  const std::string& problem() const noexcept { return problem_; }
+
+ private:
+  std::string field_;
+  std::string problem_;
 };
 
 /// A duration of a settings struct: seconds, fractions allowed, as a number on the wire.
