@@ -5,13 +5,19 @@
 #include <rex/deployment/backend.hpp>
 #include <rex/deployment/deployment.hpp>
 #include <rex/protocol/commands.hpp>
+#include <rex/runtime/remote_runtime.hpp>
+
+#include "deployment/cloud_start.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
 #include <exception>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <utility>
 
@@ -31,6 +37,47 @@ inline asio::awaitable<std::string> working_dir_of(Runtime& runtime, std::string
   const CommandResponse where = co_await std::move(asking);
   const std::string dir = where.stdout_.substr(0, where.stdout_.find('\n'));
   co_return where.exit_code == 0 && dir.starts_with('/') ? dir : fallback_dir;
+}
+
+/// Lays `request` over a copy of a backend's settings `c` (a settings struct with image, env and
+/// labels): its image when it names one, its variables and labels over the settings' own.
+template <class Config>
+void lay_request_over(Config& c, SandboxRequest& request) {
+  if (!request.image.empty())
+    c.image = request.image;
+  for (auto& [k, v] : request.env)
+    c.env[k] = std::move(v);
+  for (auto& [k, v] : request.labels)
+    c.labels[k] = std::move(v);
+}
+
+/// Starts the sandbox of `s`, a cloud backend's own state (its start(), runtime, sandbox_id, url
+/// and token), told of each stage through `progress`; when the start fails, (s->*remove)()
+/// removes what it made ("<undoing> the sandbox ID" when that fails too). Then hands it over:
+/// the server's address, token and headers, and where sessions work (`working_dir`, else where
+/// the sandbox starts processes).
+template <class S>
+asio::awaitable<StartedSandbox> start_cloud_sandbox(
+    std::string_view kind, std::shared_ptr<S> s, asio::awaitable<void> (S::*remove)(),
+    std::string undoing, std::string working_dir,
+    std::function<void(DeploymentStage, std::string)> progress) {
+  s->report = std::move(progress);
+  auto clean_up = [s, remove]() -> asio::awaitable<void> {
+    s->runtime.reset();
+    auto removing = ((*s).*remove)();
+    co_await std::move(removing);
+  };
+  auto undo = [s, undoing] { return undoing + " the sandbox " + s->sandbox_id; };
+  auto starting = start_or_clean_up(kind, s->start(), std::move(clean_up), std::move(undo));
+  co_await std::move(starting);
+  StartedSandbox started;
+  started.id = s->sandbox_id;
+  started.url = s->url;
+  started.token = s->token;
+  started.headers = s->runtime->config().client.headers;
+  auto finding = working_dir_of(*s->runtime, std::move(working_dir), "/");
+  started.working_dir = co_await std::move(finding);
+  co_return started;
 }
 
 /// Makes a D from `config` and starts it (it removes its sandbox itself when the start fails),

@@ -104,6 +104,16 @@ const StartedSandbox& SandboxDeployment::sandbox() const {
   return *sandbox_;
 }
 
+const std::string& SandboxDeployment::sandbox_id() const noexcept {
+  static const std::string none;
+  return sandbox_ ? sandbox_->id : none;
+}
+
+const std::string& SandboxDeployment::url() const noexcept {
+  static const std::string none;
+  return sandbox_ ? sandbox_->url : none;
+}
+
 SandboxHandoff SandboxDeployment::handoff() const {
   if (!started_)
     throw DeploymentNotStartedError(fmt::format("{} deployment: not started", backend_->name()));

@@ -42,10 +42,10 @@ class SandboxDeployment : public Deployment {
   /// leaves the sandbox running (its own lifetime still ends it).
   SandboxHandoff handoff() const;
   SandboxBackend& backend() noexcept { return *backend_; }
-
- protected:
-  /// The sandbox once created (it stays after stop()), or null.
-  const StartedSandbox* created() const noexcept { return sandbox_.get(); }
+  /// The backend's id of the sandbox, and its server's base URL, once created (they stay after
+  /// stop()); empty before.
+  const std::string& sandbox_id() const noexcept;
+  const std::string& url() const noexcept;
 
  private:
   asio::any_io_executor executor_;

@@ -30,12 +30,7 @@ class DaytonaBackend final : public SandboxBackend {
   asio::awaitable<StartedSandbox> create(SandboxRequest request) override {
     // The request over the settings (as given: a key from the environment is named so).
     DaytonaDeploymentConfig d = settings_;
-    if (!request.image.empty())
-      d.image = request.image;
-    for (auto& [k, v] : request.env)
-      d.env[k] = std::move(v);
-    for (auto& [k, v] : request.labels)
-      d.labels[k] = std::move(v);
+    detail::lay_request_over(d, request);
     if (request.lifetime > 0)  // Daytona counts whole minutes, from one
       d.container_timeout = Seconds(std::max(60.0, request.lifetime));
     auto creating = create_daytona_sandbox(executor_, std::move(d), std::move(request.working_dir),

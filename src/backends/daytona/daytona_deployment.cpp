@@ -467,26 +467,10 @@ DaytonaDeploymentConfig resolve_daytona_config(DaytonaDeploymentConfig config) {
 asio::awaitable<StartedSandbox> create_daytona_sandbox(
     asio::any_io_executor executor, DaytonaDeploymentConfig config, std::string working_dir,
     std::function<void(DeploymentStage, std::string)> progress) {
-  auto s = make_sandbox(std::move(executor), std::move(config));
-  s->report = std::move(progress);
   // Nothing is left behind: a sandbox this start made is deleted.
-  auto clean_up = [s]() -> asio::awaitable<void> {
-    s->runtime.reset();
-    auto deleting = s->delete_sandbox();
-    co_await std::move(deleting);
-  };
-  auto undoing = [s] { return "deleting the sandbox " + s->sandbox_id; };
-  auto starting =
-      detail::start_or_clean_up("daytona", s->start(), std::move(clean_up), std::move(undoing));
-  co_await std::move(starting);
-  StartedSandbox started;
-  started.id = s->sandbox_id;
-  started.url = s->url;
-  started.token = s->token;
-  started.headers = s->runtime->config().client.headers;
-  auto finding = detail::working_dir_of(*s->runtime, std::move(working_dir), "/");
-  started.working_dir = co_await std::move(finding);
-  co_return started;
+  return detail::start_cloud_sandbox(
+      "daytona", make_sandbox(std::move(executor), std::move(config)),
+      &DaytonaSandbox::delete_sandbox, "deleting", std::move(working_dir), std::move(progress));
 }
 
 asio::awaitable<std::optional<std::string>> daytona_sandbox_lost(asio::any_io_executor executor,
@@ -506,16 +490,6 @@ asio::awaitable<std::optional<std::string>> daytona_sandbox_lost(asio::any_io_ex
 DaytonaDeployment::DaytonaDeployment(asio::any_io_executor executor, DaytonaDeploymentConfig config)
     : SandboxDeployment(executor, open_daytona_backend(executor, config), SandboxRequest{}),
       config_(resolve_daytona_config(std::move(config))) {}
-
-const std::string& DaytonaDeployment::sandbox_id() const noexcept {
-  static const std::string none;
-  return created() != nullptr ? created()->id : none;
-}
-
-const std::string& DaytonaDeployment::url() const noexcept {
-  static const std::string none;
-  return created() != nullptr ? created()->url : none;
-}
 
 asio::awaitable<void> delete_daytona_sandbox(asio::any_io_executor executor,
                                              DaytonaDeploymentConfig config,

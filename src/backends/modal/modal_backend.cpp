@@ -25,12 +25,7 @@ class ModalBackend final : public SandboxBackend {
   asio::awaitable<StartedSandbox> create(SandboxRequest request) override {
     // The request over the settings (as given: a token from the environment is named so).
     ModalDeploymentConfig d = settings_;
-    if (!request.image.empty())
-      d.image = request.image;
-    for (auto& [k, v] : request.env)
-      d.env[k] = std::move(v);
-    for (auto& [k, v] : request.labels)
-      d.labels[k] = std::move(v);
+    detail::lay_request_over(d, request);
     if (request.lifetime > 0)  // Modal's limits
       d.deployment_timeout = Seconds(std::clamp(request.lifetime, 1.0, 86400.0));
     auto creating = create_modal_sandbox(executor_, std::move(d), std::move(request.working_dir),

@@ -750,26 +750,10 @@ ModalDeploymentConfig resolve_modal_config(ModalDeploymentConfig config) {
 asio::awaitable<StartedSandbox> create_modal_sandbox(
     asio::any_io_executor executor, ModalDeploymentConfig config, std::string working_dir,
     std::function<void(DeploymentStage, std::string)> progress) {
-  auto s = make_impl(std::move(executor), std::move(config));
-  s->report = std::move(progress);
   // Nothing is left running: a sandbox this start made is terminated.
-  auto clean_up = [s]() -> asio::awaitable<void> {
-    s->runtime.reset();
-    auto ending = s->terminate();
-    co_await std::move(ending);
-  };
-  auto undoing = [s] { return "terminating the sandbox " + s->sandbox_id; };
-  auto starting =
-      detail::start_or_clean_up("modal", s->start(), std::move(clean_up), std::move(undoing));
-  co_await std::move(starting);
-  StartedSandbox started;
-  started.id = s->sandbox_id;
-  started.url = s->url;
-  started.token = s->token;
-  started.headers = s->runtime->config().client.headers;
-  auto finding = detail::working_dir_of(*s->runtime, std::move(working_dir), "/");
-  started.working_dir = co_await std::move(finding);
-  co_return started;
+  return detail::start_cloud_sandbox("modal", make_impl(std::move(executor), std::move(config)),
+                                     &ModalSandbox::terminate, "terminating",
+                                     std::move(working_dir), std::move(progress));
 }
 
 asio::awaitable<std::optional<std::string>> modal_sandbox_lost(asio::any_io_executor executor,
@@ -787,16 +771,6 @@ asio::awaitable<std::optional<std::string>> modal_sandbox_lost(asio::any_io_exec
 ModalDeployment::ModalDeployment(asio::any_io_executor executor, ModalDeploymentConfig config)
     : SandboxDeployment(executor, open_modal_backend(executor, config), SandboxRequest{}),
       config_(resolve_modal_config(std::move(config))) {}
-
-const std::string& ModalDeployment::sandbox_id() const noexcept {
-  static const std::string none;
-  return created() != nullptr ? created()->id : none;
-}
-
-const std::string& ModalDeployment::url() const noexcept {
-  static const std::string none;
-  return created() != nullptr ? created()->url : none;
-}
 
 asio::awaitable<void> terminate_modal_sandbox(asio::any_io_executor executor,
                                               ModalDeploymentConfig config,

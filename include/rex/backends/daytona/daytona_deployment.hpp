@@ -54,10 +54,6 @@ class DaytonaDeployment final : public SandboxDeployment {
 
   /// The config with the environment's values filled in.
   const DaytonaDeploymentConfig& config() const noexcept { return config_; }
-  /// Daytona's sandbox id once started; empty before.
-  const std::string& sandbox_id() const noexcept;
-  /// The server's base URL (the port's preview URL); empty until started.
-  const std::string& url() const noexcept;
 
  private:
   DaytonaDeploymentConfig config_;

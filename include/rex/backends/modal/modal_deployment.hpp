@@ -55,10 +55,6 @@ class ModalDeployment final : public SandboxDeployment {
 
   /// The config with the environment's values filled in.
   const ModalDeploymentConfig& config() const noexcept { return config_; }
-  /// Modal's sandbox id once started; empty before.
-  const std::string& sandbox_id() const noexcept;
-  /// The server's base URL (the tunnel's); empty until started.
-  const std::string& url() const noexcept;
 
  private:
   ModalDeploymentConfig config_;
