@@ -67,24 +67,39 @@ asio::awaitable<void> SandboxDeployment::stop() {
   emit(DeploymentStage::stopped, "removed the sandbox " + sandbox_->id);
 }
 
+namespace {
+
+// The backend's reason when it sees the sandbox lost; its failure to answer counts as one.
+asio::awaitable<std::optional<std::string>> lost_reason(SandboxBackend& backend, std::string id) {
+  std::string failure;
+  try {
+    auto asking = backend.lost(std::move(id));
+    co_return co_await std::move(asking);
+  } catch (const std::exception& e) {
+    failure = e.what();
+  }
+  co_return failure;
+}
+
+}  // namespace
+
 asio::awaitable<IsAliveResponse> SandboxDeployment::is_alive() {
   if (!started_)
     co_return IsAliveResponse{false, fmt::format("{} deployment: {}", backend_->name(),
                                                  stopped_ ? "stopped" : "not started")};
-  std::optional<std::string> why;
-  std::string failure;
-  try {
-    auto asking = backend_->lost(sandbox_->id);
-    why = co_await std::move(asking);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  if (!failure.empty())
-    co_return IsAliveResponse{false, failure};
-  if (why)
+  auto looking = lost_reason(*backend_, sandbox_->id);
+  if (const std::optional<std::string> why = co_await std::move(looking))
     co_return IsAliveResponse{false, *why};
   auto answering = runtime_->is_alive();
-  co_return co_await std::move(answering);
+  IsAliveResponse answer = co_await std::move(answering);
+  if (answer.is_alive)
+    co_return answer;
+  // The server stopped answering: the sandbox may have ended since the backend was asked, and
+  // then the backend says how.
+  auto again = lost_reason(*backend_, sandbox_->id);
+  if (const std::optional<std::string> why = co_await std::move(again))
+    co_return IsAliveResponse{false, *why};
+  co_return answer;
 }
 
 Runtime& SandboxDeployment::runtime() {
