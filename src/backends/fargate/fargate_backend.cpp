@@ -4,66 +4,53 @@
 #include <rex/backends/fargate/fargate_gc.hpp>
 
 #include <fmt/format.h>
-#include <boost/json.hpp>
 
-#include <algorithm>
+#include <optional>
 
+#include "backends/fargate/fargate_calls.hpp"
 #include "deployment/hand_over.hpp"
 
 namespace rex {
 
 namespace {
 
-namespace json = boost::json;
-
 class FargateBackend final : public SandboxBackend {
  public:
-  FargateBackend(asio::any_io_executor executor, FargateDeploymentConfig settings)
+  FargateBackend(asio::any_io_executor executor, FargateDeploymentConfig settings,
+                 bool credentials_now)
       : executor_(std::move(executor)), settings_(std::move(settings)) {
-    // The settings as the deployment checks them, and the credentials and region as the AWS CLI
-    // finds them: either missing fails here.
-    const FargateDeployment probe(executor_, settings_);
-    aws_ = std::make_unique<aws::AwsClient>(
-        executor_, aws::config_from_environment(settings_.profile, settings_.region));
+    check_fargate_config(settings_);
+    if (credentials_now)
+      aws();
   }
 
   std::string_view name() const noexcept override { return "fargate"; }
 
   asio::awaitable<StartedSandbox> create(SandboxRequest request) override {
     FargateDeploymentConfig d = settings_;
-    if (!request.image.empty())
-      d.image = request.image;
-    d.env = std::move(request.env);
-    d.labels = std::move(request.labels);
-    d.container_timeout = Seconds(request.lifetime > 0 ? request.lifetime : 3600.0);
-    d.runtime_timeout = std::min(Seconds(60), settings_.startup_timeout);
-    auto handing = detail::start_and_hand_over<FargateDeployment>(executor_, std::move(d),
-                                                                  std::move(request.working_dir));
-    co_return co_await std::move(handing);
+    detail::lay_request_over(d, request);
+    if (request.lifetime > 0)
+      d.container_timeout = Seconds(request.lifetime);
+    auto creating = create_fargate_task(executor_, std::move(d), std::move(request.working_dir),
+                                        std::move(request.progress));
+    co_return co_await std::move(creating);
   }
 
   asio::awaitable<void> destroy(std::string id) override {
-    std::string failure;
-    try {
-      auto stopping = aws_->json_call(aws::kEcs, "StopTask",
-                                      json::object{{"cluster", settings_.cluster_name},
-                                                   {"task", id},
-                                                   {"reason", "rex gateway: session ended"}});
-      co_await std::move(stopping);
-    } catch (const aws::AwsError& e) {
-      // A task ECS no longer knows is stopped.
-      if (e.code() != "InvalidParameterException" && e.code() != "ClientException")
-        failure = e.what();
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty())
-      throw DeploymentStartupError(fmt::format("fargate: cannot stop task {}: {}", id, failure));
+    auto stopping = stop(id);
+    auto stopped =
+        detail::failing_as(fmt::format("fargate: cannot stop task {}: ", id), std::move(stopping));
+    co_await std::move(stopped);
+  }
+
+  asio::awaitable<std::optional<std::string>> lost(std::string id) override {
+    auto asking = fargate_task_lost(aws(), settings_.cluster_name, std::move(id));
+    co_return co_await std::move(asking);
   }
 
   asio::awaitable<std::vector<SandboxInfo>> list(
       std::map<std::string, std::string> labels) override {
-    auto listing = list_fargate_tasks(*aws_, settings_.cluster_name);
+    auto listing = list_all();
     auto listed = detail::failing_as("fargate: listing tasks: ", std::move(listing));
     std::vector<FargateTask> tasks = co_await std::move(listed);
     std::vector<SandboxInfo> out;
@@ -78,6 +65,26 @@ class FargateBackend final : public SandboxBackend {
   }
 
  private:
+  // The client of the credentials and region the AWS CLI finds (CredentialsError when it finds
+  // none), made when first needed; the start of a task makes its own.
+  aws::AwsClient& aws() {
+    if (!aws_)
+      aws_ = std::make_unique<aws::AwsClient>(
+          executor_, aws::config_from_environment(settings_.profile, settings_.region));
+    return *aws_;
+  }
+
+  asio::awaitable<void> stop(std::string id) {
+    auto stopping = stop_fargate_task(aws(), settings_.cluster_name, std::move(id),
+                                      "rex: the sandbox was destroyed");
+    co_await std::move(stopping);
+  }
+
+  asio::awaitable<std::vector<FargateTask>> list_all() {
+    auto listing = list_fargate_tasks(aws(), settings_.cluster_name);
+    co_return co_await std::move(listing);
+  }
+
   asio::any_io_executor executor_;
   FargateDeploymentConfig settings_;
   std::unique_ptr<aws::AwsClient> aws_;
@@ -85,9 +92,17 @@ class FargateBackend final : public SandboxBackend {
 
 }  // namespace
 
+std::unique_ptr<SandboxBackend> make_fargate_backend(asio::any_io_executor executor,
+                                                     FargateDeploymentConfig settings,
+                                                     bool credentials_now) {
+  return std::make_unique<FargateBackend>(std::move(executor), std::move(settings),
+                                          credentials_now);
+}
+
 std::unique_ptr<SandboxBackend> open_fargate_backend(asio::any_io_executor executor,
                                                      FargateDeploymentConfig settings) {
-  return std::make_unique<FargateBackend>(std::move(executor), std::move(settings));
+  // Credentials missing fail here, where the settings are read.
+  return make_fargate_backend(std::move(executor), std::move(settings), true);
 }
 
 }  // namespace rex

@@ -7,8 +7,9 @@
 #include <rex/deployment/server_binary.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
+#include "backends/fargate/fargate_calls.hpp"
 #include "core/clock.hpp"
-#include "deployment/cloud_start.hpp"
+#include "deployment/hand_over.hpp"
 
 #include <fmt/format.h>
 #include <boost/asio/steady_timer.hpp>
@@ -84,22 +85,42 @@ std::vector<std::string> members(const XmlElement* list, std::string_view field 
   return out;
 }
 
-}  // namespace
+asio::awaitable<json::object> describe_fargate_task(AwsClient& aws, std::string cluster,
+                                                    std::string task_arn) {
+  auto describe_tasks = aws.json_call(
+      aws::kEcs, "DescribeTasks",
+      json::object{{"cluster", cluster}, {"tasks", json::array{json::value(task_arn)}}});
+  const json::object got = co_await std::move(describe_tasks);
+  const json::array* list = got.if_contains("tasks") ? got.at("tasks").if_array() : nullptr;
+  if (list == nullptr || list->empty() || !list->front().is_object())
+    throw DeploymentStartupError("fargate: ECS does not know the task " + task_arn);
+  co_return list->front().as_object();
+}
 
-struct FargateDeployment::Impl {
+std::string stopped_reason(const json::object& task) {
+  std::string why = field_text(task, {"stoppedReason"});
+  if (const auto* containers = task.if_contains("containers"); containers && containers->is_array())
+    for (const auto& c : containers->as_array()) {
+      if (!c.is_object())
+        continue;
+      const std::string reason = field_text(c.as_object(), {"reason"});
+      if (!reason.empty())
+        why += fmt::format("; {}: {}", field_text(c.as_object(), {"name"}), reason);
+    }
+  return why.empty() ? "no reason given" : why;
+}
+
+struct TaskStart {
   asio::any_io_executor executor;
   FargateDeploymentConfig config;
   std::string id = random_hex(8);
   std::string token;
   std::unique_ptr<AwsClient> aws;
   std::string cluster_arn;
-  std::string task_arn;
+  std::string sandbox_id;
   std::string url;
   std::unique_ptr<RemoteRuntime> runtime;
-  bool started = false;
-  bool stopped = false;
-  // The deployment's hooks, while it exists (a start still running when it is destroyed
-  // reports to nobody).
+  // Told each stage of the start.
   std::function<void(DeploymentStage, std::string)> report;
 
   void emit(DeploymentStage stage, std::string message) const {
@@ -326,28 +347,7 @@ struct FargateDeployment::Impl {
   }
 
   asio::awaitable<json::object> describe_task() {
-    auto describe_tasks =
-        ecs("DescribeTasks",
-            json::object{{"cluster", cluster_arn}, {"tasks", json::array{json::value(task_arn)}}});
-    const json::object got = co_await std::move(describe_tasks);
-    const json::array* list = got.if_contains("tasks") ? got.at("tasks").if_array() : nullptr;
-    if (list == nullptr || list->empty() || !list->front().is_object())
-      throw DeploymentStartupError("fargate: ECS does not know the task " + task_arn);
-    co_return list->front().as_object();
-  }
-
-  static std::string stopped_reason(const json::object& task) {
-    std::string why = field_text(task, {"stoppedReason"});
-    if (const auto* containers = task.if_contains("containers");
-        containers && containers->is_array())
-      for (const auto& c : containers->as_array()) {
-        if (!c.is_object())
-          continue;
-        const std::string reason = field_text(c.as_object(), {"reason"});
-        if (!reason.empty())
-          why += fmt::format("; {}: {}", field_text(c.as_object(), {"name"}), reason);
-      }
-    return why.empty() ? "no reason given" : why;
+    return describe_fargate_task(*aws, cluster_arn, sandbox_id);
   }
 
   // The address of the task's network interface, as connect asks.
@@ -361,7 +361,7 @@ struct FargateDeployment::Impl {
             if (d.is_object() && field_text(d.as_object(), {"name"}) == "networkInterfaceId")
               eni = field_text(d.as_object(), {"value"});
     if (eni.empty())
-      throw DeploymentStartupError("fargate: the task " + task_arn + " has no network interface");
+      throw DeploymentStartupError("fargate: the task " + sandbox_id + " has no network interface");
     auto describe_interface = ec2("DescribeNetworkInterfaces", {{"NetworkInterfaceId.1", eni}});
     const XmlElement got = co_await std::move(describe_interface);
     const XmlElement* item = got.at("networkInterfaceSet/item");
@@ -378,19 +378,13 @@ struct FargateDeployment::Impl {
     co_return ip;
   }
 
-  asio::awaitable<void> stop_task(std::string reason) {
-    if (task_arn.empty())
+  // The task this start ran, when it failed.
+  asio::awaitable<void> remove() {
+    if (sandbox_id.empty() || !aws)
       co_return;
-    try {
-      auto stop =
-          ecs("StopTask",
-              json::object{{"cluster", cluster_arn}, {"task", task_arn}, {"reason", reason}});
-      co_await std::move(stop);
-    } catch (const AwsError& e) {
-      // A task already gone is stopped.
-      if (e.code() != "InvalidParameterException" && e.code() != "ClientException")
-        throw;
-    }
+    auto stopping =
+        stop_fargate_task(*aws, cluster_arn, sandbox_id, "rex: the sandbox's start failed");
+    co_await std::move(stopping);
   }
 
   asio::awaitable<void> start() {
@@ -446,9 +440,9 @@ struct FargateDeployment::Impl {
       throw DeploymentStartupError("fargate: RunTask started no task: " +
                                    (why.empty() ? std::string("no reason given") : why));
     }
-    task_arn = field_text(started_tasks->front().as_object(), {"taskArn"});
+    sandbox_id = field_text(started_tasks->front().as_object(), {"taskArn"});
 
-    emit(DeploymentStage::waiting, "waiting for the task " + task_arn + " to run");
+    emit(DeploymentStage::waiting, "waiting for the task " + sandbox_id + " to run");
     const auto until = Clock::now() + rex::detail::seconds_to_ms(config.startup_timeout);
     asio::steady_timer pause(executor);
     json::object task;
@@ -462,10 +456,10 @@ struct FargateDeployment::Impl {
         break;
       if (status == "STOPPED" || status == "DEPROVISIONING" || status == "STOPPING")
         throw DeploymentStartupError(fmt::format("fargate: the task {} stopped before it ran: {}",
-                                                 task_arn, stopped_reason(task)));
+                                                 sandbox_id, stopped_reason(task)));
       if (Clock::now() > until)
         throw DeploymentStartupError(fmt::format(
-            "fargate: the task {} was not running after {:g} s (last status {})", task_arn,
+            "fargate: the task {} was not running after {:g} s (last status {})", sandbox_id,
             config.startup_timeout.count(), status.empty() ? "unknown" : status));
       pause.expires_after(
           std::chrono::duration_cast<Clock::duration>(backoff_delay(poll, attempt, 0.0)));
@@ -483,13 +477,14 @@ struct FargateDeployment::Impl {
     } catch (const std::exception& e) {
       throw DeploymentStartupError(
           fmt::format("fargate: rex-server at {} (task {}) did not answer within {:g} s: {}", url,
-                      task_arn, config.runtime_timeout.count(), e.what()));
+                      sandbox_id, config.runtime_timeout.count(), e.what()));
     }
   }
 };
 
-FargateDeployment::FargateDeployment(asio::any_io_executor executor, FargateDeploymentConfig config)
-    : impl_(std::make_shared<Impl>()) {
+}  // namespace
+
+void check_fargate_config(const FargateDeploymentConfig& config) {
   if (config.port <= 0 || config.port > 65535)
     throw DeploymentConfigError(fmt::format("fargate.port: {} is not a TCP port", config.port));
   if (config.connect != "public_ip" && config.connect != "private_ip")
@@ -498,107 +493,46 @@ FargateDeployment::FargateDeployment(asio::any_io_executor executor, FargateDepl
   if (config.connect == "public_ip" && !config.assign_public_ip)
     throw DeploymentConfigError(
         "fargate: connect public_ip needs assign_public_ip (or connect private_ip)");
-  impl_->executor = std::move(executor);
-  impl_->config = std::move(config);
-  impl_->report = [this](DeploymentStage stage, std::string message) {
-    emit(stage, std::move(message));
-  };
 }
 
-FargateDeployment::~FargateDeployment() {
-  impl_->report = nullptr;
+asio::awaitable<StartedSandbox> create_fargate_task(
+    asio::any_io_executor executor, FargateDeploymentConfig config, std::string working_dir,
+    std::function<void(DeploymentStage, std::string)> progress) {
+  check_fargate_config(config);
+  auto s = std::make_shared<TaskStart>();
+  s->executor = std::move(executor);
+  s->config = std::move(config);
+  // Nothing is left running: a task this start ran is stopped.
+  return detail::start_cloud_sandbox("fargate", std::move(s), &TaskStart::remove, "stopping",
+                                     std::move(working_dir), std::move(progress));
 }
 
-asio::awaitable<void> FargateDeployment::start() {
-  auto s = impl_;
-  if (s->stopped)
-    throw DeploymentStartupError("fargate deployment: cannot start again after stop()");
-  if (s->started)
-    co_return;
-  // Nothing is left running: a task this start made is stopped.
-  auto clean_up = [s]() -> asio::awaitable<void> {
-    s->runtime.reset();
-    auto stopping = s->stop_task("rex: the deployment failed to start");
-    co_await std::move(stopping);
-  };
-  auto undoing = [s] { return "stopping the task " + s->task_arn; };
-  auto starting =
-      detail::start_or_clean_up("fargate", s->start(), std::move(clean_up), std::move(undoing));
-  co_await std::move(starting);
-  s->started = true;
-  emit(DeploymentStage::ready, "rex-server at " + s->url + " (task " + s->task_arn + ")");
+asio::awaitable<std::optional<std::string>> fargate_task_lost(AwsClient& aws, std::string cluster,
+                                                              std::string task_arn) {
+  auto looking = describe_fargate_task(aws, std::move(cluster), task_arn);
+  const json::object task = co_await std::move(looking);
+  const std::string status = field_text(task, {"lastStatus"});
+  if (status == "RUNNING")
+    co_return std::nullopt;
+  co_return fmt::format("the task {} is {}: {}", task_arn, status, stopped_reason(task));
 }
 
-asio::awaitable<void> FargateDeployment::stop() {
-  auto s = impl_;
-  if (s->stopped)
-    co_return;
-  s->stopped = true;
-  const bool was_started = s->started;
-  s->started = false;
-  if (s->task_arn.empty())
-    co_return;
-  emit(DeploymentStage::stopping, "stopping the task " + s->task_arn);
-  if (was_started && s->runtime) {
-    try {
-      co_await s->runtime->close();
-    } catch (const std::exception&) {
-      // The task may be gone already; its sessions went with it.
-    }
-  }
-  auto stopping = s->stop_task("rex: the deployment stopped");
-  co_await std::move(stopping);
-  emit(DeploymentStage::stopped, "stopped the task " + s->task_arn);
-}
-
-asio::awaitable<IsAliveResponse> FargateDeployment::is_alive() {
-  auto s = impl_;
-  if (!s->started)
-    co_return IsAliveResponse{false, "fargate deployment: not started"};
+asio::awaitable<void> stop_fargate_task(AwsClient& aws, std::string cluster, std::string task_arn,
+                                        std::string reason) {
   try {
-    auto look = s->describe_task();
-    const json::object task = co_await std::move(look);
-    const std::string status = field_text(task, {"lastStatus"});
-    if (status != "RUNNING")
-      co_return IsAliveResponse{false, fmt::format("the task {} is {}: {}", s->task_arn, status,
-                                                   Impl::stopped_reason(task))};
-  } catch (const std::exception& e) {
-    co_return IsAliveResponse{false, e.what()};
+    auto stopping = aws.json_call(
+        aws::kEcs, "StopTask",
+        json::object{{"cluster", cluster}, {"task", task_arn}, {"reason", std::move(reason)}});
+    co_await std::move(stopping);
+  } catch (const AwsError& e) {
+    // A task ECS no longer knows is stopped.
+    if (e.code() != "InvalidParameterException" && e.code() != "ClientException")
+      throw;
   }
-  co_return co_await s->runtime->is_alive();
 }
 
-Runtime& FargateDeployment::runtime() {
-  if (!impl_->started)
-    throw DeploymentNotStartedError(impl_->stopped ? "fargate deployment: stopped"
-                                                   : "fargate deployment: not started");
-  return *impl_->runtime;
-}
-
-bool FargateDeployment::started() const noexcept {
-  return impl_->started;
-}
-
-const FargateDeploymentConfig& FargateDeployment::config() const noexcept {
-  return impl_->config;
-}
-
-const std::string& FargateDeployment::deployment_id() const noexcept {
-  return impl_->id;
-}
-
-const std::string& FargateDeployment::task_arn() const noexcept {
-  return impl_->task_arn;
-}
-
-const std::string& FargateDeployment::url() const noexcept {
-  return impl_->url;
-}
-
-SandboxHandoff FargateDeployment::handoff() const {
-  if (!impl_->started)
-    throw DeploymentNotStartedError("fargate deployment: not started");
-  return SandboxHandoff{impl_->task_arn, impl_->url, impl_->token, {}};
-}
+FargateDeployment::FargateDeployment(asio::any_io_executor executor, FargateDeploymentConfig config)
+    : SandboxDeployment(executor, make_fargate_backend(executor, config, false), SandboxRequest{}),
+      config_(std::move(config)) {}
 
 }  // namespace rex

@@ -28,38 +28,26 @@
 #include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/sandbox_deployment.hpp>
 
 #include <memory>
 #include <string>
 
 namespace rex {
 
-class FargateDeployment final : public Deployment {
+/// The Deployment over this backend's SandboxBackend (rex/deployment/sandbox_deployment.hpp) with
+/// `config` as its settings; its sandbox id is the task's ARN.
+class FargateDeployment final : public SandboxDeployment {
  public:
   /// DeploymentConfigError for settings that cannot work, before anything is called.
   FargateDeployment(asio::any_io_executor executor, FargateDeploymentConfig config);
-  ~FargateDeployment() override;
 
-  asio::awaitable<void> start() override;
-  asio::awaitable<void> stop() override;
-  asio::awaitable<IsAliveResponse> is_alive() override;
-  Runtime& runtime() override;
-  bool started() const noexcept override;
-
-  const FargateDeploymentConfig& config() const noexcept;
-  /// A random id, in the task's tags.
-  const std::string& deployment_id() const noexcept;
-  /// The task's ARN once RunTask answered; empty before.
-  const std::string& task_arn() const noexcept;
-  /// The server's base URL; empty until started.
-  const std::string& url() const noexcept;
-  /// After start(): how to reach the task's server (sandbox_id: the task's ARN). Destroying the
-  /// deployment without stop() leaves the task running (rex-server's deadline still ends it).
-  SandboxHandoff handoff() const;
+  const FargateDeploymentConfig& config() const noexcept { return config_; }
+  /// The task's ARN once started; empty before.
+  const std::string& task_arn() const noexcept { return sandbox_id(); }
 
  private:
-  struct Impl;
-  std::shared_ptr<Impl> impl_;
+  FargateDeploymentConfig config_;
 };
 
 /// This backend as a SandboxBackend (rex/deployment/backend.hpp): `settings` are the defaults of
