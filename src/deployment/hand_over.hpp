@@ -55,12 +55,12 @@ void lay_request_over(Config& c, SandboxRequest& request) {
 /// and token), told of each stage through `progress`; when the start fails, (s->*remove)()
 /// removes what it made ("<undoing> the sandbox ID" when that fails too). Then hands it over:
 /// the server's address, token and headers, and where sessions work (`working_dir`, else where
-/// the sandbox starts processes).
+/// the sandbox starts processes, else `fallback_dir`).
 template <class S>
 asio::awaitable<StartedSandbox> start_cloud_sandbox(
     std::string_view kind, std::shared_ptr<S> s, asio::awaitable<void> (S::*remove)(),
     std::string undoing, std::string working_dir,
-    std::function<void(DeploymentStage, std::string)> progress) {
+    std::function<void(DeploymentStage, std::string)> progress, std::string fallback_dir = "/") {
   s->report = std::move(progress);
   auto clean_up = [s, remove]() -> asio::awaitable<void> {
     s->runtime.reset();
@@ -75,7 +75,7 @@ asio::awaitable<StartedSandbox> start_cloud_sandbox(
   started.url = s->url;
   started.token = s->token;
   started.headers = s->runtime->config().client.headers;
-  auto finding = working_dir_of(*s->runtime, std::move(working_dir), "/");
+  auto finding = working_dir_of(*s->runtime, std::move(working_dir), std::move(fallback_dir));
   started.working_dir = co_await std::move(finding);
   co_return started;
 }

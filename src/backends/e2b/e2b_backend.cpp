@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <boost/json.hpp>
 
+#include "backends/e2b/e2b_calls.hpp"
 #include "core/clock.hpp"
 #include "deployment/hand_over.hpp"
 
@@ -15,54 +16,46 @@ namespace {
 
 namespace json = boost::json;
 
-// Where sessions work when the request names no place and the sandbox cannot say: the home of
-// E2B's default user.
-constexpr std::string_view kWorkingDir = "/home/user";
 constexpr int kMaxPages = 100;
 
 class E2BBackend final : public SandboxBackend {
  public:
   E2BBackend(asio::any_io_executor executor, E2BDeploymentConfig settings)
-      : executor_(std::move(executor)), settings_(std::move(settings)) {
-    // The control API's URL and key, as the deployment resolves them from the environment:
-    // once (DeploymentConfigError here for a missing key or a bad URL).
-    const E2BDeployment probe(executor_, settings_);
-    api_url_ = probe.api_url();
-    api_key_ = probe.api_key();
+      : executor_(std::move(executor)),
+        settings_(std::move(settings)),
+        resolved_(resolve_e2b_config(settings_)) {  // a missing key or a bad URL fails here
+    api_url_ = resolved_.api_url;
+    api_key_ = resolved_.api_key;
   }
 
   std::string_view name() const noexcept override { return "e2b"; }
 
   asio::awaitable<StartedSandbox> create(SandboxRequest request) override {
+    // The request over the settings (as given: a key from the environment is named so).
     E2BDeploymentConfig d = settings_;
-    d.template_id =
-        request.template_name.empty() ? std::string("base") : std::move(request.template_name);
-    d.env = std::move(request.env);
-    d.metadata = std::move(request.labels);
-    d.timeout = Seconds(request.lifetime > 0 ? request.lifetime : 3600);
-    auto handing = detail::start_and_hand_over<E2BDeployment>(
-        executor_, std::move(d), std::move(request.working_dir), std::string(kWorkingDir), "e2b: ");
-    co_return co_await std::move(handing);
+    if (!request.template_name.empty())
+      d.template_id = std::move(request.template_name);
+    for (auto& [k, v] : request.env)
+      d.env[k] = std::move(v);
+    for (auto& [k, v] : request.labels)
+      d.metadata[k] = std::move(v);
+    if (request.lifetime > 0)
+      d.timeout = Seconds(request.lifetime);
+    auto creating = create_e2b_sandbox(executor_, std::move(d), std::move(request.working_dir),
+                                       std::move(request.progress));
+    co_return co_await std::move(creating);
   }
 
   asio::awaitable<void> destroy(std::string id) override {
-    http::ClientConfig cc;
-    cc.timeout = std::chrono::seconds(30);
-    http::Client client(executor_, api_url_, cc);
-    http::ClientRequest kill;
-    kill.method = "DELETE";
-    kill.target = "/sandboxes/" + http::url_encode(id);
-    kill.headers.emplace_back("X-API-KEY", api_key_);
-    std::string failure;
-    try {
-      const auto answer = co_await client.request(std::move(kill));
-      if (answer.status / 100 != 2 && answer.status != 404)
-        failure = fmt::format("HTTP {}: {}", answer.status, answer.body.substr(0, 300));
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty())
-      throw DeploymentStartupError(fmt::format("e2b: cannot kill sandbox {}: {}", id, failure));
+    auto killing = kill_e2b_sandbox(executor_, resolved_, id);
+    auto killed =
+        detail::failing_as(fmt::format("e2b: cannot kill sandbox {}: ", id), std::move(killing));
+    co_await std::move(killed);
+  }
+
+  asio::awaitable<std::optional<std::string>> lost(std::string id) override {
+    auto asking = e2b_sandbox_lost(executor_, resolved_, std::move(id));
+    co_return co_await std::move(asking);
   }
 
   asio::awaitable<std::vector<SandboxInfo>> list(
@@ -124,7 +117,8 @@ class E2BBackend final : public SandboxBackend {
 
  private:
   asio::any_io_executor executor_;
-  E2BDeploymentConfig settings_;
+  E2BDeploymentConfig settings_;  // as given
+  E2BDeploymentConfig resolved_;  // with the environment's values
   std::string api_url_;
   std::string api_key_;
 };

@@ -13,7 +13,9 @@
 
 #include <rex/protocol/exceptions.hpp>
 
+#include "backends/e2b/e2b_calls.hpp"
 #include "core/clock.hpp"
+#include "deployment/hand_over.hpp"
 #include "deployment/service_client.hpp"
 #include "deployment/setting_from_env.hpp"
 
@@ -97,82 +99,96 @@ void write_secret_file(const std::string& path, std::string_view text) {
     throw_os_error(err, path);
 }
 
-}  // namespace
-
-E2BDeployment::E2BDeployment(asio::any_io_executor executor, E2BDeploymentConfig config)
-    : executor_(std::move(executor)), config_(std::move(config)) {
-  config_.api_key = from_env(config_.api_key, "E2B_API_KEY");
-  if (config_.api_key.empty())
-    throw DeploymentConfigError("e2b: no API key: set api_key in the config or E2B_API_KEY");
-  domain_ = from_env(config_.domain, "E2B_DOMAIN", "e2b.app");
-  config_.api_url = detail::checked_base_url(
-      from_env(config_.api_url, "E2B_API_URL", "https://api." + domain_), "e2b.api_url");
-  config_.sandbox_url = from_env(config_.sandbox_url, "E2B_SANDBOX_URL");
-  if (!config_.sandbox_url.empty())
-    config_.sandbox_url = detail::checked_base_url(config_.sandbox_url, "e2b.sandbox_url");
-  if (!(config_.timeout.count() > 0))
-    throw DeploymentConfigError("e2b.timeout: must be a positive number of seconds");
-}
-
-E2BDeployment::~E2BDeployment() = default;
-
-std::string E2BDeployment::port_url(int port) const {
-  if (!config_.sandbox_url.empty())
-    return config_.sandbox_url;
-  return fmt::format("https://{}-{}.{}", port, sandbox_id_, domain_);
-}
-
-std::vector<std::pair<std::string, std::string>> E2BDeployment::port_headers(int port) const {
-  std::vector<std::pair<std::string, std::string>> h;
-  if (!config_.sandbox_url.empty()) {
-    h.emplace_back("E2b-Sandbox-Id", sandbox_id_);
-    h.emplace_back("E2b-Sandbox-Port", std::to_string(port));
-  }
-  if (!envd_token_.empty())
-    h.emplace_back(port == kEnvdPort ? "X-Access-Token" : "e2b-traffic-access-token", envd_token_);
-  return h;
-}
-
-http::ClientConfig E2BDeployment::envd_client_config() const {
+// The control API's client for one call.
+http::ClientConfig api_client_config() {
   http::ClientConfig cc;
-  cc.timeout = detail::seconds_to_ms(config_.startup_timeout);
-  cc.headers = port_headers(kEnvdPort);
+  cc.timeout = std::chrono::seconds(30);
   return cc;
 }
 
-asio::awaitable<void> E2BDeployment::create_sandbox() {
+// One sandbox's start: its state while rex-server is put into it and started.
+struct E2BSandbox {
+  asio::any_io_executor executor;
+  E2BDeploymentConfig config;  // resolved: key, URLs and domain filled in
+  std::function<void(DeploymentStage, std::string)> report;
+
+  std::string sandbox_id;
+  std::string envd_token;
+  std::string token;  // rex-server's
+  std::string url;    // rex-server's, once it listens
+  int server_port = 0;
+  std::unique_ptr<RemoteRuntime> runtime;
+
+  void emit(DeploymentStage stage, std::string message) const {
+    if (report)
+      report(stage, std::move(message));
+  }
+
+  std::string port_url(int port) const {
+    if (!config.sandbox_url.empty())
+      return config.sandbox_url;
+    return fmt::format("https://{}-{}.{}", port, sandbox_id, config.domain);
+  }
+
+  std::vector<std::pair<std::string, std::string>> port_headers(int port) const {
+    std::vector<std::pair<std::string, std::string>> h;
+    if (!config.sandbox_url.empty()) {
+      h.emplace_back("E2b-Sandbox-Id", sandbox_id);
+      h.emplace_back("E2b-Sandbox-Port", std::to_string(port));
+    }
+    if (!envd_token.empty())
+      h.emplace_back(port == kEnvdPort ? "X-Access-Token" : "e2b-traffic-access-token", envd_token);
+    return h;
+  }
+
+  // For the sandbox's daemon (envd).
+  http::ClientConfig envd_client_config() const {
+    http::ClientConfig cc;
+    cc.timeout = detail::seconds_to_ms(config.startup_timeout);
+    cc.headers = port_headers(kEnvdPort);
+    return cc;
+  }
+
+  asio::awaitable<void> create_sandbox();
+  asio::awaitable<void> upload(const std::string& local, const std::string& remote);
+  asio::awaitable<int> start_server(const std::string& server, const std::string& token_file);
+  asio::awaitable<void> start();
+  asio::awaitable<void> remove();
+};
+
+asio::awaitable<void> E2BSandbox::create_sandbox() {
   // rex's labels (gc.hpp) among the metadata, by which `rex gc --deployment e2b` finds and
   // judges the sandbox: the owner, and the end of the sandbox's timeout.
-  std::map<std::string, std::string> metadata = config_.metadata;
+  std::map<std::string, std::string> metadata = config.metadata;
   for (auto& [k, v] : owner_labels())
     metadata[k] = v;
   metadata[std::string(labels::managed)] = "1";
   metadata[std::string(labels::expires)] =
       std::to_string(rex::detail::unix_seconds() +
-                     static_cast<std::int64_t>(std::ceil(config_.timeout.count())) + 60);
-  json::object body{{"templateID", config_.template_id},
-                    {"timeout", static_cast<std::int64_t>(std::ceil(config_.timeout.count()))},
+                     static_cast<std::int64_t>(std::ceil(config.timeout.count())) + 60);
+  json::object body{{"templateID", config.template_id},
+                    {"timeout", static_cast<std::int64_t>(std::ceil(config.timeout.count()))},
                     {"metadata", detail::json_string_map(metadata)},
-                    {"envVars", detail::json_string_map(config_.env)}};
+                    {"envVars", detail::json_string_map(config.env)}};
   http::ClientConfig cc;
-  cc.timeout = detail::seconds_to_ms(config_.startup_timeout);
-  http::Client client(executor_, config_.api_url, cc);
+  cc.timeout = detail::seconds_to_ms(config.startup_timeout);
+  http::Client client(executor, config.api_url, cc);
   http::ClientRequest create;
   create.method = "POST";
   create.target = "/sandboxes";
   create.body = json::serialize(body);
   create.headers.emplace_back("Content-Type", "application/json");
-  create.headers.emplace_back("X-API-KEY", config_.api_key);
+  create.headers.emplace_back("X-API-KEY", config.api_key);
   http::ClientResponse answer;
   try {
     answer = co_await client.request(std::move(create));
   } catch (const std::exception& e) {
     throw DeploymentStartupError(
-        fmt::format("cannot reach E2B's API at {}: {}", config_.api_url, e.what()));
+        fmt::format("cannot reach E2B's API at {}: {}", config.api_url, e.what()));
   }
   if (answer.status != 201 && answer.status != 200)
     throw DeploymentStartupError(fmt::format("E2B's API at {} refused the sandbox ({}): {}",
-                                             config_.api_url, config_.template_id,
+                                             config.api_url, config.template_id,
                                              e2b_error(answer)));
   boost::system::error_code ec;
   const json::value created = json::parse(answer.body, ec);
@@ -180,15 +196,15 @@ asio::awaitable<void> E2BDeployment::create_sandbox() {
   const json::string* id = o ? string_at(*o, "sandboxID") : nullptr;
   if (id == nullptr || id->empty())
     throw DeploymentStartupError(fmt::format("E2B's API at {} answered without a sandboxID: {}",
-                                             config_.api_url, answer.body.substr(0, 500)));
-  sandbox_id_ = std::string(*id);
+                                             config.api_url, answer.body.substr(0, 500)));
+  sandbox_id = std::string(*id);
   if (const json::string* token = string_at(*o, "envdAccessToken"))
-    envd_token_ = std::string(*token);
+    envd_token = std::string(*token);
   if (const json::string* domain = string_at(*o, "domain"); domain && !domain->empty())
-    domain_ = std::string(*domain);
+    config.domain = std::string(*domain);
 }
 
-asio::awaitable<void> E2BDeployment::upload(const std::string& local, const std::string& remote) {
+asio::awaitable<void> E2BSandbox::upload(const std::string& local, const std::string& remote) {
   TempDir scratch = TempDir::create_in(std::filesystem::temp_directory_path().string(), "rex-e2b-");
   http::MultipartFile file;
   file.name = "file";
@@ -196,7 +212,7 @@ asio::awaitable<void> E2BDeployment::upload(const std::string& local, const std:
   file.path = local;
   const std::string body = scratch.path() + "/body";
   const std::string content_type = http::write_multipart_body(body, {}, file);
-  http::Client client(executor_, port_url(kEnvdPort), envd_client_config());
+  http::Client client(executor, port_url(kEnvdPort), envd_client_config());
   http::ClientRequest upload;
   upload.method = "POST";
   upload.target = "/files?path=" + http::url_encode(remote);
@@ -207,20 +223,20 @@ asio::awaitable<void> E2BDeployment::upload(const std::string& local, const std:
     throw std::runtime_error(fmt::format("the upload was refused: {}", e2b_error(answer)));
 }
 
-asio::awaitable<int> E2BDeployment::start_server(const std::string& server,
-                                                 const std::string& token_file) {
-  const auto lifetime = static_cast<std::int64_t>(std::ceil(config_.timeout.count()));
+asio::awaitable<int> E2BSandbox::start_server(const std::string& server,
+                                              const std::string& token_file) {
+  const auto lifetime = static_cast<std::int64_t>(std::ceil(config.timeout.count()));
   // The token comes from a file that is removed at once: a command line or an environment
   // given to the start call may be logged on the way (a gateway's transcript records them).
   // An uploaded server is made executable first; one of the template's is used as it is.
   const std::string chmod =
-      config_.template_server_path.empty() ? fmt::format("chmod 700 {} && ", server) : "";
+      config.template_server_path.empty() ? fmt::format("chmod 700 {} && ", server) : "";
   const std::string script = fmt::format(
       "{0}REX_AUTH_TOKEN=$(cat {2}) && rm -f {2} && "
       "export REX_AUTH_TOKEN && exec {1} --host 0.0.0.0 --port {3} --max-lifetime {4}",
-      chmod, server, token_file, config_.server_port, lifetime);
+      chmod, server, token_file, config.server_port, lifetime);
   json::object process{{"cmd", "/bin/sh"}, {"args", json::array{"-c", script}}};
-  http::Client client(executor_, port_url(kEnvdPort), envd_client_config());
+  http::Client client(executor, port_url(kEnvdPort), envd_client_config());
   http::ClientRequest start;
   start.method = "POST";
   start.target = "/process.Process/Start";
@@ -273,109 +289,154 @@ asio::awaitable<int> E2BDeployment::start_server(const std::string& server,
       output.empty() ? std::string("(none)") : output.substr(0, 2000)));
 }
 
-asio::awaitable<void> E2BDeployment::start() {
-  if (started_ || stopped_)
-    throw DeploymentStartupError("an E2B deployment starts once");
+asio::awaitable<void> E2BSandbox::start() {
   // A server in the template is started where it is; else the local one is uploaded.
   const std::string local_server =
-      config_.template_server_path.empty() ? find_rex_server(config_.server_path) : std::string();
-  server_token_ = random_hex(16);
+      config.template_server_path.empty() ? find_rex_server(config.server_path) : std::string();
+  token = random_hex(16);
   emit(DeploymentStage::creating, fmt::format("creating an E2B sandbox from template {} at {}",
-                                              config_.template_id, config_.api_url));
-  co_await create_sandbox();
+                                              config.template_id, config.api_url));
+  {
+    auto creating = create_sandbox();
+    co_await std::move(creating);
+  }
 
   std::string step;
   std::exception_ptr failure;
   try {
     const std::string name = "rex-server-" + random_hex(4);
-    std::string server = shell_quote(config_.template_server_path);
+    std::string server = shell_quote(config.template_server_path);
     if (local_server.empty()) {
       step = "uploading the token";
     } else {
       step = "uploading rex-server";
       server = "./" + name;
-      emit(DeploymentStage::starting, fmt::format("sandbox {}: {}", sandbox_id_, step));
+      emit(DeploymentStage::starting, fmt::format("sandbox {}: {}", sandbox_id, step));
       co_await upload(local_server, name);
     }
     {
       TempDir scratch =
           TempDir::create_in(std::filesystem::temp_directory_path().string(), "rex-e2b-");
       const std::string token_file = scratch.path() + "/token";
-      write_secret_file(token_file, server_token_);
+      write_secret_file(token_file, token);
       co_await upload(token_file, name + ".token");
     }
     step = "starting rex-server";
-    emit(DeploymentStage::starting, fmt::format("sandbox {}: {}", sandbox_id_, step));
-    server_port_ = co_await start_server(server, "./" + name + ".token");
+    emit(DeploymentStage::starting, fmt::format("sandbox {}: {}", sandbox_id, step));
+    server_port = co_await start_server(server, "./" + name + ".token");
 
     RemoteRuntimeConfig rc;
-    rc.url = port_url(server_port_);
-    rc.auth_token = server_token_;
-    rc.client.headers = port_headers(server_port_);
-    runtime_ = std::make_unique<RemoteRuntime>(executor_, rc);
-    step = fmt::format("waiting for rex-server on port {}", server_port_);
-    emit(DeploymentStage::waiting, fmt::format("sandbox {}: {}", sandbox_id_, step));
-    co_await runtime_->wait_until_alive(detail::seconds_to_ms(config_.startup_timeout));
+    rc.url = port_url(server_port);
+    rc.auth_token = token;
+    rc.client.headers = port_headers(server_port);
+    url = rc.url;
+    runtime = std::make_unique<RemoteRuntime>(executor, rc);
+    step = fmt::format("waiting for rex-server on port {}", server_port);
+    emit(DeploymentStage::waiting, fmt::format("sandbox {}: {}", sandbox_id, step));
+    co_await runtime->wait_until_alive(detail::seconds_to_ms(config.startup_timeout));
   } catch (...) {
     failure = std::current_exception();
   }
   if (failure) {
-    co_await stop();
     try {
       std::rethrow_exception(failure);
     } catch (const std::exception& e) {
-      throw DeploymentStartupError(fmt::format("E2B sandbox {} at {}: {}: {}", sandbox_id_,
-                                               config_.api_url, step, e.what()));
+      throw DeploymentStartupError(
+          fmt::format("E2B sandbox {} at {}: {}: {}", sandbox_id, config.api_url, step, e.what()));
     }
   }
-  started_ = true;
-  emit(DeploymentStage::ready,
-       fmt::format("sandbox {} ready (rex-server on port {})", sandbox_id_, server_port_));
 }
 
-asio::awaitable<void> E2BDeployment::kill_sandbox() {
-  http::ClientConfig cc;
-  cc.timeout = std::chrono::seconds(30);
-  http::Client client(executor_, config_.api_url, cc);
+// DELETE /sandboxes/ID: the sandbox this start made, when it failed.
+asio::awaitable<void> E2BSandbox::remove() {
+  if (sandbox_id.empty())
+    co_return;
+  auto killing = kill_e2b_sandbox(executor, config, sandbox_id);
+  co_await std::move(killing);
+}
+
+}  // namespace
+
+E2BDeploymentConfig resolve_e2b_config(E2BDeploymentConfig config) {
+  config.api_key = from_env(config.api_key, "E2B_API_KEY");
+  if (config.api_key.empty())
+    throw DeploymentConfigError("e2b: no API key: set api_key in the config or E2B_API_KEY");
+  config.domain = from_env(config.domain, "E2B_DOMAIN", "e2b.app");
+  config.api_url = detail::checked_base_url(
+      from_env(config.api_url, "E2B_API_URL", "https://api." + config.domain), "e2b.api_url");
+  config.sandbox_url = from_env(config.sandbox_url, "E2B_SANDBOX_URL");
+  if (!config.sandbox_url.empty())
+    config.sandbox_url = detail::checked_base_url(config.sandbox_url, "e2b.sandbox_url");
+  if (!(config.timeout.count() > 0))
+    throw DeploymentConfigError("e2b.timeout: must be a positive number of seconds");
+  return config;
+}
+
+asio::awaitable<StartedSandbox> create_e2b_sandbox(
+    asio::any_io_executor executor, E2BDeploymentConfig config, std::string working_dir,
+    std::function<void(DeploymentStage, std::string)> progress) {
+  auto s = std::make_shared<E2BSandbox>();
+  s->executor = std::move(executor);
+  s->config = resolve_e2b_config(std::move(config));
+  // Nothing is left behind: a sandbox this start made is killed. Sessions work where the
+  // sandbox starts processes, else in the home of E2B's default user.
+  return detail::start_cloud_sandbox("e2b", std::move(s), &E2BSandbox::remove, "killing",
+                                     std::move(working_dir), std::move(progress), "/home/user");
+}
+
+asio::awaitable<void> kill_e2b_sandbox(asio::any_io_executor executor, E2BDeploymentConfig config,
+                                       std::string sandbox_id) {
+  http::Client client(executor, config.api_url, api_client_config());
   http::ClientRequest kill;
   kill.method = "DELETE";
-  kill.target = "/sandboxes/" + http::url_encode(sandbox_id_);
-  kill.headers.emplace_back("X-API-KEY", config_.api_key);
-  try {
-    const auto answer = co_await client.request(std::move(kill));
-    (void)answer;  // 204, or 404 for a sandbox already gone: both leave nothing behind
-  } catch (const std::exception&) {
-    // The sandbox's own timeout ends it when the API cannot be reached now.
+  kill.target = "/sandboxes/" + http::url_encode(sandbox_id);
+  kill.headers.emplace_back("X-API-KEY", config.api_key);
+  auto killing = client.request(std::move(kill));
+  const http::ClientResponse answer = co_await std::move(killing);
+  // 404: a sandbox already gone is killed.
+  if (answer.status / 100 != 2 && answer.status != 404)
+    throw DeploymentStartupError(fmt::format("e2b: cannot kill sandbox {} at {}: {}", sandbox_id,
+                                             config.api_url, e2b_error(answer)));
+}
+
+asio::awaitable<std::optional<std::string>> e2b_sandbox_lost(asio::any_io_executor executor,
+                                                             E2BDeploymentConfig config,
+                                                             std::string sandbox_id) {
+  http::Client client(executor, config.api_url, api_client_config());
+  http::ClientRequest get;
+  get.target = "/sandboxes/" + http::url_encode(sandbox_id);
+  get.headers.emplace_back("X-API-KEY", config.api_key);
+  auto asking = client.request(std::move(get));
+  const http::ClientResponse answer = co_await std::move(asking);
+  if (answer.status == 404)
+    co_return fmt::format("the sandbox {} is gone: {}", sandbox_id, e2b_error(answer));
+  if (answer.status != 200)
+    throw DeploymentStartupError(fmt::format("e2b: GET /sandboxes/{} at {}: {}", sandbox_id,
+                                             config.api_url, e2b_error(answer)));
+  boost::system::error_code ec;
+  const json::value v = json::parse(answer.body, ec);
+  const json::string* state = !ec && v.is_object() ? string_at(v.get_object(), "state") : nullptr;
+  if (state == nullptr || *state == "running")
+    co_return std::nullopt;
+  co_return fmt::format("the sandbox {} is {}", sandbox_id, std::string_view(*state));
+}
+
+int e2b_server_port(const StartedSandbox& sandbox) {
+  for (const auto& [name, value] : sandbox.headers) {
+    if (name == "E2b-Sandbox-Port")
+      return std::atoi(value.c_str());
   }
+  // https://PORT-SANDBOX.DOMAIN
+  const auto host = sandbox.url.find("://");
+  return host == std::string::npos ? 0 : std::atoi(sandbox.url.c_str() + host + 3);
 }
 
-asio::awaitable<void> E2BDeployment::stop() {
-  if (stopped_)
-    co_return;
-  stopped_ = true;
-  started_ = false;
-  runtime_.reset();
-  if (sandbox_id_.empty())
-    co_return;
-  emit(DeploymentStage::stopping, fmt::format("killing sandbox {}", sandbox_id_));
-  co_await kill_sandbox();
-  emit(DeploymentStage::stopped, fmt::format("sandbox {} killed", sandbox_id_));
-}
+E2BDeployment::E2BDeployment(asio::any_io_executor executor, E2BDeploymentConfig config)
+    : SandboxDeployment(executor, open_e2b_backend(executor, config), SandboxRequest{}),
+      config_(resolve_e2b_config(std::move(config))) {}
 
-SandboxHandoff E2BDeployment::handoff() const {
-  if (!started_)
-    throw DeploymentNotStartedError("the E2B deployment is not started");
-  return {sandbox_id_, port_url(server_port_), server_token_, port_headers(server_port_)};
-}
-
-Runtime& E2BDeployment::runtime() {
-  if (!started_ || !runtime_)
-    throw DeploymentNotStartedError("the E2B deployment is not started");
-  return *runtime_;
-}
-
-bool E2BDeployment::started() const noexcept {
-  return started_;
+int E2BDeployment::server_port() const noexcept {
+  return started() ? e2b_server_port(sandbox()) : 0;
 }
 
 }  // namespace rex
