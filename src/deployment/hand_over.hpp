@@ -1,5 +1,6 @@
-// What the backends of a cloud's sandboxes (e2b, modal, fargate) share in create(): a deployment
-// started, then handed over with where its sessions work. Internal to the library.
+// What the backends share in create(): a cloud sandbox's start (e2b, daytona, modal, fargate)
+// handed over with where its sessions work, a request laid over a backend's settings, and
+// errors named by the call that failed. Internal to the library.
 #pragma once
 
 #include <rex/deployment/backend.hpp>
@@ -77,39 +78,6 @@ asio::awaitable<StartedSandbox> start_cloud_sandbox(
   started.headers = s->runtime->config().client.headers;
   auto finding = working_dir_of(*s->runtime, std::move(working_dir), std::move(fallback_dir));
   started.working_dir = co_await std::move(finding);
-  co_return started;
-}
-
-/// Makes a D from `config` and starts it (it removes its sandbox itself when the start fails),
-/// then hands it over: `working_dir`, else where the sandbox starts processes (`pwd`,
-/// `fallback_dir` when that fails), and the handoff's URL, token and headers.
-/// DeploymentStartupError with `prefix` and the deployment's message for any failure, a config
-/// the deployment refuses included.
-template <class D, class Config>
-asio::awaitable<StartedSandbox> start_and_hand_over(asio::any_io_executor executor, Config config,
-                                                    std::string working_dir,
-                                                    std::string fallback_dir = "/",
-                                                    std::string prefix = {}) {
-  StartedSandbox started;
-  started.working_dir = std::move(working_dir);
-  std::string failure;
-  try {
-    D deployment(std::move(executor), std::move(config));
-    auto starting = deployment.start();
-    co_await std::move(starting);
-    auto finding = working_dir_of(deployment.runtime(), std::move(started.working_dir),
-                                  std::move(fallback_dir));
-    started.working_dir = co_await std::move(finding);
-    SandboxHandoff handoff = deployment.handoff();
-    started.id = std::move(handoff.sandbox_id);
-    started.url = std::move(handoff.url);
-    started.token = std::move(handoff.token);
-    started.headers = std::move(handoff.headers);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  if (!failure.empty())
-    throw DeploymentStartupError(prefix + failure);
   co_return started;
 }
 

@@ -1,7 +1,14 @@
+#include <rex/core/outcome.hpp>
+#include <rex/core/random.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/deployment/sandbox_deployment.hpp>
 #include <rex/runtime/remote_runtime.hpp>
 
+#include "deployment/sandbox_runtime.hpp"
+
 #include <fmt/format.h>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 
 #include <exception>
 #include <optional>
@@ -14,12 +21,39 @@ asio::awaitable<std::optional<std::string>> SandboxBackend::lost(std::string id)
   co_return std::nullopt;
 }
 
+asio::awaitable<void> SandboxBackend::refresh_client(std::string url) {
+  (void)url;
+  co_return;
+}
+
 SandboxDeployment::SandboxDeployment(asio::any_io_executor executor,
                                      std::unique_ptr<SandboxBackend> backend,
                                      SandboxRequest request)
-    : executor_(std::move(executor)), backend_(std::move(backend)), request_(std::move(request)) {}
+    : executor_(std::move(executor)), backend_(std::move(backend)), request_(std::move(request)) {
+  if (request_.deployment_id.empty())
+    request_.deployment_id = random_hex(6);
+}
 
-SandboxDeployment::~SandboxDeployment() = default;
+SandboxDeployment::~SandboxDeployment() {
+  if (!sandbox_ || stopped_ || released_)
+    return;
+  // In the background: the sandbox goes though nobody waits for it (a failure leaves it to its
+  // own lifetime and to `rex gc`).
+  asio::co_spawn(
+      executor_,
+      [backend = backend_, id = sandbox_->id]() -> asio::awaitable<void> {
+        try {
+          auto destroying = backend->destroy(id);
+          co_await std::move(destroying);
+        } catch (const std::exception&) {
+        }
+      },
+      asio::detached);
+}
+
+const std::string& SandboxDeployment::deployment_id() const noexcept {
+  return request_.deployment_id;
+}
 
 asio::awaitable<void> SandboxDeployment::start() {
   if (stopped_)
@@ -39,7 +73,9 @@ asio::awaitable<void> SandboxDeployment::start() {
   rc.auth_token = sandbox_->token;
   rc.client.headers = sandbox_->headers;
   backend_->configure_client(rc.url, rc.client);
-  runtime_ = std::make_unique<RemoteRuntime>(executor_, std::move(rc));
+  runtime_ = std::make_unique<detail::SandboxRuntime>(
+      executor_, backend_, sandbox_->id, sandbox_->url,
+      std::make_unique<RemoteRuntime>(executor_, std::move(rc)));
   started_ = true;
   emit(DeploymentStage::ready,
        fmt::format("rex-server at {} (sandbox {})", sandbox_->url, sandbox_->id));
@@ -55,51 +91,24 @@ asio::awaitable<void> SandboxDeployment::stop() {
     co_return;  // never created: a failed create removed what it made
   emit(DeploymentStage::stopping, "removing the sandbox " + sandbox_->id);
   if (was_started && runtime_) {
-    try {
-      auto closing = runtime_->close();
-      co_await std::move(closing);
-    } catch (const std::exception&) {
-      // The sandbox may be gone already; its sessions went with it.
-    }
+    // The sandbox may be gone already, its sessions with it: a few seconds, not the client's
+    // whole patience.
+    auto closing = with_timeout(runtime_->remote().close(), std::chrono::seconds(10));
+    auto closed = capture(std::move(closing));
+    (void)co_await std::move(closed);
+    runtime_->remote().close_idle_connections();
   }
   auto destroying = backend_->destroy(sandbox_->id);
   co_await std::move(destroying);
   emit(DeploymentStage::stopped, "removed the sandbox " + sandbox_->id);
 }
 
-namespace {
-
-// The backend's reason when it sees the sandbox lost; its failure to answer counts as one.
-asio::awaitable<std::optional<std::string>> lost_reason(SandboxBackend& backend, std::string id) {
-  std::string failure;
-  try {
-    auto asking = backend.lost(std::move(id));
-    co_return co_await std::move(asking);
-  } catch (const std::exception& e) {
-    failure = e.what();
-  }
-  co_return failure;
-}
-
-}  // namespace
-
 asio::awaitable<IsAliveResponse> SandboxDeployment::is_alive() {
   if (!started_)
     co_return IsAliveResponse{false, fmt::format("{} deployment: {}", backend_->name(),
                                                  stopped_ ? "stopped" : "not started")};
-  auto looking = lost_reason(*backend_, sandbox_->id);
-  if (const std::optional<std::string> why = co_await std::move(looking))
-    co_return IsAliveResponse{false, *why};
-  auto answering = runtime_->is_alive();
-  IsAliveResponse answer = co_await std::move(answering);
-  if (answer.is_alive)
-    co_return answer;
-  // The server stopped answering: the sandbox may have ended since the backend was asked, and
-  // then the backend says how.
-  auto again = lost_reason(*backend_, sandbox_->id);
-  if (const std::optional<std::string> why = co_await std::move(again))
-    co_return IsAliveResponse{false, *why};
-  co_return answer;
+  auto asking = runtime_->is_alive();
+  co_return co_await std::move(asking);
 }
 
 Runtime& SandboxDeployment::runtime() {
@@ -129,9 +138,14 @@ const std::string& SandboxDeployment::url() const noexcept {
   return sandbox_ ? sandbox_->url : none;
 }
 
-SandboxHandoff SandboxDeployment::handoff() const {
+SandboxHandoff SandboxDeployment::release() {
   if (!started_)
-    throw DeploymentNotStartedError(fmt::format("{} deployment: not started", backend_->name()));
+    throw DeploymentNotStartedError(
+        fmt::format("{} deployment: {}", backend_->name(), stopped_ ? "stopped" : "not started"));
+  runtime_->remote().close_idle_connections();
+  started_ = false;
+  stopped_ = true;
+  released_ = true;
   return SandboxHandoff{sandbox_->id, sandbox_->url, sandbox_->token, sandbox_->headers};
 }
 

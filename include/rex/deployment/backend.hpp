@@ -17,6 +17,7 @@
 
 #include <rex/deployment/deployment.hpp>
 #include <rex/http/client.hpp>
+#include <rex/http/client_errors.hpp>
 
 #include <boost/asio/awaitable.hpp>
 
@@ -37,6 +38,13 @@ namespace asio = boost::asio;
 /// container runtime creates it).
 inline constexpr std::string_view kContainerWorkingDir = "/workspace";
 
+/// A call into a sandbox failed, and its backend sees the sandbox lost (gone, ended, its node
+/// lost). extra_info: "sandbox", "reason", "error".
+class SandboxLostError : public http::ConnectionError {
+ public:
+  using http::ConnectionError::ConnectionError;
+};
+
 /// What a sandbox is made from, over the backend's own settings.
 struct SandboxRequest {
   std::string image{};                          // the image; empty: the settings'
@@ -51,6 +59,9 @@ struct SandboxRequest {
   std::vector<std::string> mounts{};  // "HOST:SANDBOX[:ro]"
   std::string name{};                 // a name for the sandbox where the backend names them
   std::string purpose{};              // what asks, for messages: "environment python"
+  // The asking deployment's id, in the sandbox's rex.deployment label (and its name where the
+  // backend names sandboxes after it); empty: a random one.
+  std::string deployment_id{};
   // Told each stage of the start (creating, starting, waiting), with a line for people; unset:
   // nobody listens.
   std::function<void(DeploymentStage, std::string)> progress{};
@@ -92,6 +103,15 @@ class SandboxBackend {
   /// Why the sandbox `id` is lost (gone, stopped, failed: the backend's own words), or nothing
   /// when the backend sees it running or cannot tell; its server is asked separately.
   virtual asio::awaitable<std::optional<std::string>> lost(std::string id);
+  /// Brings the credentials of the clients configure_client() prepared for `url` up to date;
+  /// awaited before each call into the sandbox. Most need nothing.
+  virtual asio::awaitable<void> refresh_client(std::string url);
+  /// After the proxy at `url` refused a call's credentials (401): true when new ones were asked
+  /// for (an exec plugin's token revoked early), and the call is worth one more try.
+  virtual bool renew_client(const std::string& url) {
+    (void)url;
+    return false;
+  }
   /// Prepares the client that reaches a sandbox of this backend at `url` (the TLS material and
   /// credentials of a proxy in front of it). Most need nothing.
   virtual void configure_client(const std::string& url, http::ClientConfig& client) const {

@@ -59,8 +59,8 @@ class DeploymentStartupError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-/// How to reach a started cloud sandbox's rex-server, for a holder that outlives the deployment
-/// (the gateway's providers keep it in their database): E2B's and Daytona's handoff().
+/// How to reach a started sandbox's rex-server, for a holder that outlives the deployment:
+/// SandboxDeployment::release().
 struct SandboxHandoff {
   std::string sandbox_id;
   std::string url;                                           // RemoteRuntimeConfig::url

@@ -69,7 +69,8 @@ Backend kubernetes_entry() {
   Backend b = make_backend<KubernetesDeploymentConfig, KubernetesDeployment, check>(
       "a pod of a Kubernetes cluster", flags);
   b.title = "Kubernetes";
-  b.provider_defaults = R"({"startup_timeout": 120})";
+  // A gateway's sessions work in /workspace unless their environment says otherwise.
+  b.provider_defaults = R"({"startup_timeout": 120, "working_dir": "/workspace"})";
   b.describe = describe;
   b.gc = gc;
   b.open = entry::open<KubernetesDeploymentConfig, open_kubernetes_backend>;

@@ -16,19 +16,20 @@
 //   process can route there (config.connect). Keep-alive, retries and streamed output work
 //   through both.
 // - A call that fails while the pod has ended (evicted, OOM-killed, deleted, past its deadline,
-//   its node lost) throws SandboxLostError naming the pod and the reason; is_alive() answers
-//   false with it.
+//   its node lost) throws SandboxLostError (rex/deployment/backend.hpp) naming the pod and the
+//   reason; is_alive() answers false with it.
 // - stop() deletes the pod with grace period 0 and waits until it is gone, and deletes the
 //   Secret. A failed start() does the same. Destroying a started deployment without stop()
 //   starts the deletion in the background; `rex gc --kubernetes` removes what a killed process
-//   left behind, by label.
+//   left behind, by label. The lifecycle is SandboxDeployment's over this backend; the calls
+//   are the backend's create(), destroy() and lost().
 #pragma once
 
 #include <rex/backends/kubernetes/kubernetes_config.hpp>
 #include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
-#include <rex/http/client_errors.hpp>
+#include <rex/deployment/sandbox_deployment.hpp>
 
 #include <memory>
 #include <string>
@@ -36,58 +37,32 @@
 namespace rex {
 
 namespace detail {
-class PodRuntime;
+class KubernetesBackend;
 }
 
-/// A call into a sandbox failed, and its pod has ended. extra_info: "pod", "reason".
-class SandboxLostError : public http::ConnectionError {
- public:
-  using http::ConnectionError::ConnectionError;
-};
-
-/// What reaching a started pod takes, for a process that keeps it beyond the deployment's life
-/// (a gateway records it in its database).
-struct KubernetesHandoff {
-  std::string namespace_name;
-  std::string pod;
-  std::string url;             // the server's base URL
-  std::string token;           // its X-API-Key
-  bool through_proxy = false;  // the URL is the API server's pod proxy: send its credentials
-};
-
-class KubernetesDeployment final : public Deployment {
+/// The Deployment over this backend's SandboxBackend (rex/deployment/sandbox_deployment.hpp) with
+/// `config` as its settings; its sandbox id is the pod's name.
+class KubernetesDeployment final : public SandboxDeployment {
  public:
   /// DeploymentConfigError for settings that cannot work (a bad pod name, connect value, ...),
-  /// before anything is started.
+  /// before anything is started; a kubeconfig is read by start().
   KubernetesDeployment(asio::any_io_executor executor, KubernetesDeploymentConfig config);
-  ~KubernetesDeployment() override;
 
-  asio::awaitable<void> start() override;
-  asio::awaitable<void> stop() override;
-  asio::awaitable<IsAliveResponse> is_alive() override;
-  Runtime& runtime() override;
-  bool started() const noexcept override;
-
-  const KubernetesDeploymentConfig& config() const noexcept;
-  /// A random id, also in the pod's name and labels.
-  const std::string& deployment_id() const noexcept;
-  /// The pod's name and namespace (the namespace once start() resolved it).
-  const std::string& pod_name() const noexcept;
+  /// The settings, the pod's name filled in.
+  const KubernetesDeploymentConfig& config() const noexcept { return config_; }
+  /// The pod's name: config.pod_name, else rex-<deployment id>.
+  const std::string& pod_name() const noexcept { return config_.pod_name; }
+  /// The pods' namespace, once start() read the kubeconfig.
   const std::string& namespace_name() const noexcept;
-  /// The server's base URL (the pod proxy's or the pod's address); empty until started.
-  const std::string& url() const noexcept;
   /// True when the server is reached through the API server's pod proxy.
   bool through_proxy() const noexcept;
 
-  /// Hands the started pod over to the caller, who then owns its deletion (its Secret goes with
-  /// it): the deployment forgets it, so neither stop() nor its destruction deletes it, and
-  /// runtime() is no longer available. DeploymentNotStartedError unless started.
-  KubernetesHandoff release_pod();
-
  private:
-  friend class detail::PodRuntime;
-  struct Impl;
-  std::shared_ptr<Impl> impl_;
+  KubernetesDeployment(asio::any_io_executor executor, KubernetesDeploymentConfig config,
+                       std::string id);
+  const detail::KubernetesBackend& cluster() const noexcept;
+
+  KubernetesDeploymentConfig config_;
 };
 
 /// This backend as a SandboxBackend (rex/deployment/backend.hpp): `settings` are the defaults of
