@@ -58,11 +58,15 @@ void lay_request_over(Config& c, SandboxRequest& request) {
 /// the server's address, token and headers, and where sessions work (`working_dir`, else where
 /// the sandbox starts processes, else `fallback_dir`).
 template <class S>
-asio::awaitable<StartedSandbox> start_cloud_sandbox(
-    std::string_view kind, std::shared_ptr<S> s, asio::awaitable<void> (S::*remove)(),
-    std::string undoing, std::string working_dir,
-    std::function<void(DeploymentStage, std::string)> progress, std::string fallback_dir = "/") {
-  s->report = std::move(progress);
+asio::awaitable<StartedSandbox> start_cloud_sandbox(std::string_view kind, std::shared_ptr<S> s,
+                                                    asio::awaitable<void> (S::*remove)(),
+                                                    std::string undoing, std::string working_dir,
+                                                    SandboxProgress progress,
+                                                    std::string fallback_dir = "/") {
+  s->report = [progress = std::move(progress)](DeploymentStage stage, std::string message) {
+    if (progress)
+      progress(DeploymentEvent{stage, std::move(message)});
+  };
   auto clean_up = [s, remove]() -> asio::awaitable<void> {
     s->runtime.reset();
     auto removing = ((*s).*remove)();

@@ -62,9 +62,7 @@ asio::awaitable<void> SandboxDeployment::start() {
   if (started_)
     co_return;
   SandboxRequest request = request_;
-  request.progress = [this](DeploymentStage stage, std::string message) {
-    emit(stage, std::move(message));
-  };
+  request.progress = [this](const DeploymentEvent& event) { emit(event); };
   auto creating = backend_->create(std::move(request));
   StartedSandbox made = co_await std::move(creating);
   sandbox_ = std::make_unique<StartedSandbox>(std::move(made));

@@ -1,8 +1,9 @@
 // The backend conformance suite: what every SandboxBackend (rex/deployment/backend.hpp) and its
 // entry in the backend table must do, against the real thing or the emulator a suite runs: a
 // sandbox created from a request answers, carries the request's labels, is found by them and by
-// nothing else, is gone after destroy() (and a second destroy() is no error), and a client of it
-// then reports it lost; a start that fails says why and leaves nothing running behind; `rex gc`
+// nothing else, is gone after destroy() (and a second destroy() is no error), its backend's
+// lost() says nothing while it runs and names it once destroyed, and a client of it then reports
+// it lost; a start that fails says why and leaves nothing running behind; `rex gc`
 // through the table keeps the sandbox of a live owner, and --all removes it (a dry run only says
 // so; where the backend is shared with other tests, --all runs as a dry run only). A test
 // executable instantiates it with its backends:

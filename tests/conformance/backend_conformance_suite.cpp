@@ -119,6 +119,8 @@ TEST_P(BackendConformance, ASandboxIsFoundByItsLabelsAndGoneAfterDestroy) {
 
   auto client = client_of(io, *backend, started);
   EXPECT_TRUE(run_async(io, client->is_alive()).is_alive) << "the sandbox's server answers";
+  const auto running = run_async(io, backend->lost(started.id), std::chrono::seconds(60));
+  EXPECT_FALSE(running.has_value()) << "a running sandbox seen as lost: " << *running;
 
   // Found by its labels, with them; and not by another value of one of them.
   const auto found = run_async(io, backend->list({{"rex.test", mark}}), std::chrono::seconds(60));
@@ -136,6 +138,17 @@ TEST_P(BackendConformance, ASandboxIsFoundByItsLabelsAndGoneAfterDestroy) {
     return ended(io, *backend, {{"rex.test", mark}}, started.id);
   })) << "still running a minute after destroy()";
   run_async(io, backend->destroy(started.id), std::chrono::seconds(60));  // gone: no error
+  // The backend sees it lost, in its own words (or cannot ask about it any more).
+  std::string why;
+  EXPECT_TRUE(within_a_minute([&] {
+    try {
+      why = run_async(io, backend->lost(started.id), std::chrono::seconds(60)).value_or("");
+    } catch (const DeploymentStartupError& e) {
+      why = e.what();
+    }
+    return !why.empty();
+  })) << "the backend does not see the destroyed sandbox lost";
+  EXPECT_NE(why.find(started.id), std::string::npos) << "the reason names the sandbox: " << why;
   // A client of it sees it lost (once its server has ended: a pod's may take a moment).
   EXPECT_TRUE(within_a_minute([&] {
     return !run_async(io, client->is_alive(), std::chrono::seconds(60)).is_alive;

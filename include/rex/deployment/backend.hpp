@@ -45,6 +45,9 @@ class SandboxLostError : public http::ConnectionError {
   using http::ConnectionError::ConnectionError;
 };
 
+/// Told each stage of a sandbox's start (creating, pulling with its bytes, starting, waiting).
+using SandboxProgress = std::function<void(const DeploymentEvent&)>;
+
 /// What a sandbox is made from, over the backend's own settings.
 struct SandboxRequest {
   std::string image{};                          // the image; empty: the settings'
@@ -62,9 +65,7 @@ struct SandboxRequest {
   // The asking deployment's id, in the sandbox's rex.deployment label (and its name where the
   // backend names sandboxes after it); empty: a random one.
   std::string deployment_id{};
-  // Told each stage of the start (creating, starting, waiting), with a line for people; unset:
-  // nobody listens.
-  std::function<void(DeploymentStage, std::string)> progress{};
+  SandboxProgress progress{};  // unset: nobody listens
 };
 
 /// How to reach a created sandbox's rex-server.

@@ -21,9 +21,10 @@ DaytonaDeploymentConfig resolve_daytona_config(DaytonaDeploymentConfig config);
 /// A sandbox of `config` with rex-server started in it and answering (docs/daytona.md), told of
 /// each stage through `progress`; DeploymentStartupError naming the step, the sandbox deleted.
 /// Sessions work in `working_dir`, else where the sandbox starts processes.
-asio::awaitable<StartedSandbox> create_daytona_sandbox(
-    asio::any_io_executor executor, DaytonaDeploymentConfig config, std::string working_dir,
-    std::function<void(DeploymentStage, std::string)> progress);
+asio::awaitable<StartedSandbox> create_daytona_sandbox(asio::any_io_executor executor,
+                                                       DaytonaDeploymentConfig config,
+                                                       std::string working_dir,
+                                                       SandboxProgress progress);
 
 /// Why Daytona no longer runs the sandbox (its state and reason), or nothing while it is
 /// `started`. DeploymentStartupError when Daytona cannot be asked (a sandbox already deleted

@@ -464,9 +464,10 @@ DaytonaDeploymentConfig resolve_daytona_config(DaytonaDeploymentConfig config) {
   return resolved(std::move(config), nullptr);
 }
 
-asio::awaitable<StartedSandbox> create_daytona_sandbox(
-    asio::any_io_executor executor, DaytonaDeploymentConfig config, std::string working_dir,
-    std::function<void(DeploymentStage, std::string)> progress) {
+asio::awaitable<StartedSandbox> create_daytona_sandbox(asio::any_io_executor executor,
+                                                       DaytonaDeploymentConfig config,
+                                                       std::string working_dir,
+                                                       SandboxProgress progress) {
   // Nothing is left behind: a sandbox this start made is deleted.
   return detail::start_cloud_sandbox(
       "daytona", make_sandbox(std::move(executor), std::move(config)),

@@ -1,5 +1,6 @@
 // A Docker (or Podman) engine's containers as a SandboxBackend.
 #include <rex/backends/docker/docker_deployment.hpp>
+#include <rex/core/object_fields.hpp>
 #include <rex/deployment/gc.hpp>
 #include <rex/docker/engine.hpp>
 
@@ -8,14 +9,16 @@
 
 #include <sys/stat.h>
 
-#include <filesystem>
+#include <optional>
 #include <system_error>
+
+#include "backends/docker/docker_calls.hpp"
+#include "deployment/hand_over.hpp"
 
 namespace rex {
 
 namespace {
 
-namespace fs = std::filesystem;
 namespace json = boost::json;
 
 // Docker's names: [a-zA-Z0-9][a-zA-Z0-9_.-]*.
@@ -27,24 +30,6 @@ std::string container_name_part(std::string_view text) {
     out += ok ? c : '-';
   }
   return out;
-}
-
-// A socket directory DockerDeployment made for a network-less container (temp/rex-sock-XXXXXX),
-// found among the container's mounts.
-std::string socket_dir_of(const json::object& info) {
-  const auto* mounts = info.if_contains("Mounts");
-  if (mounts == nullptr || !mounts->is_array())
-    return {};
-  const fs::path temp = fs::temp_directory_path();
-  for (const auto& m : mounts->get_array()) {
-    const auto* source = m.is_object() ? m.get_object().if_contains("Source") : nullptr;
-    if (source == nullptr || !source->is_string())
-      continue;
-    const fs::path dir(std::string(source->get_string()));
-    if (dir.parent_path() == temp && dir.filename().string().starts_with("rex-sock-"))
-      return dir.string();
-  }
-  return {};
 }
 
 class DockerBackend final : public SandboxBackend {
@@ -65,61 +50,67 @@ class DockerBackend final : public SandboxBackend {
     if (request.image.empty())
       throw DeploymentStartupError(
           fmt::format("{} names no image; the {} provider needs one", request.purpose, name()));
+    // The request over the settings, where it sets a field.
     DockerDeploymentConfig d = settings_;
-    d.image = std::move(request.image);
-    d.memory = std::move(request.memory);
-    d.cpus = request.cpus;
-    d.network_mode = std::move(request.network);
-    d.env = std::move(request.env);
-    d.mounts = std::move(request.mounts);
-    d.working_dir = request.working_dir.empty() ? std::string(kContainerWorkingDir)
-                                                : std::move(request.working_dir);
-    for (auto& [k, v] : request.labels)
-      d.labels[k] = v;
-    d.max_lifetime = Seconds(request.lifetime);
+    detail::lay_request_over(d, request);
+    if (request.memory)
+      d.memory = std::move(request.memory);
+    if (request.cpus)
+      d.cpus = request.cpus;
+    if (!request.network.empty())
+      d.network_mode = std::move(request.network);
+    for (auto& m : request.mounts)
+      d.mounts.push_back(std::move(m));
+    if (!request.working_dir.empty())
+      d.working_dir = std::move(request.working_dir);
+    if (request.lifetime > 0)
+      d.max_lifetime = Seconds(request.lifetime);
     if (!request.name.empty())
       d.container_name = container_name_part(request.name);
-    StartedSandbox started;
-    started.working_dir = d.working_dir;
-    started.own_filesystem = true;
     std::string failure;
     try {
-      DockerDeployment deployment(executor_, std::move(d));
-      co_await deployment.start();  // removes its container itself when it fails
-      const DockerHandoff handoff = deployment.release_container();
-      started.id = handoff.container_id;
-      started.url = handoff.url;
-      started.token = handoff.token;
+      auto creating = create_docker_container(
+          executor_, std::move(d), std::move(request.deployment_id), std::move(request.progress));
+      co_return co_await std::move(creating);  // it removes what it made when it fails
     } catch (const std::exception& e) {
       failure = e.what();
     }
-    if (!failure.empty())
-      throw DeploymentStartupError(fmt::format("{}: {}", name(), failure));
-    co_return started;
+    throw DeploymentStartupError(fmt::format("{}: {}", name(), failure));
   }
 
   asio::awaitable<void> destroy(std::string id) override {
-    docker::Engine& engine = *engine_;
     std::string failure;
     try {
-      std::string socket_dir;
-      try {
-        socket_dir = socket_dir_of(co_await engine.inspect_container(id));
-      } catch (const docker::EngineError& e) {
-        if (e.status() != 404)
-          throw;
-      }
-      co_await engine.remove_container(id, true);  // gone already: no error
-      if (!socket_dir.empty()) {
-        std::error_code ec;
-        fs::remove_all(socket_dir, ec);
-      }
+      auto removing = remove_docker_container(*engine_, id, settings_);
+      co_await std::move(removing);
     } catch (const std::exception& e) {
       failure = e.what();
     }
     if (!failure.empty())
       throw DeploymentStartupError(
           fmt::format("{}: cannot remove container {}: {}", name(), id, failure));
+  }
+
+  asio::awaitable<std::optional<std::string>> lost(std::string id) override {
+    json::object info;
+    try {
+      info = co_await engine_->inspect_container(id);
+    } catch (const docker::EngineError& e) {
+      if (e.status() == 404)
+        co_return fmt::format("container {} no longer exists (it was removed)", id);
+      co_return std::nullopt;
+    } catch (const std::exception&) {
+      co_return std::nullopt;  // the engine is out of reach: nothing to say about the container
+    }
+    const std::string status = field_text(info, {"State", "Status"});
+    if (status.empty() || status == "running")
+      co_return std::nullopt;
+    const json::value* code = nullptr;
+    if (const auto* state = info.if_contains("State"); state && state->is_object())
+      code = state->get_object().if_contains("ExitCode");
+    if (status == "exited" && code != nullptr && code->is_int64())
+      co_return fmt::format("container {} exited with code {}", id, code->get_int64());
+    co_return fmt::format("container {} is {}", id, status);
   }
 
   asio::awaitable<std::vector<SandboxInfo>> list(

@@ -3,6 +3,7 @@
 #include <rex/backends/docker/docker_deployment.hpp>
 
 #include <rex/backends/docker/docker_gc.hpp>
+#include <rex/core/object_fields.hpp>
 #include <rex/core/outcome.hpp>
 #include <rex/core/random.hpp>
 #include <rex/core/timeout.hpp>
@@ -11,8 +12,6 @@
 #include <rex/http/client_errors.hpp>
 
 #include <fmt/format.h>
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -31,10 +30,12 @@
 #include <mutex>
 #include <vector>
 
+#include "backends/docker/docker_calls.hpp"
 #include "backends/docker/docker_plan.hpp"
 #include "core/clock.hpp"
 #include "core/crash_point.hpp"
 #include "core/offload.hpp"
+#include "deployment/hand_over.hpp"
 #include "deployment/local_addresses.hpp"
 
 #ifndef REX_SERVER_BUILD_PATH
@@ -93,15 +94,54 @@ void write_single_file_tar(const std::string& source, const std::string& name,
     throw DeploymentStartupError("cannot write the server archive '" + tar_path + "'");
 }
 
-// Best-effort removal of a container whose deployment was destroyed without stop().
-asio::awaitable<void> remove_in_background(std::shared_ptr<docker::Engine> engine,
-                                           std::string container, bool remove) {
-  try {
-    co_await engine->kill_container(container, "KILL");
-    if (remove)
-      co_await engine->remove_container(container, true);
-  } catch (const std::exception&) {
-    // `rex gc` finds it by its labels.
+// A socket directory a start made for a network-less container (temp/rex-sock-XXXXXX), found
+// among the container's mounts.
+std::string socket_dir_of(const json::object& info) {
+  const auto* mounts = info.if_contains("Mounts");
+  if (mounts == nullptr || !mounts->is_array())
+    return {};
+  const fs::path temp = fs::temp_directory_path();
+  for (const auto& m : mounts->get_array()) {
+    const auto* source = m.is_object() ? m.get_object().if_contains("Source") : nullptr;
+    if (source == nullptr || !source->is_string())
+      continue;
+    const fs::path dir(std::string(source->get_string()));
+    if (dir.parent_path() == temp && dir.filename().string().starts_with("rex-sock-"))
+      return dir.string();
+  }
+  return {};
+}
+
+// Removes the container `id` (killing it). An engine that cannot be reached may be restarting
+// (a daemon upgrade, a crash): the removal is retried for a while, so a stop during the gap
+// still removes the container. A refusal is final and leaves the container to `rex gc`.
+// Returns why the container is still there, or nothing when it is gone.
+asio::awaitable<std::optional<std::string>> remove_patiently(docker::Engine& engine,
+                                                             std::string id) {
+  const auto give_up = Clock::now() + kUnreachableEngineGrace;
+  auto delay = std::chrono::milliseconds(250);
+  while (true) {
+    unsigned status = 1;
+    std::string failure;
+    try {
+      co_await engine.remove_container(id, true);
+      co_return std::nullopt;
+    } catch (const docker::EngineError& e) {
+      status = e.status();
+      failure = e.what();
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (status == 404)  // already gone
+      co_return std::nullopt;
+    // Unreachable (0), or an engine still recovering from a restart (409 "removal in
+    // progress", 5xx): both pass, so the removal is tried again within the grace period.
+    const bool transient = status == 0 || status == 409 || status >= 500;
+    if (!transient || Clock::now() + delay > give_up)
+      co_return failure;
+    asio::steady_timer pause(co_await asio::this_coro::executor, delay);
+    co_await pause.async_wait(asio::use_awaitable);
+    delay = std::min(delay * 2, std::chrono::milliseconds(2000));
   }
 }
 
@@ -154,13 +194,11 @@ asio::awaitable<bool> network_is_routable(docker::Engine& engine, std::string ne
   co_return routable;
 }
 
-}  // namespace
-
-struct DockerDeployment::Impl {
+struct ContainerStart {
   asio::any_io_executor executor;
   detail::DockerSettings settings;
   const DockerDeploymentConfig& config = settings.config;
-  std::string id = random_hex(6);
+  std::string id;  // the deployment's, in the container's name and labels
   std::string token = random_hex(16);
   std::string name;
   std::shared_ptr<docker::Engine> engine;
@@ -171,13 +209,10 @@ struct DockerDeployment::Impl {
   bool mount_server = true;
   bool publish_port = true;  // else the server is reached at the container's address
   std::unique_ptr<RemoteRuntime> runtime;
-  bool runtime_closed = false;
-  bool started = false;
-  bool stopped = false;
-  std::function<void(const DeploymentEvent&)> hooks;  // the owner's emit()
+  SandboxProgress report;  // told each stage of the start
 
-  Impl(asio::any_io_executor ex, const DockerDeploymentConfig& c)
-      : executor(std::move(ex)), settings(detail::validate(c)) {
+  ContainerStart(asio::any_io_executor ex, const DockerDeploymentConfig& c, std::string deployment)
+      : executor(std::move(ex)), settings(detail::validate(c)), id(std::move(deployment)) {
     name = config.container_name.empty() ? "rex-" + id : config.container_name;
     // As a local engine would have it: auto decides in start().
     publish_port = detail::publishes_port(detail::plan_start(settings, true, "").route);
@@ -213,19 +248,19 @@ struct DockerDeployment::Impl {
   asio::awaitable<void> remove_container_patiently();
 };
 
-void DockerDeployment::Impl::emit(DeploymentStage stage, std::string message) const {
+void ContainerStart::emit(DeploymentStage stage, std::string message) const {
   DeploymentEvent e;
   e.stage = stage;
   e.message = std::move(message);
   emit(e);
 }
 
-void DockerDeployment::Impl::emit(const DeploymentEvent& event) const {
-  if (hooks)
-    hooks(event);
+void ContainerStart::emit(const DeploymentEvent& event) const {
+  if (report)
+    report(event);
 }
 
-asio::awaitable<void> DockerDeployment::Impl::ensure_image() {
+asio::awaitable<void> ContainerStart::ensure_image() {
   const std::string& image = config.image;
   bool present = false;
   if (config.pull != PullPolicy::always) {
@@ -258,7 +293,7 @@ asio::awaitable<void> DockerDeployment::Impl::ensure_image() {
   }
 }
 
-asio::awaitable<std::string> DockerDeployment::Impl::log_tail() {
+asio::awaitable<std::string> ContainerStart::log_tail() {
   if (container.empty() || !engine)
     co_return std::string();
   try {
@@ -268,7 +303,7 @@ asio::awaitable<std::string> DockerDeployment::Impl::log_tail() {
   }
 }
 
-asio::awaitable<void> DockerDeployment::Impl::poll_alive(http::Client& poll, std::string& last) {
+asio::awaitable<void> ContainerStart::poll_alive(http::Client& poll, std::string& last) {
   auto delay = std::chrono::milliseconds(2);
   asio::steady_timer pause(executor);
   for (;;) {
@@ -289,7 +324,7 @@ asio::awaitable<void> DockerDeployment::Impl::poll_alive(http::Client& poll, std
   }
 }
 
-asio::awaitable<void> DockerDeployment::Impl::wait_ready(Clock::time_point deadline) {
+asio::awaitable<void> ContainerStart::wait_ready(Clock::time_point deadline) {
   // A client of its own without retries: while the server starts, every refused connection
   // should be noticed at once and the next poll follow quickly.
   http::ClientConfig poll_config;
@@ -314,10 +349,10 @@ asio::awaitable<void> DockerDeployment::Impl::wait_ready(Clock::time_point deadl
       name, config.image, config.startup_timeout.count(), last, logs));
 }
 
-asio::awaitable<void> DockerDeployment::Impl::start() {
-  const auto t0 = Clock::now();
-  const auto deadline = t0 + std::chrono::milliseconds(
-                                 static_cast<std::int64_t>(config.startup_timeout.count() * 1000));
+asio::awaitable<void> ContainerStart::start() {
+  const auto deadline =
+      Clock::now() +
+      std::chrono::milliseconds(static_cast<std::int64_t>(config.startup_timeout.count() * 1000));
   docker::EngineConfig engine_config =
       docker::engine_config_from_environment(config.container_runtime);
   if (!config.engine.empty())
@@ -362,12 +397,9 @@ asio::awaitable<void> DockerDeployment::Impl::start() {
   rc.url = url;
   rc.auth_token = token;
   runtime = std::make_unique<RemoteRuntime>(executor, std::move(rc));
-  started = true;
-  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-  emit(DeploymentStage::ready, fmt::format("container {} ready at {} in {:.0f} ms", name, url, ms));
 }
 
-asio::awaitable<void> DockerDeployment::Impl::create_container() {
+asio::awaitable<void> ContainerStart::create_container() {
   emit(DeploymentStage::creating, fmt::format("creating container {} from {}", name, config.image));
   json::object create = body(mount_server);
   try {
@@ -381,7 +413,7 @@ asio::awaitable<void> DockerDeployment::Impl::create_container() {
 
 // An engine on another machine cannot bind-mount the server: it goes into the created container
 // as a tar archive, built on a thread of its own.
-asio::awaitable<void> DockerDeployment::Impl::upload_server() {
+asio::awaitable<void> ContainerStart::upload_server() {
   asio::thread_pool files(1);
   const std::string tar = (fs::temp_directory_path() / ("rex-server-" + id + ".tar")).string();
   const std::string source = server_host_path;
@@ -398,7 +430,7 @@ asio::awaitable<void> DockerDeployment::Impl::upload_server() {
   put_done.value();  // rethrows the engine's error, now that the tar is gone
 }
 
-asio::awaitable<void> DockerDeployment::Impl::start_container() {
+asio::awaitable<void> ContainerStart::start_container() {
   emit(DeploymentStage::starting, fmt::format("starting container {}", name));
   std::string start_error;
   try {
@@ -414,7 +446,7 @@ asio::awaitable<void> DockerDeployment::Impl::start_container() {
   }
 }
 
-asio::awaitable<std::string> DockerDeployment::Impl::server_url() {
+asio::awaitable<std::string> ContainerStart::server_url() {
   if (settings.unix_socket)
     co_return detail::unix_socket_url(socket_dir);
   const json::object info = co_await engine->inspect_container(container);
@@ -441,8 +473,8 @@ asio::awaitable<std::string> DockerDeployment::Impl::server_url() {
 
 // Throws: that the container exited when it did (it then has no address and no ports), else
 // `problem`; with its last log lines either way.
-asio::awaitable<void> DockerDeployment::Impl::fail_unreachable(const json::object& info,
-                                                               std::string problem) {
+asio::awaitable<void> ContainerStart::fail_unreachable(const json::object& info,
+                                                       std::string problem) {
   std::string logs = co_await log_tail();
   if (const auto code = detail::stopped_exit_code(info))
     throw DeploymentStartupError(detail::exited_message(name, config.image, *code, logs));
@@ -450,57 +482,20 @@ asio::awaitable<void> DockerDeployment::Impl::fail_unreachable(const json::objec
       fmt::format("container {}: {}; last log lines:\n{}", name, problem, logs));
 }
 
-// An engine that cannot be reached may be restarting (a daemon upgrade, a crash): the removal is
-// retried for a while, so a stop during the gap still removes the container. A refusal is final
-// and leaves the container to `rex gc`.
-asio::awaitable<void> DockerDeployment::Impl::remove_container_patiently() {
-  const auto give_up = Clock::now() + kUnreachableEngineGrace;
-  auto delay = std::chrono::milliseconds(250);
-  while (true) {
-    unsigned status = 1;
-    try {
-      co_await engine->remove_container(container, true);
-      container.clear();
-      co_return;
-    } catch (const docker::EngineError& e) {
-      status = e.status();
-    } catch (const std::exception&) {
-    }
-    if (status == 404) {  // already gone
-      container.clear();
-      co_return;
-    }
-    // Unreachable (0), or an engine still recovering from a restart (409 "removal in
-    // progress", 5xx): both pass, so the removal is tried again within the grace period.
-    const bool transient = status == 0 || status == 409 || status >= 500;
-    if (!transient || Clock::now() + delay > give_up)
-      co_return;
-    asio::steady_timer pause(executor, delay);
-    co_await pause.async_wait(asio::use_awaitable);
-    delay = std::min(delay * 2, std::chrono::milliseconds(2000));
-  }
+asio::awaitable<void> ContainerStart::remove_container_patiently() {
+  auto removing = remove_patiently(*engine, container);
+  if (!co_await std::move(removing))
+    container.clear();
 }
 
-asio::awaitable<void> DockerDeployment::Impl::release() {
+// What a failed start made: the container, the socket directory.
+asio::awaitable<void> ContainerStart::release() {
+  runtime.reset();
   detail::Resources held;
-  held.open_runtime = runtime && !runtime_closed;
   held.engine = engine != nullptr;
   held.container = !container.empty();
   held.socket_dir = !socket_dir.empty();
   const detail::Cleanup cleanup = detail::plan_cleanup(config, held);
-  if (cleanup.close_runtime) {
-    runtime_closed = true;
-    // Closing the sessions is a courtesy before the kill; a hung server must not hold it up.
-    auto closing = with_timeout(runtime->close(), std::chrono::seconds(3));
-    auto closed = capture(std::move(closing));
-    (void)co_await std::move(closed);  // a failure to close changes nothing: the kill follows
-    // The runtime object stays until the deployment is destroyed: calls still in flight fail
-    // on the killed container instead of resuming on a freed object. Its idle connections
-    // close now, while the server answers: closed after the kill, they would send packets to
-    // an address that is gone, and the kernel would mark it unreachable for the next
-    // container that gets it (a connect to it then stalls for about a second).
-    runtime->close_idle_connections();
-  }
   if (cleanup.kill_container) {
     try {
       co_await engine->kill_container(container, "KILL");
@@ -523,97 +518,116 @@ asio::awaitable<void> DockerDeployment::Impl::release() {
   }
 }
 
-DockerDeployment::DockerDeployment(asio::any_io_executor executor, DockerDeploymentConfig config)
-    : impl_(std::make_unique<Impl>(std::move(executor), std::move(config))) {
-  impl_->hooks = [this](const DeploymentEvent& e) { emit(e); };
+}  // namespace
+
+json::object docker_create_body(const DockerDeploymentConfig& config, std::string deployment_id) {
+  const ContainerStart s(asio::system_executor(), config, std::move(deployment_id));
+  return s.body(true);
 }
 
-DockerDeployment::~DockerDeployment() {
-  if (impl_->engine && !impl_->container.empty() && !impl_->stopped) {
-    asio::co_spawn(
-        impl_->executor,
-        remove_in_background(impl_->engine, impl_->container, impl_->config.remove_container),
-        asio::detached);
-  }
-  if (!impl_->socket_dir.empty()) {
-    std::error_code ec;
-    fs::remove_all(impl_->socket_dir, ec);
-  }
-}
-
-asio::awaitable<void> DockerDeployment::start() {
-  if (impl_->stopped)
-    throw DeploymentStartupError("docker deployment: cannot start again after stop()");
-  if (impl_->started)
-    co_return;
+asio::awaitable<StartedSandbox> create_docker_container(asio::any_io_executor executor,
+                                                        DockerDeploymentConfig config,
+                                                        std::string deployment_id,
+                                                        SandboxProgress progress) {
+  auto s = std::make_shared<ContainerStart>(std::move(executor), config,
+                                            deployment_id.empty() ? random_hex(6) : deployment_id);
+  s->report = std::move(progress);
   std::exception_ptr failure;
   try {
-    co_await impl_->start();
+    auto starting = s->start();
+    co_await std::move(starting);
+    StartedSandbox started;
+    started.id = s->container;
+    started.url = s->url;
+    started.token = s->token;
+    started.own_filesystem = true;
+    // Where sessions work: the settings' place, else the image's.
+    auto finding = detail::working_dir_of(*s->runtime, s->config.working_dir, "/");
+    started.working_dir = co_await std::move(finding);
+    // Its idle connections close now: see SandboxDeployment::stop().
+    s->runtime->close_idle_connections();
+    co_return started;
   } catch (...) {
-    failure = detail::startup_failure(std::current_exception(), impl_->name);
+    failure = detail::startup_failure(std::current_exception(), s->name);
     if (!failure)
       throw;
   }
-  if (failure) {
-    co_await impl_->release();
-    impl_->engine.reset();
-    std::rethrow_exception(failure);
+  auto releasing = s->release();
+  co_await std::move(releasing);
+  std::rethrow_exception(failure);
+}
+
+asio::awaitable<void> remove_docker_container(docker::Engine& engine, std::string id,
+                                              const DockerDeploymentConfig& settings) {
+  // The socket directory a network-less container's server listens in, found among its mounts.
+  std::string socket_dir;
+  std::string image;
+  bool gone = false;
+  try {
+    const json::object info = co_await engine.inspect_container(id);
+    socket_dir = socket_dir_of(info);
+    image = field_text(info, {"Config", "Image"});
+  } catch (const docker::EngineError& e) {
+    if (e.status() != 404)
+      throw;
+    gone = true;
+  }
+  if (!gone) {
+    try {
+      co_await engine.kill_container(id, "KILL");
+    } catch (const std::exception&) {
+      // Stopped already, or the removal below says why not.
+    }
+    if (settings.remove_container) {
+      auto removing = remove_patiently(engine, id);
+      if (const std::optional<std::string> failure = co_await std::move(removing))
+        throw DeploymentStartupError(*failure);
+    }
+    if (settings.remove_images && !image.empty()) {
+      try {
+        co_await engine.remove_image(image, false);
+      } catch (const std::exception&) {
+        // Still used by another container.
+      }
+    }
+  }
+  if (!socket_dir.empty()) {
+    std::error_code ec;
+    fs::remove_all(socket_dir, ec);
   }
 }
 
-asio::awaitable<void> DockerDeployment::stop() {
-  if (impl_->stopped)
-    co_return;
-  impl_->stopped = true;
-  if (!impl_->engine)
-    co_return;
-  impl_->emit(DeploymentStage::stopping, fmt::format("stopping container {}", impl_->name));
-  impl_->started = false;
-  co_await impl_->release();
-  impl_->emit(DeploymentStage::stopped, fmt::format("container {} stopped", impl_->name));
+DockerDeployment::DockerDeployment(asio::any_io_executor executor, DockerDeploymentConfig config)
+    : DockerDeployment(std::move(executor), std::move(config), random_hex(6)) {}
+
+namespace {
+
+// The settings of the deployment `id`: checked, its container named after it unless named.
+DockerDeploymentConfig named(DockerDeploymentConfig config, const std::string& id) {
+  (void)detail::validate(config);  // DeploymentConfigError here, before anything starts
+  if (config.container_name.empty())
+    config.container_name = "rex-" + id;
+  return config;
 }
 
-Runtime& DockerDeployment::runtime() {
-  if (!impl_->started)
-    throw DeploymentNotStartedError(impl_->stopped ? "docker deployment: stopped"
-                                                   : "docker deployment: not started");
-  return *impl_->runtime;
+SandboxRequest request_of(const DockerDeploymentConfig& config, std::string id) {
+  SandboxRequest r;
+  r.image = config.image;
+  r.deployment_id = std::move(id);
+  r.purpose = "the " + config.container_runtime + " deployment";
+  return r;
 }
 
-bool DockerDeployment::started() const noexcept {
-  return impl_->started;
-}
-const DockerDeploymentConfig& DockerDeployment::config() const noexcept {
-  return impl_->config;
-}
-const std::string& DockerDeployment::deployment_id() const noexcept {
-  return impl_->id;
-}
-const std::string& DockerDeployment::container_id() const noexcept {
-  return impl_->container;
-}
-const std::string& DockerDeployment::url() const noexcept {
-  return impl_->url;
-}
-docker::Engine* DockerDeployment::engine() noexcept {
-  return impl_->engine.get();
-}
+}  // namespace
 
-DockerHandoff DockerDeployment::release_container() {
-  if (!impl_->started)
-    throw DeploymentNotStartedError(impl_->stopped ? "docker deployment: stopped"
-                                                   : "docker deployment: not started");
-  DockerHandoff handoff{impl_->container, impl_->url, impl_->token, impl_->socket_dir};
-  impl_->runtime->close_idle_connections();
-  impl_->started = false;
-  impl_->stopped = true;
-  impl_->container.clear();
-  impl_->socket_dir.clear();
-  return handoff;
-}
+DockerDeployment::DockerDeployment(asio::any_io_executor executor, DockerDeploymentConfig config,
+                                   std::string id)
+    : SandboxDeployment(executor, open_docker_backend(executor, named(config, id)),
+                        request_of(config, id)),
+      config_(named(std::move(config), id)) {}
 
 json::object DockerDeployment::create_body() const {
-  return impl_->body(impl_->engine ? impl_->mount_server : true);
+  return docker_create_body(config_, deployment_id());
 }
 
 }  // namespace rex

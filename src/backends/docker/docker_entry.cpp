@@ -77,7 +77,8 @@ Backend docker_entry() {
       "a container of a Docker engine", flags);
   b.aliases = aliases;
   b.title = "Docker";
-  b.provider_defaults = R"({"startup_timeout": 120})";
+  // A gateway's sessions work in /workspace unless their environment says otherwise.
+  b.provider_defaults = R"({"startup_timeout": 120, "working_dir": "/workspace"})";
   b.describe = describe;
   b.gc = gc;
   b.open = entry::open<DockerDeploymentConfig, open_docker_backend>;

@@ -22,9 +22,10 @@ E2BDeploymentConfig resolve_e2b_config(E2BDeploymentConfig config);
 /// A sandbox of `config` with rex-server started in it and answering (e2b_deployment.hpp), told
 /// of each stage through `progress`; DeploymentStartupError naming the step, the sandbox killed.
 /// Sessions work in `working_dir`, else where the sandbox starts processes.
-asio::awaitable<StartedSandbox> create_e2b_sandbox(
-    asio::any_io_executor executor, E2BDeploymentConfig config, std::string working_dir,
-    std::function<void(DeploymentStage, std::string)> progress);
+asio::awaitable<StartedSandbox> create_e2b_sandbox(asio::any_io_executor executor,
+                                                   E2BDeploymentConfig config,
+                                                   std::string working_dir,
+                                                   SandboxProgress progress);
 
 /// DELETE /sandboxes/ID of the resolved `config`'s API (one already gone is no error).
 /// DeploymentStartupError when the endpoint refuses.

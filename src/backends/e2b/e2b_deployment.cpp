@@ -372,9 +372,10 @@ E2BDeploymentConfig resolve_e2b_config(E2BDeploymentConfig config) {
   return config;
 }
 
-asio::awaitable<StartedSandbox> create_e2b_sandbox(
-    asio::any_io_executor executor, E2BDeploymentConfig config, std::string working_dir,
-    std::function<void(DeploymentStage, std::string)> progress) {
+asio::awaitable<StartedSandbox> create_e2b_sandbox(asio::any_io_executor executor,
+                                                   E2BDeploymentConfig config,
+                                                   std::string working_dir,
+                                                   SandboxProgress progress) {
   auto s = std::make_shared<E2BSandbox>();
   s->executor = std::move(executor);
   s->config = resolve_e2b_config(std::move(config));

@@ -29,9 +29,10 @@ std::unique_ptr<SandboxBackend> make_fargate_backend(asio::any_io_executor execu
 /// A task of `config` running rex-server, answering (fargate_deployment.hpp), told of each stage
 /// through `progress`; DeploymentStartupError naming the step, the task stopped. Sessions work in
 /// `working_dir`, else where the task's sandbox container starts processes.
-asio::awaitable<StartedSandbox> create_fargate_task(
-    asio::any_io_executor executor, FargateDeploymentConfig config, std::string working_dir,
-    std::function<void(DeploymentStage, std::string)> progress);
+asio::awaitable<StartedSandbox> create_fargate_task(asio::any_io_executor executor,
+                                                    FargateDeploymentConfig config,
+                                                    std::string working_dir,
+                                                    SandboxProgress progress);
 
 /// Why ECS no longer runs the task (its status and ECS's reasons), or nothing while it is
 /// RUNNING. DeploymentStartupError when ECS does not know it.

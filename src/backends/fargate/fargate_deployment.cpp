@@ -495,9 +495,10 @@ void check_fargate_config(const FargateDeploymentConfig& config) {
         "fargate: connect public_ip needs assign_public_ip (or connect private_ip)");
 }
 
-asio::awaitable<StartedSandbox> create_fargate_task(
-    asio::any_io_executor executor, FargateDeploymentConfig config, std::string working_dir,
-    std::function<void(DeploymentStage, std::string)> progress) {
+asio::awaitable<StartedSandbox> create_fargate_task(asio::any_io_executor executor,
+                                                    FargateDeploymentConfig config,
+                                                    std::string working_dir,
+                                                    SandboxProgress progress) {
   check_fargate_config(config);
   auto s = std::make_shared<TaskStart>();
   s->executor = std::move(executor);

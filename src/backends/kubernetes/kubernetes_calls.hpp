@@ -26,9 +26,10 @@ void check_kubernetes_config(const KubernetesDeploymentConfig& config);
 /// (kubernetes_deployment.hpp), named rex-<deployment_id> unless config.pod_name names it, told
 /// of each stage through `progress`. DeploymentStartupError with the kubelet's reason and the
 /// container's last log lines; what the start made is deleted first.
-asio::awaitable<StartedSandbox> create_kubernetes_pod(
-    asio::any_io_executor executor, KubernetesDeploymentConfig config, std::string deployment_id,
-    std::function<void(DeploymentStage, std::string)> progress);
+asio::awaitable<StartedSandbox> create_kubernetes_pod(asio::any_io_executor executor,
+                                                      KubernetesDeploymentConfig config,
+                                                      std::string deployment_id,
+                                                      SandboxProgress progress);
 
 namespace detail {
 

@@ -430,9 +430,10 @@ void check_kubernetes_config(const KubernetesDeploymentConfig& config) {
         fmt::format("kubernetes.port: {} is out of range (1..65535)", config.port));
 }
 
-asio::awaitable<StartedSandbox> create_kubernetes_pod(
-    asio::any_io_executor executor, KubernetesDeploymentConfig config, std::string deployment_id,
-    std::function<void(DeploymentStage, std::string)> progress) {
+asio::awaitable<StartedSandbox> create_kubernetes_pod(asio::any_io_executor executor,
+                                                      KubernetesDeploymentConfig config,
+                                                      std::string deployment_id,
+                                                      SandboxProgress progress) {
   if (config.image.empty())
     throw DeploymentConfigError("kubernetes.image: must not be empty");
   check_kubernetes_config(config);
@@ -444,7 +445,10 @@ asio::awaitable<StartedSandbox> create_kubernetes_pod(
   if (!valid_object_name(s->pod))
     throw DeploymentConfigError(fmt::format("kubernetes: \"{}\" is not a valid pod name", s->pod));
   s->secret = s->pod + "-token";
-  s->report = std::move(progress);
+  s->report = [progress = std::move(progress)](DeploymentStage stage, std::string message) {
+    if (progress)
+      progress(DeploymentEvent{stage, std::move(message)});
+  };
   std::exception_ptr failure;
   try {
     auto starting = s->start();

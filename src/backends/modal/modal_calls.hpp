@@ -23,9 +23,10 @@ ModalDeploymentConfig resolve_modal_config(ModalDeploymentConfig config);
 /// (docs/modal.md), told of each stage through `progress`; DeploymentStartupError naming the
 /// call, the sandbox terminated. Sessions work in `working_dir`, else where the sandbox starts
 /// processes.
-asio::awaitable<StartedSandbox> create_modal_sandbox(
-    asio::any_io_executor executor, ModalDeploymentConfig config, std::string working_dir,
-    std::function<void(DeploymentStage, std::string)> progress);
+asio::awaitable<StartedSandbox> create_modal_sandbox(asio::any_io_executor executor,
+                                                     ModalDeploymentConfig config,
+                                                     std::string working_dir,
+                                                     SandboxProgress progress);
 
 /// How the sandbox ended (Modal's result), or nothing while it runs.
 asio::awaitable<std::optional<std::string>> modal_sandbox_lost(asio::any_io_executor executor,

@@ -747,9 +747,10 @@ ModalDeploymentConfig resolve_modal_config(ModalDeploymentConfig config) {
   return make_impl(asio::any_io_executor(), std::move(config))->config;
 }
 
-asio::awaitable<StartedSandbox> create_modal_sandbox(
-    asio::any_io_executor executor, ModalDeploymentConfig config, std::string working_dir,
-    std::function<void(DeploymentStage, std::string)> progress) {
+asio::awaitable<StartedSandbox> create_modal_sandbox(asio::any_io_executor executor,
+                                                     ModalDeploymentConfig config,
+                                                     std::string working_dir,
+                                                     SandboxProgress progress) {
   // Nothing is left running: a sandbox this start made is terminated.
   return detail::start_cloud_sandbox("modal", make_impl(std::move(executor), std::move(config)),
                                      &ModalSandbox::terminate, "terminating",

@@ -17,7 +17,9 @@
 //   start time), its deployment id and its expiry, and its server exits after max_lifetime, so
 //   `rex gc` (gc.hpp) can remove what a killed process left behind. stop() and a failed
 //   start() remove the container (unless remove_container is false); destroying a started
-//   deployment without stop() starts its removal in the background.
+//   deployment without stop() starts its removal in the background. The lifecycle is
+//   SandboxDeployment's over this backend; the calls are the backend's create(), destroy() and
+//   lost() (a container removed or exited).
 // - Startup failures say what failed and how to fix it; when the container started, the error
 //   carries its last log lines.
 #pragma once
@@ -26,8 +28,8 @@
 #include <rex/deployment/backend.hpp>
 #include <rex/deployment/config.hpp>
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/sandbox_deployment.hpp>
 #include <rex/deployment/server_binary.hpp>
-#include <rex/runtime/remote_runtime.hpp>
 
 #include <boost/json/object.hpp>
 
@@ -36,54 +38,27 @@
 
 namespace rex {
 
-namespace docker {
-class Engine;
-}
-
-/// What reaching a started container takes, for a process that keeps it beyond the deployment's
-/// life (a gateway records it in its database).
-struct DockerHandoff {
-  std::string container_id;
-  std::string url;         // the server's base URL
-  std::string token;       // its X-API-Key
-  std::string socket_dir;  // the host directory of its unix socket; empty when on TCP
-};
-
-class DockerDeployment final : public Deployment {
+/// The Deployment over this backend's SandboxBackend (rex/deployment/sandbox_deployment.hpp) with
+/// `config` as its settings; its sandbox id is the container's id.
+class DockerDeployment final : public SandboxDeployment {
  public:
   /// DeploymentConfigError for settings that cannot work (an unsupported docker_args flag, a
   /// bad memory size, ...), before anything is started.
   DockerDeployment(asio::any_io_executor executor, DockerDeploymentConfig config);
-  ~DockerDeployment() override;
 
-  asio::awaitable<void> start() override;
-  asio::awaitable<void> stop() override;
-  Runtime& runtime() override;
-  bool started() const noexcept override;
+  /// The settings, the container's name filled in.
+  const DockerDeploymentConfig& config() const noexcept { return config_; }
+  /// Empty until the container is created (and after a start that failed).
+  const std::string& container_id() const noexcept { return sandbox_id(); }
 
-  const DockerDeploymentConfig& config() const noexcept;
-  /// A random id, also in the container's name and labels.
-  const std::string& deployment_id() const noexcept;
-  /// Empty until the container is created.
-  const std::string& container_id() const noexcept;
-  /// The server's base URL; empty until started.
-  const std::string& url() const noexcept;
-  /// The engine connection; nullptr before start().
-  docker::Engine* engine() noexcept;
-
-  /// Hands the started container over to the caller, who then owns its removal (and that of
-  /// its socket directory): the deployment forgets it, so neither stop() nor its destruction
-  /// removes it, and runtime() is no longer available. DeploymentNotStartedError unless started.
-  DockerHandoff release_container();
-
-  /// The container-create body start() sends, for inspection. Before start() the server's
-  /// mount and socket directory are shown as they will be for a local engine, and its port as
-  /// published unless connect is container_ip (auto decides in start()).
+  /// The container-create body start() sends, for inspection: the server's mount and socket
+  /// directory shown as they will be for a local engine, its token a fresh one.
   boost::json::object create_body() const;
 
  private:
-  struct Impl;
-  std::unique_ptr<Impl> impl_;
+  DockerDeployment(asio::any_io_executor executor, DockerDeploymentConfig config, std::string id);
+
+  DockerDeploymentConfig config_;
 };
 
 /// This backend as a SandboxBackend (rex/deployment/backend.hpp): `settings` are the defaults of
