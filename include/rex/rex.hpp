@@ -5,14 +5,8 @@
 #include <rex/aws/credentials.hpp>
 #include <rex/aws/sigv4.hpp>
 #include <rex/aws/xml.hpp>
+#include <rex/backend_headers.hpp>  // every backend module of this build
 #include <rex/backends/backends.hpp>
-#include <rex/backends/docker/docker_deployment.hpp>
-#include <rex/backends/docker/docker_gc.hpp>
-#include <rex/backends/dummy/dummy_deployment.hpp>
-#include <rex/backends/kubernetes/kubernetes_deployment.hpp>
-#include <rex/backends/kubernetes/kubernetes_gc.hpp>
-#include <rex/backends/local/local_deployment.hpp>
-#include <rex/backends/remote/remote_deployment.hpp>
 #include <rex/core/async_mutex.hpp>
 #include <rex/core/backoff.hpp>
 #include <rex/core/event.hpp>

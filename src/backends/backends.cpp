@@ -7,31 +7,21 @@
 
 #include <algorithm>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "core/json_kind.hpp"
 
 // Each module defines its entry (rex/deployment/registry.hpp); the table lists them in the order
-// the help shows them. A backend this build is made without is named in `missing` instead.
-// (REX_TABLE_WITHOUT_MODAL: the table as a build without gRPC has it, for the test that such a
-// build links and runs.)
-#if REX_WITH_MODAL && !defined(REX_TABLE_WITHOUT_MODAL)
-#define REX_TABLE_HAS_MODAL 1
-#define REX_IF_MODAL(x) x
-#else
-#define REX_TABLE_HAS_MODAL 0
-#define REX_IF_MODAL(x)
-#endif
-#define REX_BACKENDS(X) \
-  X(local)              \
-  X(remote)             \
-  X(docker) X(dummy) X(gateway) X(e2b) X(kubernetes) X(fargate) X(daytona) REX_IF_MODAL(X(modal))
+// of their rex_backend() lines in CMakeLists.txt (rex/backend_modules.hpp, generated from them),
+// which is the help's. A backend this build is made without is named in `missing` instead.
+#include <rex/backend_modules.hpp>
 
 namespace rex {
 
 namespace modules {
 #define REX_DECLARE_ENTRY(name) Backend name##_entry();
-REX_BACKENDS(REX_DECLARE_ENTRY)
+REX_BACKEND_MODULES(REX_DECLARE_ENTRY)
 #undef REX_DECLARE_ENTRY
 }  // namespace modules
 
@@ -41,7 +31,7 @@ namespace {
 
 std::span<const Backend> table_of_backends() {
 #define REX_ENTRY(name) modules::name##_entry(),
-  static const Backend table[] = {REX_BACKENDS(REX_ENTRY)};
+  static const Backend table[] = {REX_BACKEND_MODULES(REX_ENTRY)};
 #undef REX_ENTRY
   return table;
 }
@@ -53,13 +43,11 @@ std::vector<BackendAlias> aliases_of(std::span<const Backend> table) {
   return all;
 }
 
-#if REX_TABLE_HAS_MODAL
-constexpr std::span<const MissingBackend> missing{};
-#else
-constexpr MissingBackend missing_table[] = {
-    {"modal", "this rex was built without gRPC and protobuf (REX_WITH_MODAL=OFF)"}};
-constexpr std::span<const MissingBackend> missing = missing_table;
-#endif
+#define REX_MISSING(name, why) MissingBackend{#name, why},
+constexpr MissingBackend missing_table[] = {REX_MISSING_BACKENDS(REX_MISSING) MissingBackend{}};
+#undef REX_MISSING
+// The last element only makes the array non-empty.
+constexpr std::span<const MissingBackend> missing{missing_table, std::size(missing_table) - 1};
 
 }  // namespace
 
@@ -70,6 +58,10 @@ std::span<const Backend> backends() noexcept {
 std::span<const BackendAlias> backend_aliases() noexcept {
   static const std::vector<BackendAlias> aliases = aliases_of(table_of_backends());
   return aliases;
+}
+
+DeploymentConfig default_deployment_config() {
+  return backends().front().decode(json::object(), settings::Reader::Use::deployment);
 }
 
 std::span<const MissingBackend> missing_backends() noexcept {

@@ -4,11 +4,13 @@
 #include <rex/deployment/gc.hpp>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <iostream>
 #include <stdexcept>
+#include <vector>
 
 namespace rex::cli {
 
@@ -36,11 +38,18 @@ void add_gc_options(CLI::App& app, GcCommandOptions& o) {
                              "settings say where",
                              listing_backends()))
       ->capture_default_str();
-  app.add_flag("--podman", o.podman, "Same as --deployment podman");
-  app.add_flag("--kubernetes", o.kubernetes, "Same as --deployment kubernetes");
-  app.add_flag("--fargate", o.fargate,
-               "Same as --deployment fargate (it also deletes the security groups rex made that "
-               "nothing uses)");
+  // --<name> for every backend gc works on, and every alias of one.
+  for (const Backend& b : backends()) {
+    if (b.gc == nullptr)
+      continue;
+    const std::string also =
+        b.gc_also.empty() ? std::string() : fmt::format(" (it also deletes {})", b.gc_also);
+    app.add_flag("--" + std::string(b.name), o.shorthands[std::string(b.name)],
+                 fmt::format("Same as --deployment {}{}", b.name, also));
+    for (const BackendAlias& a : b.aliases)
+      app.add_flag("--" + std::string(a.name), o.shorthands[std::string(a.name)],
+                   fmt::format("Same as --deployment {}{}", a.name, also));
+  }
   add_backend_flags(app, o.where);
 }
 
@@ -48,15 +57,16 @@ int gc_command(const GcCommandOptions& o) {
   asio::io_context io(1);
   GcReport report;
   try {
-    if (o.podman + o.kubernetes + o.fargate > 1)
-      throw std::invalid_argument("--podman, --kubernetes and --fargate: one at a time");
     DeploymentOptions where = o.where;
-    if (o.podman)
-      where.deployment = "podman";
-    else if (o.kubernetes)
-      where.deployment = "kubernetes";
-    else if (o.fargate)
-      where.deployment = "fargate";
+    std::vector<std::string> named;
+    for (const auto& [name, given] : o.shorthands) {
+      if (given)
+        named.push_back("--" + name);
+    }
+    if (named.size() > 1)
+      throw std::invalid_argument(fmt::format("{}: one at a time", fmt::join(named, ", ")));
+    if (named.size() == 1)
+      where.deployment = named.front().substr(2);
     const DeploymentConfig config = build_deployment_config(where);
     const Backend* backend = find_backend(config.type());
     if (backend == nullptr || backend->gc == nullptr) {

@@ -7,6 +7,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <map>
 #include <string>
 
 namespace rex::cli {
@@ -15,11 +16,9 @@ struct GcCommandOptions {
   bool all = false;
   bool dry_run = false;
   // Where to look: --deployment (a backend, default docker, or a config file) and the backend
-  // flags; --podman, --kubernetes and --fargate name a backend too.
+  // flags; --<backend> (every backend and alias that gc works on) names a backend too.
   DeploymentOptions where{.deployment = "docker"};
-  bool podman = false;
-  bool kubernetes = false;
-  bool fargate = false;
+  std::map<std::string, bool> shorthands;  // --<backend> given
 };
 
 void add_gc_options(CLI::App& app, GcCommandOptions& options);

@@ -121,9 +121,8 @@ asio::awaitable<void> SandboxRuntime::explain(std::exception_ptr failure) {
   } catch (const std::exception& e) {
     info["error"] = e.what();
   }
-  throw SandboxLostError(
-      fmt::format("{} sandbox {}: the sandbox is gone: {}", backend_->name(), id_, *why),
-      std::move(info));
+  // The backend's reason names the sandbox (its conformance suite checks that).
+  throw SandboxLostError(fmt::format("the sandbox is gone: {}", *why), std::move(info));
 }
 
 template <class T>

@@ -24,7 +24,7 @@ asio::awaitable<SandboxAddress> BackendProvider::create(SandboxSpec spec) {
   request.env = std::move(spec.env);
   request.labels = {{std::string(labels::gateway), gateway_id_},
                     {std::string(labels::session), spec.session_id}};
-  request.lifetime = spec.max_lifetime;
+  request.lifetime = Seconds(spec.max_lifetime);
   request.working_dir = env.working_dir;
   request.memory = env.memory;
   request.cpus = env.cpus;

@@ -43,7 +43,7 @@ StartedSandbox BackendConformance::create(std::string name,
                                           std::map<std::string, std::string> labels) {
   SandboxRequest request = GetParam().request;
   request.labels.merge(labels);
-  request.lifetime = 600;
+  request.lifetime = Seconds(600);
   request.name = std::move(name);
   request.purpose = "the conformance suite";
   return run_async(io, backend->create(std::move(request)), std::chrono::seconds(180));
@@ -161,7 +161,7 @@ TEST_P(BackendConformance, AFailedStartSaysWhyAndLeavesNothing) {
   const std::string mark = random_hex(6);
   SandboxRequest request = c.failing;
   request.labels.emplace("rex.test", mark);
-  request.lifetime = 600;
+  request.lifetime = Seconds(600);
   request.name = "rex-conformance-failing-" + mark;
   request.purpose = "the conformance suite";
   std::string error;

@@ -31,6 +31,9 @@ std::span<const BackendAlias> backend_aliases() noexcept;
 std::span<const MissingBackend> missing_backends() noexcept;
 /// The backend called `name` (not an alias), or null.
 const Backend* find_backend(std::string_view name) noexcept;
+/// The embedded default: the first backend's settings as their defaults have them (local
+/// sessions on this machine, where `rex run` and a pool start when nothing is named).
+DeploymentConfig default_deployment_config();
 
 /// A short name for prompts and messages: "local", "remote http://host:8000", "docker
 /// python:3.11", "podman python:3.11".

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/settings.hpp>
 #include <rex/http/client.hpp>
 #include <rex/http/client_errors.hpp>
 
@@ -54,9 +55,9 @@ struct SandboxRequest {
   std::string template_name{};                  // E2B's template; empty: the settings'
   std::map<std::string, std::string> env{};     // the sandbox's environment variables
   std::map<std::string, std::string> labels{};  // on everything made (rex.gateway, rex.session)
-  double lifetime = 0;                  // seconds until the sandbox ends itself; 0: the settings'
-  std::string working_dir{};            // where sessions work; empty: the backend's choice
-  std::optional<std::string> memory{};  // "512m", "2g" or bytes
+  Seconds lifetime{0};                          // until the sandbox ends itself; 0: the settings'
+  std::string working_dir{};                    // where sessions work; empty: the backend's choice
+  std::optional<std::string> memory{};          // "512m", "2g" or bytes
   std::optional<double> cpus{};
   std::string network{};              // a network mode ("none"); empty: the default
   std::vector<std::string> mounts{};  // "HOST:SANDBOX[:ro]"

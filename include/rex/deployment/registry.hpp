@@ -74,6 +74,9 @@ struct Backend {
   /// rules of gc.hpp say should go. Null for a backend that cannot list its sandboxes.
   asio::awaitable<GcReport> (*gc)(asio::any_io_executor executor, DeploymentConfig config,
                                   GcOptions options) = nullptr;
+  /// What `rex gc` removes there besides sandboxes, for its help ("the security groups rex made
+  /// that nothing uses"); empty: nothing.
+  std::string_view gc_also{};
   /// The backend as a SandboxBackend over these settings (a gateway's provider). Null for one
   /// whose sandboxes a holder cannot keep apart from a process (local, remote, dummy, gateway).
   std::unique_ptr<SandboxBackend> (*open)(asio::any_io_executor executor,

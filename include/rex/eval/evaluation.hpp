@@ -24,7 +24,6 @@
 #pragma once
 
 #include <rex/backends/backends.hpp>
-#include <rex/backends/local/local_config.hpp>
 #include <rex/eval/eval_instance.hpp>
 #include <rex/eval/eval_result.hpp>
 
@@ -42,7 +41,7 @@ namespace rex {
 
 struct EvaluationConfig {
   std::string output_dir{};  // DIR: results.jsonl, artifacts/, work/ (local)
-  DeploymentConfig deployment = LocalDeploymentConfig{};  // for instances that name none
+  DeploymentConfig deployment = default_deployment_config();  // for instances that name none
   std::size_t parallel = 4;
   double timeout = 1800;                      // seconds for run when the instance sets none
   double setup_timeout = 600;                 // seconds for each setup command

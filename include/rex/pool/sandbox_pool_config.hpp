@@ -4,7 +4,6 @@
 #pragma once
 
 #include <rex/backends/backends.hpp>
-#include <rex/backends/local/local_config.hpp>
 #include <rex/core/backoff.hpp>
 #include <rex/deployment/deployment.hpp>
 
@@ -35,8 +34,9 @@ std::string_view to_string(ReturnPolicy policy) noexcept;
 using DeploymentFactory = std::function<std::unique_ptr<Deployment>(asio::any_io_executor)>;
 
 struct SandboxPoolConfig {
-  DeploymentConfig deployment = LocalDeploymentConfig{};  // what to start, unless factory is set
-  DeploymentFactory factory{};  // when set, used instead of make_deployment(deployment)
+  DeploymentConfig deployment =
+      default_deployment_config();  // what to start, unless factory is set
+  DeploymentFactory factory{};      // when set, used instead of make_deployment(deployment)
 
   std::size_t max_sandboxes = 8;  // started or starting at once: leased + spare + in transit
   std::size_t warm_spares = 0;    // started ahead of demand, kept topped up within the maximum

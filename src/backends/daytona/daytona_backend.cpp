@@ -31,8 +31,8 @@ class DaytonaBackend final : public SandboxBackend {
     // The request over the settings (as given: a key from the environment is named so).
     DaytonaDeploymentConfig d = settings_;
     detail::lay_request_over(d, request);
-    if (request.lifetime > 0)  // Daytona counts whole minutes, from one
-      d.container_timeout = Seconds(std::max(60.0, request.lifetime));
+    if (request.lifetime.count() > 0)  // Daytona counts whole minutes, from one
+      d.container_timeout = std::max(Seconds(60), request.lifetime);
     auto creating = create_daytona_sandbox(executor_, std::move(d), std::move(request.working_dir),
                                            std::move(request.progress));
     co_return co_await std::move(creating);

@@ -63,8 +63,8 @@ class DockerBackend final : public SandboxBackend {
       d.mounts.push_back(std::move(m));
     if (!request.working_dir.empty())
       d.working_dir = std::move(request.working_dir);
-    if (request.lifetime > 0)
-      d.max_lifetime = Seconds(request.lifetime);
+    if (request.lifetime.count() > 0)
+      d.max_lifetime = request.lifetime;
     if (!request.name.empty())
       d.container_name = container_name_part(request.name);
     std::string failure;

@@ -39,8 +39,8 @@ class E2BBackend final : public SandboxBackend {
       d.env[k] = std::move(v);
     for (auto& [k, v] : request.labels)
       d.metadata[k] = std::move(v);
-    if (request.lifetime > 0)
-      d.timeout = Seconds(request.lifetime);
+    if (request.lifetime.count() > 0)
+      d.timeout = request.lifetime;
     auto creating = create_e2b_sandbox(executor_, std::move(d), std::move(request.working_dir),
                                        std::move(request.progress));
     co_return co_await std::move(creating);

@@ -29,8 +29,8 @@ class FargateBackend final : public SandboxBackend {
   asio::awaitable<StartedSandbox> create(SandboxRequest request) override {
     FargateDeploymentConfig d = settings_;
     detail::lay_request_over(d, request);
-    if (request.lifetime > 0)
-      d.container_timeout = Seconds(request.lifetime);
+    if (request.lifetime.count() > 0)
+      d.container_timeout = request.lifetime;
     auto creating = create_fargate_task(executor_, std::move(d), std::move(request.working_dir),
                                         std::move(request.progress));
     co_return co_await std::move(creating);

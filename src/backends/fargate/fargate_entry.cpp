@@ -55,6 +55,7 @@ Backend fargate_entry() {
   b.title = "Fargate";
   b.describe = describe;
   b.gc = gc;
+  b.gc_also = "the security groups rex made that nothing uses";
   b.open = entry::open<FargateDeploymentConfig, open_fargate_backend>;
   return b;
 }

@@ -298,8 +298,8 @@ KubernetesDeploymentConfig KubernetesBackend::settings_for(SandboxRequest& reque
     limits["cpu"] = fmt::format("{}m", static_cast<std::int64_t>(*request.cpus * 1000 + 0.5));
   if (!limits.empty())
     d.resources["limits"] = std::move(limits);
-  if (request.lifetime > 0)
-    d.max_lifetime = Seconds(request.lifetime);
+  if (request.lifetime.count() > 0)
+    d.max_lifetime = request.lifetime;
   if (!request.name.empty())
     d.pod_name = dns_label_part(request.name);
   return d;

@@ -26,8 +26,8 @@ class ModalBackend final : public SandboxBackend {
     // The request over the settings (as given: a token from the environment is named so).
     ModalDeploymentConfig d = settings_;
     detail::lay_request_over(d, request);
-    if (request.lifetime > 0)  // Modal's limits
-      d.deployment_timeout = Seconds(std::clamp(request.lifetime, 1.0, 86400.0));
+    if (request.lifetime.count() > 0)  // Modal's limits
+      d.deployment_timeout = std::clamp(request.lifetime, Seconds(1), Seconds(86400));
     auto creating = create_modal_sandbox(executor_, std::move(d), std::move(request.working_dir),
                                          std::move(request.progress));
     co_return co_await std::move(creating);
