@@ -171,6 +171,19 @@ TEST_F(DaytonaFake, ASandboxDeletedBehindItsBackIsReportedByIsAlive) {
   const IsAliveResponse alive = run_async(io, d.is_alive());
   EXPECT_FALSE(alive.is_alive);
   EXPECT_NE(alive.message.find(d.sandbox_id()), std::string::npos) << alive.message;
+  // A call into it fails with Daytona's account of it, not a bare connection error.
+  Command c;
+  c.command = "true";
+  c.shell = true;
+  c.timeout = 10;
+  try {
+    run_async(io, d.runtime().execute(c), std::chrono::seconds(60));
+    ADD_FAILURE() << "a command ran in a deleted sandbox";
+  } catch (const SandboxLostError& e) {
+    EXPECT_NE(std::string(e.what()).find("the sandbox is gone: the sandbox " + d.sandbox_id()),
+              std::string::npos)
+        << e.what();
+  }
   run_async(io, d.stop(), std::chrono::seconds(60));  // the sandbox is gone already: no error
   EXPECT_TRUE(stack->remaining_settled().empty());
 }

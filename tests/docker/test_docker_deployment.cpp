@@ -333,6 +333,28 @@ TEST_F(DockerDeploymentTest, ContainerThatExitsIsReportedWithItsCodeAndLogs) {
   }
 }
 
+// A container killed under a deployment in use: the next call says so, with the engine's
+// account of it (its exit code), and is_alive() too; stop() then removes what is left.
+TEST_F(DockerDeploymentTest, AContainerKilledInUseIsReportedLost) {
+  DockerDeployment d(io_.get_executor(), config_for(kNoPython));
+  test::run_async(io_, d.start(), 90s);
+  EXPECT_EQ(run(d, "echo up"), "up\n");
+  const std::string id = d.container_id();
+  test::run_async(io_, engine_.kill_container(id), 30s);
+  try {
+    run(d, "echo still here");
+    ADD_FAILURE() << "a command ran in a killed container";
+  } catch (const SandboxLostError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("the sandbox is gone: container " + id));
+    EXPECT_THAT(e.what(), HasSubstr("exited with code 137"));
+  }
+  const IsAliveResponse alive = test::run_async(io_, d.is_alive(), 30s);
+  EXPECT_FALSE(alive.is_alive);
+  EXPECT_THAT(alive.message, HasSubstr("exited with code 137"));
+  test::run_async(io_, d.stop(), 60s);
+  EXPECT_FALSE(exists(id));
+}
+
 TEST_F(DockerDeploymentTest, KeepLeavesTheContainerAndDestroyingRemovesIt) {
   auto c = config_for(kNoPython);
   c.remove_container = false;

@@ -479,8 +479,16 @@ asio::awaitable<std::optional<std::string>> daytona_sandbox_lost(asio::any_io_ex
                                                                  std::string sandbox_id) {
   auto s = make_sandbox(std::move(executor), std::move(config));
   s->sandbox_id = std::move(sandbox_id);
-  auto looking = s->get_sandbox();
-  const json::object sandbox = co_await std::move(looking);
+  http::ClientRequest get;
+  get.target = s->sandbox_path();
+  auto looking = s->call(s->api_client(), std::move(get), "GET " + s->sandbox_path());
+  const http::ClientResponse got = co_await std::move(looking);
+  if (got.status == 404)
+    co_return fmt::format("the sandbox {} no longer exists (it was deleted)", s->sandbox_id);
+  if (got.status / 100 != 2)
+    throw DeploymentStartupError(
+        fmt::format("daytona: GET {}: {}", s->sandbox_path(), daytona_error(got)));
+  const json::object sandbox = parse_object(got, "GET " + s->sandbox_path());
   const std::string state = DaytonaSandbox::state_of(sandbox);
   if (state == "started")
     co_return std::nullopt;

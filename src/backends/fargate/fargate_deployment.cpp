@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <functional>
 #include <map>
+#include <optional>
 
 namespace rex {
 
@@ -85,16 +86,26 @@ std::vector<std::string> members(const XmlElement* list, std::string_view field 
   return out;
 }
 
-asio::awaitable<json::object> describe_fargate_task(AwsClient& aws, std::string cluster,
-                                                    std::string task_arn) {
+// The task as ECS describes it, or nothing when ECS does not know it (any more).
+asio::awaitable<std::optional<json::object>> find_fargate_task(AwsClient& aws, std::string cluster,
+                                                               std::string task_arn) {
   auto describe_tasks = aws.json_call(
       aws::kEcs, "DescribeTasks",
       json::object{{"cluster", cluster}, {"tasks", json::array{json::value(task_arn)}}});
   const json::object got = co_await std::move(describe_tasks);
   const json::array* list = got.if_contains("tasks") ? got.at("tasks").if_array() : nullptr;
   if (list == nullptr || list->empty() || !list->front().is_object())
-    throw DeploymentStartupError("fargate: ECS does not know the task " + task_arn);
+    co_return std::nullopt;
   co_return list->front().as_object();
+}
+
+asio::awaitable<json::object> describe_fargate_task(AwsClient& aws, std::string cluster,
+                                                    std::string task_arn) {
+  auto finding = find_fargate_task(aws, std::move(cluster), task_arn);
+  std::optional<json::object> task = co_await std::move(finding);
+  if (!task)
+    throw DeploymentStartupError("fargate: ECS does not know the task " + task_arn);
+  co_return std::move(*task);
 }
 
 std::string stopped_reason(const json::object& task) {
@@ -510,8 +521,11 @@ asio::awaitable<StartedSandbox> create_fargate_task(asio::any_io_executor execut
 
 asio::awaitable<std::optional<std::string>> fargate_task_lost(AwsClient& aws, std::string cluster,
                                                               std::string task_arn) {
-  auto looking = describe_fargate_task(aws, std::move(cluster), task_arn);
-  const json::object task = co_await std::move(looking);
+  auto looking = find_fargate_task(aws, std::move(cluster), task_arn);
+  const std::optional<json::object> found = co_await std::move(looking);
+  if (!found)
+    co_return fmt::format("the task {} is gone (ECS no longer knows it)", task_arn);
+  const json::object& task = *found;
   const std::string status = field_text(task, {"lastStatus"});
   if (status == "RUNNING")
     co_return std::nullopt;
