@@ -18,7 +18,9 @@ constexpr int kLostChecks = 6;  // more looks at a sandbox that seems alive afte
 constexpr auto kLostCheckPause = std::chrono::milliseconds(500);
 
 // Failures that may mean the sandbox is gone: the connection (to it, or a proxy's to it) broke
-// or timed out, or a proxy answered for it (404: no such sandbox; 5xx: it could not reach it).
+// or timed out, or something else answered for it: a proxy (404: no such sandbox; 5xx: it could
+// not reach it), or another server that now has its address and refuses its token (401: a
+// container's address is given to the next container once it ends).
 bool may_be_lost(const std::exception_ptr& error) {
   try {
     std::rethrow_exception(error);
@@ -29,7 +31,7 @@ bool may_be_lost(const std::exception_ptr& error) {
   } catch (const http::RequestTimeoutError&) {
     return true;
   } catch (const http::HttpError& e) {
-    return e.status() == 404 || e.status() >= 500;
+    return e.status() == 401 || e.status() == 404 || e.status() >= 500;
   } catch (...) {
     return false;
   }
