@@ -1,12 +1,12 @@
 // The backend conformance suite: what every SandboxBackend (rex/deployment/backend.hpp) and its
 // entry in the backend table must do, against the real thing or the emulator a suite runs: a
-// sandbox created from a request answers, carries the request's labels, is found by them and by
-// nothing else, is gone after destroy() (and a second destroy() is no error), its backend's
-// lost() says nothing while it runs and names it once destroyed, and a client of it then reports
-// it lost; a start that fails says why and leaves nothing running behind; `rex gc`
-// through the table keeps the sandbox of a live owner, and --all removes it (a dry run only says
-// so; where the backend is shared with other tests, --all runs as a dry run only). A test
-// executable instantiates it with its backends:
+// sandbox created from a request answers, carries the request's labels and deployment id, is found
+// by them and by nothing else, is gone after destroy() (and a second destroy() is no error), its
+// backend's lost() says nothing while it runs and names it once destroyed, and a client of it then
+// reports it lost; a start that fails says why and leaves nothing running behind; `rex gc` through
+// the table keeps the sandbox of a live owner, and --all removes it (a dry run only says so; where
+// the backend is shared with other tests, --all runs as a dry run only). A test executable
+// instantiates it with its backends:
 //
 //   INSTANTIATE_TEST_SUITE_P(Daytona, BackendConformance, ::testing::Values(BackendCase{...}),
 //                            [](const auto& info) { return info.param.name; });
@@ -52,8 +52,10 @@ class BackendConformance : public ::testing::TestWithParam<BackendCase> {
  protected:
   // Skips when the case is unavailable; otherwise opens its backend.
   void SetUp() override;
-  // Creates a sandbox of the case's request, named `name`, with `labels` added.
-  StartedSandbox create(std::string name, std::map<std::string, std::string> labels = {});
+  // Creates a sandbox of the case's request, named `name`, with `labels` added, for the
+  // deployment `deployment_id` (empty: the backend picks one).
+  StartedSandbox create(std::string name, std::map<std::string, std::string> labels = {},
+                        std::string deployment_id = {});
 
   asio::io_context io;
   DeploymentConfig settings;

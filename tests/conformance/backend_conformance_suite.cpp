@@ -40,9 +40,11 @@ void BackendConformance::SetUp() {
 }
 
 StartedSandbox BackendConformance::create(std::string name,
-                                          std::map<std::string, std::string> labels) {
+                                          std::map<std::string, std::string> labels,
+                                          std::string deployment_id) {
   SandboxRequest request = GetParam().request;
   request.labels.merge(labels);
+  request.deployment_id = std::move(deployment_id);
   request.lifetime = Seconds(600);
   request.name = std::move(name);
   request.purpose = "the conformance suite";
@@ -113,7 +115,8 @@ std::string describe(const GcReport& r) {
 
 TEST_P(BackendConformance, ASandboxIsFoundByItsLabelsAndGoneAfterDestroy) {
   const std::string mark = random_hex(6);
-  const StartedSandbox started = create("rex-conformance-" + mark, {{"rex.test", mark}});
+  const StartedSandbox started =
+      create("rex-conformance-" + mark, {{"rex.test", mark}}, "conformance-" + mark);
   ASSERT_FALSE(started.id.empty());
   EXPECT_FALSE(started.working_dir.empty());
 
@@ -129,6 +132,9 @@ TEST_P(BackendConformance, ASandboxIsFoundByItsLabelsAndGoneAfterDestroy) {
   EXPECT_TRUE(found[0].running);
   EXPECT_EQ(found[0].labels.at("rex.test"), mark);
   EXPECT_EQ(found[0].labels.at(std::string(labels::managed)), "1") << "rex's own labels";
+  const auto deployment = found[0].labels.find(std::string(labels::deployment));
+  EXPECT_TRUE(deployment != found[0].labels.end() && deployment->second == "conformance-" + mark)
+      << "the asking deployment's id is not among its labels";
   EXPECT_GT(found[0].created_at, 0);
   const auto other = run_async(io, backend->list({{"rex.test", mark + "-other"}}));
   EXPECT_EQ(info_of(other, started.id), nullptr) << "found by a label it does not carry";

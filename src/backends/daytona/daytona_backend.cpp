@@ -33,8 +33,9 @@ class DaytonaBackend final : public SandboxBackend {
     detail::lay_request_over(d, request);
     if (request.lifetime.count() > 0)  // Daytona counts whole minutes, from one
       d.container_timeout = std::max(Seconds(60), request.lifetime);
-    auto creating = create_daytona_sandbox(executor_, std::move(d), std::move(request.working_dir),
-                                           std::move(request.progress));
+    auto creating =
+        create_daytona_sandbox(executor_, std::move(d), std::move(request.working_dir),
+                               std::move(request.deployment_id), std::move(request.progress));
     co_return co_await std::move(creating);
   }
 

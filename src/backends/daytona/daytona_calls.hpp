@@ -20,10 +20,12 @@ DaytonaDeploymentConfig resolve_daytona_config(DaytonaDeploymentConfig config);
 
 /// A sandbox of `config` with rex-server started in it and answering (docs/daytona.md), told of
 /// each stage through `progress`; DeploymentStartupError naming the step, the sandbox deleted.
-/// Sessions work in `working_dir`, else where the sandbox starts processes.
+/// Sessions work in `working_dir`, else where the sandbox starts processes. `deployment_id` goes
+/// into its rex.deployment label (empty: a random one).
 asio::awaitable<StartedSandbox> create_daytona_sandbox(asio::any_io_executor executor,
                                                        DaytonaDeploymentConfig config,
                                                        std::string working_dir,
+                                                       std::string deployment_id,
                                                        SandboxProgress progress);
 
 /// Why Daytona no longer runs the sandbox (its state and reason), or nothing while it is

@@ -467,11 +467,14 @@ DaytonaDeploymentConfig resolve_daytona_config(DaytonaDeploymentConfig config) {
 asio::awaitable<StartedSandbox> create_daytona_sandbox(asio::any_io_executor executor,
                                                        DaytonaDeploymentConfig config,
                                                        std::string working_dir,
+                                                       std::string deployment_id,
                                                        SandboxProgress progress) {
+  auto s = make_sandbox(std::move(executor), std::move(config));
+  if (!deployment_id.empty())
+    s->id = std::move(deployment_id);
   // Nothing is left behind: a sandbox this start made is deleted.
-  return detail::start_cloud_sandbox(
-      "daytona", make_sandbox(std::move(executor), std::move(config)),
-      &DaytonaSandbox::delete_sandbox, "deleting", std::move(working_dir), std::move(progress));
+  return detail::start_cloud_sandbox("daytona", std::move(s), &DaytonaSandbox::delete_sandbox,
+                                     "deleting", std::move(working_dir), std::move(progress));
 }
 
 asio::awaitable<std::optional<std::string>> daytona_sandbox_lost(asio::any_io_executor executor,

@@ -41,8 +41,9 @@ class E2BBackend final : public SandboxBackend {
       d.metadata[k] = std::move(v);
     if (request.lifetime.count() > 0)
       d.timeout = request.lifetime;
-    auto creating = create_e2b_sandbox(executor_, std::move(d), std::move(request.working_dir),
-                                       std::move(request.progress));
+    auto creating =
+        create_e2b_sandbox(executor_, std::move(d), std::move(request.working_dir),
+                           std::move(request.deployment_id), std::move(request.progress));
     co_return co_await std::move(creating);
   }
 

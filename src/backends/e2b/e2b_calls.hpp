@@ -21,10 +21,12 @@ E2BDeploymentConfig resolve_e2b_config(E2BDeploymentConfig config);
 
 /// A sandbox of `config` with rex-server started in it and answering (e2b_deployment.hpp), told
 /// of each stage through `progress`; DeploymentStartupError naming the step, the sandbox killed.
-/// Sessions work in `working_dir`, else where the sandbox starts processes.
+/// Sessions work in `working_dir`, else where the sandbox starts processes. `deployment_id` goes
+/// into its rex.deployment metadata (empty: none).
 asio::awaitable<StartedSandbox> create_e2b_sandbox(asio::any_io_executor executor,
                                                    E2BDeploymentConfig config,
                                                    std::string working_dir,
+                                                   std::string deployment_id,
                                                    SandboxProgress progress);
 
 /// DELETE /sandboxes/ID of the resolved `config`'s API (one already gone is no error).

@@ -158,7 +158,8 @@ struct E2BSandbox {
 
 asio::awaitable<void> E2BSandbox::create_sandbox() {
   // rex's labels (gc.hpp) among the metadata, by which `rex gc --deployment e2b` finds and
-  // judges the sandbox: the owner, and the end of the sandbox's timeout.
+  // judges the sandbox: the owner, and the end of the sandbox's timeout (and the deployment's
+  // id, in config.metadata when one was given).
   std::map<std::string, std::string> metadata = config.metadata;
   for (auto& [k, v] : owner_labels())
     metadata[k] = v;
@@ -375,10 +376,13 @@ E2BDeploymentConfig resolve_e2b_config(E2BDeploymentConfig config) {
 asio::awaitable<StartedSandbox> create_e2b_sandbox(asio::any_io_executor executor,
                                                    E2BDeploymentConfig config,
                                                    std::string working_dir,
+                                                   std::string deployment_id,
                                                    SandboxProgress progress) {
   auto s = std::make_shared<E2BSandbox>();
   s->executor = std::move(executor);
   s->config = resolve_e2b_config(std::move(config));
+  if (!deployment_id.empty())
+    s->config.metadata[std::string(labels::deployment)] = std::move(deployment_id);
   // Nothing is left behind: a sandbox this start made is killed. Sessions work where the
   // sandbox starts processes, else in the home of E2B's default user.
   return detail::start_cloud_sandbox("e2b", std::move(s), &E2BSandbox::remove, "killing",

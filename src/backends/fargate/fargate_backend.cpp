@@ -31,8 +31,9 @@ class FargateBackend final : public SandboxBackend {
     detail::lay_request_over(d, request);
     if (request.lifetime.count() > 0)
       d.container_timeout = request.lifetime;
-    auto creating = create_fargate_task(executor_, std::move(d), std::move(request.working_dir),
-                                        std::move(request.progress));
+    auto creating =
+        create_fargate_task(executor_, std::move(d), std::move(request.working_dir),
+                            std::move(request.deployment_id), std::move(request.progress));
     co_return co_await std::move(creating);
   }
 

@@ -28,10 +28,12 @@ std::unique_ptr<SandboxBackend> make_fargate_backend(asio::any_io_executor execu
 
 /// A task of `config` running rex-server, answering (fargate_deployment.hpp), told of each stage
 /// through `progress`; DeploymentStartupError naming the step, the task stopped. Sessions work in
-/// `working_dir`, else where the task's sandbox container starts processes.
+/// `working_dir`, else where the task's sandbox container starts processes. `deployment_id` goes
+/// into its tags (rex.deployment) and startedBy (empty: a random one).
 asio::awaitable<StartedSandbox> create_fargate_task(asio::any_io_executor executor,
                                                     FargateDeploymentConfig config,
                                                     std::string working_dir,
+                                                    std::string deployment_id,
                                                     SandboxProgress progress);
 
 /// Why ECS no longer runs the task (its status and ECS's reasons), or nothing while it is

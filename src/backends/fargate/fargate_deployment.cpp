@@ -509,11 +509,14 @@ void check_fargate_config(const FargateDeploymentConfig& config) {
 asio::awaitable<StartedSandbox> create_fargate_task(asio::any_io_executor executor,
                                                     FargateDeploymentConfig config,
                                                     std::string working_dir,
+                                                    std::string deployment_id,
                                                     SandboxProgress progress) {
   check_fargate_config(config);
   auto s = std::make_shared<TaskStart>();
   s->executor = std::move(executor);
   s->config = std::move(config);
+  if (!deployment_id.empty())
+    s->id = std::move(deployment_id);
   // Nothing is left running: a task this start ran is stopped.
   return detail::start_cloud_sandbox("fargate", std::move(s), &TaskStart::remove, "stopping",
                                      std::move(working_dir), std::move(progress));

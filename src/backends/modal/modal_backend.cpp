@@ -28,8 +28,9 @@ class ModalBackend final : public SandboxBackend {
     detail::lay_request_over(d, request);
     if (request.lifetime.count() > 0)  // Modal's limits
       d.deployment_timeout = std::clamp(request.lifetime, Seconds(1), Seconds(86400));
-    auto creating = create_modal_sandbox(executor_, std::move(d), std::move(request.working_dir),
-                                         std::move(request.progress));
+    auto creating =
+        create_modal_sandbox(executor_, std::move(d), std::move(request.working_dir),
+                             std::move(request.deployment_id), std::move(request.progress));
     co_return co_await std::move(creating);
   }
 

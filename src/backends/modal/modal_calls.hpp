@@ -22,10 +22,11 @@ ModalDeploymentConfig resolve_modal_config(ModalDeploymentConfig config);
 /// A sandbox of `config` with rex-server running in it behind its tunnel and answering
 /// (docs/modal.md), told of each stage through `progress`; DeploymentStartupError naming the
 /// call, the sandbox terminated. Sessions work in `working_dir`, else where the sandbox starts
-/// processes.
+/// processes. `deployment_id` goes into its rex.deployment tag (empty: a random one).
 asio::awaitable<StartedSandbox> create_modal_sandbox(asio::any_io_executor executor,
                                                      ModalDeploymentConfig config,
                                                      std::string working_dir,
+                                                     std::string deployment_id,
                                                      SandboxProgress progress);
 
 /// How the sandbox ended (Modal's result), or nothing while it runs.

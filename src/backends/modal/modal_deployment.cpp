@@ -750,10 +750,13 @@ ModalDeploymentConfig resolve_modal_config(ModalDeploymentConfig config) {
 asio::awaitable<StartedSandbox> create_modal_sandbox(asio::any_io_executor executor,
                                                      ModalDeploymentConfig config,
                                                      std::string working_dir,
+                                                     std::string deployment_id,
                                                      SandboxProgress progress) {
+  auto s = make_impl(std::move(executor), std::move(config));
+  if (!deployment_id.empty())
+    s->id = std::move(deployment_id);
   // Nothing is left running: a sandbox this start made is terminated.
-  return detail::start_cloud_sandbox("modal", make_impl(std::move(executor), std::move(config)),
-                                     &ModalSandbox::terminate, "terminating",
+  return detail::start_cloud_sandbox("modal", std::move(s), &ModalSandbox::terminate, "terminating",
                                      std::move(working_dir), std::move(progress));
 }
 
