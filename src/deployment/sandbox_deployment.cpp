@@ -29,12 +29,17 @@ asio::awaitable<void> SandboxBackend::refresh_client(std::string url) {
 SandboxDeployment::SandboxDeployment(asio::any_io_executor executor,
                                      std::unique_ptr<SandboxBackend> backend,
                                      SandboxRequest request)
-    : executor_(std::move(executor)), backend_(std::move(backend)), request_(std::move(request)) {
+    : executor_(std::move(executor)),
+      backend_(std::move(backend)),
+      request_(std::move(request)),
+      hooks_(std::make_shared<SandboxProgress>(
+          [this](const DeploymentEvent& event) { emit(event); })) {
   if (request_.deployment_id.empty())
     request_.deployment_id = random_hex(6);
 }
 
 SandboxDeployment::~SandboxDeployment() {
+  *hooks_ = nullptr;  // a start still running reports to nobody
   if (!sandbox_ || stopped_ || released_)
     return;
   // In the background: the sandbox goes though nobody waits for it (a failure leaves it to its
@@ -62,7 +67,10 @@ asio::awaitable<void> SandboxDeployment::start() {
   if (started_)
     co_return;
   SandboxRequest request = request_;
-  request.progress = [this](const DeploymentEvent& event) { emit(event); };
+  request.progress = [hooks = hooks_](const DeploymentEvent& event) {
+    if (*hooks)
+      (*hooks)(event);
+  };
   auto creating = backend_->create(std::move(request));
   StartedSandbox made = co_await std::move(creating);
   sandbox_ = std::make_unique<StartedSandbox>(std::move(made));

@@ -66,6 +66,9 @@ class SandboxDeployment : public Deployment {
   bool started_ = false;
   bool stopped_ = false;
   bool released_ = false;
+  // The deployment's hooks as the backend's progress; emptied when the deployment goes, so that
+  // a start still running then reports to nobody.
+  std::shared_ptr<SandboxProgress> hooks_;
 };
 
 }  // namespace rex
