@@ -494,11 +494,9 @@ namespace {
 KubernetesDeploymentConfig named(KubernetesDeploymentConfig config, const std::string& id) {
   if (config.image.empty())
     throw DeploymentConfigError("kubernetes.image: must not be empty");
-  check_kubernetes_config(config);
+  check_kubernetes_config(config);  // a pod_name given is checked there
   if (config.pod_name.empty())
     config.pod_name = "rex-" + id;
-  else if (!valid_object_name(config.pod_name))
-    throw DeploymentConfigError("kubernetes.pod_name: not a valid name");
   return config;
 }
 
