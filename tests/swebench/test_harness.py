@@ -120,7 +120,10 @@ def results_of(test_output):
     markers and recorded exit codes wherever they are (stdout and stderr arrive through two pipes
     in Docker's stream, so the harness's output can glue a marker to the end of another line)."""
     keep = re.compile(r"^(PASSED|FAILED|ERROR|SKIPPED|XFAIL|ok |not ok |test_\S+ \(.*\.\.\.)")
-    lines = [line for line in test_output.splitlines() if keep.match(line)]
+    # The echoed exit code can land inside a line of the other pipe ("test_x (t.T) ... >>>>> Test
+    # Exit Code: 0\nok"): taken out with its newline, the line it split is whole again.
+    unglued = re.sub(r">>>>> Test Exit Code: -?\d+\n", "", test_output)
+    lines = [line for line in unglued.splitlines() if keep.match(line)]
     markers = {m: test_output.count(m) for m in [">>>>> Start Test Output",
                                                  ">>>>> End Test Output", "Timeout error"]}
     return lines, markers, sorted(re.findall(r">>>>> Test Exit Code:\s*(-?\d+)", test_output))
