@@ -228,5 +228,13 @@ asio::awaitable<std::optional<ProcessEnd>> SandboxRuntime::attach_session(Sessio
 asio::awaitable<void> SandboxRuntime::resize_session(SessionResize r) {
   return guarded_void([this, r] { return inner_->resize_session(r); });
 }
+asio::awaitable<CaptureSessionsResponse> SandboxRuntime::capture_sessions(
+    CaptureSessionsRequest r) {
+  return guarded<CaptureSessionsResponse>([this, r] { return inner_->capture_sessions(r); });
+}
+asio::awaitable<RestoreSessionsResponse> SandboxRuntime::restore_sessions(
+    RestoreSessionsRequest r) {
+  return guarded<RestoreSessionsResponse>([this, r] { return inner_->restore_sessions(r); });
+}
 
 }  // namespace rex::detail

@@ -49,6 +49,10 @@ class SandboxRuntime final : public Runtime {
   asio::awaitable<std::optional<ProcessEnd>> attach_session(SessionAttach a,
                                                             ProcessListener l) override;
   asio::awaitable<void> resize_session(SessionResize r) override;
+  asio::awaitable<CaptureSessionsResponse> capture_sessions(
+      CaptureSessionsRequest request) override;
+  asio::awaitable<RestoreSessionsResponse> restore_sessions(
+      RestoreSessionsRequest request) override;
 
   RemoteRuntime& remote() noexcept { return *inner_; }
 

@@ -38,11 +38,26 @@ const std::vector<SwerexEndpoint>& swerex_endpoints() {
     std::vector<SwerexEndpoint> out;
     for (const char* p : {"/", "/is_alive", "/processes"})
       out.push_back({bhttp::verb::get, p});
-    for (const char* p :
-         {"/create_session", "/run_in_session", "/run_in_session_stream", "/close_session",
-          "/execute", "/read_file", "/write_file", "/upload", "/download", "/close",
-          "/processes/start", "/processes/connect", "/processes/input", "/processes/signal",
-          "/processes/resize", "/session_input", "/sessions/attach", "/sessions/resize"})
+    for (const char* p : {"/create_session",
+                          "/run_in_session",
+                          "/run_in_session_stream",
+                          "/close_session",
+                          "/execute",
+                          "/read_file",
+                          "/write_file",
+                          "/upload",
+                          "/download",
+                          "/close",
+                          "/processes/start",
+                          "/processes/connect",
+                          "/processes/input",
+                          "/processes/signal",
+                          "/processes/resize",
+                          "/session_input",
+                          "/sessions/attach",
+                          "/sessions/resize",
+                          "/sessions/capture",
+                          "/sessions/restore"})
       out.push_back({bhttp::verb::post, p});
     return out;
   }();

@@ -29,6 +29,13 @@
   X(SessionInput)              \
   X(SessionAttach)             \
   X(SessionResize)             \
+  X(SessionState)              \
+  X(SessionNotCarried)         \
+  X(CaptureSessionsRequest)    \
+  X(CaptureSessionsResponse)   \
+  X(RestoreSessionsRequest)    \
+  X(RestoredSession)           \
+  X(RestoreSessionsResponse)   \
   X(BashAction)                \
   X(BashInterruptAction)       \
   X(BashObservation)           \

@@ -1,16 +1,23 @@
 #include <rex/runtime/local_runtime.hpp>
 
 #include <rex/core/bounded.hpp>
+#include <rex/core/temp_file.hpp>
 #include <rex/protocol/exceptions.hpp>
 #include <rex/protocol/python_text.hpp>
 #include <rex/runtime/file_ops.hpp>
 #include <rex/runtime/process_runner.hpp>
+#include <rex/session/session_state.hpp>
 
 #include "core/offload.hpp"
 #include "runtime/process_table.hpp"
 
 #include <boost/asio/thread_pool.hpp>
 
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <set>
 #include <type_traits>
 #include <unordered_map>
 
@@ -233,6 +240,116 @@ asio::awaitable<std::optional<ProcessEnd>> LocalRuntime::attach_session(SessionA
 asio::awaitable<void> LocalRuntime::resize_session(SessionResize resize) {
   const std::shared_ptr<BashSession> session = impl_->find(resize.session);
   co_await session->resize(std::move(resize));
+}
+
+namespace {
+
+// A file for a state to pass through, readable and writable by this process (and the sessions,
+// which run as its user).
+TempFile state_file() {
+  return TempFile::create_in(std::filesystem::temp_directory_path().string(), "rex-state-");
+}
+
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_whole(TempFile& file, std::string_view text) {
+  std::ofstream out(file.path(), std::ios::binary | std::ios::trunc);
+  out.write(text.data(), static_cast<std::streamsize>(text.size()));
+  if (!out.flush())
+    throw_os_error(errno, file.path());
+}
+
+}  // namespace
+
+asio::awaitable<CaptureSessionsResponse> LocalRuntime::capture_sessions(
+    CaptureSessionsRequest request) {
+  std::vector<std::string> names = std::move(request.sessions);
+  if (names.empty()) {
+    for (const auto& entry : impl_->sessions)
+      names.push_back(entry.first);
+  } else {
+    for (const auto& name : names) {
+      if (!impl_->sessions.contains(name))
+        throw SessionDoesNotExistError("session " + python_repr(name) + " does not exist");
+    }
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  CaptureSessionsResponse response;
+  for (const auto& name : names) {
+    std::shared_ptr<BashSession> session = impl_->lookup(name);
+    if (!session) {
+      response.not_carried.push_back({name, "the session is still starting or was closed"});
+      continue;
+    }
+    TempFile file = co_await impl_->offload(state_file);
+    file.close();
+    BashAction action{.command = capture_state_command(file.path()),
+                      .session = name,
+                      .timeout = request.timeout,
+                      .check = "silent"};
+    std::string failure;
+    try {
+      BashObservation observation = co_await session->run(std::move(action));
+      if (observation.exit_code.value_or(0) != 0)
+        failure = "capturing its state failed: " + observation.output;
+    } catch (const SessionBusyError& e) {
+      failure = e.what();
+    } catch (const SwerexException& e) {
+      failure = std::string("capturing its state failed: ") + e.what();
+    }
+    if (!failure.empty()) {
+      response.not_carried.push_back({name, std::move(failure)});
+      continue;
+    }
+    std::string state = co_await impl_->offload([&file] { return read_whole(file.path()); });
+    std::string cwd = captured_cwd(state);
+    response.sessions.push_back({name, std::move(cwd), std::move(state)});
+  }
+  co_return response;
+}
+
+asio::awaitable<RestoreSessionsResponse> LocalRuntime::restore_sessions(
+    RestoreSessionsRequest request) {
+  std::set<std::string> names;
+  for (const auto& state : request.sessions) {
+    if (impl_->sessions.contains(state.session) || !names.insert(state.session).second)
+      throw SessionExistsError("session " + state.session + " already exists");
+  }
+  RestoreSessionsResponse response;
+  std::vector<std::string> started;
+  std::exception_ptr failure;
+  try {
+    for (auto& state : request.sessions) {
+      CreateBashSessionRequest create{.session = state.session, .startup_timeout = request.timeout};
+      co_await create_session(std::move(create));
+      started.push_back(state.session);
+      TempFile file = co_await impl_->offload(state_file);
+      co_await impl_->offload([&file, &state] { write_whole(file, state.state); });
+      file.close();
+      BashAction action{.command = restore_state_command(file.path()),
+                        .session = state.session,
+                        .timeout = request.timeout,
+                        .check = "ignore"};
+      BashObservation observation = co_await run_in_session(std::move(action));
+      response.sessions.push_back({state.session, std::move(observation.output)});
+    }
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (failure) {
+    for (const auto& name : started) {
+      if (auto session = impl_->lookup(name)) {
+        impl_->sessions.erase(name);
+        co_await session->close();
+      }
+    }
+    std::rethrow_exception(failure);
+  }
+  co_return response;
 }
 
 std::size_t LocalRuntime::session_count() const noexcept {

@@ -669,6 +669,22 @@ asio::awaitable<void> RemoteRuntime::resize_session(SessionResize resize) {
   co_await impl_->call_void("/sessions/resize", std::move(body));
 }
 
+asio::awaitable<CaptureSessionsResponse> RemoteRuntime::capture_sessions(
+    CaptureSessionsRequest request) {
+  const auto timeout =
+      request.sessions.empty()
+          ? impl_->cfg.unbounded_command_timeout
+          : impl_->command_timeout(request.timeout * static_cast<double>(request.sessions.size()));
+  co_return co_await impl_->call<CaptureSessionsResponse>("/sessions/capture", request, timeout);
+}
+
+asio::awaitable<RestoreSessionsResponse> RemoteRuntime::restore_sessions(
+    RestoreSessionsRequest request) {
+  const auto timeout = impl_->command_timeout(
+      request.timeout * static_cast<double>(std::max<std::size_t>(request.sessions.size(), 1)));
+  co_return co_await impl_->call<RestoreSessionsResponse>("/sessions/restore", request, timeout);
+}
+
 asio::awaitable<void> RemoteRuntime::set_max_lifetime(double seconds) {
   json::object body;
   body["max_lifetime"] = seconds;

@@ -58,6 +58,16 @@ asio::awaitable<void> Runtime::resize_session(SessionResize) {
   co_return;
 }
 
+asio::awaitable<CaptureSessionsResponse> Runtime::capture_sessions(CaptureSessionsRequest) {
+  throw SwerexException("this runtime cannot capture the state of its sessions");
+  co_return CaptureSessionsResponse{};
+}
+
+asio::awaitable<RestoreSessionsResponse> Runtime::restore_sessions(RestoreSessionsRequest) {
+  throw SwerexException("this runtime cannot restore the state of sessions");
+  co_return RestoreSessionsResponse{};
+}
+
 asio::awaitable<void> Runtime::send_session_input(SessionInput) {
   throw SwerexException("this runtime cannot send input to a session's running command");
   co_return;

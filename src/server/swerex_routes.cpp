@@ -303,6 +303,16 @@ asio::awaitable<json::value> session_input(State& s, std::string body) {
   co_return json::object{};
 }
 
+asio::awaitable<json::value> capture_sessions(State& s, std::string body) {
+  auto request = parse_json<CaptureSessionsRequest>(body);
+  co_return to_json(co_await s.runtime.capture_sessions(std::move(request)));
+}
+
+asio::awaitable<json::value> restore_sessions(State& s, std::string body) {
+  auto request = parse_json<RestoreSessionsRequest>(body);
+  co_return to_json(co_await s.runtime.restore_sessions(std::move(request)));
+}
+
 asio::awaitable<json::value> resize_session(State& s, std::string body) {
   auto resize = parse_json<SessionResize>(body);
   co_await s.runtime.resize_session(std::move(resize));
@@ -652,6 +662,8 @@ RouteTable swerex_routes(asio::any_io_executor executor, Runtime& runtime,
   routes.add(verb::post, "/session_input", json_route(state, session_input));
   routes.add(verb::post, "/sessions/attach", process_stream_route<SessionAttach>(state));
   routes.add(verb::post, "/sessions/resize", json_route(state, resize_session));
+  routes.add(verb::post, "/sessions/capture", json_route(state, capture_sessions));
+  routes.add(verb::post, "/sessions/restore", json_route(state, restore_sessions));
   return routes;
 }
 

@@ -68,6 +68,18 @@ BashInterruptAction interrupt_action(std::string session = "default") {
   return a;
 }
 
+BashAction interactive_in(std::string session, std::string command, std::string expect) {
+  BashAction a = interactive(std::move(command), std::move(expect));
+  a.session = std::move(session);
+  return a;
+}
+
+BashAction quit_in(std::string session, std::string command) {
+  BashAction a = quit(std::move(command));
+  a.session = std::move(session);
+  return a;
+}
+
 CreateBashSessionRequest session_named(std::string name) {
   CreateBashSessionRequest r;
   r.session = std::move(name);
@@ -279,6 +291,85 @@ TEST_P(RuntimeConformance, StatePersistsAcrossCommands) {
     co_await rt.run_in_session(cmd("sleep 0.01 & wait; set +u"));
     co_await rt.run_in_session(cmd("declare -A map=([k]=v); declare -i num=5"));
     EXPECT_EQ((co_await rt.run_in_session(cmd("echo ${map[k]} $num"))).output, "v 5\n");
+  });
+}
+
+// 1b. A session's state (directory, variables, functions, aliases, options, umask, an activated
+// virtual environment) is captured and recreated in a new session; a session whose foreground
+// program still runs is named, not carried.
+TEST_P(RuntimeConformance, SessionStateCarriesToANewSession) {
+  run([this](Runtime& rt) -> asio::awaitable<void> {
+    const std::string dir = co_await remote_temp_dir(rt);
+    co_await rt.create_session(session_named("default"));
+    co_await rt.run_in_session(cmd("mkdir -p " + dir + "/venv/bin " + dir + "/work && cd " + dir +
+                                   "/work && export REX_X='two words' && REX_LOCAL=$'a\\nb'"));
+    // What an activate script leaves behind: its variables, its PATH and its function.
+    co_await rt.run_in_session(
+        cmd("VIRTUAL_ENV=" + dir +
+            "/venv; export VIRTUAL_ENV; _OLD_VIRTUAL_PATH=$PATH; PATH=$VIRTUAL_ENV/bin:$PATH; "
+            "export PATH; deactivate() { PATH=$_OLD_VIRTUAL_PATH; unset VIRTUAL_ENV; }"));
+    co_await rt.run_in_session(cmd("greet() { echo \"hello $1\"; }; export -f greet"));
+    co_await rt.run_in_session(cmd("alias say='echo said'; shopt -s extglob; set -o pipefail"));
+    co_await rt.run_in_session(
+        cmd("declare -A map=([k]='v w'); declare -ia nums=(1 2); umask 027"));
+    // PAGER comes with every session's environment: its unset carries over too.
+    co_await rt.run_in_session(cmd("unset PAGER; cd .. && cd work"));
+    const std::string old_path =
+        (co_await rt.run_in_session(cmd("echo ${_OLD_VIRTUAL_PATH%%:*}"))).output;
+    co_await rt.create_session(session_named("repl"));
+    co_await rt.run_in_session(interactive_in("repl", "python3 -q", ">>> "));
+
+    const CaptureSessionsResponse captured = co_await rt.capture_sessions({});
+    EXPECT_EQ(captured.sessions.size(), 1u);
+    EXPECT_EQ(captured.not_carried.size(), 1u);
+    if (captured.sessions.size() != 1 || captured.not_carried.size() != 1)
+      co_return;
+    EXPECT_EQ(captured.sessions[0].session, "default");
+    EXPECT_EQ(captured.sessions[0].cwd, dir + "/work");
+    EXPECT_EQ(captured.not_carried[0].session, "repl");
+    EXPECT_THAT(captured.not_carried[0].reason, HasSubstr("interactive program"));
+    // The captured session goes on as it was.
+    EXPECT_EQ((co_await rt.run_in_session(cmd("echo $REX_X; pwd"))).output,
+              "two words\n" + dir + "/work\n");
+
+    // A name in use is refused before anything starts.
+    RestoreSessionsRequest taken{.sessions = captured.sessions};
+    REX_CO_EXPECT_THROW(co_await rt.restore_sessions(taken), SessionExistsError);
+    CaptureSessionsRequest unknown{.sessions = {"nobody"}};
+    REX_CO_EXPECT_THROW(co_await rt.capture_sessions(unknown), SessionDoesNotExistError);
+
+    RestoreSessionsRequest again{.sessions = captured.sessions};
+    again.sessions[0].session = "copy";
+    const RestoreSessionsResponse restored = co_await rt.restore_sessions(again);
+    EXPECT_EQ(restored.sessions.size(), 1u);
+    if (!restored.sessions.empty()) {
+      EXPECT_EQ(restored.sessions[0].output, "") << "restoring printed something";
+    }
+    auto in_copy = [](std::string command) {
+      BashAction a = cmd(std::move(command));
+      a.session = "copy";
+      return a;
+    };
+    EXPECT_EQ((co_await rt.run_in_session(in_copy("pwd; echo \"$REX_X|$REX_LOCAL\""))).output,
+              dir + "/work\ntwo words|a\nb\n");
+    EXPECT_EQ((co_await rt.run_in_session(in_copy("greet rex; bash -c 'greet child'"))).output,
+              "hello rex\nhello child\n");
+    EXPECT_EQ(
+        (co_await rt.run_in_session(in_copy("say it; umask; echo ${map[k]} ${nums[1]}"))).output,
+        "said it\n0027\nv w 2\n");
+    EXPECT_EQ((co_await rt.run_in_session(
+                   in_copy("shopt -q extglob && [[ -o pipefail ]] && echo on; echo ${PAGER-no}; "
+                           "cd - >/dev/null; pwd")))
+                  .output,
+              "on\nno\n" + dir + "\n");
+    EXPECT_EQ((co_await rt.run_in_session(
+                   in_copy("echo ${PATH%%:*}; deactivate; echo ${VIRTUAL_ENV-none} ${PATH%%:*}")))
+                  .output,
+              dir + "/venv/bin\nnone " + old_path);
+    // The copy is a session of its own from now on.
+    co_await rt.run_in_session(in_copy("export REX_X=copy"));
+    EXPECT_EQ((co_await rt.run_in_session(cmd("echo $REX_X"))).output, "two words\n");
+    co_await rt.run_in_session(quit_in("repl", "exit()"));
   });
 }
 

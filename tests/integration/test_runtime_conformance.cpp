@@ -78,6 +78,12 @@ class ServedRuntime final : public Runtime {
   asio::awaitable<CommandResponse> execute(Command c) override {
     return remote_->execute(std::move(c));
   }
+  asio::awaitable<CaptureSessionsResponse> capture_sessions(CaptureSessionsRequest r) override {
+    return remote_->capture_sessions(std::move(r));
+  }
+  asio::awaitable<RestoreSessionsResponse> restore_sessions(RestoreSessionsRequest r) override {
+    return remote_->restore_sessions(std::move(r));
+  }
   asio::awaitable<ReadFileResponse> read_file(ReadFileRequest r) override {
     return remote_->read_file(std::move(r));
   }

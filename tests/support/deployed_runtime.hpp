@@ -47,6 +47,12 @@ class DeployedRuntime final : public Runtime {
   asio::awaitable<CommandResponse> execute(Command c) override {
     return rt().execute(std::move(c));
   }
+  asio::awaitable<CaptureSessionsResponse> capture_sessions(CaptureSessionsRequest r) override {
+    return rt().capture_sessions(std::move(r));
+  }
+  asio::awaitable<RestoreSessionsResponse> restore_sessions(RestoreSessionsRequest r) override {
+    return rt().restore_sessions(std::move(r));
+  }
   asio::awaitable<ReadFileResponse> read_file(ReadFileRequest r) override {
     return rt().read_file(std::move(r));
   }

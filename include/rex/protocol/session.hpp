@@ -65,4 +65,55 @@ struct SessionResize {
 };
 BOOST_DESCRIBE_STRUCT(SessionResize, (), (session, size))
 
+/// A bash session's state as bash text that recreates it: its variables (exported or not),
+/// functions, aliases, shell options, umask, traps and working directory, so an activated Python
+/// venv comes along. Captured by POST /sessions/capture, given back to POST /sessions/restore (rex
+/// additions); what runs in the session (its programs, background jobs) is not carried.
+struct SessionState {
+  std::string session = "default";
+  std::string cwd{};    // the working directory, for people
+  std::string state{};  // bash text; sourced at the top level of a new session, recreates it
+};
+BOOST_DESCRIBE_STRUCT(SessionState, (), (session, cwd, state))
+
+/// A session whose state was not captured (or not restored), and why: a program still runs in
+/// its foreground, it is still starting.
+struct SessionNotCarried {
+  std::string session{};
+  std::string reason{};
+};
+BOOST_DESCRIBE_STRUCT(SessionNotCarried, (), (session, reason))
+
+struct CaptureSessionsRequest {
+  std::vector<std::string> sessions{};  // the sessions to capture; empty: every session
+  double timeout = 30;                  // seconds per session
+};
+BOOST_DESCRIBE_STRUCT(CaptureSessionsRequest, (), (sessions, timeout))
+
+struct CaptureSessionsResponse {
+  std::vector<SessionState> sessions{};  // by name
+  std::vector<SessionNotCarried> not_carried{};
+};
+BOOST_DESCRIBE_STRUCT(CaptureSessionsResponse, (), (sessions, not_carried))
+
+/// Starts a session of each state's name and recreates its state. A name already taken is
+/// refused (SessionExistsError) before anything starts.
+struct RestoreSessionsRequest {
+  std::vector<SessionState> sessions{};
+  double timeout = 30;  // seconds per session, its start and the state's restore
+};
+BOOST_DESCRIBE_STRUCT(RestoreSessionsRequest, (), (sessions, timeout))
+
+/// What restoring each session printed (empty when it went cleanly: an error names the line).
+struct RestoredSession {
+  std::string session{};
+  std::string output{};
+};
+BOOST_DESCRIBE_STRUCT(RestoredSession, (), (session, output))
+
+struct RestoreSessionsResponse {
+  std::vector<RestoredSession> sessions{};
+};
+BOOST_DESCRIBE_STRUCT(RestoreSessionsResponse, (), (sessions))
+
 }  // namespace rex

@@ -53,6 +53,10 @@ class LocalRuntime final : public Runtime {
   asio::awaitable<std::optional<ProcessEnd>> attach_session(SessionAttach attach,
                                                             ProcessListener on_event) override;
   asio::awaitable<void> resize_session(SessionResize resize) override;
+  asio::awaitable<CaptureSessionsResponse> capture_sessions(
+      CaptureSessionsRequest request) override;
+  asio::awaitable<RestoreSessionsResponse> restore_sessions(
+      RestoreSessionsRequest request) override;
 
   /// Number of open sessions.
   std::size_t session_count() const noexcept;

@@ -90,6 +90,10 @@ class RemoteRuntime final : public Runtime {
   asio::awaitable<std::optional<ProcessEnd>> attach_session(SessionAttach attach,
                                                             ProcessListener on_event) override;
   asio::awaitable<void> resize_session(SessionResize resize) override;
+  asio::awaitable<CaptureSessionsResponse> capture_sessions(
+      CaptureSessionsRequest request) override;
+  asio::awaitable<RestoreSessionsResponse> restore_sessions(
+      RestoreSessionsRequest request) override;
 
   /// Sends one SWE-ReX JSON request as it is (`body`, already read into `parsed` by the caller,
   /// or null when it is not JSON) and returns the server's answer as it is, whatever its status:

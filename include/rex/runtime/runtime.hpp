@@ -89,6 +89,16 @@ class Runtime {
                                                                     ProcessListener on_event);
   /// The new size of the terminal attached to a session.
   virtual asio::awaitable<void> resize_session(SessionResize resize);
+
+  /// The state of bash sessions (SessionState): the named ones, or all. A session whose
+  /// foreground program still runs (an open python3) is named in not_carried with the reason;
+  /// an unknown name is SessionDoesNotExistError. A runtime without it throws SwerexException
+  /// saying so.
+  virtual asio::awaitable<CaptureSessionsResponse> capture_sessions(CaptureSessionsRequest request);
+  /// Starts a session for each state under its name and recreates the state in it. A name
+  /// already taken is SessionExistsError, before anything starts; a session that cannot start
+  /// ends the ones this call started. A runtime without it throws SwerexException saying so.
+  virtual asio::awaitable<RestoreSessionsResponse> restore_sessions(RestoreSessionsRequest request);
 };
 
 }  // namespace rex
