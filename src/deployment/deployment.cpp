@@ -32,6 +32,49 @@ asio::awaitable<IsAliveResponse> Deployment::is_alive() {
   co_return co_await runtime().is_alive();
 }
 
+namespace {
+[[noreturn]] void unsupported(std::string_view what) {
+  throw OperationUnsupportedError(
+      std::string("this deployment cannot ") + std::string(what) +
+      ": checkpoints, pauses and metrics need a sandbox backend that has them (docker, podman)");
+}
+}  // namespace
+
+asio::awaitable<Checkpoint> Deployment::checkpoint() {
+  unsupported("checkpoint a sandbox");
+  co_return Checkpoint{};
+}
+
+asio::awaitable<std::vector<std::unique_ptr<Deployment>>> Deployment::fork(Checkpoint, int) {
+  unsupported("fork a sandbox");
+  co_return std::vector<std::unique_ptr<Deployment>>{};
+}
+
+asio::awaitable<void> Deployment::rewind(Checkpoint) {
+  unsupported("rewind a sandbox");
+  co_return;
+}
+
+asio::awaitable<void> Deployment::pause(bool) {
+  unsupported("pause a sandbox");
+  co_return;
+}
+
+asio::awaitable<void> Deployment::resume() {
+  unsupported("resume a sandbox");
+  co_return;
+}
+
+asio::awaitable<SandboxMetrics> Deployment::metrics() {
+  unsupported("measure a sandbox");
+  co_return SandboxMetrics{};
+}
+
+asio::awaitable<void> Deployment::remove_checkpoint(Checkpoint) {
+  unsupported("remove a checkpoint");
+  co_return;
+}
+
 void Deployment::add_hook(DeploymentHook hook) {
   if (hook)
     hooks_.push_back(std::move(hook));

@@ -10,6 +10,10 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 
+#include <rex/core/bounded.hpp>
+#include <rex/protocol/exceptions.hpp>
+
+#include <chrono>
 #include <exception>
 #include <optional>
 #include <utility>
@@ -26,8 +30,63 @@ asio::awaitable<void> SandboxBackend::refresh_client(std::string url) {
   co_return;
 }
 
+std::string_view operation_name(SandboxOperation operation) noexcept {
+  switch (operation) {
+    case SandboxOperation::checkpoint:
+      return "checkpoint";
+    case SandboxOperation::pause:
+      return "pause";
+    case SandboxOperation::metrics:
+      return "metrics";
+  }
+  return "unknown";
+}
+
+namespace {
+[[noreturn]] void unsupported(const SandboxBackend& backend, std::string_view what) {
+  throw OperationUnsupportedError(fmt::format("the {} backend cannot {}", backend.name(), what));
+}
+}  // namespace
+
+asio::awaitable<SandboxSnapshot> SandboxBackend::checkpoint(std::string,
+                                                            std::map<std::string, std::string>) {
+  unsupported(*this, "checkpoint a sandbox");
+  co_return SandboxSnapshot{};
+}
+
+asio::awaitable<void> SandboxBackend::remove_checkpoint(std::string) {
+  unsupported(*this, "remove a checkpoint");
+  co_return;
+}
+
+asio::awaitable<std::vector<SandboxInfo>> SandboxBackend::list_checkpoints(
+    std::map<std::string, std::string>) {
+  co_return std::vector<SandboxInfo>{};  // none: it makes none
+}
+
+asio::awaitable<void> SandboxBackend::pause(std::string) {
+  unsupported(*this, "pause a sandbox");
+  co_return;
+}
+
+asio::awaitable<void> SandboxBackend::resume(std::string) {
+  unsupported(*this, "resume a sandbox");
+  co_return;
+}
+
+asio::awaitable<SandboxMetrics> SandboxBackend::metrics(std::string) {
+  unsupported(*this, "measure a sandbox");
+  co_return SandboxMetrics{};
+}
+
 SandboxDeployment::SandboxDeployment(asio::any_io_executor executor,
                                      std::unique_ptr<SandboxBackend> backend,
+                                     SandboxRequest request)
+    : SandboxDeployment(Shared{}, std::move(executor),
+                        std::shared_ptr<SandboxBackend>(std::move(backend)), std::move(request)) {}
+
+SandboxDeployment::SandboxDeployment(Shared, asio::any_io_executor executor,
+                                     std::shared_ptr<SandboxBackend> backend,
                                      SandboxRequest request)
     : executor_(std::move(executor)),
       backend_(std::move(backend)),
@@ -96,7 +155,16 @@ asio::awaitable<void> SandboxDeployment::stop() {
   if (!sandbox_)
     co_return;  // never created: a failed create removed what it made
   emit(DeploymentStage::stopping, "removing the sandbox " + sandbox_->id);
-  if (was_started && runtime_) {
+  if (pause_ == Pause::ended) {
+    // Nothing runs: the pause's checkpoint is all that is left of the sandbox.
+    own_images_.push_back(pause_checkpoint_->image);
+    current_image_.clear();
+    auto removing = remove_own_images();
+    co_await std::move(removing);
+    emit(DeploymentStage::stopped, "removed the paused sandbox's checkpoint");
+    co_return;
+  }
+  if (was_started && runtime_ && pause_ == Pause::none) {
     // The sandbox may be gone already, its sessions with it: a few seconds, not the client's
     // whole patience.
     auto closing = with_timeout(runtime_->remote().close(), std::chrono::seconds(10));
@@ -106,6 +174,9 @@ asio::awaitable<void> SandboxDeployment::stop() {
   }
   auto destroying = backend_->destroy(sandbox_->id);
   co_await std::move(destroying);
+  current_image_.clear();
+  auto removing = remove_own_images();
+  co_await std::move(removing);
   emit(DeploymentStage::stopped, "removed the sandbox " + sandbox_->id);
 }
 
@@ -153,6 +224,301 @@ SandboxHandoff SandboxDeployment::release() {
   stopped_ = true;
   released_ = true;
   return SandboxHandoff{sandbox_->id, sandbox_->url, sandbox_->token, sandbox_->headers};
+}
+
+// ---- checkpoints ----------------------------------------------------------------------------
+
+namespace {
+
+namespace labels_of_checkpoint {
+constexpr const char* id = "rex.checkpoint";
+constexpr const char* parent = "rex.checkpoint.parent";
+constexpr const char* sandbox = "rex.checkpoint.sandbox";
+}  // namespace labels_of_checkpoint
+
+double unix_now() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+void SandboxDeployment::require(SandboxOperation operation, std::string_view what) const {
+  if (!backend_->can(operation))
+    throw OperationUnsupportedError(
+        fmt::format("the {} backend cannot {}", backend_->name(), what));
+}
+
+void SandboxDeployment::require_started(std::string_view what) const {
+  if (!started_)
+    throw DeploymentNotStartedError(fmt::format("{} deployment: cannot {}: {}", backend_->name(),
+                                                what, stopped_ ? "stopped" : "not started"));
+}
+
+bool SandboxDeployment::paused() const noexcept {
+  return pause_ != Pause::none;
+}
+
+asio::awaitable<Checkpoint> SandboxDeployment::checkpoint() {
+  require(SandboxOperation::checkpoint, "checkpoint a sandbox");
+  require_started("checkpoint the sandbox");
+  if (pause_ == Pause::ended)
+    co_return *pause_checkpoint_;  // the sandbox as it is now
+  Checkpoint cp;
+  cp.id = "ckpt-" + random_hex(8);
+  cp.parent = origin_;
+  cp.sandbox = request_.deployment_id;
+  cp.backend = std::string(backend_->name());
+  // A frozen sandbox's sessions cannot run the capture: they are as they were when it froze.
+  CaptureSessionsResponse sessions = frozen_sessions_;
+  if (pause_ == Pause::none) {
+    auto capturing = runtime_->capture_sessions(CaptureSessionsRequest{});
+    sessions = co_await std::move(capturing);
+  }
+  cp.sessions = std::move(sessions.sessions);
+  cp.not_carried = std::move(sessions.not_carried);
+  std::map<std::string, std::string> labels{{labels_of_checkpoint::id, cp.id},
+                                            {labels_of_checkpoint::parent, cp.parent},
+                                            {labels_of_checkpoint::sandbox, cp.sandbox}};
+  auto saving = backend_->checkpoint(sandbox_->id, std::move(labels));
+  SandboxSnapshot snapshot = co_await std::move(saving);
+  cp.image = std::move(snapshot.image);
+  cp.created_at = unix_now();
+  origin_ = cp.id;
+  lineage_.insert(cp.id);
+  co_return cp;
+}
+
+asio::awaitable<void> SandboxDeployment::restore_sessions(const Checkpoint& from) {
+  if (from.sessions.empty())
+    co_return;
+  RestoreSessionsRequest request{.sessions = from.sessions};
+  auto restoring = runtime_->restore_sessions(std::move(request));
+  (void)co_await std::move(restoring);
+}
+
+asio::awaitable<std::vector<std::unique_ptr<Deployment>>> SandboxDeployment::fork(Checkpoint from,
+                                                                                  int count) {
+  auto forking = fork_sandboxes(std::move(from), count);
+  auto forks = co_await std::move(forking);
+  std::vector<std::unique_ptr<Deployment>> out;
+  for (auto& f : forks)
+    out.push_back(std::move(f));
+  co_return out;
+}
+
+asio::awaitable<std::vector<std::unique_ptr<SandboxDeployment>>> SandboxDeployment::fork_sandboxes(
+    Checkpoint from, int count) {
+  require(SandboxOperation::checkpoint, "fork a sandbox");
+  if (count < 1)
+    throw std::invalid_argument(fmt::format("a fork needs a count of at least 1, got {}", count));
+  if (from.image.empty() || from.backend != backend_->name())
+    throw std::invalid_argument(
+        fmt::format("checkpoint {} is not one of the {} backend's (it is of {})",
+                    from.id.empty() ? "(no id)" : from.id, backend_->name(),
+                    from.backend.empty() ? "no backend" : from.backend));
+  std::vector<std::unique_ptr<SandboxDeployment>> forks;
+  for (int i = 0; i < count; ++i) {
+    SandboxRequest request = request_;
+    request.deployment_id = random_hex(6);
+    request.name = "rex-" + request.deployment_id;  // never the original's fixed name
+    request.image = from.image;
+    request.own_image = true;
+    request.progress = {};
+    auto fork = std::unique_ptr<SandboxDeployment>(  // the constructor is private
+        new SandboxDeployment(Shared{}, executor_, backend_, std::move(request)));
+    fork->origin_ = from.id;
+    fork->lineage_.insert(from.id);
+    forks.push_back(std::move(fork));
+  }
+  std::exception_ptr failure;
+  std::vector<SandboxDeployment*> all;
+  for (auto& f : forks)
+    all.push_back(f.get());
+  auto start_one = [&failure, &from](SandboxDeployment* fork) -> asio::awaitable<void> {
+    try {
+      auto starting = fork->start();
+      co_await std::move(starting);
+      auto restoring = fork->restore_sessions(from);
+      co_await std::move(restoring);
+    } catch (...) {
+      if (!failure)
+        failure = std::current_exception();
+    }
+  };
+  auto starting = for_each_bounded(all, all.size(), start_one);
+  co_await std::move(starting);
+  if (failure) {
+    auto stop_one = [](SandboxDeployment* fork) -> asio::awaitable<void> {
+      auto stopping = capture(fork->stop());
+      (void)co_await std::move(stopping);
+    };
+    auto stopping = for_each_bounded(all, all.size(), stop_one);
+    co_await std::move(stopping);
+    std::rethrow_exception(failure);
+  }
+  co_return forks;
+}
+
+asio::awaitable<void> SandboxDeployment::replace_from(const Checkpoint& from) {
+  SandboxRequest request = request_;
+  request.name = "rex-" + request_.deployment_id + "-" + random_hex(3);
+  request.image = from.image;
+  request.own_image = true;
+  request.progress = [hooks = hooks_](const DeploymentEvent& event) {
+    if (*hooks)
+      (*hooks)(event);
+  };
+  auto creating = backend_->create(std::move(request));
+  StartedSandbox made = co_await std::move(creating);
+  RemoteRuntimeConfig rc;
+  rc.url = made.url;
+  rc.auth_token = made.token;
+  rc.client.headers = made.headers;
+  backend_->configure_client(rc.url, rc.client);
+  auto old = std::move(sandbox_);
+  sandbox_ = std::make_unique<StartedSandbox>(std::move(made));
+  runtime_->retarget(sandbox_->id, sandbox_->url,
+                     std::make_unique<RemoteRuntime>(executor_, std::move(rc)));
+  std::exception_ptr failure;
+  try {
+    auto restoring = restore_sessions(from);
+    co_await std::move(restoring);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // The old sandbox goes either way (an ended pause's is gone already); a new one whose
+  // sessions could not be restored goes too, and the error says why.
+  if (old && pause_ != Pause::ended) {
+    auto destroying = capture(backend_->destroy(old->id));
+    (void)co_await std::move(destroying);
+  }
+  current_image_ = from.image;
+  auto removing = remove_own_images();
+  co_await std::move(removing);
+  if (failure)
+    std::rethrow_exception(failure);
+}
+
+asio::awaitable<void> SandboxDeployment::remove_own_images() {
+  std::vector<std::string> kept;
+  for (auto& image : own_images_) {
+    if (image == current_image_) {
+      kept.push_back(std::move(image));
+      continue;
+    }
+    auto removing = capture(backend_->remove_checkpoint(image));
+    if (!(co_await std::move(removing)))
+      kept.push_back(std::move(image));
+  }
+  own_images_ = std::move(kept);
+}
+
+asio::awaitable<void> SandboxDeployment::rewind(Checkpoint to) {
+  require(SandboxOperation::checkpoint, "rewind a sandbox");
+  require_started("rewind the sandbox");
+  if (to.backend != backend_->name() || to.image.empty())
+    throw std::invalid_argument(
+        fmt::format("checkpoint {} is not one of the {} backend's", to.id, backend_->name()));
+  if (to.sandbox != request_.deployment_id && !lineage_.contains(to.id))
+    throw std::invalid_argument(fmt::format(
+        "checkpoint {} is of sandbox {}, not of this one ({}) nor the one it was forked from",
+        to.id, to.sandbox, request_.deployment_id));
+  if (pause_ == Pause::frozen) {
+    auto thawing = backend_->resume(sandbox_->id);
+    co_await std::move(thawing);
+  }
+  auto replacing = replace_from(to);
+  co_await std::move(replacing);
+  if (pause_ == Pause::ended) {
+    own_images_.push_back(pause_checkpoint_->image);
+    pause_checkpoint_.reset();
+    auto removing = remove_own_images();
+    co_await std::move(removing);
+  }
+  pause_ = Pause::none;
+  frozen_sessions_ = {};
+  origin_ = to.id;
+  lineage_.insert(to.id);
+  emit(DeploymentStage::ready,
+       fmt::format("rewound to checkpoint {} (sandbox {})", to.id, sandbox_->id));
+}
+
+asio::awaitable<void> SandboxDeployment::pause(bool keep_memory) {
+  if (keep_memory)
+    require(SandboxOperation::pause, "pause a sandbox");
+  else
+    require(SandboxOperation::checkpoint, "pause a sandbox without its memory");
+  require_started("pause the sandbox");
+  if (pause_ != Pause::none)
+    co_return;
+  if (keep_memory) {
+    // The sessions' state first: a frozen shell runs no capture, and a checkpoint or fork of the
+    // paused sandbox needs it.
+    CaptureSessionsResponse sessions;
+    if (backend_->can(SandboxOperation::checkpoint)) {
+      auto capturing = runtime_->capture_sessions(CaptureSessionsRequest{});
+      sessions = co_await std::move(capturing);
+    }
+    runtime_->remote().close_idle_connections();
+    auto freezing = backend_->pause(sandbox_->id);
+    co_await std::move(freezing);
+    frozen_sessions_ = std::move(sessions);
+    pause_ = Pause::frozen;
+    co_return;
+  }
+  auto saving = checkpoint();
+  Checkpoint cp = co_await std::move(saving);
+  runtime_->remote().close_idle_connections();
+  auto destroying = backend_->destroy(sandbox_->id);
+  co_await std::move(destroying);
+  pause_checkpoint_ = std::move(cp);
+  pause_ = Pause::ended;
+}
+
+asio::awaitable<void> SandboxDeployment::resume() {
+  require_started("resume the sandbox");
+  if (pause_ == Pause::none)
+    co_return;
+  if (pause_ == Pause::frozen) {
+    auto thawing = backend_->resume(sandbox_->id);
+    co_await std::move(thawing);
+    pause_ = Pause::none;
+    frozen_sessions_ = {};
+    co_return;
+  }
+  const Checkpoint cp = *pause_checkpoint_;
+  auto replacing = replace_from(cp);
+  co_await std::move(replacing);
+  pause_ = Pause::none;
+  pause_checkpoint_.reset();
+  // Nobody else holds the pause's checkpoint: its image goes once the sandbox started from it
+  // goes.
+  own_images_.push_back(cp.image);
+  origin_ = cp.parent;
+  lineage_.erase(cp.id);
+}
+
+asio::awaitable<SandboxMetrics> SandboxDeployment::metrics() {
+  require(SandboxOperation::metrics, "measure a sandbox");
+  require_started("measure the sandbox");
+  if (pause_ == Pause::ended)
+    co_return SandboxMetrics{.timestamp = unix_now()};  // nothing runs, nothing is used
+  auto measuring = backend_->metrics(sandbox_->id);
+  co_return co_await std::move(measuring);
+}
+
+asio::awaitable<void> SandboxDeployment::remove_checkpoint(Checkpoint checkpoint) {
+  require(SandboxOperation::checkpoint, "remove a checkpoint");
+  if (checkpoint.backend != backend_->name())
+    throw std::invalid_argument(fmt::format("checkpoint {} is not one of the {} backend's",
+                                            checkpoint.id, backend_->name()));
+  if (pause_checkpoint_ && pause_checkpoint_->id == checkpoint.id)
+    throw std::invalid_argument(fmt::format(
+        "checkpoint {} is what the paused sandbox resumes from: resume or stop it first",
+        checkpoint.id));
+  auto removing = backend_->remove_checkpoint(checkpoint.image);
+  co_await std::move(removing);
+  lineage_.erase(checkpoint.id);
 }
 
 }  // namespace rex

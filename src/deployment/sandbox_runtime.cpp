@@ -228,6 +228,15 @@ asio::awaitable<std::optional<ProcessEnd>> SandboxRuntime::attach_session(Sessio
 asio::awaitable<void> SandboxRuntime::resize_session(SessionResize r) {
   return guarded_void([this, r] { return inner_->resize_session(r); });
 }
+void SandboxRuntime::retarget(std::string id, std::string url,
+                              std::unique_ptr<RemoteRuntime> inner) {
+  inner_->close_idle_connections();
+  retired_.push_back(std::move(inner_));
+  inner_ = std::move(inner);
+  id_ = std::move(id);
+  url_ = std::move(url);
+}
+
 asio::awaitable<CaptureSessionsResponse> SandboxRuntime::capture_sessions(
     CaptureSessionsRequest r) {
   return guarded<CaptureSessionsResponse>([this, r] { return inner_->capture_sessions(r); });

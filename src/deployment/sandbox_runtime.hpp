@@ -55,6 +55,9 @@ class SandboxRuntime final : public Runtime {
       RestoreSessionsRequest request) override;
 
   RemoteRuntime& remote() noexcept { return *inner_; }
+  /// From now on the sandbox `id` at `url`, through `inner` (the sandbox a rewind or a resume
+  /// started); the previous client stays until the runtime goes, for calls still under way.
+  void retarget(std::string id, std::string url, std::unique_ptr<RemoteRuntime> inner);
 
  private:
   template <class T>
@@ -70,6 +73,7 @@ class SandboxRuntime final : public Runtime {
   std::string id_;
   std::string url_;
   std::unique_ptr<RemoteRuntime> inner_;
+  std::vector<std::unique_ptr<RemoteRuntime>> retired_;
 };
 
 }  // namespace rex::detail

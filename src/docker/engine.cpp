@@ -532,6 +532,116 @@ asio::awaitable<std::optional<json::object>> Engine::inspect_network(std::string
   co_return Impl::parse_object(op, response);
 }
 
+asio::awaitable<std::vector<ImageSummary>> Engine::list_images(
+    std::vector<std::string> label_filters) {
+  const Operation op{
+      label_filters.empty()
+          ? std::string("listing images")
+          : fmt::format("listing images labelled {}", detail::label_filters_json(label_filters))};
+  std::string target = "/images/json";
+  if (!label_filters.empty())
+    target += "?filters=" + detail::url_encode(detail::label_filters_json(label_filters));
+  auto request = make_request("GET", std::move(target));
+  const http::ClientResponse response = co_await impl_->send(std::move(request), op);
+  if (!success(response))
+    Impl::fail(op, response);
+  const json::value answer = Impl::parse_json(op, response);
+  if (!answer.is_array()) {
+    throw EngineError(fmt::format("{} failed: the engine's answer is not a JSON array: {}", op.what,
+                                  response.body.substr(0, 200)),
+                      response.status, "");
+  }
+  co_return detail::parse_image_list(answer);
+}
+
+asio::awaitable<std::string> Engine::commit_container(std::string id, std::string repo,
+                                                      std::string tag,
+                                                      std::map<std::string, std::string> labels) {
+  const Operation op{fmt::format("committing container '{}' as '{}:{}'", id, repo, tag)};
+  std::string target = "/commit?container=" + detail::url_encode(id) +
+                       "&repo=" + detail::url_encode(repo) + "&tag=" + detail::url_encode(tag) +
+                       "&pause=1";
+  // Labels as Dockerfile LABEL changes: both engines apply those (Podman's compatible API
+  // ignores a config body's labels).
+  for (const auto& [key, value] : labels) {
+    json::string quoted(value);
+    target += "&changes=" + detail::url_encode(fmt::format("LABEL {}={}", key,
+                                                           json::serialize(json::value(quoted))));
+  }
+  auto request = make_request("POST", std::move(target));
+  request.headers.emplace_back("Content-Type", "application/json");
+  request.body = "{}";
+  const http::ClientResponse response = co_await impl_->send(std::move(request), op);
+  if (response.status == 404)
+    Impl::fail(op, response, kNoContainerHint);
+  if (!success(response))
+    Impl::fail(op, response);
+  const json::object answer = Impl::parse_object(op, response);
+  std::string image = detail::string_field_of(answer, "Id");
+  if (image.empty()) {
+    throw EngineError(fmt::format("{} failed: the engine's answer has no image id: {}", op.what,
+                                  response.body.substr(0, 200)),
+                      response.status, "");
+  }
+  co_return image;
+}
+
+asio::awaitable<void> Engine::pause_container(std::string id) {
+  const Operation op{fmt::format("pausing container '{}'", id)};
+  auto request = make_request("POST", "/containers/" + detail::url_encode(id) + "/pause");
+  const http::ClientResponse response = co_await impl_->send(std::move(request), op);
+  if (success(response))
+    co_return;
+  if (response.status == 404)
+    Impl::fail(op, response, kNoContainerHint);
+  const std::string message = detail::engine_message_of(response.body);
+  if (message.find("already paused") != std::string::npos)
+    co_return;
+  Impl::fail(op, response);
+}
+
+asio::awaitable<void> Engine::unpause_container(std::string id) {
+  const Operation op{fmt::format("unpausing container '{}'", id)};
+  auto request = make_request("POST", "/containers/" + detail::url_encode(id) + "/unpause");
+  const http::ClientResponse response = co_await impl_->send(std::move(request), op);
+  if (success(response))
+    co_return;
+  if (response.status == 404)
+    Impl::fail(op, response, kNoContainerHint);
+  const std::string message = detail::engine_message_of(response.body);
+  if (message.find("is not paused") != std::string::npos ||
+      message.find("not paused") != std::string::npos)
+    co_return;
+  Impl::fail(op, response);
+}
+
+asio::awaitable<ContainerStats> Engine::container_stats(std::string id) {
+  const Operation op{fmt::format("reading the use of container '{}'", id)};
+  auto request = make_request("GET", "/containers/" + detail::url_encode(id) + "/stats?stream=0");
+  const http::ClientResponse response = co_await impl_->send(std::move(request), op);
+  if (response.status == 404)
+    Impl::fail(op, response, kNoContainerHint);
+  if (!success(response))
+    Impl::fail(op, response);
+  co_return detail::parse_container_stats(Impl::parse_object(op, response));
+}
+
+asio::awaitable<std::pair<std::int64_t, std::int64_t>> Engine::container_size(std::string id) {
+  const Operation op{fmt::format("measuring container '{}'", id)};
+  auto request = make_request("GET", "/containers/" + detail::url_encode(id) + "/json?size=1");
+  const http::ClientResponse response = co_await impl_->send(std::move(request), op);
+  if (response.status == 404)
+    Impl::fail(op, response, kNoContainerHint);
+  if (!success(response))
+    Impl::fail(op, response);
+  const json::object answer = Impl::parse_object(op, response);
+  auto number = [&answer](std::string_view key) -> std::int64_t {
+    const auto* v = answer.if_contains(key);
+    return v != nullptr && (v->is_int64() || v->is_uint64()) ? v->to_number<std::int64_t>() : 0;
+  };
+  co_return std::pair{number("SizeRw"), number("SizeRootFs")};
+}
+
 asio::awaitable<void> Engine::remove_image(std::string name, bool force) {
   const Operation op{fmt::format("removing image '{}'", name)};
   auto request = make_request("DELETE", "/images/" + image_path(name) + (force ? "?force=1" : ""));

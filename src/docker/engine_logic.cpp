@@ -275,6 +275,103 @@ void LineSplitter::finish(const std::function<void(std::string_view)>& on_line) 
   on_line(line);
 }
 
+namespace {
+
+std::int64_t int_field(const json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr)
+    return 0;
+  if (v->is_int64())
+    return v->get_int64();
+  if (v->is_uint64())
+    return static_cast<std::int64_t>(v->get_uint64());
+  if (v->is_double())
+    return static_cast<std::int64_t>(v->get_double());
+  return 0;
+}
+
+const json::object& object_field(const json::object& o, std::string_view key) {
+  static const json::object empty;
+  const auto* v = o.if_contains(key);
+  return v != nullptr && v->is_object() ? v->get_object() : empty;
+}
+
+std::map<std::string, std::string> labels_field(const json::object& o) {
+  std::map<std::string, std::string> out;
+  for (const auto& [key, value] : object_field(o, "Labels")) {
+    if (value.is_string())
+      out.emplace(std::string(key), std::string(value.get_string()));
+  }
+  return out;
+}
+
+std::uint64_t counter(std::int64_t v) {
+  return v > 0 ? static_cast<std::uint64_t>(v) : 0;
+}
+
+}  // namespace
+
+std::string string_field_of(const boost::json::object& o, std::string_view key) {
+  return string_field(o, key);
+}
+
+std::vector<ImageSummary> parse_image_list(const boost::json::value& answer) {
+  if (!answer.is_array()) {
+    throw std::invalid_argument(
+        fmt::format("the image list is not a JSON array: {}", json::serialize(answer)));
+  }
+  std::vector<ImageSummary> out;
+  for (const auto& item : answer.get_array()) {
+    if (!item.is_object())
+      continue;
+    const auto& o = item.get_object();
+    ImageSummary image;
+    image.id = string_field(o, "Id");
+    if (const auto* tags = o.if_contains("RepoTags"); tags && tags->is_array()) {
+      for (const auto& t : tags->get_array()) {
+        if (t.is_string())
+          image.tags.emplace_back(t.get_string());
+      }
+    }
+    image.labels = labels_field(o);
+    image.created = int_field(o, "Created");
+    image.size = int_field(o, "Size");
+    out.push_back(std::move(image));
+  }
+  return out;
+}
+
+ContainerStats parse_container_stats(const boost::json::object& answer) {
+  ContainerStats stats;
+  const json::object& cpu = object_field(answer, "cpu_stats");
+  const json::object& previous = object_field(answer, "precpu_stats");
+  const std::int64_t used = int_field(object_field(cpu, "cpu_usage"), "total_usage") -
+                            int_field(object_field(previous, "cpu_usage"), "total_usage");
+  const std::int64_t system =
+      int_field(cpu, "system_cpu_usage") - int_field(previous, "system_cpu_usage");
+  stats.cpu_count = static_cast<int>(int_field(cpu, "online_cpus"));
+  if (stats.cpu_count <= 0) {
+    if (const auto* per = object_field(cpu, "cpu_usage").if_contains("percpu_usage");
+        per && per->is_array())
+      stats.cpu_count = static_cast<int>(per->get_array().size());
+  }
+  // The share of the machine's CPU time that went to the container, scaled to its CPUs: Docker's
+  // own formula, over all its CPUs together.
+  if (used > 0 && system > 0)
+    stats.cpu_percent =
+        std::min(100.0, 100.0 * static_cast<double>(used) / static_cast<double>(system));
+  const json::object& memory = object_field(answer, "memory_stats");
+  const std::uint64_t usage = counter(int_field(memory, "usage"));
+  // cgroup v2 names the reclaimable cache inactive_file, v1 total_inactive_file.
+  const json::object& detail = object_field(memory, "stats");
+  std::uint64_t cache = counter(int_field(detail, "inactive_file"));
+  if (cache == 0)
+    cache = counter(int_field(detail, "total_inactive_file"));
+  stats.memory_used = usage > cache ? usage - cache : usage;
+  stats.memory_limit = counter(int_field(memory, "limit"));
+  return stats;
+}
+
 std::vector<ContainerSummary> parse_container_list(const boost::json::value& answer) {
   if (!answer.is_array()) {
     throw std::invalid_argument(

@@ -94,6 +94,16 @@ class LineSplitter {
 /// The answer of GET /containers/json. Throws std::invalid_argument when it is not a list.
 std::vector<ContainerSummary> parse_container_list(const boost::json::value& answer);
 
+/// A string member of a JSON object; empty when absent or of another type.
+std::string string_field_of(const boost::json::object& o, std::string_view key);
+
+/// The answer of GET /images/json. Throws std::invalid_argument when it is not a list.
+std::vector<ImageSummary> parse_image_list(const boost::json::value& answer);
+
+/// The answer of GET /containers/{id}/stats?stream=0 (Docker's shape; Podman's compatible API
+/// gives the same). Missing fields count as 0.
+ContainerStats parse_container_stats(const boost::json::object& answer);
+
 /// The filters query value for label filters: {"label":["a","b=c"]}.
 std::string label_filters_json(const std::vector<std::string>& label_filters);
 

@@ -360,6 +360,48 @@ TEST(EngineLogic, ContainerList) {
   EXPECT_EQ(detail::label_filters_json({"rex.test", "a=b"}), R"({"label":["rex.test","a=b"]})");
 }
 
+TEST(EngineLogic, ImageList) {
+  const auto list = detail::parse_image_list(json::parse(R"([
+    {"Id":"sha256:aa","RepoTags":["rex-checkpoint:ckpt-1"],"Labels":{"rex.checkpoint":"ckpt-1"},
+     "Created":1700000000,"Size":1234},
+    {"Id":"sha256:bb","RepoTags":null,"Labels":null,"Created":5}
+  ])"));
+  ASSERT_EQ(list.size(), 2u);
+  EXPECT_EQ(list[0].id, "sha256:aa");
+  EXPECT_EQ(list[0].tags, (std::vector<std::string>{"rex-checkpoint:ckpt-1"}));
+  EXPECT_EQ(list[0].labels.at("rex.checkpoint"), "ckpt-1");
+  EXPECT_EQ(list[0].created, 1700000000);
+  EXPECT_EQ(list[0].size, 1234);
+  EXPECT_TRUE(list[1].tags.empty());
+  EXPECT_THROW(detail::parse_image_list(json::parse("{}")), std::invalid_argument);
+}
+
+// Docker's formula: the container's share of the machine's CPU time between the two samples;
+// memory without the page cache it can give back (cgroup v2's inactive_file, v1's total_).
+TEST(EngineLogic, ContainerStats) {
+  const auto v2 = detail::parse_container_stats(json::parse(R"({
+    "cpu_stats":{"cpu_usage":{"total_usage":3000000},"system_cpu_usage":20000000,"online_cpus":2},
+    "precpu_stats":{"cpu_usage":{"total_usage":1000000},"system_cpu_usage":10000000},
+    "memory_stats":{"usage":50000000,"limit":536870912,"stats":{"inactive_file":10000000}}
+  })")
+                                                    .as_object());
+  EXPECT_DOUBLE_EQ(v2.cpu_percent, 20.0);
+  EXPECT_EQ(v2.cpu_count, 2);
+  EXPECT_EQ(v2.memory_used, 40000000u);
+  EXPECT_EQ(v2.memory_limit, 536870912u);
+  const auto v1 = detail::parse_container_stats(json::parse(R"({
+    "cpu_stats":{"cpu_usage":{"total_usage":5,"percpu_usage":[1,2,3,4]}},
+    "memory_stats":{"usage":100,"stats":{"total_inactive_file":30}}
+  })")
+                                                    .as_object());
+  EXPECT_EQ(v1.cpu_count, 4);
+  EXPECT_DOUBLE_EQ(v1.cpu_percent, 0.0);  // no previous sample: no rate
+  EXPECT_EQ(v1.memory_used, 70u);
+  const auto empty = detail::parse_container_stats(json::object{});
+  EXPECT_EQ(empty.cpu_count, 0);
+  EXPECT_EQ(empty.memory_used, 0u);
+}
+
 TEST(EngineLogic, EngineWithABadHostFailsAtConstruction) {
   boost::asio::io_context io;
   EngineConfig c;

@@ -15,6 +15,7 @@
 // Threading: call every member from the executor the backend was opened with.
 #pragma once
 
+#include <rex/deployment/checkpoint.hpp>
 #include <rex/deployment/deployment.hpp>
 #include <rex/deployment/settings.hpp>
 #include <rex/http/client.hpp>
@@ -22,6 +23,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <optional>
@@ -46,6 +48,21 @@ class SandboxLostError : public http::ConnectionError {
   using http::ConnectionError::ConnectionError;
 };
 
+/// What a backend can do to a sandbox besides create and destroy it (SandboxBackend::can).
+enum class SandboxOperation {
+  checkpoint,  // save its file system as an image a new sandbox can start from
+  pause,       // freeze its processes, keeping their memory, and thaw them
+  metrics,     // its CPU, memory and disk use
+};
+
+/// "checkpoint", "pause", "metrics".
+std::string_view operation_name(SandboxOperation operation) noexcept;
+
+/// A sandbox's file system, saved by SandboxBackend::checkpoint.
+struct SandboxSnapshot {
+  std::string image;  // a request's image for a sandbox that starts from it (the image's id)
+};
+
 /// Told each stage of a sandbox's start (creating, pulling with its bytes, starting, waiting).
 using SandboxProgress = std::function<void(const DeploymentEvent&)>;
 
@@ -66,6 +83,7 @@ struct SandboxRequest {
   // The asking deployment's id, in the sandbox's rex.deployment label (and its name where the
   // backend names sandboxes after it); empty: a random one.
   std::string deployment_id{};
+  bool own_image = false;      // the image is the backend's own (a checkpoint's): never pulled
   SandboxProgress progress{};  // unset: nobody listens
 };
 
@@ -114,6 +132,32 @@ class SandboxBackend {
     (void)url;
     return false;
   }
+
+  // Checkpoints, pauses and metrics: a backend says which it has (can); the others throw
+  // OperationUnsupportedError naming the backend and the operation.
+
+  /// Whether the backend has the operation.
+  virtual bool can(SandboxOperation operation) const noexcept {
+    (void)operation;
+    return false;
+  }
+  /// Saves the sandbox's file system as an image carrying `labels` (rex.checkpoint ones), the
+  /// sandbox kept running (frozen while it is written). A request whose image is the snapshot's
+  /// starts a sandbox from it.
+  virtual asio::awaitable<SandboxSnapshot> checkpoint(std::string id,
+                                                      std::map<std::string, std::string> labels);
+  /// Removes a snapshot checkpoint() made; one gone already is no error. A snapshot a sandbox
+  /// still starts from stays until that sandbox goes, where the backend keeps it.
+  virtual asio::awaitable<void> remove_checkpoint(std::string image);
+  /// The snapshots that carry all of `labels`, each as its image and labels.
+  virtual asio::awaitable<std::vector<SandboxInfo>> list_checkpoints(
+      std::map<std::string, std::string> labels);
+  /// Freezes every process of the sandbox (their memory kept) / thaws them.
+  virtual asio::awaitable<void> pause(std::string id);
+  virtual asio::awaitable<void> resume(std::string id);
+  /// Its CPU, memory and disk use now.
+  virtual asio::awaitable<SandboxMetrics> metrics(std::string id);
+
   /// Prepares the client that reaches a sandbox of this backend at `url` (the TLS material and
   /// credentials of a proxy in front of it). Most need nothing.
   virtual void configure_client(const std::string& url, http::ClientConfig& client) const {

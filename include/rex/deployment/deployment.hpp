@@ -13,6 +13,7 @@
 // Threading: call every member from the executor the deployment was created with.
 #pragma once
 
+#include <rex/deployment/checkpoint.hpp>
 #include <rex/protocol/responses.hpp>
 #include <rex/runtime/runtime.hpp>
 
@@ -20,6 +21,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -87,6 +89,32 @@ class Deployment {
   virtual bool started() const noexcept = 0;
 
   void add_hook(DeploymentHook hook);
+
+  // Checkpoints (rex/deployment/checkpoint.hpp), pauses and metrics of the started sandbox. A
+  // deployment without one throws OperationUnsupportedError naming it and the operation.
+
+  /// Saves the sandbox's file system and its sessions' state; the sandbox runs on. A session
+  /// whose foreground program still runs is named in not_carried.
+  virtual asio::awaitable<Checkpoint> checkpoint();
+  /// `count` new started sandboxes from the checkpoint, each with the checkpoint's sessions
+  /// under their names; they differ from then on. All or none: a failed one ends the others.
+  virtual asio::awaitable<std::vector<std::unique_ptr<Deployment>>> fork(Checkpoint from,
+                                                                         int count);
+  /// The sandbox as it was at one of its checkpoints (its own, or the one it was forked from):
+  /// its file system and sessions; runtime() stays valid and reaches it.
+  virtual asio::awaitable<void> rewind(Checkpoint to);
+  /// Freezes the sandbox's processes, their memory kept; or, without keep_memory, checkpoints it
+  /// and ends it (resume starts it again from that checkpoint).
+  virtual asio::awaitable<void> pause(bool keep_memory = true);
+  /// Brings a paused sandbox back: thawed, or started from its pause's checkpoint with its
+  /// sessions restored.
+  virtual asio::awaitable<void> resume();
+  /// Whether the sandbox is paused now.
+  virtual bool paused() const noexcept { return false; }
+  /// Its CPU, memory and disk use now.
+  virtual asio::awaitable<SandboxMetrics> metrics();
+  /// Removes a checkpoint's image; one gone already is no error.
+  virtual asio::awaitable<void> remove_checkpoint(Checkpoint checkpoint);
 
  protected:
   /// Hands the event to every hook. A hook that throws is ignored: progress reports must not

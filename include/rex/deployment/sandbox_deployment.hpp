@@ -16,7 +16,11 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace rex {
 
@@ -53,11 +57,44 @@ class SandboxDeployment : public Deployment {
   /// The id in the sandbox's rex.deployment label.
   const std::string& deployment_id() const noexcept;
   /// The backend's id of the sandbox, and its server's base URL, once created (they stay after
-  /// stop()); empty before.
+  /// stop()); empty before. A rewind or a resume from a checkpoint changes them.
   const std::string& sandbox_id() const noexcept;
   const std::string& url() const noexcept;
 
+  // Checkpoints on the backends that have them (SandboxBackend::can); the others throw
+  // OperationUnsupportedError naming the backend and the operation. While the sandbox is paused
+  // its runtime does not answer; checkpoint, fork from it and stop work.
+  asio::awaitable<Checkpoint> checkpoint() override;
+  asio::awaitable<std::vector<std::unique_ptr<Deployment>>> fork(Checkpoint from,
+                                                                 int count) override;
+  /// fork(), as the deployments they are.
+  asio::awaitable<std::vector<std::unique_ptr<SandboxDeployment>>> fork_sandboxes(Checkpoint from,
+                                                                                  int count);
+  /// std::invalid_argument for a checkpoint of another sandbox (neither taken of this one nor
+  /// the one it was forked from) or of another backend.
+  asio::awaitable<void> rewind(Checkpoint to) override;
+  asio::awaitable<void> pause(bool keep_memory = true) override;
+  asio::awaitable<void> resume() override;
+  bool paused() const noexcept override;
+  asio::awaitable<SandboxMetrics> metrics() override;
+  /// An error naming the checkpoint while a sandbox started from it still exists.
+  asio::awaitable<void> remove_checkpoint(Checkpoint checkpoint) override;
+
  private:
+  struct Shared {};  // the backend is another deployment's too (a fork's)
+  SandboxDeployment(Shared, asio::any_io_executor executor, std::shared_ptr<SandboxBackend> backend,
+                    SandboxRequest request);
+  void require(SandboxOperation operation, std::string_view what) const;
+  void require_started(std::string_view what) const;
+  // Starts a sandbox from the checkpoint in place of this one (whose runtime then reaches it)
+  // and recreates its sessions; the old one goes. Nothing changes when the start fails.
+  asio::awaitable<void> replace_from(const Checkpoint& from);
+  asio::awaitable<void> restore_sessions(const Checkpoint& from);
+  // Removes the own images no sandbox uses any more (the rest are kept for later).
+  asio::awaitable<void> remove_own_images();
+
+  enum class Pause { none, frozen, ended };
+
   asio::any_io_executor executor_;
   std::shared_ptr<SandboxBackend> backend_;  // shared with a destroy in the background
   SandboxRequest request_;
@@ -66,6 +103,14 @@ class SandboxDeployment : public Deployment {
   bool started_ = false;
   bool stopped_ = false;
   bool released_ = false;
+  Pause pause_ = Pause::none;
+  std::optional<Checkpoint> pause_checkpoint_;  // an ended pause's
+  CaptureSessionsResponse frozen_sessions_;     // a frozen pause's sessions, captured before
+  std::string origin_;                          // the checkpoint it came from or took last
+  std::set<std::string> lineage_;               // checkpoints it may rewind to
+  // Images of its own pauses that its sandbox started from: removed once nothing uses them.
+  std::vector<std::string> own_images_;
+  std::string current_image_;  // what the sandbox now started from, when it is one of those
   // The deployment's hooks as the backend's progress; emptied when the deployment goes, so that
   // a start still running then reports to nobody.
   std::shared_ptr<SandboxProgress> hooks_;

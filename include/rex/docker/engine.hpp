@@ -56,6 +56,23 @@ struct ContainerSummary {
   std::int64_t created = 0;  // unix seconds
 };
 
+/// One image GET /images/json lists.
+struct ImageSummary {
+  std::string id;  // "sha256:..."
+  std::vector<std::string> tags;
+  std::map<std::string, std::string> labels;
+  std::int64_t created = 0;  // unix seconds
+  std::int64_t size = 0;     // bytes
+};
+
+/// What GET /containers/{id}/stats says of a container now.
+struct ContainerStats {
+  double cpu_percent = 0;  // of all its CPUs together since the engine's previous sample, 0-100
+  int cpu_count = 0;       // the CPUs it may use
+  std::uint64_t memory_used = 0;   // bytes, without the page cache it can give back
+  std::uint64_t memory_limit = 0;  // bytes (the machine's when it has no limit)
+};
+
 class Engine {
  public:
   /// Throws std::invalid_argument for a config.host it cannot use (another scheme, no host) and
@@ -115,6 +132,23 @@ class Engine {
   asio::awaitable<std::optional<boost::json::object>> inspect_network(std::string name);
   /// DELETE /images/{name}[?force=1]; an image that is not there: no error.
   asio::awaitable<void> remove_image(std::string name, bool force = false);
+  /// GET /images/json?filters={"label":[...]}: the images that carry every label filter.
+  asio::awaitable<std::vector<ImageSummary>> list_images(std::vector<std::string> label_filters);
+  /// POST /commit?container=..&repo=..&tag=..&pause=1: the container's file system (its changes
+  /// over its image) as a new image tagged repo:tag, with its configuration and `labels` over
+  /// the container's own; the container is frozen while it is written. Returns the image's id.
+  asio::awaitable<std::string> commit_container(std::string id, std::string repo, std::string tag,
+                                                std::map<std::string, std::string> labels);
+  /// POST /containers/{id}/pause and /unpause: every process of the container frozen (cgroup
+  /// freezer) or thawed. Pausing a paused container, or unpausing a running one, is no error.
+  asio::awaitable<void> pause_container(std::string id);
+  asio::awaitable<void> unpause_container(std::string id);
+  /// GET /containers/{id}/stats?stream=0: its CPU and memory use now (the engine samples twice,
+  /// about a second apart, for the CPU).
+  asio::awaitable<ContainerStats> container_stats(std::string id);
+  /// GET /containers/{id}/json?size=1: the bytes its own layer holds (SizeRw) and its whole file
+  /// system (SizeRootFs).
+  asio::awaitable<std::pair<std::int64_t, std::int64_t>> container_size(std::string id);
 
  private:
   struct Impl;

@@ -9,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include <chrono>
 #include <optional>
 #include <system_error>
 
@@ -67,6 +68,8 @@ class DockerBackend final : public SandboxBackend {
       d.max_lifetime = request.lifetime;
     if (!request.name.empty())
       d.container_name = container_name_part(request.name);
+    if (request.own_image)
+      d.pull = PullPolicy::never;  // a checkpoint's image: the engine has it, no registry does
     std::string failure;
     try {
       auto creating = create_docker_container(
@@ -111,6 +114,84 @@ class DockerBackend final : public SandboxBackend {
     if (status == "exited" && code != nullptr && code->is_int64())
       co_return fmt::format("container {} exited with code {}", id, code->get_int64());
     co_return fmt::format("container {} is {}", id, status);
+  }
+
+  bool can(SandboxOperation) const noexcept override { return true; }
+
+  asio::awaitable<SandboxSnapshot> checkpoint(std::string id,
+                                              std::map<std::string, std::string> labels) override {
+    const std::string tag =
+        labels.contains("rex.checkpoint") ? labels["rex.checkpoint"] : std::string("latest");
+    std::string failure;
+    try {
+      auto committing = engine_->commit_container(id, "rex-checkpoint", tag, std::move(labels));
+      std::string image = co_await std::move(committing);
+      co_return SandboxSnapshot{std::move(image)};
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    throw DeploymentStartupError(
+        fmt::format("{}: cannot checkpoint container {}: {}", name(), id, failure));
+  }
+
+  asio::awaitable<void> remove_checkpoint(std::string image) override {
+    std::optional<docker::EngineError> refused;
+    try {
+      auto removing = engine_->remove_image(image, false);
+      co_await std::move(removing);
+    } catch (const docker::EngineError& e) {
+      if (e.status() != 409)
+        throw;
+      refused = e;
+    }
+    if (refused)
+      throw std::runtime_error(fmt::format(
+          "{}: cannot remove checkpoint image {}: a sandbox started from it, or a checkpoint "
+          "taken of such a sandbox, still exists (stop those sandboxes and remove those "
+          "checkpoints first): {}",
+          name(), image, refused->what()));
+  }
+
+  asio::awaitable<std::vector<SandboxInfo>> list_checkpoints(
+      std::map<std::string, std::string> labels) override {
+    std::vector<SandboxInfo> out;
+    if (engine_absent())
+      co_return out;
+    std::vector<std::string> filter{"rex.checkpoint"};
+    for (const auto& [k, v] : labels)
+      filter.push_back(fmt::format("{}={}", k, v));
+    auto images = co_await engine_->list_images(filter);
+    for (auto& image : images)
+      out.push_back(SandboxInfo{image.id, std::move(image.labels), false,
+                                static_cast<double>(image.created)});
+    co_return out;
+  }
+
+  asio::awaitable<void> pause(std::string id) override {
+    auto pausing = engine_->pause_container(id);
+    co_await std::move(pausing);
+  }
+
+  asio::awaitable<void> resume(std::string id) override {
+    auto resuming = engine_->unpause_container(id);
+    co_await std::move(resuming);
+  }
+
+  asio::awaitable<SandboxMetrics> metrics(std::string id) override {
+    auto sampling = engine_->container_stats(id);
+    const docker::ContainerStats stats = co_await std::move(sampling);
+    auto measuring = engine_->container_size(id);
+    const auto [written, total] = co_await std::move(measuring);
+    SandboxMetrics m;
+    m.cpu_percent = stats.cpu_percent;
+    m.cpu_count = stats.cpu_count;
+    m.memory_used = stats.memory_used;
+    m.memory_limit = stats.memory_limit;
+    m.disk_used = written > 0 ? static_cast<std::uint64_t>(written) : 0;
+    m.disk_total = total > 0 ? static_cast<std::uint64_t>(total) : 0;
+    m.timestamp =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    co_return m;
   }
 
   asio::awaitable<std::vector<SandboxInfo>> list(

@@ -567,6 +567,8 @@ asio::awaitable<void> remove_docker_container(docker::Engine& engine, std::strin
     const json::object info = co_await engine.inspect_container(id);
     socket_dir = socket_dir_of(info);
     image = field_text(info, {"Config", "Image"});
+    if (!field_text(info, {"Config", "Labels", "rex.checkpoint"}).empty())
+      image.clear();  // a checkpoint's image: it goes when its checkpoint is removed
   } catch (const docker::EngineError& e) {
     if (e.status() != 404)
       throw;
