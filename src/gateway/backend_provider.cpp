@@ -1,5 +1,6 @@
 #include "gateway/backend_provider.hpp"
 
+#include <rex/core/random.hpp>
 #include <rex/deployment/deployment.hpp>
 #include <rex/deployment/gc.hpp>
 
@@ -32,6 +33,13 @@ asio::awaitable<SandboxAddress> BackendProvider::create(SandboxSpec spec) {
   request.mounts = env.mounts;
   request.name = fmt::format("rex-{}-{}", gateway_id_.substr(0, 12), spec.session_id);
   request.purpose = fmt::format("environment {}", env.name);
+  if (!spec.image.empty()) {
+    request.image = std::move(spec.image);
+    request.own_image = true;
+    request.purpose += " from a checkpoint";
+    // A rewind's or resume's sandbox starts while the session's old one may still exist.
+    request.name += "-" + random_hex(3);
+  }
   auto creating = backend_->create(std::move(request));
   auto created = rex::detail::failing_as<ProviderError>("", std::move(creating));
   StartedSandbox started = co_await std::move(created);
@@ -69,6 +77,50 @@ asio::awaitable<std::vector<SandboxListing>> BackendProvider::list() {
     out.push_back(std::move(l));
   }
   co_return out;
+}
+
+bool BackendProvider::can(SandboxOperation operation) const noexcept {
+  return backend_->can(operation);
+}
+
+asio::awaitable<std::string> BackendProvider::checkpoint(
+    std::string sandbox_id, std::map<std::string, std::string> labels) {
+  labels[std::string(labels::gateway)] = gateway_id_;
+  auto saving = backend_->checkpoint(std::move(sandbox_id), std::move(labels));
+  auto saved = rex::detail::failing_as<ProviderError>("", std::move(saving));
+  SandboxSnapshot snapshot = co_await std::move(saved);
+  co_return std::move(snapshot.image);
+}
+
+asio::awaitable<void> BackendProvider::remove_checkpoint(std::string image) {
+  auto removing = backend_->remove_checkpoint(std::move(image));
+  auto removed = rex::detail::failing_as<ProviderError>("", std::move(removing));
+  co_await std::move(removed);
+}
+
+asio::awaitable<std::vector<SandboxInfo>> BackendProvider::list_checkpoints() {
+  std::map<std::string, std::string> mine{{std::string(labels::gateway), gateway_id_}};
+  auto listing = backend_->list_checkpoints(std::move(mine));
+  auto listed = rex::detail::failing_as<ProviderError>("", std::move(listing));
+  co_return co_await std::move(listed);
+}
+
+asio::awaitable<void> BackendProvider::pause(std::string sandbox_id) {
+  auto pausing = backend_->pause(std::move(sandbox_id));
+  auto paused = rex::detail::failing_as<ProviderError>("", std::move(pausing));
+  co_await std::move(paused);
+}
+
+asio::awaitable<void> BackendProvider::resume(std::string sandbox_id) {
+  auto resuming = backend_->resume(std::move(sandbox_id));
+  auto resumed = rex::detail::failing_as<ProviderError>("", std::move(resuming));
+  co_await std::move(resumed);
+}
+
+asio::awaitable<SandboxMetrics> BackendProvider::metrics(std::string sandbox_id) {
+  auto measuring = backend_->metrics(std::move(sandbox_id));
+  auto measured = rex::detail::failing_as<ProviderError>("", std::move(measuring));
+  co_return co_await std::move(measured);
 }
 
 void BackendProvider::configure_client(const std::string& url, http::ClientConfig& client) const {

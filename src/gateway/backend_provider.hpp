@@ -25,6 +25,14 @@ class BackendProvider final : public Provider {
   asio::awaitable<void> destroy(std::string sandbox_id) override;
   asio::awaitable<std::vector<SandboxListing>> list() override;
   void configure_client(const std::string& url, http::ClientConfig& client) const override;
+  bool can(SandboxOperation operation) const noexcept override;
+  asio::awaitable<std::string> checkpoint(std::string sandbox_id,
+                                          std::map<std::string, std::string> labels) override;
+  asio::awaitable<void> remove_checkpoint(std::string image) override;
+  asio::awaitable<std::vector<SandboxInfo>> list_checkpoints() override;
+  asio::awaitable<void> pause(std::string sandbox_id) override;
+  asio::awaitable<void> resume(std::string sandbox_id) override;
+  asio::awaitable<SandboxMetrics> metrics(std::string sandbox_id) override;
 
  private:
   std::unique_ptr<SandboxBackend> backend_;

@@ -3,6 +3,7 @@
 #include <rex/core/log.hpp>
 #include <rex/gateway/gateway.hpp>
 
+#include <rex/core/outcome.hpp>
 #include <rex/core/random.hpp>
 #include <rex/core/text.hpp>
 #include <rex/core/timeout.hpp>
@@ -337,6 +338,13 @@ asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
       e.settled.set();
     }
   } done{e};
+  // A frozen sandbox is thawed first: its files are copied out through its server.
+  if (e.rec.paused == "memory") {
+    if (Provider* p = provider(e.rec.provider)) {
+      auto thawing = capture(p->resume(e.rec.sandbox_id));
+      (void)co_await std::move(thawing);
+    }
+  }
   // What the environment says to keep is copied out first; a failure to copy does not keep
   // the sandbox alive.
   if (!e.rec.url.empty()) {
@@ -373,6 +381,29 @@ asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
   rex::detail::crash_point("destroy.removed");
   lifecycle::apply(e.rec, lifecycle::Move::removed, unix_now());
   co_await record(e.rec, "destroyed", who);
+  // The checkpoints its pauses made were its own: they go with it (one another session started
+  // from stays until that one goes).
+  std::vector<CheckpointRecord> own;
+  for (const auto& [cid, c] : checkpoints) {
+    if (c.session == id && c.kind == "pause")
+      own.push_back(c);
+  }
+  for (const auto& c : own) {
+    bool used = false;
+    for (const auto& [sid, other] : sessions)
+      used = used || (other.rec.active() && other.rec.started_from == c.id);
+    for (const auto& [oid, other] : checkpoints)
+      used = used || other.base == c.id;
+    Provider* p = provider(c.provider);
+    if (used || p == nullptr)
+      continue;
+    auto removing = capture(p->remove_checkpoint(c.image));
+    if (!(co_await std::move(removing)))
+      continue;
+    checkpoints.erase(c.id);
+    auto forgetting = capture(save_checkpoint(c, {}, nullptr, true));
+    (void)co_await std::move(forgetting);
+  }
 }
 
 void Gateway::Impl::remove_sandbox(const std::string& provider_name,
@@ -515,7 +546,8 @@ lifecycle::Inputs Gateway::Impl::plan_inputs(lifecycle::Pass pass, const std::st
   in.orphan_grace = cfg.orphan_grace;
   for (const auto& [id, e] : sessions)
     if (e.rec.provider == provider)
-      in.sessions.push_back({id, e.rec.state, e.rec.sandbox_id, e.stopping_now, e.rec.ready_at});
+      in.sessions.push_back({id, e.rec.state, e.rec.sandbox_id, e.stopping_now, e.rec.ready_at,
+                             e.rec.paused == "disk"});
   in.listing = std::move(listing);
   if (const auto it = removing.find(provider); it != removing.end())
     in.being_removed = it->second;
@@ -607,6 +639,7 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
   // logged above, has nothing to answer and is left out).
   for (const auto& key : keys)
     sessions.restore_key(key);
+  co_await reconcile_checkpoints(who);
   for (auto& [name, p] : providers) {
     std::vector<SandboxListing> listing;
     std::string unreachable;

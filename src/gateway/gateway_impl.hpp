@@ -29,6 +29,7 @@
 #include "core/offload.hpp"
 #include "core/unique_fd.hpp"
 #include "gateway/api_error.hpp"
+#include "gateway/checkpoint_record.hpp"
 #include "gateway/event_hub.hpp"
 #include "gateway/lifecycle.hpp"
 #include "gateway/metrics.hpp"
@@ -77,6 +78,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   asio::steady_timer after_answer_timer;                 // its latest time
   bool after_answer_armed = false;
   Metrics metrics;
+  std::map<std::string, CheckpointRecord, std::less<>> checkpoints;  // every tenant's, by id
 
   // --- database (gateway.cpp) ---
   template <class F>
@@ -164,6 +166,38 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   Entry& ready_session(const Caller& who, std::string_view id);
   std::string resolve_path(const Entry& e, std::string_view path) const;
   asio::awaitable<server::Answer> create(Caller who, server::Request r);
+  /// The rest of an admitted create whose entry is open: its record first (the intent), then
+  /// its sandbox, started from `from`'s image with its sessions restored when given. The session
+  /// ends ready, or failed (ApiError 502 sandbox.create_failed, or 503 when nothing could be
+  /// recorded: the session never existed).
+  asio::awaitable<void> launch(Entry& e, Provider& prov, const Environment& env,
+                               std::optional<IdempotencyKey> key_row, Caller who,
+                               const CheckpointRecord* from, boost::json::value request_body);
+
+  // --- checkpoints (checkpoints.cpp) ---
+  /// The caller's checkpoint; 404 checkpoint.not_found for another tenant's or none.
+  CheckpointRecord& checkpoint_for(const Caller& who, std::string_view id);
+  /// The session's provider when it has the operation; else 422 naming both.
+  Provider& capable_provider(const SessionRecord& rec, SandboxOperation operation,
+                             std::string_view what);
+  /// Commits a checkpoint's record (or its removal) with the events and, when given, a
+  /// session's record, in one change; then publishes the events.
+  asio::awaitable<void> save_checkpoint(const CheckpointRecord& c, std::vector<StoredEvent> events,
+                                        const SessionRecord* session = nullptr,
+                                        bool removed = false);
+  /// A checkpoint of the session's sandbox: recorded first (creating), its sessions captured
+  /// (a memory-paused session's, as they were when it froze), its image made, then ready.
+  asio::awaitable<CheckpointRecord> take_checkpoint(Entry& e, const Caller& who, std::string kind,
+                                                    boost::json::object metadata);
+  /// Starts a sandbox for the session from the checkpoint and restores its sessions in it; the
+  /// session's record is not touched. ApiError 502 with nothing left behind when it fails.
+  asio::awaitable<SandboxAddress> start_from(Entry& e, const CheckpointRecord& c);
+  /// Restores the checkpoint's bash sessions in the sandbox at `address`.
+  asio::awaitable<void> restore_sessions_at(const SessionRecord& rec, const SandboxAddress& address,
+                                            const CheckpointRecord& c);
+  /// At start: the checkpoints cut off while being made lose their record and image, and the
+  /// images of this gateway that no checkpoint records go.
+  asio::awaitable<void> reconcile_checkpoints(const Caller& who);
   /// A file of the sandbox as an answer (copied through the gateway's tmp/).
   asio::awaitable<server::FileAnswer> read_bytes(Live& live, std::string path);
   /// Writes a file in the sandbox: as text, or (binary) as bytes, staged in tmp/.
@@ -178,6 +212,8 @@ std::string request_id_of(const server::Request& r);
 /// The SWE-ReX protocol of each session's sandbox, under /api/sessions/{id}/swerex
 /// (swerex_proxy.cpp).
 void add_swerex_proxy_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
+/// Checkpoints, rewinds, pauses and metrics of sessions (checkpoints.cpp).
+void add_checkpoint_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
 /// The E2B-compatible control API (e2b_api.cpp): /sandboxes and /v2/sandboxes.
 void add_e2b_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
 /// The E2B-compatible in-sandbox API (e2b_envd.cpp): /health, /files, filesystem.Filesystem and

@@ -1,6 +1,8 @@
 // The gateway's HTTP API (shared/GATEWAY.md, "The API"): the seed's paths, rex's additions and
 // the proxied SWE-ReX protocol, each behind authentication, with one error shape.
+#include <rex/core/bounded.hpp>
 #include <rex/core/log.hpp>
+#include <rex/core/outcome.hpp>
 #include <rex/core/random.hpp>
 #include <rex/core/text.hpp>
 #include <rex/core/timeout.hpp>
@@ -121,6 +123,12 @@ Entry& Gateway::Impl::ready_session(const Caller& who, std::string_view id) {
     throw ApiError(410, "session.destroyed",
                    fmt::format("session {} is {}{}", id, s,
                                e.rec.reason.empty() ? "" : " (" + e.rec.reason + ")"));
+  if (!e.rec.paused.empty())
+    throw ApiError(409, "session.paused", fmt::format("session {} is paused: resume it first", id));
+  if (e.operation == "rewind" || e.operation == "resume")
+    throw ApiError(409, "session.busy",
+                   fmt::format("session {} is busy: a {} is under way", id, e.operation), true,
+                   1.0);
   return e;
 }
 
@@ -202,9 +210,37 @@ asio::awaitable<void> Gateway::Impl::write_bytes(Live& live, std::string path, s
 
 asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   json::object body = parse_body(r.body);
-  only_fields(body, {"provider", "environment", "metadata", "env", "timeout", "max_lifetime"});
-  auto provider_name = string_field(body, "provider");
-  auto env_name = string_field(body, "environment");
+  only_fields(body, {"provider", "environment", "metadata", "env", "timeout", "max_lifetime",
+                     "checkpoint", "count"});
+  // A fork: sessions from a checkpoint, in its provider and environment.
+  const CheckpointRecord* from = nullptr;
+  std::size_t count = 1;
+  if (const auto cid = string_field(body, "checkpoint")) {
+    CheckpointRecord& c = checkpoint_for(who, *cid);
+    if (c.state != checkpoint_state::ready)
+      throw ApiError(409, "checkpoint.not_ready",
+                     fmt::format("checkpoint {} is still being made", c.id), true, 1.0);
+    from = &c;
+    if (body.contains("provider") || body.contains("environment"))
+      throw ApiError(422, "request.invalid",
+                     "a create from a checkpoint takes the checkpoint's provider and environment");
+  }
+  if (const auto* n = body.if_contains("count")) {
+    if (from == nullptr)
+      throw ApiError(422, "request.invalid", "count: only a create from a checkpoint takes one");
+    const std::int64_t asked = n->is_int64()    ? n->get_int64()
+                               : n->is_uint64() ? static_cast<std::int64_t>(n->get_uint64())
+                                                : -1;
+    if (asked < 1 || asked > 100)
+      throw ApiError(
+          422, "request.invalid",
+          fmt::format("count: expected a whole number from 1 to 100, got {}", json::serialize(*n)));
+    count = static_cast<std::size_t>(asked);
+  }
+  auto provider_name =
+      from != nullptr ? std::optional(from->provider) : string_field(body, "provider");
+  auto env_name =
+      from != nullptr ? std::optional(from->environment) : string_field(body, "environment");
   if (!env_name)
     env_name = provider_name && (*provider_name == "docker" || *provider_name == "podman")
                    ? "Python3"
@@ -251,44 +287,95 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     key = std::string(*k);
     if (key.empty() || key.size() > 255)
       throw ApiError(422, "idempotency.invalid_key", "Idempotency-Key must be 1 to 255 bytes");
+    if (count > 1)
+      throw ApiError(422, "idempotency.invalid_key",
+                     "a create of more than one session takes no Idempotency-Key");
   }
   const std::string body_hash = sha256_hex(json::serialize(body) + "\n" + *provider_name);
   // Admission (lifecycle::decide_create), decided and its quota claimed before anything is
   // awaited, so concurrent creates cannot pass a quota together.
   const double now = unix_now();
   const CreateRequest ask{who.tenant, key, body_hash, quota_of(who.tenant), now};
-  auto decision = sessions.admit(ask);
-  if (decision.refusal)
-    throw std::move(*decision.refusal);
-  if (decision.kind == lifecycle::CreateDecision::Kind::existing) {
-    Entry& e = sessions.at(decision.session_id);
-    while (e.rec.state == state::creating)
-      co_await e.settled.wait();
-    if (e.rec.state == state::failed)
-      throw ApiError(502, "sandbox.create_failed", e.rec.error);
-    co_return json_ok(201, e.rec.public_json());
+  std::vector<std::string> ids;
+  if (count > 1) {
+    if (auto refusal = sessions.admit_many(ask, count))
+      throw std::move(*refusal);
+  } else {
+    auto decision = sessions.admit(ask);
+    if (decision.refusal)
+      throw std::move(*decision.refusal);
+    if (decision.kind == lifecycle::CreateDecision::Kind::existing) {
+      Entry& e = sessions.at(decision.session_id);
+      while (e.rec.state == state::creating)
+        co_await e.settled.wait();
+      if (e.rec.state == state::failed)
+        throw ApiError(502, "sandbox.create_failed", e.rec.error);
+      co_return json_ok(201, e.rec.public_json());
+    }
   }
-
-  const std::string id = "s" + random_hex(8);
-  Entry& e = sessions.open(id, ask);
-  SessionRecord& rec = e.rec;
-  rec.provider = *provider_name;
-  rec.environment = env->name;
-  rec.metadata = std::move(metadata);
-  rec.env = env_vars;
-  rec.created_at = now;
-  rec.last_active = now;
-  rec.idle_timeout = idle;
-  rec.max_lifetime = lifetime;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::string id = "s" + random_hex(8);
+    Entry& e = sessions.open(id, ask);
+    SessionRecord& rec = e.rec;
+    rec.provider = *provider_name;
+    rec.environment = env->name;
+    rec.metadata = metadata;
+    rec.env = env_vars;
+    rec.created_at = now;
+    rec.last_active = now;
+    rec.idle_timeout = idle;
+    rec.max_lifetime = lifetime;
+    if (from != nullptr) {
+      rec.origin = from->id;
+      rec.started_from = from->id;
+    }
+    ids.push_back(id);
+  }
   std::optional<IdempotencyKey> key_row;
   if (!key.empty())
-    key_row = IdempotencyKey{who.tenant, key, body_hash, id};
+    key_row = IdempotencyKey{who.tenant, key, body_hash, ids.front()};
+  const json::value logged = body_for_log(r.body);
+  if (ids.size() == 1 && !body.contains("count")) {
+    co_await launch(sessions.at(ids.front()), *prov, *env, std::move(key_row), who, from, logged);
+    co_return json_ok(201, sessions.at(ids.front()).rec.public_json());
+  }
+  // Side by side; each ends ready or failed, and the answer lists them all.
+  const CheckpointRecord copy = *from;  // the record may go while they start
+  auto one = [this, prov, env, who, &copy, &logged](std::string id) -> asio::awaitable<void> {
+    auto launching = launch(sessions.at(id), *prov, *env, std::nullopt, who, &copy, logged);
+    auto launched = capture(std::move(launching));
+    (void)co_await std::move(launched);
+  };
+  auto starting = for_each_bounded(ids, ids.size(), one);
+  co_await std::move(starting);
+  json::array out;
+  bool any = false;
+  for (const auto& id : ids) {
+    const SessionRecord& rec = sessions.at(id).rec;
+    any = any || rec.state == state::ready;
+    out.push_back(rec.public_json());
+  }
+  if (!any)
+    throw ApiError(502, "sandbox.create_failed",
+                   fmt::format("none of the {} sessions from checkpoint {} started: {}", ids.size(),
+                               copy.id, sessions.at(ids.front()).rec.error));
+  co_return json_ok(201, json::object{{"sessions", std::move(out)}});
+}
 
+asio::awaitable<void> Gateway::Impl::launch(Entry& e, Provider& prov, const Environment& env,
+                                            std::optional<IdempotencyKey> key_row, Caller who,
+                                            const CheckpointRecord* from,
+                                            json::value request_body) {
+  SessionRecord& rec = e.rec;
+  const std::string id = rec.id;
   // Intent first: the record exists before the sandbox does.
   std::string refused;
   try {
     std::vector<StoredEvent> created;
-    created.push_back(event("created", rec, who));
+    json::object data;
+    if (from != nullptr)
+      data["checkpoint"] = from->id;
+    created.push_back(event(from != nullptr ? "forked" : "created", rec, who, std::move(data)));
     co_await save(rec, std::move(created), key_row);
     rex::detail::crash_point("create.recorded");
   } catch (const std::exception& x) {
@@ -297,8 +384,8 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   if (!refused.empty()) {
     // Nothing was recorded: the session never existed. Its entry stays in memory, failed, for
     // repeats of the same key that are waiting for it; the key is free for a new attempt.
-    if (!key.empty())
-      sessions.forget_key(who.tenant, key);
+    if (key_row)
+      sessions.forget_key(who.tenant, key_row->key);
     lifecycle::apply(rec, lifecycle::Move::create_failed, unix_now(), "error",
                      "cannot record the session: " + refused);
     e.settled.set();
@@ -306,19 +393,26 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
   }
 
   const auto started = std::chrono::steady_clock::now();
-  SandboxSpec spec;
-  spec.session_id = id;
-  spec.environment = *env;
-  spec.env = env->env;  // the environment's, with the request's over it
-  for (const auto& [k, v] : env_vars)
-    spec.env[k] = v;
-  // The sandbox's own deadline comes a little after the gateway's, which collects artifacts.
-  // (At most as far as rex-server takes a deadline.)
-  spec.max_lifetime =
-      std::min(lifetime + std::min(60.0, std::max(2.0, lifetime / 10)), server::Lifetime::kLongest);
   std::string failure;
   try {
-    const SandboxAddress address = co_await prov->create(std::move(spec));
+    SandboxAddress address;
+    if (from != nullptr) {
+      auto starting = start_from(e, *from);
+      address = co_await std::move(starting);
+    } else {
+      SandboxSpec spec;
+      spec.session_id = id;
+      spec.environment = env;
+      spec.env = env.env;  // the environment's, with the request's over it
+      for (const auto& [k, v] : rec.env)
+        spec.env[k] = v;
+      // The sandbox's own deadline comes a little after the gateway's, which collects
+      // artifacts. (At most as far as rex-server takes a deadline.)
+      spec.max_lifetime =
+          std::min(rec.max_lifetime + std::min(60.0, std::max(2.0, rec.max_lifetime / 10)),
+                   server::Lifetime::kLongest);
+      address = co_await prov.create(std::move(spec));
+    }
     rec.sandbox_id = address.sandbox_id;
     rec.url = address.url;
     rec.token = address.token;
@@ -340,8 +434,8 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     rex::detail::crash_point("create.ready");
     metrics.count_create(took);
     e.settled.set();
-    append_log(rec, who, json::object{{"call", "create"}, {"request", body_for_log(r.body)}});
-    co_return json_ok(201, rec.public_json());
+    append_log(rec, who, json::object{{"call", "create"}, {"request", std::move(request_body)}});
+    co_return;
   }
   lifecycle::apply(rec, lifecycle::Move::create_failed, unix_now(), "error", failure);
   co_await record(rec, "failed", who);
@@ -828,6 +922,7 @@ server::RouteTable Gateway::Impl::routes() {
   json_at(verb::post, "/api/sessions",
           [self](Caller who, Request r) { return self->create(std::move(who), std::move(r)); });
   json_at(verb::get, "/api/sessions", bind(list_sessions));
+  add_checkpoint_routes(t, self);
   json_at(verb::get, "/api/sessions/{id}", bind(get_session));
   json_at(verb::delete_, "/api/sessions/{id}", bind(delete_session));
   json_at(verb::patch, "/api/sessions/{id}", bind(patch_session));

@@ -63,6 +63,8 @@ std::optional<std::string_view> expiry(const SessionRecord& rec, double now) {
     return std::nullopt;
   if (now >= rec.deadline())
     return "ttl_max";
+  if (!rec.paused.empty())
+    return std::nullopt;  // a paused session is not idle: only its deadline ends it
   if (const double idle = rec.idle_deadline(); idle > 0 && now >= idle)
     return "ttl_idle";
   return std::nullopt;
@@ -149,7 +151,13 @@ std::vector<Step> plan(const Inputs& in) {
       continue;
     const SandboxListing* sandbox = nullptr;
     if (start) {
-      if (const auto it = by_session.find(session.id); it != by_session.end())
+      // The one its record names, when it lists it; else any that names the session (a create
+      // cut off before its record named one).
+      if (const auto named = by_sandbox.find(session.sandbox_id);
+          !session.sandbox_id.empty() && named != by_sandbox.end() &&
+          named->second->session_id == session.id)
+        sandbox = named->second;
+      else if (const auto it = by_session.find(session.id); it != by_session.end())
         sandbox = it->second;
     } else if (const auto it = by_sandbox.find(session.sandbox_id);
                !session.sandbox_id.empty() && it != by_sandbox.end()) {
@@ -166,8 +174,8 @@ std::vector<Step> plan(const Inputs& in) {
       if (sandbox != nullptr)
         removals.push_back(Step{Step::Kind::remove, session.id, sandbox->sandbox_id, {}});
     } else if (session.state == state::ready) {
-      if (session.ready_at >= in.listed_at)
-        continue;  // the listing may predate its sandbox's start
+      if (session.ready_at >= in.listed_at || session.without_sandbox)
+        continue;  // the listing may predate its sandbox's start; or it has none
       if (sandbox != nullptr && sandbox->running) {
         if (start)
           steps.push_back(Step{Step::Kind::adopt, session.id, sandbox->sandbox_id, {}});
@@ -189,9 +197,18 @@ std::vector<Step> plan(const Inputs& in) {
   }
   for (const auto& r : removals)
     remove(r.sandbox_id, r.session_id);
+  std::map<std::string, const SessionView*> recorded;  // by session id
+  for (const auto& session : in.sessions)
+    recorded[session.id] = &session;
   for (const auto& s : in.listing) {
     const auto it = after.find(s.session_id);
-    const bool owned = it != after.end() && state::is_active(it->second);
+    // A session owns the sandbox its record names, or any while it names none (a create);
+    // another that names it is left over (a rewind's or resume's old sandbox, cut off), and so
+    // is any of a session paused to its checkpoint.
+    const auto named = recorded.find(s.session_id);
+    const bool owned =
+        it != after.end() && state::is_active(it->second) && !named->second->without_sandbox &&
+        (named->second->sandbox_id.empty() || named->second->sandbox_id == s.sandbox_id);
     if (s.spare && !owned) {
       remove(s.sandbox_id, {});  // an earlier run's spare: nobody's
       continue;

@@ -35,7 +35,7 @@ void apply(SessionRecord& rec, Move move, double now, std::string reason = {},
            std::string error = {});
 
 /// Why a ready session ends at `now`: "ttl_max" at its deadline, "ttl_idle" past its idle
-/// deadline; nothing while it may live on (or when it is not ready).
+/// deadline unless it is paused; nothing while it may live on (or when it is not ready).
 std::optional<std::string_view> expiry(const SessionRecord& rec, double now);
 
 /// Activity of a ready session at `now` (a call, or an answer still flowing when `new_call` is
@@ -96,8 +96,9 @@ struct SessionView {
   std::string id;
   std::string state;
   std::string sandbox_id;
-  bool stopping_now = false;  // its end is being carried out already
-  double ready_at = 0;        // unix seconds; 0 while it is not
+  bool stopping_now = false;     // its end is being carried out already
+  double ready_at = 0;           // unix seconds; 0 while it is not
+  bool without_sandbox = false;  // paused to its checkpoint: no sandbox runs for it
 };
 
 /// One decision about a provider's sandboxes and the records of its sessions.

@@ -225,7 +225,7 @@ asio::awaitable<void> reap_when_done(pid_t pid, int pidfd) {
   }
 }
 
-asio::awaitable<void> pause(std::chrono::microseconds d) {
+asio::awaitable<void> nap(std::chrono::microseconds d) {
   asio::steady_timer timer(co_await asio::this_coro::executor);
   timer.expires_after(d);
   co_await timer.async_wait(asio::use_awaitable);
@@ -312,7 +312,7 @@ struct LocalProvider::Impl {
         ::kill(-pid, SIGKILL);
         ::kill(pid, SIGKILL);
       }
-      co_await pause(10ms);
+      co_await nap(10ms);
     }
   }
 
@@ -436,7 +436,7 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
         throw ProviderError(fmt::format("the sandbox's server did not answer within {} ms: {}",
                                         s.cfg.startup_timeout.count(),
                                         log_tail(dir / "server.log")));
-      co_await pause(delay);
+      co_await nap(delay);
       delay = std::min<std::chrono::microseconds>(delay * 2, 5ms);
     }
   } catch (...) {
@@ -553,7 +553,7 @@ asio::awaitable<void> LocalProvider::Impl::fill(std::string key) {
     }
   } filled{*this, key, alive};
   // The create that took a spare answers first: its sandbox's start is not slowed by this one.
-  co_await pause(kRefillDelay);
+  co_await nap(kRefillDelay);
   while (!dropping) {
     Pool& pool = pools.at(key);
     if (pool.ready.size() >= pool.count)
@@ -639,7 +639,7 @@ asio::awaitable<void> LocalProvider::drop_spares() {
   // A spare being started is removed by its fill when it is up.
   const auto give_up = std::chrono::steady_clock::now() + s.cfg.startup_timeout;
   while (s.fills_running > 0 && std::chrono::steady_clock::now() < give_up)
-    co_await pause(10ms);
+    co_await nap(10ms);
 }
 
 asio::awaitable<std::vector<SandboxListing>> LocalProvider::list() {

@@ -11,6 +11,7 @@
 
 #include "gateway/backend_provider.hpp"
 
+#include <fmt/format.h>
 #include <boost/json/value_to.hpp>
 
 #include <cstdlib>
@@ -20,6 +21,37 @@
 namespace rex::gateway {
 
 namespace json = boost::json;
+
+namespace {
+[[noreturn]] void unsupported(const Provider& p, std::string_view what) {
+  throw ProviderError(fmt::format("the {} provider cannot {}", p.name(), what));
+}
+}  // namespace
+
+asio::awaitable<std::string> Provider::checkpoint(std::string, std::map<std::string, std::string>) {
+  unsupported(*this, "checkpoint a sandbox");
+  co_return std::string();
+}
+
+asio::awaitable<void> Provider::remove_checkpoint(std::string) {
+  unsupported(*this, "remove a checkpoint");
+  co_return;
+}
+
+asio::awaitable<void> Provider::pause(std::string) {
+  unsupported(*this, "pause a sandbox");
+  co_return;
+}
+
+asio::awaitable<void> Provider::resume(std::string) {
+  unsupported(*this, "resume a sandbox");
+  co_return;
+}
+
+asio::awaitable<SandboxMetrics> Provider::metrics(std::string) {
+  unsupported(*this, "measure a sandbox");
+  co_return SandboxMetrics{};
+}
 
 namespace {
 

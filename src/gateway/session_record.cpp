@@ -52,7 +52,12 @@ json::object SessionRecord::to_json() const {
                       {"idle_timeout", idle_timeout},
                       {"max_lifetime", max_lifetime},
                       {"idempotency_key", idempotency_key},
-                      {"calls", calls}};
+                      {"calls", calls},
+                      {"origin", origin},
+                      {"started_from", started_from},
+                      {"paused", paused},
+                      {"pause_checkpoint", pause_checkpoint},
+                      {"frozen_sessions", frozen_sessions}};
 }
 
 namespace {
@@ -83,6 +88,15 @@ json::object SessionRecord::public_json() const {
                  {"expires_at", iso_time(active() ? idle_deadline() : 0)},
                  {"deadline", iso_time(deadline())},
                  {"calls", calls}};
+  // A paused session does not idle-expire: its expiry is its deadline.
+  if (!paused.empty()) {
+    o["paused"] = paused;
+    o["expires_at"] = iso_time(active() ? deadline() : 0);
+  }
+  if (!pause_checkpoint.empty())
+    o["pause_checkpoint"] = pause_checkpoint;
+  if (!origin.empty())
+    o["origin_checkpoint"] = origin;
   if (!reason.empty())
     o["reason"] = reason;
   if (!error.empty())
@@ -160,6 +174,17 @@ SessionRecord SessionRecord::from_json(const json::object& o) {
   r.max_lifetime = number(o, "max_lifetime");
   r.idempotency_key = text(o, "idempotency_key");
   r.calls = static_cast<std::uint64_t>(number(o, "calls"));
+  // Records written before checkpoints have none of these.
+  auto optional_text = [&o](std::string_view name) {
+    const auto* v = o.if_contains(name);
+    return v != nullptr && v->is_string() ? std::string(v->get_string()) : std::string();
+  };
+  r.origin = optional_text("origin");
+  r.started_from = optional_text("started_from");
+  r.paused = optional_text("paused");
+  r.pause_checkpoint = optional_text("pause_checkpoint");
+  if (const auto* v = o.if_contains("frozen_sessions"); v != nullptr && v->is_array())
+    r.frozen_sessions = v->get_array();
   return r;
 }
 

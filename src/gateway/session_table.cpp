@@ -56,6 +56,29 @@ lifecycle::CreateDecision SessionTable::admit(const CreateRequest& ask) {
   return lifecycle::decide_create(in, window->second);
 }
 
+std::optional<ApiError> SessionTable::admit_many(const CreateRequest& ask, std::size_t count) {
+  lifecycle::CreateAsk in;
+  in.tenant = ask.tenant;
+  in.body_hash = ask.body_hash;
+  in.max_sessions = ask.quota.max_sessions;
+  in.creates_per_minute = ask.quota.creates_per_minute;
+  in.now = ask.now;
+  auto window = recent_.find(ask.tenant);
+  if (window == recent_.end())
+    window = recent_.emplace(ask.tenant, std::deque<double>{}).first;
+  // Each on a copy of the window first: all pass, or nothing is counted.
+  std::deque<double> trial = window->second;
+  const std::size_t active = in.max_sessions > 0 ? active_of(ask.tenant) : 0;
+  for (std::size_t i = 0; i < count; ++i) {
+    in.active = in.max_sessions > 0 ? active + i : 0;
+    auto decision = lifecycle::decide_create(in, trial);
+    if (decision.refusal)
+      return std::move(decision.refusal);
+  }
+  window->second = std::move(trial);
+  return std::nullopt;
+}
+
 Entry& SessionTable::open(const std::string& id, const CreateRequest& ask) {
   auto [it, fresh] = entries_.try_emplace(id, ex_);
   if (!fresh)

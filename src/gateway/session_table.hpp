@@ -43,6 +43,8 @@ struct Entry {
   std::string body_hash;          // of the create request (idempotency)
   bool stopping_now = false;      // finish_stop() is running for it
   bool shell_started = false;     // the provider started the notebook's shell (a spare)
+  // A checkpoint, rewind, pause or resume of it is under way (another is refused meanwhile).
+  std::string operation;
 };
 
 /// A tenant's limits (GatewayConfig's, or its tenant entry's).
@@ -88,6 +90,9 @@ class SessionTable {
   /// counted in its tenant's window at once, so creates admitted together cannot pass a quota
   /// together; the caller then opens its entry.
   lifecycle::CreateDecision admit(const CreateRequest& ask);
+  /// Admission of `count` creates together (a fork): all of them, or none (the refusal of the
+  /// first that the quotas would refuse). They carry no key.
+  std::optional<ApiError> admit_many(const CreateRequest& ask, std::size_t count);
   /// The entry of an admitted create, its key bound to it (a repeat of the key now answers it).
   Entry& open(const std::string& id, const CreateRequest& ask);
   /// Unbinds a key whose session could not be recorded: the key is free for a new attempt.

@@ -19,7 +19,7 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr int kSchemaVersion = 1;
+constexpr int kSchemaVersion = 2;
 // PRAGMA application_id: marks the file as a rex gateway database ("rexg"), so a database of
 // another program is refused instead of being written into.
 constexpr std::int64_t kApplicationId = 0x72657867;
@@ -71,7 +71,20 @@ CREATE TABLE artifacts (
 ) STRICT;
 )sql";
 
-constexpr std::string_view kTables[] = {"meta", "sessions", "events", "idempotency", "artifacts"};
+// Version 2 adds the checkpoints of sessions' sandboxes (a version 1 file gains the table when
+// opened).
+constexpr const char* kSchemaV2 = R"sql(
+CREATE TABLE checkpoints (
+  id TEXT PRIMARY KEY,
+  seq INTEGER NOT NULL UNIQUE,
+  tenant TEXT NOT NULL,
+  state TEXT NOT NULL,
+  record TEXT NOT NULL
+) STRICT;
+)sql";
+
+constexpr std::string_view kTables[] = {"meta",        "sessions",  "events",
+                                        "idempotency", "artifacts", "checkpoints"};
 
 // The open connection and the file it serves, for error messages.
 struct Db {
@@ -237,6 +250,8 @@ void check_identity(const Db& db, const Identity& identity) {
     throw_problem(db, fmt::format("is not a rex gateway database (an SQLite database of another "
                                   "program: application_id {}, {} schema objects)",
                                   identity.application_id, identity.schema_objects));
+  if (identity.user_version == 1)
+    return;  // migrated by migrate_schema()
   if (identity.user_version > kSchemaVersion)
     throw_problem(db, fmt::format("has schema version {}, newer than this rex understands ({}): "
                                   "use the rex that wrote it",
@@ -252,8 +267,17 @@ bool is_gateway_id(std::string_view id) {
          });
 }
 
+// Brings a file of an earlier version up to this one (inside the opening transaction).
+void migrate_schema(const Db& db, std::int64_t from) {
+  if (from < 2 && sqlite3_exec(db.handle, kSchemaV2, nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw_error(db, "add the checkpoints table");
+  Statement(db, "mark the database", fmt::format("PRAGMA user_version = {}", kSchemaVersion)).run();
+}
+
 void create_schema(const Db& db) {
   if (sqlite3_exec(db.handle, kSchema, nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw_error(db, "create the schema");
+  if (sqlite3_exec(db.handle, kSchemaV2, nullptr, nullptr, nullptr) != SQLITE_OK)
     throw_error(db, "create the schema");
   Statement(db, "store the gateway id", "INSERT INTO meta (key, value) VALUES (?1, ?2)")
       .bind_text(1, kGatewayIdKey)
@@ -361,10 +385,13 @@ Store::Store(const std::filesystem::path& file) : file_(file) {
 
   // Checked again under the write lock: another process may have created it meanwhile.
   Transaction transaction(db);
-  if (const Identity identity = read_identity(db); identity.empty())
+  if (const Identity identity = read_identity(db); identity.empty()) {
     create_schema(db);
-  else
+  } else {
     check_identity(db, identity);
+    if (identity.user_version < kSchemaVersion)
+      migrate_schema(db, identity.user_version);
+  }
   gateway_id_ = check_schema(db);
   transaction.commit("create the schema");
   db_ = handle.release();
@@ -394,7 +421,8 @@ sqlite3* Store::connection() const {
 
 void Store::commit(Change& change) {
   const Db db{connection(), file_};
-  if (!change.session && change.events.empty() && !change.idempotency && change.artifacts.empty())
+  if (!change.session && change.events.empty() && !change.idempotency && change.artifacts.empty() &&
+      change.checkpoints.empty() && change.removed_checkpoints.empty())
     return;
   Transaction transaction(db);
 
@@ -409,6 +437,24 @@ void Store::commit(Change& change) {
         .bind_text(2, session->tenant)
         .bind_text(3, session->state)
         .bind_json(4, session->record)
+        .run();
+  }
+
+  for (const StoredCheckpoint& checkpoint : change.checkpoints) {
+    Statement(db, fmt::format("store checkpoint {}", checkpoint.id),
+              "INSERT INTO checkpoints (id, seq, tenant, state, record) "
+              "VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM checkpoints), ?2, ?3, ?4) "
+              "ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, "
+              "state = excluded.state, record = excluded.record")
+        .bind_text(1, checkpoint.id)
+        .bind_text(2, checkpoint.tenant)
+        .bind_text(3, checkpoint.state)
+        .bind_json(4, checkpoint.record)
+        .run();
+  }
+  for (const std::string& id : change.removed_checkpoints) {
+    Statement(db, fmt::format("remove checkpoint {}", id), "DELETE FROM checkpoints WHERE id = ?1")
+        .bind_text(1, id)
         .run();
   }
 
@@ -479,6 +525,22 @@ std::vector<StoredSession> Store::load_sessions() const {
   while (select.step())
     sessions.push_back(read_session(select));
   return sessions;
+}
+
+std::vector<StoredCheckpoint> Store::load_checkpoints() const {
+  const Db db{connection(), file_};
+  Statement select(db, "load the checkpoints",
+                   "SELECT id, tenant, state, record FROM checkpoints ORDER BY seq");
+  std::vector<StoredCheckpoint> out;
+  while (select.step()) {
+    StoredCheckpoint c;
+    c.id = select.text(0);
+    c.tenant = select.text(1);
+    c.state = select.text(2);
+    c.record = select.object(3);
+    out.push_back(std::move(c));
+  }
+  return out;
 }
 
 std::optional<StoredSession> Store::session(std::string_view id) const {

@@ -106,6 +106,18 @@ SessionRecord ready_session(double idle_timeout, double max_lifetime) {
   return rec;
 }
 
+// A paused session is not idle, however long it waits; its deadline still ends it.
+TEST(LifecycleExpiry, APausedSessionOnlyReachesItsDeadline) {
+  SessionRecord rec = ready_session(60, 3600);
+  rec.paused = "memory";
+  EXPECT_FALSE(lc::expiry(rec, kT0 + 600));
+  EXPECT_EQ(lc::expiry(rec, kT0 + 3600), "ttl_max");
+  rec.paused = "disk";
+  EXPECT_FALSE(lc::expiry(rec, kT0 + 3599));
+  rec.paused.clear();
+  EXPECT_EQ(lc::expiry(rec, kT0 + 600), "ttl_idle");
+}
+
 TEST(LifecycleExpiry, IdleAfterItsTimeoutFromTheLastActivity) {
   SessionRecord rec = ready_session(60, 3600);
   EXPECT_FALSE(lc::expiry(rec, kT0 + 59.9));
@@ -515,16 +527,31 @@ TEST(LifecyclePlan, ASandboxIsRemovedOnceAndNotWhileItsRemovalIsUnderWay) {
 TEST(LifecyclePlan, WhileRunningAReadySessionIsMatchedByItsOwnSandbox) {
   lc::Inputs in = inputs(lc::Pass::drift);
   in.sessions = {{"s1", std::string(state::ready), "w9", false}};
-  // Two sandboxes name the session: the one its record names runs, and both stay while the
-  // session is active.
+  // Two sandboxes name the session: the one its record names runs and stays; the other is left
+  // over (a rewind's old sandbox, its removal cut off) and goes once past the grace.
   in.listing = {sandbox("w9", "s1", kT0), sandbox("s1", "s1", kT0)};
+  EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::remove, {}, "s1", {}}}));
+  in.now = kT0 + 1;  // within the grace: a sandbox just started may not be recorded yet
   EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
+  in.now = inputs(lc::Pass::drift).now;
   // A record naming a sandbox that is not listed: lost, though others name the session; and
   // those are then nobody's, old, and go.
   in.sessions[0].sandbox_id = "w8";
   EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::lost, "s1", {}, "the sandbox is gone"},
                                                  {Kind::remove, {}, "w9", {}},
                                                  {Kind::remove, {}, "s1", {}}}));
+}
+
+// Paused to its checkpoint, a session runs no sandbox: not lost, at start or while running; a
+// sandbox that still names it (its removal cut off) is nobody's.
+TEST(LifecyclePlan, ASessionPausedToItsCheckpointHasNoSandboxAndIsNotLost) {
+  for (const auto pass : {lc::Pass::start, lc::Pass::drift}) {
+    lc::Inputs in = inputs(pass);
+    in.sessions = {{"s1", std::string(state::ready), "", false, kT0, true}};
+    EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
+    in.listing = {sandbox("c1", "s1", kT0)};
+    EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::remove, {}, "c1", {}}}));
+  }
 }
 
 TEST(LifecyclePlan, ASessionReadySinceTheListingWasAskedForIsNotJudgedByIt) {

@@ -147,8 +147,41 @@ TEST(Store, RunsWalWithFullSyncForeignKeysAndABusyTimeout) {
 
   RawDatabase raw(file);
   EXPECT_EQ(raw.query("PRAGMA journal_mode"), "wal");  // kept in the file itself
-  EXPECT_EQ(raw.query("PRAGMA user_version"), "1");
+  EXPECT_EQ(raw.query("PRAGMA user_version"), "2");
   EXPECT_EQ(raw.query("PRAGMA application_id"), std::to_string(0x72657867));
+}
+
+// A file of version 1 (before checkpoints) gains the checkpoints table and keeps its sessions.
+TEST(Store, MigratesAVersionOneFileAndRoundTripsCheckpoints) {
+  test::TempDir dir;
+  const fs::path file = fs::path(dir.path()) / "sessions";
+  {
+    Store store(file);
+    Change change;
+    change.session = make_session("s1", "acme", "ready");
+    store.commit(change);
+  }
+  RawDatabase(file).exec("DROP TABLE checkpoints; PRAGMA user_version = 1");
+  {
+    Store store(file);
+    EXPECT_EQ(store.load_sessions().size(), 1u);
+    Change change;
+    change.checkpoints.push_back(StoredCheckpoint{
+        "ckpt-1", "acme", "ready", json::parse(R"({"id":"ckpt-1","session":"s1"})").as_object()});
+    change.checkpoints.push_back(StoredCheckpoint{"ckpt-2", "acme", "creating", {}});
+    store.commit(change);
+    Change removal;
+    removal.removed_checkpoints.push_back("ckpt-2");
+    store.commit(removal);
+  }
+  EXPECT_EQ(RawDatabase(file).query("PRAGMA user_version"), "2");
+  Store store(file);
+  const auto checkpoints = store.load_checkpoints();
+  ASSERT_EQ(checkpoints.size(), 1u);
+  EXPECT_EQ(checkpoints[0].id, "ckpt-1");
+  EXPECT_EQ(checkpoints[0].tenant, "acme");
+  EXPECT_EQ(checkpoints[0].state, "ready");
+  EXPECT_EQ(checkpoints[0].record.at("session").as_string(), "s1");
 }
 
 TEST(Store, RoundTripsSessionRecords) {

@@ -14,6 +14,7 @@
 // Threading: call every member from the gateway's io_context.
 #pragma once
 
+#include <rex/deployment/backend.hpp>
 #include <rex/gateway/environment.hpp>
 #include <rex/http/client.hpp>
 
@@ -49,6 +50,7 @@ struct SandboxSpec {
   Environment environment;
   std::map<std::string, std::string> env;  // the environment's, with the request's over it
   double max_lifetime = 0;                 // seconds from now until the sandbox ends itself
+  std::string image;  // a checkpoint's image to start from instead of the environment's
 };
 
 /// How the gateway reaches a sandbox's rex-server; kept in the session's record.
@@ -99,6 +101,27 @@ class Provider {
   virtual asio::awaitable<void> tend_spares() { co_return; }
   /// Removes every spare and starts no more (the gateway stops).
   virtual asio::awaitable<void> drop_spares() { co_return; }
+  // Checkpoints, pauses and metrics (SandboxBackend's): a provider says which it has; the
+  // others throw ProviderError naming the provider and the operation.
+  virtual bool can(SandboxOperation operation) const noexcept {
+    (void)operation;
+    return false;
+  }
+  /// Saves the sandbox's file system as an image labelled `labels` (and this gateway's); a
+  /// SandboxSpec whose image is the returned one starts from it.
+  virtual asio::awaitable<std::string> checkpoint(std::string sandbox_id,
+                                                  std::map<std::string, std::string> labels);
+  /// Removes a checkpoint's image; one gone already is no error. ProviderError while a sandbox
+  /// started from it exists.
+  virtual asio::awaitable<void> remove_checkpoint(std::string image);
+  /// This gateway's checkpoint images, each with its labels (rex.checkpoint: the checkpoint's id).
+  virtual asio::awaitable<std::vector<SandboxInfo>> list_checkpoints() {
+    co_return std::vector<SandboxInfo>{};
+  }
+  virtual asio::awaitable<void> pause(std::string sandbox_id);
+  virtual asio::awaitable<void> resume(std::string sandbox_id);
+  virtual asio::awaitable<SandboxMetrics> metrics(std::string sandbox_id);
+
   /// True when the sandbox has no boundary of its own but its working directory (local): the
   /// file calls then refuse paths that leave it.
   virtual bool confines_files() const noexcept { return false; }

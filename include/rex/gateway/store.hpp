@@ -68,17 +68,28 @@ struct StoredArtifact {
   double created_at = 0;   // unix seconds
 };
 
+/// A checkpoint of a session's sandbox: its record (opaque to the store) and its state
+/// ("creating" until its image exists, then "ready").
+struct StoredCheckpoint {
+  std::string id;
+  std::string tenant;
+  std::string state;
+  boost::json::object record;
+};
+
 struct IdempotencyKey {
   std::string tenant, key, body_hash, session_id;
 };
 
 /// One change, committed in one transaction (all or nothing).
 struct Change {
-  std::optional<StoredSession> session;       // inserted or replaced (by id)
-  std::vector<StoredEvent> events;            // appended; commit() writes their ids back here
-  std::optional<IdempotencyKey> idempotency;  // inserted; a (tenant, key) already present is a
-                                              // DuplicateIdempotencyKey
-  std::vector<StoredArtifact> artifacts;      // inserted or replaced (by session_id + name)
+  std::optional<StoredSession> session;          // inserted or replaced (by id)
+  std::vector<StoredEvent> events;               // appended; commit() writes their ids back here
+  std::optional<IdempotencyKey> idempotency;     // inserted; a (tenant, key) already present is a
+                                                 // DuplicateIdempotencyKey
+  std::vector<StoredArtifact> artifacts;         // inserted or replaced (by session_id + name)
+  std::vector<StoredCheckpoint> checkpoints;     // inserted or replaced (by id)
+  std::vector<std::string> removed_checkpoints;  // deleted (by id)
 };
 
 /// The connection's settings as SQLite reports them (for tests and diagnostics).
@@ -93,8 +104,9 @@ class Store {
  public:
   /// Opens or creates the database at `file` (parent directory must exist): WAL journal,
   /// synchronous=FULL, foreign keys on, a busy timeout of 5 s, schema created or checked
-  /// (PRAGMA user_version = 1; a newer version, or a file that is not a rex gateway database,
-  /// is a StoreError naming the file and saying what is wrong).
+  /// (PRAGMA user_version = 2, a version 1 file gaining the checkpoints table; a newer version, or
+  /// a file that is not a rex gateway database, is a StoreError naming the file and saying what is
+  /// wrong).
   explicit Store(const std::filesystem::path& file);
   ~Store();
   Store(Store&& other) noexcept;
@@ -115,6 +127,8 @@ class Store {
   /// All sessions, in creation order.
   std::vector<StoredSession> load_sessions() const;
   std::optional<StoredSession> session(std::string_view id) const;
+  /// All checkpoints, in creation order.
+  std::vector<StoredCheckpoint> load_checkpoints() const;
   std::optional<IdempotencyKey> idempotency(std::string_view tenant, std::string_view key) const;
   /// Every idempotency key, with the hash of the request body it was first used with.
   std::vector<IdempotencyKey> idempotency_keys() const;

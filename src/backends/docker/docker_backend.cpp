@@ -204,7 +204,9 @@ class DockerBackend final : public SandboxBackend {
       filter.push_back(fmt::format("{}={}", k, v));
     auto containers = co_await engine_->list_containers(filter, true);
     for (auto& c : containers)
-      out.push_back(SandboxInfo{c.id, std::move(c.labels), c.state == "running",
+      // A paused container's server is frozen, not ended.
+      out.push_back(SandboxInfo{c.id, std::move(c.labels),
+                                c.state == "running" || c.state == "paused",
                                 static_cast<double>(c.created)});
     co_return out;
   }
