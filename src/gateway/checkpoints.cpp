@@ -373,48 +373,12 @@ asio::awaitable<Answer> get_checkpoint(std::shared_ptr<Gateway::Impl> s, Caller 
   co_return json_ok(200, checkpoint_json(*s, s->checkpoint_for(who, r.param("id"))));
 }
 
-asio::awaitable<Answer> delete_checkpoint(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
-  CheckpointRecord& c = s->checkpoint_for(who, r.param("id"));
-  if (c.state != checkpoint_state::ready)
-    throw ApiError(409, "checkpoint.not_ready",
-                   fmt::format("checkpoint {} is still being made", c.id), true, 1.0);
-  // What still needs its image: a session whose sandbox started from it, a paused session it
-  // holds, a checkpoint whose image is built on it.
-  std::vector<std::string> users;
-  for (const auto& [id, e] : s->sessions) {
-    if (e.rec.active() && (e.rec.started_from == c.id || e.rec.pause_checkpoint == c.id))
-      users.push_back("session " + id);
-  }
-  for (const auto& [id, other] : s->checkpoints) {
-    if (other.base == c.id)
-      users.push_back("checkpoint " + id);
-  }
-  if (!users.empty())
-    throw ApiError(409, "checkpoint.in_use",
-                   fmt::format("checkpoint {} is in use by {}: end or delete those first", c.id,
-                               fmt::join(users, ", ")));
-  Provider* p = s->provider(c.provider);
-  if (p == nullptr)
-    throw ApiError(503, "provider.unavailable",
-                   fmt::format("checkpoint {}'s provider {} is not configured", c.id, c.provider));
-  co_await p->remove_checkpoint(c.image);
-  const CheckpointRecord gone = c;
-  s->checkpoints.erase(gone.id);
-  std::vector<StoredEvent> events;
-  StoredEvent ev;
-  ev.time = unix_now();
-  ev.tenant = gone.tenant;
-  ev.session_id = gone.session;
-  ev.type = "checkpoint.deleted";
-  ev.actor = who.actor;
-  ev.request_id = who.request_id;
-  ev.data = json::object{{"checkpoint", gone.id}};
-  events.push_back(std::move(ev));
-  co_await s->save_checkpoint(gone, std::move(events), nullptr, true);
-  if (s->sessions.contains(gone.session))
-    s->append_log(gone.session, who,
-                  json::object{{"call", "delete_checkpoint"}, {"checkpoint", gone.id}});
-  co_return json_ok(200, json::object{{"checkpoint_id", gone.id}, {"deleted", true}});
+asio::awaitable<Answer> delete_checkpoint_route(std::shared_ptr<Gateway::Impl> s, Caller who,
+                                                Request r) {
+  const std::string id(r.param("id"));
+  auto deleting = s->delete_checkpoint(who, id);
+  co_await std::move(deleting);
+  co_return json_ok(200, json::object{{"checkpoint_id", id}, {"deleted", true}});
 }
 
 // The session's sandbox replaced by one started from `c` (a rewind, a resume from disk); the old
@@ -480,75 +444,15 @@ asio::awaitable<Answer> pause(std::shared_ptr<Gateway::Impl> s, Caller who, Requ
     memory = m->get_bool();
   }
   Entry& e = operable_session(*s, who, r.param("id"));
-  if (!e.rec.paused.empty())
-    co_return json_ok(200, e.rec.public_json());  // paused already
-  Busy busy(e, "pause");
-  if (memory) {
-    Provider& prov = s->capable_provider(e.rec, SandboxOperation::pause, "pause a sandbox");
-    // What a checkpoint of the frozen sandbox will carry of its sessions.
-    if (prov.can(SandboxOperation::checkpoint)) {
-      auto live = s->live_of(e);
-      auto capturing = live->runtime->capture_sessions(CaptureSessionsRequest{});
-      const CaptureSessionsResponse captured = co_await std::move(capturing);
-      e.rec.frozen_sessions = to_json_array(captured.sessions);
-      live->runtime->close_idle_connections();
-    }
-    auto step3 = prov.pause(e.rec.sandbox_id);
-    co_await std::move(step3);
-    e.rec.paused = "memory";
-    auto step4 = s->record(e.rec, "paused", who, json::object{{"memory", true}});
-    co_await std::move(step4);
-  } else {
-    Provider& prov = s->capable_provider(e.rec, SandboxOperation::checkpoint,
-                                         "pause a sandbox without its memory");
-    auto taking = s->take_checkpoint(e, who, "pause", json::object{});
-    const CheckpointRecord c = co_await std::move(taking);
-    // Recorded before the sandbox goes: a restart in between finds the session paused and the
-    // sandbox nobody's.
-    const std::string old = e.rec.sandbox_id;
-    e.live.reset();
-    e.rec.paused = "disk";
-    e.rec.pause_checkpoint = c.id;
-    e.rec.sandbox_id.clear();
-    e.rec.url.clear();
-    e.rec.token.clear();
-    auto step5 =
-        s->record(e.rec, "paused", who, json::object{{"memory", false}, {"checkpoint", c.id}});
-    co_await std::move(step5);
-    rex::detail::crash_point("pause.recorded");
-    auto removing = capture(prov.destroy(old));
-    if (!(co_await std::move(removing)))
-      s->remove_sandbox(e.rec.provider, old);  // tried again on its own
-  }
-  s->append_log(e.rec, who, json::object{{"call", "pause"}, {"memory", memory}});
+  auto pausing = s->pause_session(e, memory, who);
+  (void)co_await std::move(pausing);
   co_return json_ok(200, e.rec.public_json());
 }
 
 asio::awaitable<Answer> resume(std::shared_ptr<Gateway::Impl> s, Caller who, Request r) {
   Entry& e = operable_session(*s, who, r.param("id"));
-  if (e.rec.paused.empty())
-    co_return json_ok(200, e.rec.public_json());
-  Busy busy(e, "resume");
-  if (e.rec.paused == "memory") {
-    Provider& prov = s->capable_provider(e.rec, SandboxOperation::pause, "resume a sandbox");
-    auto step6 = prov.resume(e.rec.sandbox_id);
-    co_await std::move(step6);
-    e.rec.paused.clear();
-    e.rec.frozen_sessions.clear();
-    e.rec.last_active = unix_now();
-    auto step7 = s->record(e.rec, "resumed", who, json::object{{"memory", true}});
-    co_await std::move(step7);
-  } else {
-    const auto it = s->checkpoints.find(e.rec.pause_checkpoint);
-    if (it == s->checkpoints.end())
-      throw ApiError(500, "gateway.internal",
-                     fmt::format("session {}'s pause checkpoint {} has no record", e.rec.id,
-                                 e.rec.pause_checkpoint));
-    const CheckpointRecord c = it->second;
-    auto step8 = replace_sandbox(*s, e, c, who, "resumed");
-    co_await std::move(step8);
-  }
-  s->append_log(e.rec, who, json::object{{"call", "resume"}});
+  auto resuming = s->resume_session(e, who);
+  (void)co_await std::move(resuming);
   co_return json_ok(200, e.rec.public_json());
 }
 
@@ -574,6 +478,126 @@ asio::awaitable<Answer> metrics(std::shared_ptr<Gateway::Impl> s, Caller who, Re
 
 }  // namespace
 
+asio::awaitable<void> Gateway::Impl::delete_checkpoint(const Caller& who, std::string id) {
+  Gateway::Impl* s = this;
+  CheckpointRecord& c = s->checkpoint_for(who, id);
+  if (c.state != checkpoint_state::ready)
+    throw ApiError(409, "checkpoint.not_ready",
+                   fmt::format("checkpoint {} is still being made", c.id), true, 1.0);
+  // What still needs its image: a session whose sandbox started from it, a paused session it
+  // holds, a checkpoint whose image is built on it.
+  std::vector<std::string> users;
+  for (const auto& [sid, e] : s->sessions) {
+    if (e.rec.active() && (e.rec.started_from == c.id || e.rec.pause_checkpoint == c.id))
+      users.push_back("session " + sid);
+  }
+  for (const auto& [cid, other] : s->checkpoints) {
+    if (other.base == c.id)
+      users.push_back("checkpoint " + cid);
+  }
+  if (!users.empty())
+    throw ApiError(409, "checkpoint.in_use",
+                   fmt::format("checkpoint {} is in use by {}: end or delete those first", c.id,
+                               fmt::join(users, ", ")));
+  Provider* p = s->provider(c.provider);
+  if (p == nullptr)
+    throw ApiError(503, "provider.unavailable",
+                   fmt::format("checkpoint {}'s provider {} is not configured", c.id, c.provider));
+  auto removing = p->remove_checkpoint(c.image);
+  co_await std::move(removing);
+  const CheckpointRecord gone = c;
+  s->checkpoints.erase(gone.id);
+  std::vector<StoredEvent> events;
+  StoredEvent ev;
+  ev.time = unix_now();
+  ev.tenant = gone.tenant;
+  ev.session_id = gone.session;
+  ev.type = "checkpoint.deleted";
+  ev.actor = who.actor;
+  ev.request_id = who.request_id;
+  ev.data = json::object{{"checkpoint", gone.id}};
+  events.push_back(std::move(ev));
+  auto saving = s->save_checkpoint(gone, std::move(events), nullptr, true);
+  co_await std::move(saving);
+  if (s->sessions.contains(gone.session))
+    s->append_log(gone.session, who,
+                  json::object{{"call", "delete_checkpoint"}, {"checkpoint", gone.id}});
+}
+
+asio::awaitable<bool> Gateway::Impl::pause_session(Entry& e, bool memory, const Caller& who) {
+  if (!e.rec.paused.empty())
+    co_return false;  // paused already
+  Busy busy(e, "pause");
+  Gateway::Impl* s = this;
+  if (memory) {
+    Provider& prov = s->capable_provider(e.rec, SandboxOperation::pause, "pause a sandbox");
+    // What a checkpoint of the frozen sandbox will carry of its sessions.
+    if (prov.can(SandboxOperation::checkpoint)) {
+      auto live = s->live_of(e);
+      auto capturing = live->runtime->capture_sessions(CaptureSessionsRequest{});
+      const CaptureSessionsResponse captured = co_await std::move(capturing);
+      e.rec.frozen_sessions = to_json_array(captured.sessions);
+      live->runtime->close_idle_connections();
+    }
+    auto freezing = prov.pause(e.rec.sandbox_id);
+    co_await std::move(freezing);
+    e.rec.paused = "memory";
+    auto recording = s->record(e.rec, "paused", who, json::object{{"memory", true}});
+    co_await std::move(recording);
+  } else {
+    Provider& prov = s->capable_provider(e.rec, SandboxOperation::checkpoint,
+                                         "pause a sandbox without its memory");
+    auto taking = s->take_checkpoint(e, who, "pause", json::object{});
+    const CheckpointRecord c = co_await std::move(taking);
+    // Recorded before the sandbox goes: a restart in between finds the session paused and the
+    // sandbox nobody's.
+    const std::string old = e.rec.sandbox_id;
+    e.live.reset();
+    e.rec.paused = "disk";
+    e.rec.pause_checkpoint = c.id;
+    e.rec.sandbox_id.clear();
+    e.rec.url.clear();
+    e.rec.token.clear();
+    auto recording =
+        s->record(e.rec, "paused", who, json::object{{"memory", false}, {"checkpoint", c.id}});
+    co_await std::move(recording);
+    rex::detail::crash_point("pause.recorded");
+    auto removing = capture(prov.destroy(old));
+    if (!(co_await std::move(removing)))
+      s->remove_sandbox(e.rec.provider, old);  // tried again on its own
+  }
+  s->append_log(e.rec, who, json::object{{"call", "pause"}, {"memory", memory}});
+  co_return true;
+}
+
+asio::awaitable<bool> Gateway::Impl::resume_session(Entry& e, const Caller& who) {
+  if (e.rec.paused.empty())
+    co_return false;
+  Busy busy(e, "resume");
+  Gateway::Impl* s = this;
+  if (e.rec.paused == "memory") {
+    Provider& prov = s->capable_provider(e.rec, SandboxOperation::pause, "resume a sandbox");
+    auto thawing = prov.resume(e.rec.sandbox_id);
+    co_await std::move(thawing);
+    e.rec.paused.clear();
+    e.rec.frozen_sessions.clear();
+    e.rec.last_active = unix_now();
+    auto recording = s->record(e.rec, "resumed", who, json::object{{"memory", true}});
+    co_await std::move(recording);
+  } else {
+    const auto it = s->checkpoints.find(e.rec.pause_checkpoint);
+    if (it == s->checkpoints.end())
+      throw ApiError(500, "gateway.internal",
+                     fmt::format("session {}'s pause checkpoint {} has no record", e.rec.id,
+                                 e.rec.pause_checkpoint));
+    const CheckpointRecord c = it->second;
+    auto replacing = replace_sandbox(*s, e, c, who, "resumed");
+    co_await std::move(replacing);
+  }
+  s->append_log(e.rec, who, json::object{{"call", "resume"}});
+  co_return true;
+}
+
 void add_checkpoint_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> self) {
   using bhttp::verb;
   const Api api{self};
@@ -587,7 +611,7 @@ void add_checkpoint_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl>
   at(verb::get, "/api/sessions/{id}/checkpoints", bind(session_checkpoints));
   at(verb::get, "/api/checkpoints", bind(list_checkpoints));
   at(verb::get, "/api/checkpoints/{id}", bind(get_checkpoint));
-  at(verb::delete_, "/api/checkpoints/{id}", bind(delete_checkpoint));
+  at(verb::delete_, "/api/checkpoints/{id}", bind(delete_checkpoint_route));
   at(verb::post, "/api/sessions/{id}/rewind", bind(rewind));
   at(verb::post, "/api/sessions/{id}/pause", bind(pause));
   at(verb::post, "/api/sessions/{id}/resume", bind(resume));

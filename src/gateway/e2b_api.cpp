@@ -124,7 +124,7 @@ struct E2bApi {
     o["cpuCount"] = cpus;
     o["memoryMB"] = memory;
     o["diskSizeMB"] = disk;
-    o["state"] = "running";
+    o["state"] = rec.paused.empty() ? "running" : "paused";
     json::object metadata;
     for (const auto& [k, v] : rec.metadata)
       metadata[k] = v.is_string() ? v : json::value(json::serialize(v));
@@ -171,7 +171,13 @@ struct E2bApi {
         throw ApiError(400, "request.invalid", "templateID: expected a template name");
       tmpl = std::string(t->get_string());
     }
-    json::object native{{"environment", tmpl == kDefaultTemplate ? "local" : tmpl}};
+    json::object native;
+    // A snapshot's id (a checkpoint of this gateway) starts a sandbox from it.
+    if (const auto it = s->checkpoints.find(tmpl);
+        it != s->checkpoints.end() && it->second.tenant == who.tenant)
+      native["checkpoint"] = tmpl;
+    else
+      native["environment"] = tmpl == kDefaultTemplate ? "local" : tmpl;
     if (const auto* m = body.if_contains("metadata"); m != nullptr && !m->is_null())
       native["metadata"] = *m;
     if (const auto* e = body.if_contains("envVars"); e != nullptr && !e->is_null())
@@ -200,11 +206,14 @@ struct E2bApi {
     if (const auto m = r.query("metadata"))
       filter = server::parse_query(*m);
     bool want_running = true;
+    bool want_paused = true;
     if (const auto st = r.query("state")) {
       want_running = false;
+      want_paused = false;
       for (std::string_view rest = *st; !rest.empty();) {
         const auto comma = rest.find(',');
         want_running = want_running || rest.substr(0, comma) == "running";
+        want_paused = want_paused || rest.substr(0, comma) == "paused";
         rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
       }
     }
@@ -220,8 +229,10 @@ struct E2bApi {
     json::array out;
     std::string next;
     for (const auto& [id, e] : s->sessions) {
-      if (!want_running || e.rec.tenant != who.tenant || e.rec.state != state::ready ||
+      if (e.rec.tenant != who.tenant || e.rec.state != state::ready ||
           (!after.empty() && id <= after))
+        continue;
+      if (!(e.rec.paused.empty() ? want_running : want_paused))
         continue;
       const json::object& metadata = e.rec.metadata;
       const bool matches = std::all_of(filter.begin(), filter.end(), [&metadata](const auto& kv) {
@@ -260,9 +271,197 @@ struct E2bApi {
     Entry* e = live(who, r.param("id"));
     if (e == nullptr)
       co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
+    // A paused sandbox is resumed (201), as E2B does.
+    bool resumed = false;
+    if (!e->rec.paused.empty()) {
+      auto resuming = s->resume_session(*e, who);
+      resumed = co_await std::move(resuming);
+    }
     if (t)
       co_await set_timeout(*e, *t, who, "e2b.connect");
-    co_return e2b_json(200, sandbox(e->rec));
+    co_return e2b_json(resumed ? 201 : 200, sandbox(e->rec));
+  }
+
+  // POST /sandboxes/{id}/resume (the older call): 201 with the sandbox; 409 when it runs.
+  asio::awaitable<Answer> resume(Caller who, Request r) {
+    const json::object body = r.body.empty() ? json::object{} : parse_body(r.body);
+    const auto t = timeout_of(body);
+    Entry* e = live(who, r.param("id"));
+    if (e == nullptr)
+      co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
+    if (e->rec.paused.empty())
+      co_return e2b_error(409, fmt::format("sandbox {} is not paused", e->rec.id));
+    auto resuming = s->resume_session(*e, who);
+    (void)co_await std::move(resuming);
+    if (t)
+      co_await set_timeout(*e, *t, who, "e2b.resume");
+    co_return e2b_json(201, sandbox(e->rec));
+  }
+
+  // POST /sandboxes/{id}/pause {"memory"}: 204; 409 when paused already.
+  asio::awaitable<Answer> pause(Caller who, Request r) {
+    const json::object body = r.body.empty() ? json::object{} : parse_body(r.body);
+    bool memory = true;
+    if (const auto* m = body.if_contains("memory"); m != nullptr && !m->is_null()) {
+      if (!m->is_bool())
+        throw ApiError(400, "request.invalid", "memory: expected true or false");
+      memory = m->get_bool();
+    }
+    Entry* e = live(who, r.param("id"));
+    if (e == nullptr)
+      co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
+    auto pausing = s->pause_session(*e, memory, who);
+    if (!(co_await std::move(pausing)))
+      co_return e2b_error(409, fmt::format("sandbox {} is already paused", e->rec.id));
+    co_return no_content();
+  }
+
+  // A snapshot as E2B's SDKs read it: its id starts sandboxes (Sandbox.create(snapshotID)).
+  static json::object snapshot_info(const CheckpointRecord& c) {
+    json::array names;
+    const auto* name = c.metadata.if_contains("name");
+    names.push_back(name != nullptr && name->is_string() ? *name : json::value(c.id));
+    return json::object{{"snapshotID", c.id}, {"names", std::move(names)}};
+  }
+
+  // POST /sandboxes/{id}/snapshots {"name", "memory"}: a checkpoint of the sandbox (its file
+  // system and its shells' state; a process's memory is not carried).
+  asio::awaitable<Answer> create_snapshot(Caller who, Request r) {
+    const json::object body = r.body.empty() ? json::object{} : parse_body(r.body);
+    Entry* e = live(who, r.param("id"));
+    if (e == nullptr)
+      co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
+    json::object metadata;
+    if (const auto* n = body.if_contains("name"); n != nullptr && n->is_string())
+      metadata["name"] = *n;
+    auto taking = s->take_checkpoint(*e, who, "checkpoint", std::move(metadata));
+    const CheckpointRecord c = co_await std::move(taking);
+    co_return e2b_json(201, snapshot_info(c));
+  }
+
+  // GET /snapshots?sandboxID&name&limit&nextToken.
+  asio::awaitable<Answer> list_snapshots(Caller who, Request r) {
+    const auto sandbox_id = r.query("sandboxID");
+    const auto name = r.query("name");
+    std::size_t limit = kDefaultListLimit;
+    if (const auto l = r.query("limit")) {
+      try {
+        limit = std::clamp<std::size_t>(std::stoul(*l), 1, 1000);
+      } catch (const std::exception&) {
+        throw ApiError(400, "request.invalid", "limit: expected a number from 1 to 1000");
+      }
+    }
+    const std::string after = r.query("nextToken").value_or("");
+    json::array out;
+    std::string next;
+    for (const auto& [id, c] : s->checkpoints) {
+      if (c.tenant != who.tenant || c.kind != "checkpoint" ||
+          c.state != checkpoint_state::ready || (!after.empty() && id <= after))
+        continue;
+      if (sandbox_id && c.session != *sandbox_id)
+        continue;
+      const auto* n = c.metadata.if_contains("name");
+      if (name && !(n != nullptr && n->is_string() && n->get_string() == *name))
+        continue;
+      if (out.size() == limit) {
+        next = out.back().as_object().at("snapshotID").as_string().c_str();
+        break;
+      }
+      out.push_back(snapshot_info(c));
+    }
+    Answer a = e2b_json(200, out);
+    if (!next.empty())
+      a.headers.emplace_back("X-Next-Token", next);
+    co_return a;
+  }
+
+  // DELETE /templates/{id}: a snapshot goes (the gateway's environments are not deleted here).
+  asio::awaitable<Answer> delete_template(Caller who, Request r) {
+    const std::string id(r.param("id"));
+    const auto it = s->checkpoints.find(id);
+    if (it == s->checkpoints.end() || it->second.tenant != who.tenant)
+      co_return e2b_error(404, fmt::format("template {} not found", id));
+    auto deleting = s->delete_checkpoint(who, id);
+    co_await std::move(deleting);
+    co_return no_content();
+  }
+
+  // POST /sandboxes/{id}/fork {"timeout", "count"}: a checkpoint of the sandbox (running or
+  // paused) and `count` sandboxes from it; one result per fork, a sandbox or an error.
+  asio::awaitable<Answer> fork(Caller who, Request r) {
+    const json::object body = r.body.empty() ? json::object{} : parse_body(r.body);
+    std::int64_t count = 1;
+    if (const auto* c = body.if_contains("count"); c != nullptr && !c->is_null()) {
+      if (!(c->is_int64() || c->is_uint64()))
+        throw ApiError(400, "request.invalid", "count: expected a whole number");
+      count = c->to_number<std::int64_t>();
+    }
+    if (count < 1 || count > 100)
+      throw ApiError(400, "request.invalid",
+                     fmt::format("count: expected a whole number from 1 to 100, got {}", count));
+    Entry* e = live(who, r.param("id"));
+    if (e == nullptr)
+      co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
+    auto taking = s->take_checkpoint(*e, who, "fork", json::object{});
+    const CheckpointRecord c = co_await std::move(taking);
+    s->pinned_checkpoints.insert(c.id);
+    json::object native{{"checkpoint", c.id}, {"count", count}};
+    if (const auto t = timeout_of(body))
+      native["timeout"] = *t;
+    native["metadata"] = e->rec.metadata;
+    Request inner = std::move(r);
+    inner.body = json::serialize(native);
+    json::array out;
+    std::string failure;
+    try {
+      Answer made = co_await s->create(who, std::move(inner));
+      const json::value answer = json::parse(made.body);
+      for (const auto& rec : answer.at("sessions").as_array()) {
+        const std::string id(rec.at("session_id").as_string());
+        const SessionRecord& forked = s->sessions.at(id).rec;
+        if (forked.state == state::ready)
+          out.push_back(json::object{{"sandbox", sandbox(forked)}});
+        else
+          out.push_back(json::object{
+              {"error", json::object{{"code", 500}, {"message", forked.error}}}});
+      }
+    } catch (const std::exception& x) {
+      failure = x.what();
+    }
+    s->pinned_checkpoints.erase(c.id);
+    if (!failure.empty()) {
+      auto dropping = s->drop_unused_internal_checkpoints();
+      co_await std::move(dropping);
+      co_return e2b_error(502, failure);
+    }
+    co_return e2b_json(201, out);
+  }
+
+  // GET /sandboxes/{id}/metrics: one sample, now.
+  asio::awaitable<Answer> metrics(Caller who, Request r) {
+    Entry* e = live(who, r.param("id"));
+    if (e == nullptr)
+      co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
+    SandboxMetrics m;
+    m.timestamp = unix_now();
+    if (e->rec.paused != "disk") {
+      Provider* p = s->provider(e->rec.provider);
+      if (p == nullptr || !p->can(SandboxOperation::metrics))
+        co_return e2b_json(200, json::array{});  // none to give, as E2B answers without any
+      auto measuring = p->metrics(e->rec.sandbox_id);
+      m = co_await std::move(measuring);
+    }
+    const auto at = static_cast<std::int64_t>(m.timestamp);
+    co_return e2b_json(
+        200, json::array{json::object{{"timestamp", iso_time(static_cast<double>(at))},
+                                      {"timestampUnix", at},
+                                      {"cpuCount", m.cpu_count},
+                                      {"cpuUsedPct", m.cpu_percent},
+                                      {"memUsed", m.memory_used},
+                                      {"memTotal", m.memory_limit},
+                                      {"memCache", 0},
+                                      {"diskUsed", m.disk_used},
+                                      {"diskTotal", m.disk_total}}});
   }
 
   asio::awaitable<Answer> kill(Caller who, Request r) {
@@ -322,6 +521,23 @@ void add_e2b_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s) {
   };
   add(verb::post, "/sandboxes/{id}/connect", connect);
   add(verb::post, "/v2/sandboxes/{id}/connect", connect);
+  add(verb::post, "/sandboxes/{id}/resume",
+      [](E2bApi& a, Caller w, Request r) { return a.resume(std::move(w), std::move(r)); });
+  add(verb::post, "/sandboxes/{id}/pause",
+      [](E2bApi& a, Caller w, Request r) { return a.pause(std::move(w), std::move(r)); });
+  add(verb::post, "/sandboxes/{id}/snapshots", [](E2bApi& a, Caller w, Request r) {
+    return a.create_snapshot(std::move(w), std::move(r));
+  });
+  add(verb::get, "/snapshots", [](E2bApi& a, Caller w, Request r) {
+    return a.list_snapshots(std::move(w), std::move(r));
+  });
+  add(verb::delete_, "/templates/{id}", [](E2bApi& a, Caller w, Request r) {
+    return a.delete_template(std::move(w), std::move(r));
+  });
+  add(verb::post, "/sandboxes/{id}/fork",
+      [](E2bApi& a, Caller w, Request r) { return a.fork(std::move(w), std::move(r)); });
+  add(verb::get, "/sandboxes/{id}/metrics",
+      [](E2bApi& a, Caller w, Request r) { return a.metrics(std::move(w), std::move(r)); });
 }
 
 }  // namespace rex::gateway

@@ -381,17 +381,22 @@ asio::awaitable<void> Gateway::Impl::finish_stop(std::string id, Caller who) {
   rex::detail::crash_point("destroy.removed");
   lifecycle::apply(e.rec, lifecycle::Move::removed, unix_now());
   co_await record(e.rec, "destroyed", who);
-  // The checkpoints its pauses made were its own: they go with it (one another session started
-  // from stays until that one goes).
+  co_await drop_unused_internal_checkpoints();
+}
+
+asio::awaitable<void> Gateway::Impl::drop_unused_internal_checkpoints() {
+  // What a pause or an E2B fork made for itself (no caller holds it): it goes once no session
+  // starts from it any more and no checkpoint is built on it.
   std::vector<CheckpointRecord> own;
   for (const auto& [cid, c] : checkpoints) {
-    if (c.session == id && c.kind == "pause")
+    if (c.kind != "checkpoint" && !pinned_checkpoints.contains(cid))
       own.push_back(c);
   }
   for (const auto& c : own) {
     bool used = false;
     for (const auto& [sid, other] : sessions)
-      used = used || (other.rec.active() && other.rec.started_from == c.id);
+      used = used || (other.rec.active() && (other.rec.started_from == c.id ||
+                                             other.rec.pause_checkpoint == c.id));
     for (const auto& [oid, other] : checkpoints)
       used = used || other.base == c.id;
     Provider* p = provider(c.provider);

@@ -79,6 +79,7 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   bool after_answer_armed = false;
   Metrics metrics;
   std::map<std::string, CheckpointRecord, std::less<>> checkpoints;  // every tenant's, by id
+  std::set<std::string> pinned_checkpoints;  // internal ones whose forks are being made
 
   // --- database (gateway.cpp) ---
   template <class F>
@@ -195,6 +196,17 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   /// Restores the checkpoint's bash sessions in the sandbox at `address`.
   asio::awaitable<void> restore_sessions_at(const SessionRecord& rec, const SandboxAddress& address,
                                             const CheckpointRecord& c);
+  /// Pauses the session: its processes frozen (memory), or checkpointed and its sandbox ended
+  /// (not). False when it was paused already.
+  asio::awaitable<bool> pause_session(Entry& e, bool memory, const Caller& who);
+  /// Brings a paused session back: thawed, or started from its pause's checkpoint with its
+  /// sessions restored. False when it was not paused.
+  asio::awaitable<bool> resume_session(Entry& e, const Caller& who);
+  /// Deletes the caller's checkpoint and its image: 404 when it has none by that id, 409 while
+  /// it is being made or in use (a session started from it, a checkpoint built on it).
+  asio::awaitable<void> delete_checkpoint(const Caller& who, std::string id);
+  /// Removes the internal checkpoints (a pause's, an E2B fork's) nothing uses any more.
+  asio::awaitable<void> drop_unused_internal_checkpoints();
   /// At start: the checkpoints cut off while being made lose their record and image, and the
   /// images of this gateway that no checkpoint records go.
   asio::awaitable<void> reconcile_checkpoints(const Caller& who);
