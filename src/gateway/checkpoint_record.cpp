@@ -22,6 +22,7 @@ json::object CheckpointRecord::to_json() const {
                       {"base", base},
                       {"kind", kind},
                       {"image", image},
+                      {"working_dir", working_dir},
                       {"sessions", sessions},
                       {"not_carried", not_carried},
                       {"metadata", metadata},
@@ -72,6 +73,8 @@ CheckpointRecord CheckpointRecord::from_json(const json::object& o) {
   r.base = text(o, "base");
   r.kind = text(o, "kind");
   r.image = text(o, "image");
+  if (const auto* w = o.if_contains("working_dir"); w != nullptr && w->is_string())
+    r.working_dir = std::string(w->get_string());
   if (const auto* v = o.if_contains("sessions"); v != nullptr && v->is_array())
     r.sessions = v->get_array();
   if (const auto* v = o.if_contains("not_carried"); v != nullptr && v->is_array())

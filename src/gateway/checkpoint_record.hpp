@@ -28,6 +28,7 @@ struct CheckpointRecord {
   std::string base;
   std::string kind = "checkpoint";  // or "pause": made by a pause without memory
   std::string image;                // the provider's image
+  std::string working_dir;          // the session's working directory when it was taken
   boost::json::array sessions;      // SessionState objects
   boost::json::array not_carried;   // SessionNotCarried objects
   boost::json::object metadata;

@@ -51,6 +51,28 @@ std::vector<SessionState> states_of(const json::array& sessions) {
   return out;
 }
 
+// `text` with every occurrence of the directory `from` (whole: followed by '/', a quote, a
+// separator or the end, not by more of a name) replaced by `to`.
+std::string replace_prefix_paths(const std::string& text, const std::string& from,
+                                 const std::string& to) {
+  std::string out;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t hit = text.find(from, at);
+    if (hit == std::string::npos)
+      break;
+    const std::size_t end = hit + from.size();
+    const bool whole = end == text.size() || text[end] == '/' || text[end] == '"' ||
+                       text[end] == '\'' || text[end] == ':' || text[end] == '\n' ||
+                       text[end] == ' ' || text[end] == ')';
+    out.append(text, at, hit - at);
+    out += whole ? to : from;
+    at = end;
+  }
+  out.append(text, at, std::string::npos);
+  return out;
+}
+
 void require_idle(Entry& e) {
   if (!e.operation.empty())
     throw ApiError(409, "session.busy",
@@ -134,6 +156,7 @@ asio::awaitable<CheckpointRecord> Gateway::Impl::take_checkpoint(Entry& e, const
   c.parent = e.rec.origin;
   c.base = e.rec.started_from;
   c.kind = std::move(kind);
+  c.working_dir = e.rec.working_dir;
   c.metadata = std::move(metadata);
   c.created_at = unix_now();
   checkpoints[c.id] = c;
@@ -193,6 +216,14 @@ asio::awaitable<void> Gateway::Impl::restore_sessions_at(const SessionRecord& re
     p->configure_client(address.url, rc.client);
   RemoteRuntime runtime(ex, rc);
   RestoreSessionsRequest request{.sessions = states_of(c.sessions)};
+  // A sandbox that works elsewhere than the checkpoint's did (local ones, each in a directory
+  // of its own): the sessions' paths under the old working directory move to the new one.
+  if (!c.working_dir.empty() && address.working_dir != c.working_dir) {
+    for (auto& state : request.sessions) {
+      state.state = replace_prefix_paths(state.state, c.working_dir, address.working_dir);
+      state.cwd = replace_prefix_paths(state.cwd, c.working_dir, address.working_dir);
+    }
+  }
   auto restoring = runtime.restore_sessions(std::move(request));
   (void)co_await std::move(restoring);
   runtime.close_idle_connections();

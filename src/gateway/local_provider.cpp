@@ -24,6 +24,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +40,7 @@
 #include <set>
 #include <sstream>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 namespace rex::gateway {
@@ -131,6 +133,115 @@ std::vector<pid_t> processes_naming(const std::string& marker) {
       found.push_back(pid);
   }
   return found;
+}
+
+// Copies a directory tree as `cp -a` does, sharing the files' blocks (reflink) where the file
+// system can. ProviderError with cp's words when it fails.
+void copy_tree(const fs::path& from, const fs::path& to) {
+  int pipe_fds[2];
+  if (::pipe2(pipe_fds, O_CLOEXEC) != 0)
+    throw ProviderError(
+        fmt::format("cannot copy {}: pipe: {}", from.string(), std::strerror(errno)));
+  rex::detail::UniqueFd read_end(pipe_fds[0]);
+  rex::detail::UniqueFd write_end(pipe_fds[1]);
+  rex::detail::SpawnOptions options;
+  options.argv = {"cp", "-a", "--reflink=auto", "--", from.string(), to.string()};
+  options.stderr_fd = write_end.get();
+  rex::detail::SpawnedChild child;
+  try {
+    child = rex::detail::spawn_process(options);
+  } catch (const std::exception& e) {
+    throw ProviderError(fmt::format("cannot copy {}: {}", from.string(), e.what()));
+  }
+  write_end = rex::detail::UniqueFd();
+  std::string said;
+  char buffer[4096];
+  for (ssize_t n; (n = ::read(read_end.get(), buffer, sizeof buffer)) != 0;) {
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      break;
+    if (said.size() < 4096)
+      said.append(buffer, static_cast<std::size_t>(n));
+  }
+  int status = 0;
+  while (::waitpid(child.pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (child.pidfd >= 0)
+    ::close(child.pidfd);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    throw ProviderError(fmt::format("cannot copy {} to {}: {}", from.string(), to.string(), said));
+}
+
+// Every process that runs for the sandbox (the server and what its sessions started): they
+// carry REX_SANDBOX=<id> in their environment, which the server was started with.
+std::vector<pid_t> sandbox_processes(const std::string& sandbox_id) {
+  const std::string marker = "REX_SANDBOX=" + sandbox_id;
+  std::vector<pid_t> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.empty() ||
+        !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    const auto pid = static_cast<pid_t>(std::stol(name));
+    if (pid == ::getpid())
+      continue;
+    const std::string env = read_text(entry.path() / "environ");
+    for (std::size_t at = 0; at < env.size();) {
+      const std::size_t end = env.find('\0', at);
+      const std::string_view var(env.data() + at,
+                                 (end == std::string::npos ? env.size() : end) - at);
+      if (var == marker) {
+        found.push_back(pid);
+        break;
+      }
+      at = end == std::string::npos ? env.size() : end + 1;
+    }
+  }
+  return found;
+}
+
+// utime + stime of the processes, in clock ticks.
+std::uint64_t cpu_ticks(const std::vector<pid_t>& pids) {
+  std::uint64_t ticks = 0;
+  for (const pid_t pid : pids) {
+    const std::string stat = read_text(fs::path("/proc") / std::to_string(pid) / "stat");
+    const auto close = stat.rfind(')');
+    if (close == std::string::npos)
+      continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string field;
+    std::uint64_t utime = 0, stime = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+      if (i == 14)
+        utime = std::strtoull(field.c_str(), nullptr, 10);
+      if (i == 15)
+        stime = std::strtoull(field.c_str(), nullptr, 10);
+    }
+    ticks += utime + stime;
+  }
+  return ticks;
+}
+
+std::uint64_t resident_bytes(pid_t pid) {
+  std::istringstream statm(read_text(fs::path("/proc") / std::to_string(pid) / "statm"));
+  std::uint64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+std::uint64_t tree_bytes(const fs::path& dir) {
+  std::uint64_t total = 0;
+  std::error_code ec;
+  for (auto it =
+           fs::recursive_directory_iterator(dir, fs::directory_options::skip_permission_denied, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code size_ec;
+    if (it->is_regular_file(size_ec) && !it->is_symlink(size_ec))
+      total += it->file_size(size_ec);
+  }
+  return total;
 }
 
 struct SandboxFile {
@@ -284,6 +395,11 @@ struct LocalProvider::Impl {
   std::shared_ptr<bool> alive = std::make_shared<bool>(true);  // false once destroyed
 
   fs::path dir_of(const std::string& id) const { return cfg.root / id; }
+  fs::path checkpoint_root() const {
+    return cfg.checkpoint_root.empty() ? cfg.root.parent_path() / "checkpoints"
+                                       : cfg.checkpoint_root;
+  }
+  fs::path checkpoint_dir(const std::string& id) const { return checkpoint_root() / id; }
   std::string socket_of(const std::string& id) const { return (dir_of(id) / kSocketName).string(); }
 
   // Ends the server of a sandbox directory: SIGTERM (its sessions close), then SIGKILL after
@@ -381,10 +497,21 @@ asio::awaitable<SandboxAddress> LocalProvider::Impl::start_sandbox(const std::st
 
   pid_t started = 0;  // the server, once spawned
   std::exception_ptr failure;
-  SandboxFile file{s.cfg.gateway_id, spare ? std::string() : id, unix_now(), 0, spare};
+  SandboxFile file{s.cfg.gateway_id, spare ? std::string() : spec.session_id, unix_now(), 0, spare};
   try {
     write_sandbox_file(dir, file);  // before the process: a crash between leaves a record
     rex::detail::crash_point("local.file_written");
+    if (!spec.image.empty()) {
+      // A checkpoint's copy of its working directory becomes this one's.
+      if (!spec.environment.working_dir.empty())
+        throw ProviderError("a sandbox from a checkpoint works in its own directory");
+      const fs::path copy = s.checkpoint_dir(spec.image) / "work";
+      if (!fs::is_directory(copy))
+        throw ProviderError(
+            fmt::format("checkpoint {} has no copy at {}", spec.image, copy.string()));
+      auto copying = [copy, work] { copy_tree(copy, work); };
+      co_await rex::detail::offload(s.starter, s.ex, std::move(copying));
+    }
     fs::create_directories(work);
     std::vector<std::string> args = s.cfg.server_command;
     for (const char* a : {"--unix-socket", socket.c_str(), "--log-level", "warn"})
@@ -462,9 +589,154 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
   Impl& s = *impl_;
   if (!valid_sandbox_id(spec.session_id))
     throw ProviderError(fmt::format("invalid sandbox id {:?}", spec.session_id));
+  if (!spec.image.empty()) {
+    // The session's sandbox may still exist (a rewind): this one has an id of its own.
+    const std::string id = spec.session_id + "-" + random_hex(3);
+    co_return co_await s.start_sandbox(id, spec, spec.max_lifetime, false, nullptr);
+  }
   if (auto spare = co_await s.take_spare(spec))
     co_return std::move(*spare);
   co_return co_await s.start_sandbox(spec.session_id, spec, spec.max_lifetime, false, nullptr);
+}
+
+// --- checkpoints, pauses, metrics --------------------------------------------------------
+
+bool LocalProvider::can(SandboxOperation) const noexcept {
+  return true;
+}
+
+asio::awaitable<std::string> LocalProvider::checkpoint(std::string sandbox_id,
+                                                       std::map<std::string, std::string> labels) {
+  Impl& s = *impl_;
+  if (!valid_sandbox_id(sandbox_id))
+    throw ProviderError(fmt::format("invalid sandbox id {:?}", sandbox_id));
+  const fs::path work = s.dir_of(sandbox_id) / "work";
+  if (!fs::is_directory(work))
+    throw ProviderError(fmt::format(
+        "the local provider checkpoints a sandbox that works in its own directory; {} has none",
+        sandbox_id));
+  const auto label = labels.find("rex.checkpoint");
+  const std::string id = label != labels.end() && valid_sandbox_id(label->second)
+                             ? label->second
+                             : "ckpt-" + random_hex(8);
+  labels["rex.gateway"] = s.cfg.gateway_id;
+  const fs::path target = s.checkpoint_dir(id);
+  auto copying = [work, target, labels] {
+    std::error_code ec;
+    fs::create_directories(target.parent_path(), ec);
+    if (!fs::create_directory(target, ec))
+      throw ProviderError(fmt::format("cannot create {}: {}", target.string(),
+                                      ec ? ec.message() : "it exists already"));
+    try {
+      // The labels first: a copy cut off is found (and removed) by them.
+      json::object o;
+      for (const auto& [k, v] : labels)
+        o[k] = v;
+      o["created_at"] = unix_now();
+      std::ofstream(target / "checkpoint.json") << json::serialize(o);
+      copy_tree(work, target / "work");
+    } catch (...) {
+      fs::remove_all(target, ec);
+      throw;
+    }
+  };
+  co_await rex::detail::offload(s.starter, s.ex, std::move(copying));
+  co_return id;
+}
+
+asio::awaitable<void> LocalProvider::remove_checkpoint(std::string image) {
+  Impl& s = *impl_;
+  if (!valid_sandbox_id(image))
+    throw ProviderError(fmt::format("invalid checkpoint {:?}", image));
+  auto removing = [dir = s.checkpoint_dir(image)] {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+    if (ec)
+      throw ProviderError(fmt::format("cannot remove {}: {}", dir.string(), ec.message()));
+  };
+  co_await rex::detail::offload(s.starter, s.ex, std::move(removing));
+}
+
+asio::awaitable<std::vector<SandboxInfo>> LocalProvider::list_checkpoints() {
+  Impl& s = *impl_;
+  std::vector<SandboxInfo> out;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(s.checkpoint_root(), ec)) {
+    const std::string id = entry.path().filename().string();
+    SandboxInfo info;
+    info.id = id;
+    try {
+      const json::value v = json::parse(read_text(entry.path() / "checkpoint.json"));
+      for (const auto& [k, val] : v.as_object()) {
+        if (val.is_string())
+          info.labels[std::string(k)] = std::string(val.get_string());
+        else if (k == "created_at" && val.is_number())
+          info.created_at = val.to_number<double>();
+      }
+    } catch (const std::exception&) {
+      // No labels yet (cut off before they were written): another gateway's or this one's.
+      const auto at = fs::last_write_time(entry.path(), ec);
+      (void)at;
+    }
+    const auto mine = info.labels.find("rex.gateway");
+    if (mine != info.labels.end() && mine->second == s.cfg.gateway_id)
+      out.push_back(std::move(info));
+  }
+  co_return out;
+}
+
+asio::awaitable<void> LocalProvider::pause(std::string sandbox_id) {
+  Impl& s = *impl_;
+  if (!valid_sandbox_id(sandbox_id))
+    throw ProviderError(fmt::format("invalid sandbox id {:?}", sandbox_id));
+  const auto pids = sandbox_processes(sandbox_id);
+  if (pids.empty())
+    throw ProviderError(fmt::format("sandbox {} runs no process", sandbox_id));
+  for (const pid_t pid : pids)
+    ::kill(pid, SIGSTOP);
+  (void)s;
+  co_return;
+}
+
+asio::awaitable<void> LocalProvider::resume(std::string sandbox_id) {
+  if (!valid_sandbox_id(sandbox_id))
+    throw ProviderError(fmt::format("invalid sandbox id {:?}", sandbox_id));
+  for (const pid_t pid : sandbox_processes(sandbox_id))
+    ::kill(pid, SIGCONT);
+  co_return;
+}
+
+asio::awaitable<SandboxMetrics> LocalProvider::metrics(std::string sandbox_id) {
+  Impl& s = *impl_;
+  if (!valid_sandbox_id(sandbox_id))
+    throw ProviderError(fmt::format("invalid sandbox id {:?}", sandbox_id));
+  const fs::path dir = s.dir_of(sandbox_id);
+  auto measure = [sandbox_id, dir] {
+    SandboxMetrics m;
+    const auto first = cpu_ticks(sandbox_processes(sandbox_id));
+    const auto t0 = std::chrono::steady_clock::now();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const auto pids = sandbox_processes(sandbox_id);
+    const auto second = cpu_ticks(pids);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const long hz = ::sysconf(_SC_CLK_TCK);
+    m.cpu_count = static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)));
+    if (second > first && hz > 0 && seconds > 0)
+      m.cpu_percent =
+          std::min(100.0, 100.0 * static_cast<double>(second - first) / hz / seconds / m.cpu_count);
+    for (const pid_t pid : pids)
+      m.memory_used += resident_bytes(pid);
+    m.memory_limit = static_cast<std::uint64_t>(::sysconf(_SC_PHYS_PAGES)) *
+                     static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+    m.disk_used = tree_bytes(dir);
+    struct statvfs fs {};
+    if (::statvfs(dir.c_str(), &fs) == 0)
+      m.disk_total = static_cast<std::uint64_t>(fs.f_blocks) * fs.f_frsize;
+    m.timestamp = unix_now();
+    return m;
+  };
+  co_return co_await rex::detail::offload(s.starter, s.ex, std::move(measure));
 }
 
 asio::awaitable<void> LocalProvider::destroy(std::string sandbox_id) {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """E2B's Python SDK (pinned in tests/swerex/requirements.txt), unchanged, doing what it offers
-for a sandbox's state against a rex gateway whose sandboxes are containers (the docker provider):
-pause keeping memory and not, resume through connect, snapshots (create, list, delete, and
+for a sandbox's state against a rex gateway, on the docker provider (containers) and the local
+one (processes in a directory of their own): pause keeping memory and not, resume through connect, snapshots (create, list, delete, and
 Sandbox.create from one), fork with a count (of a running and of a paused sandbox), and metrics.
 
 Usage: PYTHON test_e2b_sdk_checkpoints.py PATH/TO/rex [unittest arguments]
@@ -23,12 +23,13 @@ except ImportError as e:  # pragma: no cover - the environment decides
     sys.exit(77)
 
 KEY = "e2b-ckpt-" + uuid.uuid4().hex[:8]
-TEMPLATE = "Python3"  # the gateway's environment whose provider is docker
 
 
-class E2bCheckpoints(tgd.ContainerGatewayTestCase):
+class Checkpoints:
+    """The test, on the provider of the template the subclass names."""
     tenant_keys = {"team-a": KEY}
     default_key = KEY
+    template = None
 
     def setUp(self):
         super().setUp()
@@ -38,14 +39,14 @@ class E2bCheckpoints(tgd.ContainerGatewayTestCase):
         os.environ.pop("E2B_DOMAIN", None)
         os.environ.pop("E2B_DEBUG", None)
 
-    def sandbox(self, template=TEMPLATE, **kwargs):
-        sbx = Sandbox.create(template, timeout=300, **kwargs)
+    def sandbox(self, template=None, **kwargs):
+        sbx = Sandbox.create(template or self.template, timeout=300, **kwargs)
         self.known_sids.add(sbx.sandbox_id)
         return sbx
 
     def test_pause_connect_snapshots_fork_metrics(self):
         sbx = self.sandbox(metadata={"run": "ckpt"})
-        sbx.files.write("/srv/state.txt", "base")
+        sbx.files.write("state.txt", "base")
         sleeper = sbx.commands.run("sleep 600", background=True)
 
         metrics = sbx.get_metrics()
@@ -61,9 +62,9 @@ class E2bCheckpoints(tgd.ContainerGatewayTestCase):
         listed = Sandbox.list_snapshots(sandbox_id=sbx.sandbox_id).next_items()
         self.assertEqual([s.snapshot_id for s in listed], [snap.snapshot_id], listed)
         child = self.sandbox(snap.snapshot_id)
-        self.assertEqual(child.files.read("/srv/state.txt"), "base")
-        child.files.write("/srv/state.txt", "child")
-        self.assertEqual(sbx.files.read("/srv/state.txt"), "base")
+        self.assertEqual(child.files.read("state.txt"), "base")
+        child.files.write("state.txt", "child")
+        self.assertEqual(sbx.files.read("state.txt"), "base")
         child.kill()
         self.assertTrue(Sandbox.delete_snapshot(snap.snapshot_id))
         self.assertFalse(Sandbox.delete_snapshot(snap.snapshot_id))
@@ -74,9 +75,9 @@ class E2bCheckpoints(tgd.ContainerGatewayTestCase):
         for f in forks:
             self.assertIsInstance(f, Sandbox, forks)
             self.known_sids.add(f.sandbox_id)
-            self.assertEqual(f.files.read("/srv/state.txt"), "base")
-        forks[0].files.write("/srv/state.txt", "fork0")
-        self.assertEqual(forks[1].files.read("/srv/state.txt"), "base")
+            self.assertEqual(f.files.read("state.txt"), "base")
+        forks[0].files.write("state.txt", "fork0")
+        self.assertEqual(forks[1].files.read("state.txt"), "base")
         for f in forks:
             f.kill()
 
@@ -90,7 +91,7 @@ class E2bCheckpoints(tgd.ContainerGatewayTestCase):
         forks = Sandbox.fork(sbx.sandbox_id, count=1)
         self.assertIsInstance(forks[0], Sandbox, forks)
         self.known_sids.add(forks[0].sandbox_id)
-        self.assertEqual(forks[0].files.read("/srv/state.txt"), "base")
+        self.assertEqual(forks[0].files.read("state.txt"), "base")
         forks[0].kill()
         sbx = Sandbox.connect(sbx.sandbox_id)
         self.assertEqual(Sandbox.get_info(sbx.sandbox_id).state, "running")
@@ -100,11 +101,19 @@ class E2bCheckpoints(tgd.ContainerGatewayTestCase):
         # Pause without memory: the files come back, the processes do not.
         self.assertTrue(sbx.pause(keep_memory=False))
         sbx = Sandbox.connect(sbx.sandbox_id)
-        self.assertEqual(sbx.files.read("/srv/state.txt"), "base")
+        self.assertEqual(sbx.files.read("state.txt"), "base")
         self.assertNotIn(sleeper.pid, [p.pid for p in sbx.commands.list()])
         sbx.kill()
         # What the forks and the pause made for themselves went with them.
         self.assertEqual(Sandbox.list_snapshots().next_items(), [])
+
+
+class OnDocker(Checkpoints, tgd.ContainerGatewayTestCase):
+    template = "Python3"  # the gateway's environment whose provider is docker
+
+
+class OnLocal(Checkpoints, tgd.tg.GatewayTestCase):
+    template = "base"  # E2B's default: the gateway's `local`
 
 
 if __name__ == "__main__":

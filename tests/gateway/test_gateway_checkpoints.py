@@ -255,5 +255,58 @@ class CheckpointTestCase(tgd.ContainerGatewayTestCase):
         self.api("DELETE", f"/api/checkpoints/{cp['checkpoint_id']}")
 
 
+class LocalCheckpoints(tg.GatewayTestCase):
+    """The local provider: a checkpoint copies the sandbox's working directory; a sandbox from it
+    works in a directory of its own, and its sessions' paths move there."""
+
+    def api(self, method, path, body=None, expect=200):
+        status, data = self.gw.json(method, path, body)
+        if expect is not None:
+            self.assertEqual(status, expect, f"{method} {path} {body!r}: {data!r}")
+        return data
+
+    def test_fork_rewind_pause_move_the_sessions_paths(self):
+        rec = self.create()
+        sid = rec["session_id"]
+        self.execute(sid, "mkdir -p repo && cd repo && echo base > f && "
+                          "python3 -m venv --without-pip venv && source venv/bin/activate",
+                     "bash")
+
+        def state(s):
+            return self.execute(s, "pwd; cat f; echo $VIRTUAL_ENV", "bash")["stdout"]
+
+        def expected(wd):
+            return f"{wd}/repo\nbase\n{wd}/repo/venv\n"
+
+        cp = self.api("POST", f"/api/sessions/{sid}/checkpoints", {}, expect=201)
+        fork = self.api("POST", "/api/sessions", {"checkpoint": cp["checkpoint_id"]}, expect=201)
+        self.known_sids.add(fork["session_id"])
+        self.assertNotEqual(fork["working_dir"], rec["working_dir"], fork)
+        self.assertEqual(state(fork["session_id"]), expected(fork["working_dir"]))
+        self.execute(fork["session_id"], "echo fork > f", "bash")
+        self.assertEqual(state(sid), expected(rec["working_dir"]))
+
+        self.execute(sid, "echo later > f; cd /", "bash")
+        rewound = self.api("POST", f"/api/sessions/{sid}/rewind",
+                           {"checkpoint": cp["checkpoint_id"]})
+        self.assertEqual(state(sid), expected(rewound["working_dir"]))
+
+        self.execute(sid, "x = 7")
+        self.api("POST", f"/api/sessions/{sid}/pause", {"memory": True})
+        self.assertEqual(self.execute(sid, "x", expect=409)["error"]["code"], "session.paused")
+        self.api("POST", f"/api/sessions/{sid}/resume")
+        self.assertEqual(self.execute(sid, "x")["results"], [{"type": "text", "text": "7"}])
+        self.api("POST", f"/api/sessions/{sid}/pause", {"memory": False})
+        resumed = self.api("POST", f"/api/sessions/{sid}/resume")
+        self.assertEqual(state(sid), expected(resumed["working_dir"]))
+
+        for s in (sid, fork["session_id"]):
+            self.api("DELETE", f"/api/sessions/{s}")
+        self.api("DELETE", f"/api/checkpoints/{cp['checkpoint_id']}")
+        self.assertEqual(self.api("GET", "/api/checkpoints")["checkpoints"], [])
+        left = os.listdir(os.path.join(self.storage, "checkpoints"))
+        self.assertEqual(left, [], "checkpoint copies left behind")
+
+
 if __name__ == "__main__":
     tg.main()

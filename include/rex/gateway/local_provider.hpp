@@ -7,8 +7,9 @@
 // server's pid), `server.sock`, `server.log` and `work/`, the working directory of its sessions
 // unless the environment names another. A spare (keep_spares) is the same, under an id of its
 // own ("w" and 16 hex digits), its sandbox.json marked spare with no session until one takes it,
-// its notebook shell already started. Nothing confines what runs there but that directory's
-// use as the root of the file calls: `local` is for one trusted user.
+// its notebook shell already started. A sandbox started from a checkpoint (a rewind's, a
+// resume's) has an id of its own, the session's and a suffix. Nothing confines what runs there but
+// that directory's use as the root of the file calls: `local` is for one trusted user.
 //
 // Threading: call every member from the io_context given at construction.
 #pragma once
@@ -33,6 +34,9 @@ struct LocalProviderConfig {
   std::vector<std::string> server_command;
   std::chrono::milliseconds startup_timeout = std::chrono::seconds(20);
   std::chrono::milliseconds stop_grace = std::chrono::seconds(5);  // SIGTERM, then SIGKILL
+  // Where checkpoints keep their copies of working directories (`<id>/work` and
+  // `<id>/checkpoint.json`); empty: `checkpoints/` beside the root.
+  std::filesystem::path checkpoint_root;
 };
 
 class LocalProvider final : public Provider {
@@ -47,6 +51,18 @@ class LocalProvider final : public Provider {
   asio::awaitable<std::vector<SandboxListing>> list() override;
   bool confines_files() const noexcept override { return true; }
   void keep_spares(SandboxSpec spec, std::size_t count) override;
+  /// Checkpoints copy a sandbox's working directory (reflinked where the file system can, while
+  /// its processes run on), when it works in its own directory; sandboxes start from a copy of
+  /// that copy. Pauses stop every process of the sandbox (SIGSTOP, then SIGCONT); metrics come
+  /// from /proc and the directory's size.
+  bool can(SandboxOperation operation) const noexcept override;
+  asio::awaitable<std::string> checkpoint(std::string sandbox_id,
+                                          std::map<std::string, std::string> labels) override;
+  asio::awaitable<void> remove_checkpoint(std::string image) override;
+  asio::awaitable<std::vector<SandboxInfo>> list_checkpoints() override;
+  asio::awaitable<void> pause(std::string sandbox_id) override;
+  asio::awaitable<void> resume(std::string sandbox_id) override;
+  asio::awaitable<SandboxMetrics> metrics(std::string sandbox_id) override;
   asio::awaitable<void> tend_spares() override;
   asio::awaitable<void> drop_spares() override;
 
