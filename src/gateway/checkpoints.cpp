@@ -160,6 +160,10 @@ asio::awaitable<CheckpointRecord> Gateway::Impl::take_checkpoint(Entry& e, const
   c.metadata = std::move(metadata);
   c.created_at = unix_now();
   checkpoints[c.id] = c;
+  // An internal one (a pause's, a fork's) is its caller's until the caller unpins it: nothing
+  // uses it yet.
+  if (c.kind != "checkpoint")
+    pinned_checkpoints.insert(c.id);
   // The intent: a checkpoint cut off from here on is found and removed at the next start.
   co_await save_checkpoint(c, {});
   rex::detail::crash_point("checkpoint.recorded");
@@ -186,6 +190,7 @@ asio::awaitable<CheckpointRecord> Gateway::Impl::take_checkpoint(Entry& e, const
     // Nothing is offered: the record goes (its image, if one was made after all, is found by its
     // label at the next start).
     checkpoints.erase(c.id);
+    pinned_checkpoints.erase(c.id);
     auto forgetting = capture(save_checkpoint(c, {}, nullptr, true));
     (void)co_await std::move(forgetting);
     throw ApiError(502, "checkpoint.failed",
@@ -280,6 +285,44 @@ asio::awaitable<SandboxAddress> Gateway::Impl::start_from(Entry& e, const Checkp
   co_return address;
 }
 
+asio::awaitable<void> Gateway::Impl::sweep_checkpoint_images(double grace) {
+  const double now = unix_now();
+  for (auto& [name, p] : providers) {
+    if (!p->can(SandboxOperation::checkpoint))
+      continue;
+    std::vector<SandboxInfo> images;
+    std::string unreachable;
+    try {
+      images = co_await p->list_checkpoints();
+    } catch (const std::exception& x) {
+      unreachable = x.what();
+    }
+    if (!unreachable.empty()) {
+      logging::debug("gateway: provider {} cannot list its checkpoints: {}", name, unreachable);
+      continue;
+    }
+    for (const auto& image : images) {
+      const auto label = image.labels.find(kCheckpointLabel);
+      const std::string id = label == image.labels.end() ? std::string() : label->second;
+      // A checkpoint being made is known from its start; an image younger than the grace may be
+      // an engine's commit that a killed gateway's last run asked for.
+      if (checkpoints.contains(id) || (grace > 0 && now - image.created_at < grace))
+        continue;
+      std::string failure;
+      try {
+        co_await p->remove_checkpoint(image.id);
+      } catch (const std::exception& x) {
+        failure = x.what();
+      }
+      if (failure.empty())
+        logging::info("gateway: removed the image of checkpoint {} that nothing records", id);
+      else
+        logging::warn("gateway: cannot remove the image {} of checkpoint {}: {}", image.id, id,
+                      failure);
+    }
+  }
+}
+
 asio::awaitable<void> Gateway::Impl::reconcile_checkpoints(const Caller& who) {
   auto query = [](Store& st) { return st.load_checkpoints(); };
   auto stored = co_await on_db(std::move(query));
@@ -295,39 +338,8 @@ asio::awaitable<void> Gateway::Impl::reconcile_checkpoints(const Caller& who) {
       logging::error("gateway: skipping the damaged record of checkpoint {}: {}", row.id, x.what());
     }
   }
-  for (auto& [name, p] : providers) {
-    if (!p->can(SandboxOperation::checkpoint))
-      continue;
-    std::vector<SandboxInfo> images;
-    std::string unreachable;
-    try {
-      images = co_await p->list_checkpoints();
-    } catch (const std::exception& x) {
-      unreachable = x.what();
-    }
-    if (!unreachable.empty()) {
-      logging::error("gateway: provider {} cannot list its checkpoints: {}", name, unreachable);
-      continue;
-    }
-    for (const auto& image : images) {
-      const auto label = image.labels.find(kCheckpointLabel);
-      const std::string id = label == image.labels.end() ? std::string() : label->second;
-      if (checkpoints.contains(id))
-        continue;
-      // Cut off while being made, or recorded nowhere: nothing offers it.
-      std::string failure;
-      try {
-        co_await p->remove_checkpoint(image.id);
-      } catch (const std::exception& x) {
-        failure = x.what();
-      }
-      if (failure.empty())
-        logging::info("gateway: removed the image of checkpoint {} that nothing records", id);
-      else
-        logging::warn("gateway: cannot remove the image {} of checkpoint {}: {}", image.id, id,
-                      failure);
-    }
-  }
+  auto sweeping = sweep_checkpoint_images(0);
+  co_await std::move(sweeping);
   for (const auto& c : cut_off) {
     auto forgetting = capture(save_checkpoint(c, {}, nullptr, true));
     (void)co_await std::move(forgetting);
@@ -570,11 +582,27 @@ asio::awaitable<bool> Gateway::Impl::pause_session(Entry& e, bool memory, const 
       e.rec.frozen_sessions = to_json_array(captured.sessions);
       live->runtime->close_idle_connections();
     }
-    auto freezing = prov.pause(e.rec.sandbox_id);
-    co_await std::move(freezing);
+    // Recorded first: a restart before the freeze finds it paused, and its resume thaws what
+    // is not frozen (no harm); a restart after finds it paused as it is.
     e.rec.paused = "memory";
     auto recording = s->record(e.rec, "paused", who, json::object{{"memory", true}});
     co_await std::move(recording);
+    rex::detail::crash_point("pause.recorded");
+    std::string failure;
+    try {
+      auto freezing = prov.pause(e.rec.sandbox_id);
+      co_await std::move(freezing);
+    } catch (const std::exception& x) {
+      failure = x.what();
+    }
+    if (!failure.empty()) {
+      e.rec.paused.clear();
+      e.rec.frozen_sessions.clear();
+      auto undoing = s->record(e.rec, "resumed", who, json::object{{"memory", true}});
+      co_await std::move(undoing);
+      throw ApiError(502, "sandbox.pause_failed",
+                     fmt::format("cannot pause session {}: {}", e.rec.id, failure));
+    }
   } else {
     Provider& prov = s->capable_provider(e.rec, SandboxOperation::checkpoint,
                                          "pause a sandbox without its memory");
@@ -592,6 +620,7 @@ asio::awaitable<bool> Gateway::Impl::pause_session(Entry& e, bool memory, const 
     auto recording =
         s->record(e.rec, "paused", who, json::object{{"memory", false}, {"checkpoint", c.id}});
     co_await std::move(recording);
+    s->pinned_checkpoints.erase(c.id);  // the session holds it now
     rex::detail::crash_point("pause.recorded");
     auto removing = capture(prov.destroy(old));
     if (!(co_await std::move(removing)))

@@ -355,8 +355,8 @@ struct E2bApi {
     json::array out;
     std::string next;
     for (const auto& [id, c] : s->checkpoints) {
-      if (c.tenant != who.tenant || c.kind != "checkpoint" ||
-          c.state != checkpoint_state::ready || (!after.empty() && id <= after))
+      if (c.tenant != who.tenant || c.kind != "checkpoint" || c.state != checkpoint_state::ready ||
+          (!after.empty() && id <= after))
         continue;
       if (sandbox_id && c.session != *sandbox_id)
         continue;
@@ -403,8 +403,7 @@ struct E2bApi {
     if (e == nullptr)
       co_return e2b_error(404, fmt::format("sandbox {} not found", r.param("id")));
     auto taking = s->take_checkpoint(*e, who, "fork", json::object{});
-    const CheckpointRecord c = co_await std::move(taking);
-    s->pinned_checkpoints.insert(c.id);
+    const CheckpointRecord c = co_await std::move(taking);  // pinned until the forks hold it
     json::object native{{"checkpoint", c.id}, {"count", count}};
     if (const auto t = timeout_of(body))
       native["timeout"] = *t;
@@ -422,8 +421,8 @@ struct E2bApi {
         if (forked.state == state::ready)
           out.push_back(json::object{{"sandbox", sandbox(forked)}});
         else
-          out.push_back(json::object{
-              {"error", json::object{{"code", 500}, {"message", forked.error}}}});
+          out.push_back(
+              json::object{{"error", json::object{{"code", 500}, {"message", forked.error}}}});
       }
     } catch (const std::exception& x) {
       failure = x.what();
@@ -452,16 +451,16 @@ struct E2bApi {
       m = co_await std::move(measuring);
     }
     const auto at = static_cast<std::int64_t>(m.timestamp);
-    co_return e2b_json(
-        200, json::array{json::object{{"timestamp", iso_time(static_cast<double>(at))},
-                                      {"timestampUnix", at},
-                                      {"cpuCount", m.cpu_count},
-                                      {"cpuUsedPct", m.cpu_percent},
-                                      {"memUsed", m.memory_used},
-                                      {"memTotal", m.memory_limit},
-                                      {"memCache", 0},
-                                      {"diskUsed", m.disk_used},
-                                      {"diskTotal", m.disk_total}}});
+    co_return e2b_json(200,
+                       json::array{json::object{{"timestamp", iso_time(static_cast<double>(at))},
+                                                {"timestampUnix", at},
+                                                {"cpuCount", m.cpu_count},
+                                                {"cpuUsedPct", m.cpu_percent},
+                                                {"memUsed", m.memory_used},
+                                                {"memTotal", m.memory_limit},
+                                                {"memCache", 0},
+                                                {"diskUsed", m.disk_used},
+                                                {"diskTotal", m.disk_total}}});
   }
 
   asio::awaitable<Answer> kill(Caller who, Request r) {
@@ -525,15 +524,12 @@ void add_e2b_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s) {
       [](E2bApi& a, Caller w, Request r) { return a.resume(std::move(w), std::move(r)); });
   add(verb::post, "/sandboxes/{id}/pause",
       [](E2bApi& a, Caller w, Request r) { return a.pause(std::move(w), std::move(r)); });
-  add(verb::post, "/sandboxes/{id}/snapshots", [](E2bApi& a, Caller w, Request r) {
-    return a.create_snapshot(std::move(w), std::move(r));
-  });
-  add(verb::get, "/snapshots", [](E2bApi& a, Caller w, Request r) {
-    return a.list_snapshots(std::move(w), std::move(r));
-  });
-  add(verb::delete_, "/templates/{id}", [](E2bApi& a, Caller w, Request r) {
-    return a.delete_template(std::move(w), std::move(r));
-  });
+  add(verb::post, "/sandboxes/{id}/snapshots",
+      [](E2bApi& a, Caller w, Request r) { return a.create_snapshot(std::move(w), std::move(r)); });
+  add(verb::get, "/snapshots",
+      [](E2bApi& a, Caller w, Request r) { return a.list_snapshots(std::move(w), std::move(r)); });
+  add(verb::delete_, "/templates/{id}",
+      [](E2bApi& a, Caller w, Request r) { return a.delete_template(std::move(w), std::move(r)); });
   add(verb::post, "/sandboxes/{id}/fork",
       [](E2bApi& a, Caller w, Request r) { return a.fork(std::move(w), std::move(r)); });
   add(verb::get, "/sandboxes/{id}/metrics",

@@ -395,8 +395,8 @@ asio::awaitable<void> Gateway::Impl::drop_unused_internal_checkpoints() {
   for (const auto& c : own) {
     bool used = false;
     for (const auto& [sid, other] : sessions)
-      used = used || (other.rec.active() && (other.rec.started_from == c.id ||
-                                             other.rec.pause_checkpoint == c.id));
+      used = used || (other.rec.active() &&
+                      (other.rec.started_from == c.id || other.rec.pause_checkpoint == c.id));
     for (const auto& [oid, other] : checkpoints)
       used = used || other.base == c.id;
     Provider* p = provider(c.provider);
@@ -539,6 +539,8 @@ asio::awaitable<void> Gateway::Impl::check_drift() {
         lifecycle::plan(plan_inputs(lifecycle::Pass::drift, name, listed_at, std::move(listing)));
     co_await carry_out(name, std::move(steps), drift);
   }
+  auto sweeping = sweep_checkpoint_images(std::max(cfg.orphan_grace, 1.0));
+  co_await std::move(sweeping);
 }
 
 lifecycle::Inputs Gateway::Impl::plan_inputs(lifecycle::Pass pass, const std::string& provider,

@@ -207,6 +207,9 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   asio::awaitable<void> delete_checkpoint(const Caller& who, std::string id);
   /// Removes the internal checkpoints (a pause's, an E2B fork's) nothing uses any more.
   asio::awaitable<void> drop_unused_internal_checkpoints();
+  /// Removes the checkpoint images of this gateway that no checkpoint it knows owns (older than
+  /// `grace` seconds: an engine may finish a commit a killed gateway asked for after the restart).
+  asio::awaitable<void> sweep_checkpoint_images(double grace);
   /// At start: the checkpoints cut off while being made lose their record and image, and the
   /// images of this gateway that no checkpoint records go.
   asio::awaitable<void> reconcile_checkpoints(const Caller& who);

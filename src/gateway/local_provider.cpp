@@ -674,12 +674,16 @@ asio::awaitable<std::vector<SandboxInfo>> LocalProvider::list_checkpoints() {
           info.created_at = val.to_number<double>();
       }
     } catch (const std::exception&) {
-      // No labels yet (cut off before they were written): another gateway's or this one's.
-      const auto at = fs::last_write_time(entry.path(), ec);
-      (void)at;
+      // Its labels not written yet, or cut off: the folder is this gateway's all the same (the
+      // checkpoints' folder is in its storage), named after the checkpoint, as old as its
+      // last change.
+      struct stat st {};
+      if (::stat(entry.path().c_str(), &st) == 0)
+        info.created_at = static_cast<double>(st.st_mtime);
     }
-    const auto mine = info.labels.find("rex.gateway");
-    if (mine != info.labels.end() && mine->second == s.cfg.gateway_id)
+    info.labels.try_emplace("rex.checkpoint", id);
+    info.labels.try_emplace("rex.gateway", s.cfg.gateway_id);
+    if (info.labels["rex.gateway"] == s.cfg.gateway_id)
       out.push_back(std::move(info));
   }
   co_return out;

@@ -4,10 +4,12 @@ same storage and a check of every promise the gateway makes about a crash.
 
 Usage: crash_rounds.py PATH/TO/rex [--rounds N] [--provider local|docker] [--seed S]
                        [--image IMAGE] [--clients N] [--ready-limit SECONDS] [--points A,B] [--no-kill-points]
-                       [--json FILE] [--keep]
+                       [--checkpoints] [--json FILE] [--keep]
 
 A round: client threads create sessions (each with an Idempotency-Key, some sent again with the
-same body), run commands, write files and destroy sessions, until the gateway is killed: at a
+same body), run commands, write files and destroy sessions (with --checkpoints also: take
+checkpoints, start sessions from them two at a time, rewind, pause with and without memory,
+resume), until the gateway is killed: at a
 random moment, or, on every other round, by itself at one of its crash points
 (REX_CRASH_AT, taken in turn: before and after each write and each start of a create).
 The gateway is started again on the same storage, and then, looking at the API and, directly,
@@ -20,7 +22,11 @@ at the processes, containers and files:
 - orphans: after the drift check has had its time (orphan_grace + drift_interval + 2 s), a
   sandbox server process or container of this gateway that no active session or spare owns, or a
   sandbox directory without its server;
-- readiness: /readyz answered 200 later than --ready-limit after the restart began.
+- readiness: /readyz answered 200 later than --ready-limit after the restart began;
+- checkpoints (--checkpoints): an acknowledged checkpoint nobody deleted is not listed ready, a
+  listed one is not ready (half-made), a session paused or resumed when the gateway died does not
+  resume and run a command, or an image (docker) or a copy (local) of a checkpoint is left that no
+  listed checkpoint owns.
 Every active session is then destroyed through the API, and that too must leave nothing.
 
 Exit status 0 when every round kept every promise; 1 otherwise, naming each broken promise.
@@ -61,6 +67,13 @@ CRASH_POINTS = [
     "destroy.stopping",         # the record committed as stopping, the sandbox not removed
     "destroy.removed",          # the sandbox removed, the record still stopping
 ]
+# Where it kills itself with --checkpoints as well.
+CHECKPOINT_POINTS = [
+    "checkpoint.recorded",      # the checkpoint recorded as creating, its image not made
+    "checkpoint.saved",         # its image made, the record still creating
+    "replace.sandbox_up",       # a rewind's or resume's new sandbox runs, the record names the old
+    "pause.recorded",           # a pause recorded, the sandbox not yet frozen or removed
+]
 
 ENVIRONMENT = {"local": "local", "docker": "Python3"}
 
@@ -78,6 +91,8 @@ class Round:
                                    #                 each one sent after it]}
         self.destroy_sent = set()
         self.destroyed = set()     # DELETE answered 200
+        self.checkpoints = {}      # checkpoint id -> the session it was taken of (answered 201)
+        self.paused = {}           # sid -> "sent", "memory" or "disk" (a pause sent or answered)
         self.ops = 0
         self.unexpected = []       # answers that are neither right nor a lost connection
 
@@ -97,10 +112,11 @@ class Checker:
         self.failures = []
         self.stats = {"rounds": 0, "creates_acknowledged": 0, "lost": 0, "duplicates": 0,
                       "orphans": 0, "resurrected": 0, "ready_s": [], "kill_points": {},
-                      "operations": 0}
+                      "operations": 0, "checkpoints_acknowledged": 0}
         self.provider = args.provider
         self.environment = ENVIRONMENT[args.provider]
-        self.points = [p for p in args.points or CRASH_POINTS
+        self.points = [p for p in args.points or
+                       CRASH_POINTS + (CHECKPOINT_POINTS if args.checkpoints else [])
                        if not p.startswith(("local.", "docker."))
                        or p.startswith(self.provider + ".")]
         if not self.points:
@@ -144,7 +160,12 @@ class Checker:
             n += 1
             roll = rng.random()
             try:
-                if roll < 0.35 or not mine:
+                if self.args.checkpoints and mine and roll < 0.3:
+                    self.checkpoint_op(gw, rnd, rng, mine)
+                    roll = 1.0  # nothing else this turn
+                if roll == 1.0:
+                    pass
+                elif roll < 0.35 or not mine:
                     self.create(gw, rnd, rng, mine, n)
                 elif roll < 0.6:
                     self.command(gw, rnd, rng.choice(mine))
@@ -186,7 +207,70 @@ class Checker:
             else:
                 rnd.unexpected.append(("create", status, data))
 
+    def checkpoint_op(self, gw, rnd, rng, mine):
+        """One of: a checkpoint, two sessions from one, a rewind, a pause, a resume."""
+        sid = rng.choice(mine)
+        kind = rng.choice(["checkpoint", "fork", "rewind", "pause", "resume"])
+        with rnd.lock:
+            ours = [c for c, owner in rnd.checkpoints.items() if owner == sid]
+            any_cp = list(rnd.checkpoints)
+            paused = rnd.paused.get(sid)
+        if paused and kind not in ("resume", "checkpoint", "fork"):
+            kind = "resume"
+        if kind == "checkpoint" or (kind == "fork" and not any_cp) or \
+                (kind == "rewind" and not ours):
+            status, data = gw.json("POST", f"/api/sessions/{sid}/checkpoints", {}, timeout=60)
+            with rnd.lock:
+                if status == 201:
+                    rnd.checkpoints[data["checkpoint_id"]] = sid
+                elif status != 409:  # busy with another operation
+                    rnd.unexpected.append(("checkpoint", sid, status, data))
+        elif kind == "fork":
+            cid = rng.choice(any_cp)
+            status, data = gw.json("POST", "/api/sessions", {"checkpoint": cid, "count": 2},
+                                   timeout=90)
+            with rnd.lock:
+                if status == 201:
+                    for f in data["sessions"]:
+                        if f["state"] == "ready":
+                            rnd.created[f["session_id"]] = {"key": None, "body": None}
+                            mine.append(f["session_id"])
+                else:
+                    rnd.unexpected.append(("fork", cid, status, data))
+        elif kind == "rewind":
+            cid = rng.choice(ours)
+            status, data = gw.json("POST", f"/api/sessions/{sid}/rewind", {"checkpoint": cid},
+                                   timeout=90)
+            with rnd.lock:
+                if status == 200:
+                    rnd.files.pop(sid, None)  # its files are the checkpoint's now
+                elif status != 409:
+                    rnd.unexpected.append(("rewind", sid, status, data))
+        elif kind == "pause":
+            memory = rng.random() < 0.5
+            with rnd.lock:
+                rnd.paused[sid] = "sent"
+            status, data = gw.json("POST", f"/api/sessions/{sid}/pause", {"memory": memory},
+                                   timeout=90)
+            with rnd.lock:
+                if status == 200:
+                    rnd.paused[sid] = "memory" if memory else "disk"
+                else:
+                    rnd.paused.pop(sid, None)
+                    if status != 409:
+                        rnd.unexpected.append(("pause", sid, status, data))
+        else:
+            status, data = gw.json("POST", f"/api/sessions/{sid}/resume", {}, timeout=90)
+            with rnd.lock:
+                if status == 200:
+                    rnd.paused.pop(sid, None)
+                elif status != 409:
+                    rnd.unexpected.append(("resume", sid, status, data))
+
     def command(self, gw, rnd, sid):
+        with rnd.lock:
+            if rnd.paused.get(sid):
+                return  # refused while paused, as it should be
         status, data = gw.json("POST", f"/api/sessions/{sid}/execute",
                                {"code": f"echo {sid}", "language": "bash"}, timeout=60)
         if status != 200 or data.get("stdout") != f"{sid}\n":
@@ -194,6 +278,9 @@ class Checker:
                 rnd.unexpected.append(("execute", sid, status, data))
 
     def write(self, gw, rnd, rng, sid):
+        with rnd.lock:
+            if rnd.paused.get(sid):
+                return
         path = f"f{rng.randrange(3)}.txt"
         content = uuid.uuid4().hex
         with rnd.lock:
@@ -305,6 +392,13 @@ class Checker:
                 self.fail(number, f"lost: acknowledged session {sid} is "
                                   f"{rec and (rec['state'], rec.get('error'))}")
                 continue
+            if rec.get("paused"):
+                # Paused when the gateway died (or its pause cut off): it resumes.
+                status, data = gw.json("POST", f"/api/sessions/{sid}/resume", {}, timeout=90)
+                if status != 200 or data.get("paused"):
+                    self.stats["lost"] += 1
+                    self.fail(number, f"lost: paused {sid} does not resume: {status} {data}")
+                    continue
             status, data = gw.json("POST", f"/api/sessions/{sid}/execute",
                                    {"code": f"echo {sid}", "language": "bash"}, timeout=60)
             if status != 200 or data.get("stdout") != f"{sid}\n":
@@ -363,7 +457,46 @@ class Checker:
                 self.stats["duplicates"] += 1
                 self.fail(number, f"key {key} with another body answers {status} {data}")
 
+        if self.args.checkpoints:
+            self.check_checkpoints(number, rnd)
         self.check_orphans(number, "orphans")
+
+    def listed_checkpoints(self):
+        status, data = self.gw.json("GET", "/api/checkpoints")
+        if status != 200:
+            raise AssertionError(f"GET /api/checkpoints answered {status}: {data}")
+        return {c["checkpoint_id"]: c for c in data["checkpoints"]}
+
+    def check_checkpoints(self, number, rnd):
+        listed = self.listed_checkpoints()
+        for cid, owner in rnd.checkpoints.items():
+            if cid not in listed:
+                self.stats["lost"] += 1
+                self.fail(number, f"lost: acknowledged checkpoint {cid} of {owner} is not listed")
+        for cid, c in listed.items():
+            if c["state"] != "ready":
+                self.fail(number, f"half-made: checkpoint {cid} is listed {c['state']}")
+        self.stats["checkpoints_acknowledged"] += len(rnd.checkpoints)
+
+    def checkpoint_orphans(self):
+        """Images (docker) or copies (local) of this gateway's checkpoints that no listed
+        checkpoint owns."""
+        listed = self.listed_checkpoints()
+        found = []
+        if self.provider == "local":
+            root = os.path.join(self.storage, "checkpoints")
+            for name in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+                if name not in listed:
+                    found.append(f"checkpoint copy {name}")
+        else:
+            out = subprocess.run(
+                ["docker", "images", "--filter", f"label=rex.gateway={self.gateway_id}",
+                 "--filter", "label=rex.checkpoint", "--format", "{{.Tag}}"],
+                capture_output=True, text=True, timeout=60)
+            for tag in out.stdout.split():
+                if tag not in listed:
+                    found.append(f"checkpoint image rex-checkpoint:{tag}")
+        return found
 
     def owned_sandboxes(self):
         """The sandbox ids an active session of the gateway owns."""
@@ -410,6 +543,8 @@ class Checker:
         deadline = time.monotonic() + self.args.orphan_wait
         while True:
             found = self.find_orphans()
+            if self.args.checkpoints:
+                found += self.checkpoint_orphans()
             if not found or time.monotonic() > deadline:
                 break
             time.sleep(0.2)
@@ -423,6 +558,21 @@ class Checker:
                 status, data = self.gw.json("DELETE", f"/api/sessions/{sid}", timeout=60)
                 if status != 200:
                     self.fail(number, f"DELETE {sid} after the checks: {status} {data}")
+        if self.args.checkpoints:
+            # Those built on others first: each pass deletes what nothing is built on any more.
+            left = list(self.listed_checkpoints())
+            for _ in range(len(left) + 1):
+                kept = []
+                for cid in left:
+                    status, data = self.gw.json("DELETE", f"/api/checkpoints/{cid}", timeout=60)
+                    if status == 409 and data.get("error", {}).get("code") == "checkpoint.in_use":
+                        kept.append(cid)
+                    elif status != 200:
+                        self.fail(number, f"DELETE checkpoint {cid} after the checks: "
+                                          f"{status} {data}")
+                left = kept
+            if left:
+                self.fail(number, f"checkpoints that cannot be deleted: {left}")
         self.check_orphans(number, "left after every session was destroyed")
 
     def finish(self):
@@ -459,6 +609,8 @@ def main():
                         help="every round ends at a random moment")
     parser.add_argument("--points", type=lambda t: t.split(","),
                         help="the crash points to take in turn (comma-separated; default all)")
+    parser.add_argument("--checkpoints", action="store_true",
+                        help="the clients also take checkpoints, fork, rewind, pause and resume")
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--keep", action="store_true", help="keep the storage folder")
     args = parser.parse_args()
