@@ -174,6 +174,11 @@ asio::awaitable<void> SandboxDeployment::stop() {
   }
   auto destroying = backend_->destroy(sandbox_->id);
   co_await std::move(destroying);
+  // The sandboxes rewinds left to go in the background: gone before stop() returns.
+  for (const auto& id : std::exchange(retiring_, {})) {
+    auto retiring = capture(backend_->destroy(id));
+    (void)co_await std::move(retiring);
+  }
   current_image_.clear();
   auto removing = remove_own_images();
   co_await std::move(removing);
@@ -268,12 +273,26 @@ asio::awaitable<Checkpoint> SandboxDeployment::checkpoint() {
   cp.parent = origin_;
   cp.sandbox = request_.deployment_id;
   cp.backend = std::string(backend_->name());
-  // A frozen sandbox's sessions cannot run the capture: they are as they were when it froze.
-  CaptureSessionsResponse sessions = frozen_sessions_;
-  if (pause_ == Pause::none) {
+  // A frozen sandbox's shells run no capture: it is thawed for it (a few milliseconds) and
+  // frozen again, so that a pause costs no more than the engine's.
+  if (pause_ == Pause::frozen) {
+    auto thawing = backend_->resume(sandbox_->id);
+    co_await std::move(thawing);
+  }
+  std::exception_ptr capture_failure;
+  CaptureSessionsResponse sessions;
+  try {
     auto capturing = runtime_->capture_sessions(CaptureSessionsRequest{});
     sessions = co_await std::move(capturing);
+  } catch (...) {
+    capture_failure = std::current_exception();
   }
+  if (pause_ == Pause::frozen) {
+    auto freezing = backend_->pause(sandbox_->id);
+    co_await std::move(freezing);
+  }
+  if (capture_failure)
+    std::rethrow_exception(capture_failure);
   cp.sessions = std::move(sessions.sessions);
   cp.not_carried = std::move(sessions.not_carried);
   std::map<std::string, std::string> labels{{labels_of_checkpoint::id, cp.id},
@@ -388,9 +407,17 @@ asio::awaitable<void> SandboxDeployment::replace_from(const Checkpoint& from) {
   }
   // The old sandbox goes either way (an ended pause's is gone already); a new one whose
   // sessions could not be restored goes too, and the error says why.
+  // Not waited for: the sandbox answers from its new place already (its own images go at a
+  // later rewind or at stop, once nothing starts from them).
   if (old && pause_ != Pause::ended) {
-    auto destroying = capture(backend_->destroy(old->id));
-    (void)co_await std::move(destroying);
+    retiring_.push_back(old->id);
+    asio::co_spawn(
+        executor_,
+        [backend = backend_, id = old->id]() -> asio::awaitable<void> {
+          auto destroying = capture(backend->destroy(id));
+          (void)co_await std::move(destroying);
+        },
+        asio::detached);
   }
   current_image_ = from.image;
   auto removing = remove_own_images();
@@ -436,7 +463,6 @@ asio::awaitable<void> SandboxDeployment::rewind(Checkpoint to) {
     co_await std::move(removing);
   }
   pause_ = Pause::none;
-  frozen_sessions_ = {};
   origin_ = to.id;
   lineage_.insert(to.id);
   emit(DeploymentStage::ready,
@@ -452,17 +478,9 @@ asio::awaitable<void> SandboxDeployment::pause(bool keep_memory) {
   if (pause_ != Pause::none)
     co_return;
   if (keep_memory) {
-    // The sessions' state first: a frozen shell runs no capture, and a checkpoint or fork of the
-    // paused sandbox needs it.
-    CaptureSessionsResponse sessions;
-    if (backend_->can(SandboxOperation::checkpoint)) {
-      auto capturing = runtime_->capture_sessions(CaptureSessionsRequest{});
-      sessions = co_await std::move(capturing);
-    }
     runtime_->remote().close_idle_connections();
     auto freezing = backend_->pause(sandbox_->id);
     co_await std::move(freezing);
-    frozen_sessions_ = std::move(sessions);
     pause_ = Pause::frozen;
     co_return;
   }
@@ -483,7 +501,6 @@ asio::awaitable<void> SandboxDeployment::resume() {
     auto thawing = backend_->resume(sandbox_->id);
     co_await std::move(thawing);
     pause_ = Pause::none;
-    frozen_sessions_ = {};
     co_return;
   }
   const Checkpoint cp = *pause_checkpoint_;

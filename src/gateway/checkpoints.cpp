@@ -169,15 +169,28 @@ asio::awaitable<CheckpointRecord> Gateway::Impl::take_checkpoint(Entry& e, const
   rex::detail::crash_point("checkpoint.recorded");
   std::string failure;
   try {
-    if (e.rec.paused == "memory") {
-      c.sessions = e.rec.frozen_sessions;
-    } else {
+    // A frozen sandbox's shells run no capture: it is thawed for it and frozen again.
+    const bool frozen = e.rec.paused == "memory";
+    if (frozen) {
+      auto thawing = prov.resume(e.rec.sandbox_id);
+      co_await std::move(thawing);
+    }
+    std::string capture_failure;
+    try {
       auto live = live_of(e);
       auto capturing = live->runtime->capture_sessions(CaptureSessionsRequest{});
       const CaptureSessionsResponse captured = co_await std::move(capturing);
       c.sessions = to_json_array(captured.sessions);
       c.not_carried = to_json_array(captured.not_carried);
+    } catch (const std::exception& x) {
+      capture_failure = x.what();
     }
+    if (frozen) {
+      auto freezing = prov.pause(e.rec.sandbox_id);
+      co_await std::move(freezing);
+    }
+    if (!capture_failure.empty())
+      throw std::runtime_error(capture_failure);
     std::map<std::string, std::string> labels{{kCheckpointLabel, c.id},
                                               {"rex.checkpoint.sandbox", e.rec.id},
                                               {"rex.checkpoint.parent", c.parent}};
@@ -443,7 +456,6 @@ asio::awaitable<void> replace_sandbox(Gateway::Impl& s, Entry& e, const Checkpoi
   e.rec.started_from = c.id;
   e.rec.origin = c.id;
   e.rec.paused.clear();
-  e.rec.frozen_sessions.clear();
   e.rec.last_active = unix_now();
   auto step1 = s.record(e.rec, type, who,
                         json::object{{"checkpoint", c.id}, {"sandbox_id", e.rec.sandbox_id}});
@@ -574,14 +586,8 @@ asio::awaitable<bool> Gateway::Impl::pause_session(Entry& e, bool memory, const 
   Gateway::Impl* s = this;
   if (memory) {
     Provider& prov = s->capable_provider(e.rec, SandboxOperation::pause, "pause a sandbox");
-    // What a checkpoint of the frozen sandbox will carry of its sessions.
-    if (prov.can(SandboxOperation::checkpoint)) {
-      auto live = s->live_of(e);
-      auto capturing = live->runtime->capture_sessions(CaptureSessionsRequest{});
-      const CaptureSessionsResponse captured = co_await std::move(capturing);
-      e.rec.frozen_sessions = to_json_array(captured.sessions);
-      live->runtime->close_idle_connections();
-    }
+    if (e.live)
+      e.live->runtime->close_idle_connections();
     // Recorded first: a restart before the freeze finds it paused, and its resume thaws what
     // is not frozen (no harm); a restart after finds it paused as it is.
     e.rec.paused = "memory";
@@ -597,7 +603,6 @@ asio::awaitable<bool> Gateway::Impl::pause_session(Entry& e, bool memory, const 
     }
     if (!failure.empty()) {
       e.rec.paused.clear();
-      e.rec.frozen_sessions.clear();
       auto undoing = s->record(e.rec, "resumed", who, json::object{{"memory", true}});
       co_await std::move(undoing);
       throw ApiError(502, "sandbox.pause_failed",
@@ -640,7 +645,6 @@ asio::awaitable<bool> Gateway::Impl::resume_session(Entry& e, const Caller& who)
     auto thawing = prov.resume(e.rec.sandbox_id);
     co_await std::move(thawing);
     e.rec.paused.clear();
-    e.rec.frozen_sessions.clear();
     e.rec.last_active = unix_now();
     auto recording = s->record(e.rec, "resumed", who, json::object{{"memory", true}});
     co_await std::move(recording);

@@ -56,8 +56,7 @@ json::object SessionRecord::to_json() const {
                       {"origin", origin},
                       {"started_from", started_from},
                       {"paused", paused},
-                      {"pause_checkpoint", pause_checkpoint},
-                      {"frozen_sessions", frozen_sessions}};
+                      {"pause_checkpoint", pause_checkpoint}};
 }
 
 namespace {
@@ -183,8 +182,6 @@ SessionRecord SessionRecord::from_json(const json::object& o) {
   r.started_from = optional_text("started_from");
   r.paused = optional_text("paused");
   r.pause_checkpoint = optional_text("pause_checkpoint");
-  if (const auto* v = o.if_contains("frozen_sessions"); v != nullptr && v->is_array())
-    r.frozen_sessions = v->get_array();
   return r;
 }
 

@@ -59,14 +59,11 @@ struct SessionRecord {
   std::uint64_t calls = 0;
   // Checkpoints: the one the sandbox last came from or took (empty: none), and a pause: "" (none),
   // "memory" (its processes frozen) or "disk" (its pause checkpoint `pause_checkpoint`; no
-  // sandbox runs, sandbox_id and url are empty). `frozen_sessions` holds what a memory pause
-  // captured of its bash sessions before it froze them (SessionState objects), for a checkpoint
-  // of the frozen sandbox.
+  // sandbox runs, sandbox_id and url are empty).
   std::string origin;
   std::string started_from;  // the checkpoint whose image its sandbox started from; empty: none
   std::string paused;
   std::string pause_checkpoint;
-  boost::json::array frozen_sessions;
 
   /// When the session ends whatever happens: created_at + max_lifetime.
   double deadline() const { return created_at + max_lifetime; }

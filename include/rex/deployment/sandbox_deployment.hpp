@@ -105,12 +105,12 @@ class SandboxDeployment : public Deployment {
   bool released_ = false;
   Pause pause_ = Pause::none;
   std::optional<Checkpoint> pause_checkpoint_;  // an ended pause's
-  CaptureSessionsResponse frozen_sessions_;     // a frozen pause's sessions, captured before
   std::string origin_;                          // the checkpoint it came from or took last
   std::set<std::string> lineage_;               // checkpoints it may rewind to
   // Images of its own pauses that its sandbox started from: removed once nothing uses them.
   std::vector<std::string> own_images_;
-  std::string current_image_;  // what the sandbox now started from, when it is one of those
+  std::string current_image_;          // what the sandbox now started from, when it is one of those
+  std::vector<std::string> retiring_;  // sandboxes rewinds replaced, removed in the background
   // The deployment's hooks as the backend's progress; emptied when the deployment goes, so that
   // a start still running then reports to nobody.
   std::shared_ptr<SandboxProgress> hooks_;
