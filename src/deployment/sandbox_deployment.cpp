@@ -141,6 +141,20 @@ asio::awaitable<void> SandboxDeployment::start() {
   runtime_ = std::make_unique<detail::SandboxRuntime>(
       executor_, backend_, sandbox_->id, sandbox_->url,
       std::make_unique<RemoteRuntime>(executor_, std::move(rc)));
+  if (fork_of_) {
+    std::exception_ptr failure;
+    try {
+      auto restoring = restore_sessions(*fork_of_);
+      co_await std::move(restoring);
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    if (failure) {
+      auto destroying = capture(backend_->destroy(sandbox_->id));
+      (void)co_await std::move(destroying);
+      std::rethrow_exception(failure);
+    }
+  }
   started_ = true;
   emit(DeploymentStage::ready,
        fmt::format("rex-server at {} (sandbox {})", sandbox_->url, sandbox_->id));
@@ -376,6 +390,28 @@ asio::awaitable<std::vector<std::unique_ptr<SandboxDeployment>>> SandboxDeployme
     std::rethrow_exception(failure);
   }
   co_return forks;
+}
+
+std::function<std::unique_ptr<Deployment>(asio::any_io_executor)> SandboxDeployment::fork_factory(
+    Checkpoint from) const {
+  require(SandboxOperation::checkpoint, "fork a sandbox");
+  if (from.image.empty() || from.backend != backend_->name())
+    throw std::invalid_argument(
+        fmt::format("checkpoint {} is not one of the {} backend's", from.id, backend_->name()));
+  return [backend = backend_, request = request_,
+          from = std::move(from)](asio::any_io_executor ex) -> std::unique_ptr<Deployment> {
+    SandboxRequest r = request;
+    r.deployment_id = random_hex(6);
+    r.name = "rex-" + r.deployment_id;
+    r.image = from.image;
+    r.own_image = true;
+    r.progress = {};
+    auto fork = std::unique_ptr<SandboxDeployment>(new SandboxDeployment(Shared{}, ex, backend, r));
+    fork->origin_ = from.id;
+    fork->lineage_.insert(from.id);
+    fork->fork_of_ = from;
+    return fork;
+  };
 }
 
 asio::awaitable<void> SandboxDeployment::replace_from(const Checkpoint& from) {

@@ -57,4 +57,14 @@ SandboxStartError::SandboxStartError(int attempts, std::string cause)
       attempts_(attempts),
       cause_(std::move(cause)) {}
 
+SandboxPoolConfig forks_of(const SandboxDeployment& source, Checkpoint checkpoint,
+                           std::size_t max_sandboxes, std::size_t warm_spares) {
+  SandboxPoolConfig config;
+  config.factory = source.fork_factory(std::move(checkpoint));
+  config.max_sandboxes = max_sandboxes;
+  config.warm_spares = warm_spares;
+  config.return_policy = ReturnPolicy::stop;
+  return config;
+}
+
 }  // namespace rex

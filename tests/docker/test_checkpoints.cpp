@@ -5,6 +5,8 @@
 // checkpoint, and metrics come from the engine. Every test removes the forks and images it made.
 #include <rex/backends/docker/docker_deployment.hpp>
 #include <rex/docker/engine.hpp>
+#include <rex/pool/fan_out.hpp>
+#include <rex/pool/sandbox_pool.hpp>
 #include <rex/protocol/exceptions.hpp>
 
 #include <gmock/gmock.h>
@@ -309,6 +311,48 @@ TEST_P(CheckpointTest, PauseWithoutMemoryEndsTheContainerAndResumesFromItsCheckp
       }(),
       240s);
   // The pause's own checkpoint went with the resume.
+  EXPECT_TRUE(checkpoint_images_gone(sandbox));
+}
+
+// A pool hands out forks of one checkpoint: each job gets one of its own, with the set-up
+// session, and what a job does is seen by no other.
+TEST_P(CheckpointTest, APoolHandsOutForksOfOneCheckpoint) {
+  DockerDeployment d(io_.get_executor(), config());
+  std::string sandbox;
+  test::run_async(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        co_await d.start();
+        sandbox = d.deployment_id();
+        co_await set_up(d);
+        const Checkpoint cp = co_await d.checkpoint();
+        co_await d.stop();  // the forks need the checkpoint, not the sandbox
+        SandboxPool pool(io_.get_executor(), forks_of(d, cp, 2));
+        std::vector<int> jobs{0, 1, 2, 3};
+        auto job = [&pool](int& n) -> asio::awaitable<std::string> {
+          SandboxLease lease = co_await pool.acquire();
+          auto state = state_of(lease.runtime());
+          std::string seen = co_await std::move(state);
+          // A file and a variable of this job's own: the next job's fork has neither.
+          auto writing = lease.runtime().run_in_session(in(
+              "default", "cat mine.txt 2>/dev/null; echo job" + std::to_string(n) + " > mine.txt"));
+          seen += (co_await std::move(writing)).output;
+          co_await lease.release();
+          co_return seen;
+        };
+        auto running = fan_out(jobs, 4, job);
+        auto results = co_await std::move(running);
+        for (auto& r : results) {
+          EXPECT_TRUE(r.has_value());
+          if (r.has_value()) {
+            EXPECT_EQ(*r, kSetUpState);
+          }
+        }
+        co_await pool.shutdown();
+        EXPECT_EQ(pool.stats().started, 4u);
+        co_await d.remove_checkpoint(cp);
+      }(),
+      240s);
   EXPECT_TRUE(checkpoint_images_gone(sandbox));
 }
 

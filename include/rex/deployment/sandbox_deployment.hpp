@@ -15,6 +15,7 @@
 
 #include <boost/asio/any_io_executor.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <set>
@@ -77,6 +78,12 @@ class SandboxDeployment : public Deployment {
   asio::awaitable<void> resume() override;
   bool paused() const noexcept override;
   asio::awaitable<SandboxMetrics> metrics() override;
+  /// Makes deployments, not started, each of which starts as a fork of `from` (its sandbox from
+  /// the checkpoint's image, the checkpoint's sessions restored): a SandboxPool's factory for
+  /// handing out forks of one checkpoint (rex/pool/sandbox_pool_config.hpp: forks_of). They
+  /// share this deployment's backend and settings, not its lifetime.
+  std::function<std::unique_ptr<Deployment>(asio::any_io_executor)> fork_factory(
+      Checkpoint from) const;
   /// An error naming the checkpoint while a sandbox started from it still exists.
   asio::awaitable<void> remove_checkpoint(Checkpoint checkpoint) override;
 
@@ -111,6 +118,7 @@ class SandboxDeployment : public Deployment {
   std::vector<std::string> own_images_;
   std::string current_image_;          // what the sandbox now started from, when it is one of those
   std::vector<std::string> retiring_;  // sandboxes rewinds replaced, removed in the background
+  std::optional<Checkpoint> fork_of_;  // start() makes a fork of it (fork_factory's)
   // The deployment's hooks as the backend's progress; emptied when the deployment goes, so that
   // a start still running then reports to nobody.
   std::shared_ptr<SandboxProgress> hooks_;

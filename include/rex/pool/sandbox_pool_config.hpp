@@ -6,6 +6,7 @@
 #include <rex/backends/backends.hpp>
 #include <rex/core/backoff.hpp>
 #include <rex/deployment/deployment.hpp>
+#include <rex/deployment/sandbox_deployment.hpp>
 
 #include <boost/asio/any_io_executor.hpp>
 
@@ -71,5 +72,13 @@ void validate(const SandboxPoolConfig& config);
 /// milliseconds. Pure, so the schedule can be tested without waiting.
 std::chrono::milliseconds retry_delay(const SandboxPoolConfig& config, int failed_attempts,
                                       double random01) noexcept;
+
+/// Settings of a pool whose every sandbox is a fork of `checkpoint` (taken of `source`, whose
+/// backend and settings they share): each acquire() gets a fork of its own, started from the
+/// checkpoint with its sessions restored, and stopped when its lease ends (a fork serves one job:
+/// an RL group's rollouts from one state). OperationUnsupportedError for a backend without
+/// checkpoints.
+SandboxPoolConfig forks_of(const SandboxDeployment& source, Checkpoint checkpoint,
+                           std::size_t max_sandboxes = 8, std::size_t warm_spares = 0);
 
 }  // namespace rex
