@@ -3,6 +3,7 @@
 #include <rex/core/timeout.hpp>
 #include <rex/deployment/sandbox_deployment.hpp>
 #include <rex/runtime/remote_runtime.hpp>
+#include <rex/session/session_state.hpp>
 
 #include "deployment/sandbox_runtime.hpp"
 
@@ -287,6 +288,7 @@ asio::awaitable<Checkpoint> SandboxDeployment::checkpoint() {
   cp.parent = origin_;
   cp.sandbox = request_.deployment_id;
   cp.backend = std::string(backend_->name());
+  cp.working_dir = sandbox_->working_dir;
   // A frozen sandbox's shells run no capture: it is thawed for it (a few milliseconds) and
   // frozen again, so that a pause costs no more than the engine's.
   if (pause_ == Pause::frozen) {
@@ -325,6 +327,13 @@ asio::awaitable<void> SandboxDeployment::restore_sessions(const Checkpoint& from
   if (from.sessions.empty())
     co_return;
   RestoreSessionsRequest request{.sessions = from.sessions};
+  // A sandbox that works elsewhere than the checkpoint's did: the paths move with it.
+  if (sandbox_ && !from.working_dir.empty() && sandbox_->working_dir != from.working_dir) {
+    for (auto& state : request.sessions) {
+      state.state = moved_paths(state.state, from.working_dir, sandbox_->working_dir);
+      state.cwd = moved_paths(state.cwd, from.working_dir, sandbox_->working_dir);
+    }
+  }
   auto restoring = runtime_->restore_sessions(std::move(request));
   (void)co_await std::move(restoring);
 }

@@ -9,6 +9,7 @@
 #include <rex/core/random.hpp>
 #include <rex/protocol/json.hpp>
 #include <rex/server/lifetime.hpp>
+#include <rex/session/session_state.hpp>
 
 #include <fmt/format.h>
 #include <boost/json.hpp>
@@ -48,28 +49,6 @@ std::vector<SessionState> states_of(const json::array& sessions) {
   std::vector<SessionState> out;
   for (const auto& s : sessions)
     out.push_back(from_json<SessionState>(s));
-  return out;
-}
-
-// `text` with every occurrence of the directory `from` (whole: followed by '/', a quote, a
-// separator or the end, not by more of a name) replaced by `to`.
-std::string replace_prefix_paths(const std::string& text, const std::string& from,
-                                 const std::string& to) {
-  std::string out;
-  std::size_t at = 0;
-  while (true) {
-    const std::size_t hit = text.find(from, at);
-    if (hit == std::string::npos)
-      break;
-    const std::size_t end = hit + from.size();
-    const bool whole = end == text.size() || text[end] == '/' || text[end] == '"' ||
-                       text[end] == '\'' || text[end] == ':' || text[end] == '\n' ||
-                       text[end] == ' ' || text[end] == ')';
-    out.append(text, at, hit - at);
-    out += whole ? to : from;
-    at = end;
-  }
-  out.append(text, at, std::string::npos);
   return out;
 }
 
@@ -238,8 +217,8 @@ asio::awaitable<void> Gateway::Impl::restore_sessions_at(const SessionRecord& re
   // of its own): the sessions' paths under the old working directory move to the new one.
   if (!c.working_dir.empty() && address.working_dir != c.working_dir) {
     for (auto& state : request.sessions) {
-      state.state = replace_prefix_paths(state.state, c.working_dir, address.working_dir);
-      state.cwd = replace_prefix_paths(state.cwd, c.working_dir, address.working_dir);
+      state.state = moved_paths(state.state, c.working_dir, address.working_dir);
+      state.cwd = moved_paths(state.cwd, c.working_dir, address.working_dir);
     }
   }
   auto restoring = runtime.restore_sessions(std::move(request));

@@ -120,7 +120,9 @@ bool still_ending(pid_t pid, const std::string& marker) {
 
 // The live processes whose command line names `marker`: a sandbox's server whose pid no
 // sandbox.json names (the gateway ended between the server's start and its record).
-std::vector<pid_t> processes_naming(const std::string& marker) {
+// The processes of this machine (this one aside) that `wanted` picks.
+template <class Wanted>
+std::vector<pid_t> processes_where(Wanted wanted) {
   std::vector<pid_t> found;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator("/proc", ec)) {
@@ -129,10 +131,14 @@ std::vector<pid_t> processes_naming(const std::string& marker) {
         !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
       continue;
     const auto pid = static_cast<pid_t>(std::stol(name));
-    if (pid != ::getpid() && our_process(pid, marker))
+    if (pid != ::getpid() && wanted(pid))
       found.push_back(pid);
   }
   return found;
+}
+
+std::vector<pid_t> processes_naming(const std::string& marker) {
+  return processes_where([&marker](pid_t pid) { return our_process(pid, marker); });
 }
 
 // Copies a directory tree as `cp -a` does, sharing the files' blocks (reflink) where the file
@@ -177,29 +183,18 @@ void copy_tree(const fs::path& from, const fs::path& to) {
 // carry REX_SANDBOX=<id> in their environment, which the server was started with.
 std::vector<pid_t> sandbox_processes(const std::string& sandbox_id) {
   const std::string marker = "REX_SANDBOX=" + sandbox_id;
-  std::vector<pid_t> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc", ec)) {
-    const std::string name = entry.path().filename().string();
-    if (name.empty() ||
-        !std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      continue;
-    const auto pid = static_cast<pid_t>(std::stol(name));
-    if (pid == ::getpid())
-      continue;
-    const std::string env = read_text(entry.path() / "environ");
+  return processes_where([&marker](pid_t pid) {
+    const std::string env = read_text(fs::path("/proc") / std::to_string(pid) / "environ");
     for (std::size_t at = 0; at < env.size();) {
       const std::size_t end = env.find('\0', at);
       const std::string_view var(env.data() + at,
                                  (end == std::string::npos ? env.size() : end) - at);
-      if (var == marker) {
-        found.push_back(pid);
-        break;
-      }
+      if (var == marker)
+        return true;
       at = end == std::string::npos ? env.size() : end + 1;
     }
-  }
-  return found;
+    return false;
+  });
 }
 
 // utime + stime of the processes, in clock ticks.

@@ -68,6 +68,26 @@ std::string restore_state_command(std::string_view path) {
   return command;
 }
 
+std::string moved_paths(std::string_view text, std::string_view from, std::string_view to) {
+  if (from.empty() || from == to)
+    return std::string(text);
+  std::string out;
+  std::size_t at = 0;
+  while (true) {
+    const std::size_t hit = text.find(from, at);
+    if (hit == std::string_view::npos)
+      break;
+    const std::size_t end = hit + from.size();
+    const bool whole = end == text.size() ||
+                       std::string_view("/\"':\n )").find(text[end]) != std::string_view::npos;
+    out.append(text.substr(at, hit - at));
+    out.append(whole ? to : from);
+    at = end;
+  }
+  out.append(text.substr(at));
+  return out;
+}
+
 std::string captured_cwd(std::string_view state) {
   if (!state.starts_with(kCwdLine))
     return {};

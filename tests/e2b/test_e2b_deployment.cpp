@@ -211,6 +211,57 @@ TEST(E2BDeployment, RunsCommandsAndKillsItsSandboxOnStop) {
   EXPECT_THROW((void)d.runtime(), DeploymentNotStartedError);
 }
 
+// Checkpoints through E2B's API against an E2B-compatible endpoint (the gateway): a snapshot of
+// the sandbox with the state of rex-server's session in it, a fork started from it (in a sandbox
+// of its own, its session's paths moved there), a pause and a resume (connect), and metrics.
+TEST(E2BDeployment, CheckpointsForksPausesAndMeasuresThroughE2BsApi) {
+  asio::io_context io;
+  auto config = against_gateway();
+  config.template_server_path = REX_SERVER_BUILT;
+  E2BDeployment d(io.get_executor(), config);
+  run_async(io, d.start(), 120s);
+  run_async(
+      io,
+      [&]() -> asio::awaitable<void> {
+        Runtime& rt = d.runtime();
+        CreateBashSessionRequest session;
+        session.startup_timeout = 20;
+        co_await rt.create_session(session);
+        BashAction set_up;
+        set_up.command = "mkdir -p sub && cd sub && echo base > f && export TASK=t";
+        set_up.timeout = 30;
+        co_await rt.run_in_session(set_up);
+        const Checkpoint cp = co_await d.checkpoint();
+        EXPECT_EQ(cp.backend, "e2b");
+        EXPECT_EQ(cp.sessions.size(), 1u);
+
+        BashAction state;
+        state.command = "basename $PWD; cat f; echo $TASK";
+        state.timeout = 30;
+        auto forks = co_await d.fork_sandboxes(cp, 1);
+        EXPECT_EQ((co_await forks[0]->runtime().run_in_session(state)).output, "sub\nbase\nt\n");
+        BashAction mine;
+        mine.command = "echo fork > f";
+        mine.timeout = 30;
+        co_await forks[0]->runtime().run_in_session(mine);
+        co_await forks[0]->stop();
+        EXPECT_EQ((co_await rt.run_in_session(state)).output, "sub\nbase\nt\n");
+
+        const SandboxMetrics m = co_await d.metrics();
+        EXPECT_GT(m.cpu_count, 0);
+        EXPECT_GT(m.memory_used, 0u);
+        co_await d.pause();
+        EXPECT_TRUE(d.paused());
+        co_await d.resume();
+        EXPECT_EQ((co_await rt.run_in_session(state)).output, "sub\nbase\nt\n");
+        co_await d.stop();
+        co_await d.remove_checkpoint(cp);
+      }(),
+      240s);
+  const auto listed = listed_sandboxes();
+  EXPECT_EQ(listed.body, "[]") << "sandboxes left behind";
+}
+
 TEST(E2BDeployment, TheServersTokenIsNeverInTheGatewaysTranscripts) {
   asio::io_context io;
   E2BDeployment d(io.get_executor(), against_gateway());

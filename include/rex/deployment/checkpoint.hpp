@@ -16,17 +16,19 @@
 namespace rex {
 
 struct Checkpoint {
-  std::string id{};       // "ckpt-" and 16 hex digits
-  std::string parent{};   // the checkpoint the sandbox had last come from or taken; empty: none
-  std::string sandbox{};  // the deployment id of the sandbox it was taken of
-  std::string backend{};  // the backend that holds its image: "docker", "podman"
-  std::string image{};    // the backend's image of the file system
+  std::string id{};           // "ckpt-" and 16 hex digits
+  std::string parent{};       // the checkpoint the sandbox had last come from or taken; empty: none
+  std::string sandbox{};      // the deployment id of the sandbox it was taken of
+  std::string backend{};      // the backend that holds its image: "docker", "podman"
+  std::string image{};        // the backend's image of the file system
+  std::string working_dir{};  // where the sandbox's sessions worked when it was taken
   std::vector<SessionState> sessions{};
   std::vector<SessionNotCarried> not_carried{};  // sessions whose state is not in it, and why
   double created_at = 0;                         // unix seconds
 };
 BOOST_DESCRIBE_STRUCT(Checkpoint, (),
-                      (id, parent, sandbox, backend, image, sessions, not_carried, created_at))
+                      (id, parent, sandbox, backend, image, working_dir, sessions, not_carried,
+                       created_at))
 
 /// The deployment (or its backend) cannot do what was asked of a sandbox; the message names
 /// both: "the kubernetes backend cannot checkpoint a sandbox".

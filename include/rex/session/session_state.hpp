@@ -24,4 +24,9 @@ std::string restore_state_command(std::string_view path);
 /// The working directory a captured state records (its first line), empty when it has none.
 std::string captured_cwd(std::string_view state);
 
+/// `text` (a state, a path) with the directory `from` replaced by `to` wherever it stands whole
+/// (followed by '/', a quote, a separator or the end): a state moved to a sandbox that works in
+/// another directory (each of the gateway's local sandboxes has one of its own).
+std::string moved_paths(std::string_view text, std::string_view from, std::string_view to);
+
 }  // namespace rex
