@@ -554,7 +554,8 @@ lifecycle::Inputs Gateway::Impl::plan_inputs(lifecycle::Pass pass, const std::st
   for (const auto& [id, e] : sessions)
     if (e.rec.provider == provider)
       in.sessions.push_back({id, e.rec.state, e.rec.sandbox_id, e.stopping_now, e.rec.ready_at,
-                             e.rec.paused == "disk"});
+                             e.rec.paused == "disk",
+                             e.operation == "rewind" || e.operation == "resume"});
   in.listing = std::move(listing);
   if (const auto it = removing.find(provider); it != removing.end())
     in.being_removed = it->second;

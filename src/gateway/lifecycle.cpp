@@ -207,8 +207,10 @@ std::vector<Step> plan(const Inputs& in) {
     // is any of a session paused to its checkpoint.
     const auto named = recorded.find(s.session_id);
     const bool owned =
-        it != after.end() && state::is_active(it->second) && !named->second->without_sandbox &&
-        (named->second->sandbox_id.empty() || named->second->sandbox_id == s.sandbox_id);
+        it != after.end() && state::is_active(it->second) &&
+        (named->second->replacing ||
+         (!named->second->without_sandbox &&
+          (named->second->sandbox_id.empty() || named->second->sandbox_id == s.sandbox_id)));
     if (s.spare && !owned) {
       remove(s.sandbox_id, {});  // an earlier run's spare: nobody's
       continue;

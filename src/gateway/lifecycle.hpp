@@ -99,6 +99,9 @@ struct SessionView {
   bool stopping_now = false;     // its end is being carried out already
   double ready_at = 0;           // unix seconds; 0 while it is not
   bool without_sandbox = false;  // paused to its checkpoint: no sandbox runs for it
+  // A rewind or a resume of it is under way: a sandbox that names it and its record does not
+  // (yet) is the one being started, not a leftover.
+  bool replacing = false;
 };
 
 /// One decision about a provider's sandboxes and the records of its sessions.

@@ -534,6 +534,10 @@ TEST(LifecyclePlan, WhileRunningAReadySessionIsMatchedByItsOwnSandbox) {
   in.now = kT0 + 1;  // within the grace: a sandbox just started may not be recorded yet
   EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
   in.now = inputs(lc::Pass::drift).now;
+  // While a rewind of the session runs, the other is the one it starts.
+  in.sessions[0].replacing = true;
+  EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
+  in.sessions[0].replacing = false;
   // A record naming a sandbox that is not listed: lost, though others name the session; and
   // those are then nobody's, old, and go.
   in.sessions[0].sandbox_id = "w8";
@@ -551,6 +555,9 @@ TEST(LifecyclePlan, ASessionPausedToItsCheckpointHasNoSandboxAndIsNotLost) {
     EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
     in.listing = {sandbox("c1", "s1", kT0)};
     EXPECT_EQ(lc::plan(in), (std::vector<lc::Step>{{Kind::remove, {}, "c1", {}}}));
+    // Unless it is the one its resume is starting.
+    in.sessions[0].replacing = true;
+    EXPECT_EQ(lc::plan(in), std::vector<lc::Step>{});
   }
 }
 
