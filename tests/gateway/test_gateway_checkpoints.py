@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import unittest
+import uuid
 
 sys.dont_write_bytecode = True  # keep the source tree clean
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -306,6 +307,39 @@ class LocalCheckpoints(tg.GatewayTestCase):
         self.assertEqual(self.api("GET", "/api/checkpoints")["checkpoints"], [])
         left = os.listdir(os.path.join(self.storage, "checkpoints"))
         self.assertEqual(left, [], "checkpoint copies left behind")
+
+
+class CheckpointTenants(tg.GatewayTestCase):
+    """Another tenant's checkpoint is no checkpoint at all: not listed, not read, not forked,
+    not rewound to, not deleted; and nothing of it changes."""
+    tenant_keys = {"A": "key-a-" + uuid.uuid4().hex, "B": "key-b-" + uuid.uuid4().hex}
+    default_key = tenant_keys["A"]
+
+    def test_a_checkpoint_of_another_tenant_is_not_found(self):
+        a = self.auth(self.tenant_keys["A"])
+        b = self.auth(self.tenant_keys["B"])
+        mine = self.create(headers=a)["session_id"]
+        theirs = self.create(headers=b)["session_id"]
+        status, cp = self.gw.json("POST", f"/api/sessions/{mine}/checkpoints", {}, a)
+        self.assertEqual(status, 201, cp)
+        cid = cp["checkpoint_id"]
+        for method, path, body in [("GET", f"/api/checkpoints/{cid}", None),
+                                   ("DELETE", f"/api/checkpoints/{cid}", None),
+                                   ("POST", "/api/sessions", {"checkpoint": cid}),
+                                   ("POST", f"/api/sessions/{theirs}/rewind", {"checkpoint": cid})]:
+            status, err = self.gw.json(method, path, body, b)
+            self.assertEqual((status, err["error"]["code"]), (404, "checkpoint.not_found"),
+                             f"{method} {path}: {err}")
+        status, listed = self.gw.json("GET", "/api/checkpoints", None, b)
+        self.assertEqual((status, listed["checkpoints"]), (200, []), listed)
+        # A session of another tenant cannot be checkpointed either.
+        status, err = self.gw.json("POST", f"/api/sessions/{theirs}/checkpoints", {}, a)
+        self.assertEqual((status, err["error"]["code"]), (404, "session.not_found"), err)
+        status, listed = self.gw.json("GET", "/api/checkpoints", None, a)
+        self.assertEqual([c["checkpoint_id"] for c in listed["checkpoints"]], [cid], listed)
+        for sid, h in ((mine, a), (theirs, b)):
+            self.assertEqual(self.gw.json("DELETE", f"/api/sessions/{sid}", None, h)[0], 200)
+        self.assertEqual(self.gw.json("DELETE", f"/api/checkpoints/{cid}", None, a)[0], 200)
 
 
 if __name__ == "__main__":
