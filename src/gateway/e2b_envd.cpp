@@ -249,6 +249,9 @@ struct Envd {
     Entry* found = s->sessions.find(*id);
     if (found == nullptr || found->rec.state != state::ready)
       throw ConnectError("not_found", fmt::format("sandbox {} not found", *id));
+    if (!found->rec.paused.empty())
+      throw ConnectError("unavailable",
+                         fmt::format("sandbox {} is paused: connect to it to resume it", *id));
     Entry& e = *found;
     const auto token = r.field("X-Access-Token");
     if (!token || !server::same_token(*token, envd_access_token(e.rec)))

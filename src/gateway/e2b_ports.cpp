@@ -310,6 +310,9 @@ struct PortRouting {
       throw ApiError(
           404, "session.not_found",
           fmt::format("sandbox {} is not running (it is {})", t.sandbox_id, e.rec.state));
+    if (!e.rec.paused.empty())
+      throw ApiError(409, "session.paused",
+                     fmt::format("sandbox {} is paused: connect to it to resume it", t.sandbox_id));
     const auto access = r.field(kTokenHeader);
     const auto traffic = r.field(kTrafficTokenHeader);
     if (!access && !traffic)
