@@ -85,6 +85,12 @@ asio::awaitable<void> open_session(rex::Runtime& rt) {
   (void)co_await std::move(running);
 }
 
+// What the run does now, on stderr: a run that stops says where.
+void step(const std::string& what) {
+  std::fprintf(stderr, "rex_checkpoint_bench: %s\n", what.c_str());
+  std::fflush(stderr);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -124,6 +130,7 @@ int main(int argc, char** argv) {
   std::vector<double> ckpt, ckpt_floor, fork, fork_floor, pause, pause_floor, resume, resume_floor,
       rewind, rewind_floor;
   try {
+    step("starting the sandbox");
     rex::DockerDeployment d(io.get_executor(), config_of(o, o.image));
     run_on(io, d.start());
     run_on(io, open_session(d.runtime()));
@@ -138,6 +145,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> floor_images;
     rex::Checkpoint base;
     for (int run = 0; run < o.runs; ++run) {
+      step(fmt::format("run {}: checkpoint, commit, pause, resume", run + 1));
       // checkpoint, alternating with the engine's commit of the same container
       auto t0 = Clock::now();
       rex::Checkpoint cp = run_on(io, d.checkpoint());
@@ -165,10 +173,12 @@ int main(int argc, char** argv) {
       run_on(io, engine.unpause_container(container));
       resume_floor.push_back(ms_since(t0));
     }
+    step("removing the floor's images");
     for (const auto& image : floor_images)
       run_on(io, engine.remove_image(image, true));
 
     for (int run = 0; run < o.runs; ++run) {
+      step(fmt::format("run {}: fork x{}", run + 1, o.forks));
       // fork xN to a command answered in every fork, against N fresh sandboxes
       auto t0 = Clock::now();
       auto forks = run_on(io, d.fork_sandboxes(base, o.forks));
@@ -181,6 +191,7 @@ int main(int argc, char** argv) {
       fork.push_back(ms_since(t0));
       for (auto& f : forks)
         run_on(io, f->stop());
+      step(fmt::format("run {}: {} fresh sandboxes", run + 1, o.forks));
       t0 = Clock::now();
       std::vector<std::unique_ptr<rex::DockerDeployment>> fresh;
       for (int i = 0; i < o.forks; ++i)
@@ -201,6 +212,7 @@ int main(int argc, char** argv) {
         run_on(io, f->stop());
 
       // rewind to a command answered, against a fresh sandbox of the checkpoint's image
+      step(fmt::format("run {}: rewind, a sandbox of the checkpoint's image", run + 1));
       t0 = Clock::now();
       run_on(io, d.rewind(base));
       run_on(io, answer(d.runtime()));
