@@ -499,6 +499,31 @@ server::JsonRoute route(std::shared_ptr<Gateway::Impl> s, std::string pattern,
 
 void add_e2b_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s) {
   using bhttp::verb;
+  // What E2B's control API has and the gateway lacks (or a path it does not know under E2B's
+  // prefixes) answers in E2B's shape: its SDKs read `code` and `message` from every error.
+  t.on_no_route(
+      [](unsigned status, const bhttp::request_header<>& header) -> std::optional<Answer> {
+        const std::string_view target(header.target().data(), header.target().size());
+        const std::string_view path = target.substr(0, target.find('?'));
+        static constexpr std::string_view kPrefixes[] = {
+            "/sandboxes", "/v2/sandboxes", "/templates", "/v2/templates", "/v3/templates",
+            "/snapshots", "/teams",        "/volumes",   "/secrets",      "/nodes"};
+        const bool e2b = std::any_of(std::begin(kPrefixes), std::end(kPrefixes), [&](auto p) {
+          return path == p || (path.starts_with(p) && path[p.size()] == '/');
+        });
+        if (!e2b)
+          return std::nullopt;
+        constexpr std::string_view kAliases = "/templates/aliases/";
+        if (status == 404 && path.starts_with(kAliases))
+          return e2b_error(
+              404, fmt::format("template alias '{}' not found", path.substr(kAliases.size())));
+        if (status == 405)
+          return e2b_error(405, fmt::format("{} {} is not allowed",
+                                            std::string_view(header.method_string().data(),
+                                                             header.method_string().size()),
+                                            path));
+        return e2b_error(404, fmt::format("{} is not found on this E2B-compatible endpoint", path));
+      });
   auto add = [&](verb method, const std::string& pattern, auto fn) {
     t.add(method, pattern, route(s, pattern, fn));
   };

@@ -43,9 +43,13 @@ Admission admit(const bhttp::request<bhttp::empty_body>& header,
       a.answer = detail_answer(401, "Invalid API Key");
   }
   if (!a.answer && route == nullptr && match.other_methods.empty()) {
-    a.answer = detail_answer(404, "Not Found");
+    a.answer = routes.no_route_answer(404, header);
+    if (!a.answer)
+      a.answer = detail_answer(404, "Not Found");
   } else if (!a.answer && route == nullptr) {
-    a.answer = detail_answer(405, "Method Not Allowed");
+    a.answer = routes.no_route_answer(405, header);
+    if (!a.answer)
+      a.answer = detail_answer(405, "Method Not Allowed");
     std::string allow;
     for (const auto method : match.other_methods) {
       if (!allow.empty())

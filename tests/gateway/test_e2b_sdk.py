@@ -148,11 +148,22 @@ class TestControlPlane(E2bTestCase):
             ("GET", "/sandboxes/nope", None, 404),
             ("DELETE", "/sandboxes/nope", None, 404),
             ("POST", "/v2/sandboxes/nope/connect", {"timeout": 10}, 404),
+            # What the gateway does not have under E2B's paths answers in E2B's shape too.
+            ("GET", "/templates/aliases/no-such-alias", None, 404),
+            ("GET", "/v2/templates/t1/builds/b1/status", None, 404),
+            ("GET", "/sandboxes/nope/no-such-call", None, 404),
+            ("PUT", "/sandboxes", None, 405),
         ]:
             got, data = self.gw.json(method, path, body, headers={"X-API-KEY": KEY_A})
             self.assertEqual(got, status, (method, path, data))
             self.assertEqual(set(data), {"code", "message"}, data)
             self.assertEqual(data["code"], status, data)
+        got, data = self.gw.json("GET", "/templates/aliases/no-such-alias",
+                                 headers={"X-API-KEY": KEY_A})
+        self.assertIn("no-such-alias", data["message"], data)
+        # The gateway's own API keeps its own shape.
+        got, data = self.gw.json("GET", "/api/no-such-route", headers={"X-API-KEY": KEY_A})
+        self.assertEqual((got, set(data)), (404, {"detail"}), data)
         # (Authorization replaces the helper's own Bearer key: only X-API-KEY is left to count.)
         got, data = self.gw.json("GET", "/v2/sandboxes",
                                  headers={"Authorization": "none", "X-API-KEY": "wrong"})

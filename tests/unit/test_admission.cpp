@@ -99,6 +99,40 @@ TEST(Admit, AnswersUnknownTargetsWith404AndWrongMethodsWith405) {
   EXPECT_EQ(a.answer->headers[0], (std::pair<std::string, std::string>{"allow", "POST"}));
 }
 
+// A table's answer for what no route takes replaces the default where it gives one; a 405 keeps
+// its Allow header.
+TEST(Admit, ATablesNoRouteAnswerTakesThePathsItNames) {
+  RouteTable routes = table();
+  routes.on_no_route(
+      [](unsigned status, const bhttp::request_header<>& header) -> std::optional<Answer> {
+        if (!std::string_view(header.target().data(), header.target().size()).starts_with("/e2b"))
+          return std::nullopt;
+        return rex::server::json_answer(status, boost::json::object{{"code", status}});
+      });
+  auto admit_to = [&routes](bhttp::verb method, std::string target) {
+    bhttp::request<bhttp::empty_body> header;
+    header.method(method);
+    header.target(target);
+    header.version(11);
+    return admit(header, std::nullopt, false, routes, ServerConfig{});
+  };
+  auto a = admit_to(bhttp::verb::get, "/e2b/templates/x");
+  ASSERT_TRUE(a.answer);
+  EXPECT_EQ(a.answer->status, 404u);
+  EXPECT_EQ(boost::json::parse(a.answer->body).at("code").as_int64(), 404);
+  a = admit_to(bhttp::verb::get, "/nope");
+  ASSERT_TRUE(a.answer);
+  EXPECT_EQ(detail_of(*a.answer), "Not Found");
+  routes.add(bhttp::verb::post, "/e2b/call",
+             [](rex::server::Request) -> asio::awaitable<Answer> { co_return Answer{}; });
+  a = admit_to(bhttp::verb::get, "/e2b/call");
+  ASSERT_TRUE(a.answer);
+  EXPECT_EQ(a.answer->status, 405u);
+  EXPECT_EQ(boost::json::parse(a.answer->body).at("code").as_int64(), 405);
+  ASSERT_EQ(a.answer->headers.size(), 1u);
+  EXPECT_EQ(a.answer->headers[0].first, "allow");
+}
+
 TEST(Admit, ServesHeadAsGetWithoutTheBody) {
   auto a = admit_request({.method = bhttp::verb::head, .target = "/is_alive"});
   ASSERT_NE(a.route, nullptr);

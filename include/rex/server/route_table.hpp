@@ -146,6 +146,17 @@ class RouteTable {
   /// The interceptor's route when it takes the request; null otherwise.
   const Route* intercepted(const boost::beast::http::request_header<>& header) const;
 
+  /// The answer to a request no route takes (`status`: 404, or 405 when another method's route
+  /// matches its path), in the shape of the API whose path it names; none: the default
+  /// {"detail": "Not Found"} (or "Method Not Allowed"). Must not throw.
+  using NoRoute = std::function<std::optional<Answer>(
+      unsigned status, const boost::beast::http::request_header<>& header)>;
+  void on_no_route(NoRoute answer) { no_route_ = std::move(answer); }
+  std::optional<Answer> no_route_answer(unsigned status,
+                                        const boost::beast::http::request_header<>& header) const {
+    return no_route_ ? no_route_(status, header) : std::nullopt;
+  }
+
  private:
   void added();
 
@@ -156,6 +167,7 @@ class RouteTable {
   std::vector<std::pair<boost::beast::http::verb, std::vector<std::size_t>>> by_method_;
   Claim claims_;
   std::optional<Route> interceptor_;
+  NoRoute no_route_;
 };
 
 /// A query string (`a=1&b=x%20y`, without the `?`) as its key/value pairs in order,
