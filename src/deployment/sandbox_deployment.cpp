@@ -127,21 +127,12 @@ asio::awaitable<void> SandboxDeployment::start() {
   if (started_)
     co_return;
   SandboxRequest request = request_;
-  request.progress = [hooks = hooks_](const DeploymentEvent& event) {
-    if (*hooks)
-      (*hooks)(event);
-  };
+  request.progress = relay();
   auto creating = backend_->create(std::move(request));
   StartedSandbox made = co_await std::move(creating);
   sandbox_ = std::make_unique<StartedSandbox>(std::move(made));
-  RemoteRuntimeConfig rc;
-  rc.url = sandbox_->url;
-  rc.auth_token = sandbox_->token;
-  rc.client.headers = sandbox_->headers;
-  backend_->configure_client(rc.url, rc.client);
-  runtime_ = std::make_unique<detail::SandboxRuntime>(
-      executor_, backend_, sandbox_->id, sandbox_->url,
-      std::make_unique<RemoteRuntime>(executor_, std::move(rc)));
+  runtime_ = std::make_unique<detail::SandboxRuntime>(executor_, backend_, sandbox_->id,
+                                                      sandbox_->url, client_of(*sandbox_));
   if (fork_of_) {
     std::exception_ptr failure;
     try {
@@ -359,29 +350,16 @@ asio::awaitable<std::vector<std::unique_ptr<SandboxDeployment>>> SandboxDeployme
                     from.id.empty() ? "(no id)" : from.id, backend_->name(),
                     from.backend.empty() ? "no backend" : from.backend));
   std::vector<std::unique_ptr<SandboxDeployment>> forks;
-  for (int i = 0; i < count; ++i) {
-    SandboxRequest request = request_;
-    request.deployment_id = random_hex(6);
-    request.name = "rex-" + request.deployment_id;  // never the original's fixed name
-    request.image = from.image;
-    request.own_image = true;
-    request.progress = {};
-    auto fork = std::unique_ptr<SandboxDeployment>(  // the constructor is private
-        new SandboxDeployment(Shared{}, executor_, backend_, std::move(request)));
-    fork->origin_ = from.id;
-    fork->lineage_.insert(from.id);
-    forks.push_back(std::move(fork));
-  }
+  for (int i = 0; i < count; ++i)
+    forks.push_back(make_fork(executor_, backend_, request_, from));
   std::exception_ptr failure;
   std::vector<SandboxDeployment*> all;
   for (auto& f : forks)
     all.push_back(f.get());
-  auto start_one = [&failure, &from](SandboxDeployment* fork) -> asio::awaitable<void> {
+  auto start_one = [&failure](SandboxDeployment* fork) -> asio::awaitable<void> {
     try {
-      auto starting = fork->start();
+      auto starting = fork->start();  // restores the checkpoint's sessions
       co_await std::move(starting);
-      auto restoring = fork->restore_sessions(from);
-      co_await std::move(restoring);
     } catch (...) {
       if (!failure)
         failure = std::current_exception();
@@ -409,18 +387,41 @@ std::function<std::unique_ptr<Deployment>(asio::any_io_executor)> SandboxDeploym
         fmt::format("checkpoint {} is not one of the {} backend's", from.id, backend_->name()));
   return [backend = backend_, request = request_,
           from = std::move(from)](asio::any_io_executor ex) -> std::unique_ptr<Deployment> {
-    SandboxRequest r = request;
-    r.deployment_id = random_hex(6);
-    r.name = "rex-" + r.deployment_id;
-    r.image = from.image;
-    r.own_image = true;
-    r.progress = {};
-    auto fork = std::unique_ptr<SandboxDeployment>(new SandboxDeployment(Shared{}, ex, backend, r));
-    fork->origin_ = from.id;
-    fork->lineage_.insert(from.id);
-    fork->fork_of_ = from;
-    return fork;
+    return make_fork(std::move(ex), backend, request, from);
   };
+}
+
+std::unique_ptr<SandboxDeployment> SandboxDeployment::make_fork(
+    asio::any_io_executor executor, std::shared_ptr<SandboxBackend> backend,
+    const SandboxRequest& original, const Checkpoint& from) {
+  SandboxRequest request = original;
+  request.deployment_id = random_hex(6);
+  request.name = "rex-" + request.deployment_id;  // never the original's fixed name
+  request.image = from.image;
+  request.own_image = true;
+  request.progress = {};
+  auto fork = std::unique_ptr<SandboxDeployment>(  // the constructor is private
+      new SandboxDeployment(Shared{}, std::move(executor), std::move(backend), std::move(request)));
+  fork->origin_ = from.id;
+  fork->lineage_.insert(from.id);
+  fork->fork_of_ = from;  // start() restores its sessions
+  return fork;
+}
+
+SandboxProgress SandboxDeployment::relay() const {
+  return [hooks = hooks_](const DeploymentEvent& event) {
+    if (*hooks)
+      (*hooks)(event);
+  };
+}
+
+std::unique_ptr<RemoteRuntime> SandboxDeployment::client_of(const StartedSandbox& sandbox) const {
+  RemoteRuntimeConfig rc;
+  rc.url = sandbox.url;
+  rc.auth_token = sandbox.token;
+  rc.client.headers = sandbox.headers;
+  backend_->configure_client(rc.url, rc.client);
+  return std::make_unique<RemoteRuntime>(executor_, std::move(rc));
 }
 
 asio::awaitable<void> SandboxDeployment::replace_from(const Checkpoint& from) {
@@ -428,21 +429,12 @@ asio::awaitable<void> SandboxDeployment::replace_from(const Checkpoint& from) {
   request.name = "rex-" + request_.deployment_id + "-" + random_hex(3);
   request.image = from.image;
   request.own_image = true;
-  request.progress = [hooks = hooks_](const DeploymentEvent& event) {
-    if (*hooks)
-      (*hooks)(event);
-  };
+  request.progress = relay();
   auto creating = backend_->create(std::move(request));
   StartedSandbox made = co_await std::move(creating);
-  RemoteRuntimeConfig rc;
-  rc.url = made.url;
-  rc.auth_token = made.token;
-  rc.client.headers = made.headers;
-  backend_->configure_client(rc.url, rc.client);
   auto old = std::move(sandbox_);
   sandbox_ = std::make_unique<StartedSandbox>(std::move(made));
-  runtime_->retarget(sandbox_->id, sandbox_->url,
-                     std::make_unique<RemoteRuntime>(executor_, std::move(rc)));
+  runtime_->retarget(sandbox_->id, sandbox_->url, client_of(*sandbox_));
   std::exception_ptr failure;
   try {
     auto restoring = restore_sessions(from);

@@ -25,6 +25,8 @@
 
 namespace rex {
 
+class RemoteRuntime;
+
 namespace detail {
 class SandboxRuntime;
 }
@@ -91,6 +93,15 @@ class SandboxDeployment : public Deployment {
   struct Shared {};  // the backend is another deployment's too (a fork's)
   SandboxDeployment(Shared, asio::any_io_executor executor, std::shared_ptr<SandboxBackend> backend,
                     SandboxRequest request);
+  // A deployment, not started, that starts as a fork of `from` (fork_sandboxes, fork_factory).
+  static std::unique_ptr<SandboxDeployment> make_fork(asio::any_io_executor executor,
+                                                      std::shared_ptr<SandboxBackend> backend,
+                                                      const SandboxRequest& original,
+                                                      const Checkpoint& from);
+  // The deployment's hooks as a backend's progress (they report to nobody once it is gone).
+  SandboxProgress relay() const;
+  // The client of a sandbox's server, prepared by the backend.
+  std::unique_ptr<RemoteRuntime> client_of(const StartedSandbox& sandbox) const;
   void require(SandboxOperation operation, std::string_view what) const;
   void require_started(std::string_view what) const;
   // Starts a sandbox from the checkpoint in place of this one (whose runtime then reaches it)
