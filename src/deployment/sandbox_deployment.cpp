@@ -39,6 +39,8 @@ std::string_view operation_name(SandboxOperation operation) noexcept {
       return "pause";
     case SandboxOperation::metrics:
       return "metrics";
+    case SandboxOperation::build:
+      return "build";
   }
   return "unknown";
 }
@@ -63,6 +65,11 @@ asio::awaitable<void> SandboxBackend::remove_checkpoint(std::string) {
 asio::awaitable<std::vector<SandboxInfo>> SandboxBackend::list_checkpoints(
     std::map<std::string, std::string>) {
   co_return std::vector<SandboxInfo>{};  // none: it makes none
+}
+
+asio::awaitable<std::string> SandboxBackend::build_image(ImageBuild) {
+  unsupported(*this, "build an image");
+  co_return std::string();
 }
 
 asio::awaitable<void> SandboxBackend::pause(std::string) {

@@ -554,6 +554,84 @@ asio::awaitable<std::vector<ImageSummary>> Engine::list_images(
   co_return detail::parse_image_list(answer);
 }
 
+asio::awaitable<std::string> Engine::build_image(std::string context_tar, std::string dockerfile,
+                                                 std::string tag,
+                                                 std::map<std::string, std::string> labels,
+                                                 std::function<void(std::string_view)> on_line) {
+  const Operation op{fmt::format("building image '{}'", tag)};
+  if (::access(context_tar.c_str(), R_OK) != 0) {
+    const int err = errno;
+    throw std::invalid_argument(fmt::format("{} failed: cannot read the build context {}: {}",
+                                            op.what, context_tar, std::strerror(err)));
+  }
+  json::object label_object;
+  for (const auto& [key, value] : labels)
+    label_object[key] = value;
+  std::string target =
+      "/build?t=" + detail::url_encode(tag) + "&dockerfile=" + detail::url_encode(dockerfile) +
+      "&rm=1&forcerm=1&labels=" + detail::url_encode(json::serialize(label_object));
+  auto request = make_request("POST", std::move(target));
+  request.headers.emplace_back("Content-Type", "application/x-tar");
+  request.body_file = std::move(context_tar);
+  request.timeout = kNoLimit;
+
+  detail::LineSplitter splitter;
+  std::string image;
+  std::optional<std::string> error;
+  std::string partial;  // a "stream" piece not yet ended by a newline
+  const std::function<void(std::string_view)> emit = [&](std::string_view text) {
+    partial += text;
+    for (std::size_t nl; (nl = partial.find('\n')) != std::string::npos;) {
+      std::string line = partial.substr(0, nl);
+      partial.erase(0, nl + 1);
+      if (!line.empty() && line.back() == '\r')
+        line.pop_back();
+      if (on_line)
+        on_line(line);
+    }
+  };
+  const std::function<void(std::string_view)> on_json = [&](std::string_view line) {
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos)
+      return;
+    boost::system::error_code ec;
+    const json::value value = json::parse(line, ec);
+    if (ec || !value.is_object()) {
+      emit(line);
+      emit("\n");
+      return;
+    }
+    const json::object& o = value.get_object();
+    if (const auto* text = o.if_contains("stream"); text != nullptr && text->is_string())
+      emit(text->get_string());
+    if (const auto* e = o.if_contains("error"); e != nullptr && e->is_string() && !error)
+      error = std::string(e->get_string());
+    if (const auto* aux = o.if_contains("aux"); aux != nullptr && aux->is_object()) {
+      const std::string id = detail::string_field_of(aux->get_object(), "ID");
+      if (!id.empty())
+        image = id;
+    }
+  };
+  request.on_body = [&](std::string_view piece) { splitter.feed(piece, on_json); };
+  const http::ClientResponse response = co_await impl_->send(std::move(request), op);
+  if (!success(response))
+    Impl::fail(op, response, "the build context must be a tar archive holding the Dockerfile");
+  splitter.finish(on_json);
+  if (!partial.empty())
+    emit("\n");
+  if (error)
+    throw EngineError(fmt::format("{} failed: {}", op.what, *error), response.status, *error);
+  if (image.empty()) {
+    // An engine that names the image only in its last line of output.
+    const auto found = co_await inspect_image(tag);
+    if (found)
+      image = detail::string_field_of(*found, "Id");
+  }
+  if (image.empty())
+    throw EngineError(fmt::format("{} failed: the engine did not say which image it made", op.what),
+                      response.status, "");
+  co_return image;
+}
+
 asio::awaitable<std::string> Engine::commit_container(std::string id, std::string repo,
                                                       std::string tag,
                                                       std::map<std::string, std::string> labels) {

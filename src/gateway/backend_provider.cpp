@@ -31,6 +31,7 @@ asio::awaitable<SandboxAddress> BackendProvider::create(SandboxSpec spec) {
   request.cpus = env.cpus;
   request.network = env.network;
   request.mounts = env.mounts;
+  request.own_image = env.own_image;
   request.name = fmt::format("rex-{}-{}", gateway_id_.substr(0, 12), spec.session_id);
   request.purpose = fmt::format("environment {}", env.name);
   if (!spec.image.empty()) {
@@ -121,6 +122,13 @@ asio::awaitable<SandboxMetrics> BackendProvider::metrics(std::string sandbox_id)
   auto measuring = backend_->metrics(std::move(sandbox_id));
   auto measured = rex::detail::failing_as<ProviderError>("", std::move(measuring));
   co_return co_await std::move(measured);
+}
+
+asio::awaitable<std::string> BackendProvider::build_image(ImageBuild build) {
+  build.labels[std::string(labels::gateway)] = gateway_id_;
+  auto building = backend_->build_image(std::move(build));
+  auto built = rex::detail::failing_as<ProviderError>("", std::move(building));
+  co_return co_await std::move(built);
 }
 
 void BackendProvider::configure_client(const std::string& url, http::ClientConfig& client) const {

@@ -33,6 +33,7 @@ class BackendProvider final : public Provider {
   asio::awaitable<void> pause(std::string sandbox_id) override;
   asio::awaitable<void> resume(std::string sandbox_id) override;
   asio::awaitable<SandboxMetrics> metrics(std::string sandbox_id) override;
+  asio::awaitable<std::string> build_image(ImageBuild build) override;
 
  private:
   std::unique_ptr<SandboxBackend> backend_;

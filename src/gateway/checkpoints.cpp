@@ -228,7 +228,7 @@ asio::awaitable<void> Gateway::Impl::restore_sessions_at(const SessionRecord& re
 
 asio::awaitable<SandboxAddress> Gateway::Impl::start_from(Entry& e, const CheckpointRecord& c) {
   Provider& prov = capable_provider(e.rec, SandboxOperation::checkpoint, "start from a checkpoint");
-  const Environment* env = registry.find(c.environment);
+  const Environment* env = find_environment(c.environment);
   if (env == nullptr)
     throw ApiError(422, "environment.unknown",
                    fmt::format("checkpoint {}'s environment {:?} is no longer configured", c.id,

@@ -107,7 +107,7 @@ struct E2bApi {
 
   json::object detail(const SessionRecord& rec) const {
     json::object o = sandbox(rec);
-    const Environment* env = s->registry.find(rec.environment);
+    const Environment* env = s->find_environment(rec.environment);
     long cpus = static_cast<long>(std::thread::hardware_concurrency());
     long memory = memory_mb_of_host();
     if (env != nullptr && env->cpus)
@@ -176,6 +176,8 @@ struct E2bApi {
     if (const auto it = s->checkpoints.find(tmpl);
         it != s->checkpoints.end() && it->second.tenant == who.tenant)
       native["checkpoint"] = tmpl;
+    else if (const auto built = s->template_environment(who, tmpl))
+      native["environment"] = *built;  // a template built on the gateway
     else
       native["environment"] = tmpl == kDefaultTemplate ? "local" : tmpl;
     if (const auto* m = body.if_contains("metadata"); m != nullptr && !m->is_null())
@@ -375,9 +377,13 @@ struct E2bApi {
     co_return a;
   }
 
-  // DELETE /templates/{id}: a snapshot goes (the gateway's environments are not deleted here).
+  // DELETE /templates/{id}: a template built here, or a snapshot, goes (the registry's
+  // environments are not deleted here).
   asio::awaitable<Answer> delete_template(Caller who, Request r) {
     const std::string id(r.param("id"));
+    auto deleting_template = s->delete_template(who, id);
+    if (co_await std::move(deleting_template))
+      co_return no_content();
     const auto it = s->checkpoints.find(id);
     if (it == s->checkpoints.end() || it->second.tenant != who.tenant)
       co_return e2b_error(404, fmt::format("template {} not found", id));

@@ -348,7 +348,7 @@ struct PortRouting {
         json::object{{"call", "e2b.port"}, {"method", method}, {"path", path}, {"port", *port}});
     const std::string& id = e.rec.id;
 
-    const PortHost where = port_host(e.rec, s->registry.find(e.rec.environment));
+    const PortHost where = port_host(e.rec, s->find_environment(e.rec.environment));
     if (where.host.empty())
       relay->fail(
           502, "sandbox.port_unreachable",

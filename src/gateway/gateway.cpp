@@ -275,7 +275,7 @@ asio::awaitable<std::vector<StoredArtifact>> Gateway::Impl::save_artifacts(
 
 asio::awaitable<std::vector<std::string>> Gateway::Impl::expand_collect(Entry& e) {
   std::vector<std::string> found;
-  const Environment* env = registry.find(e.rec.environment);
+  const Environment* env = find_environment(e.rec.environment);
   if (env == nullptr || env->collect.empty())
     co_return found;
   auto live = live_of(e);
@@ -647,6 +647,7 @@ asio::awaitable<void> Gateway::Impl::reconcile() {
   // logged above, has nothing to answer and is left out).
   for (const auto& key : keys)
     sessions.restore_key(key);
+  co_await load_templates();
   co_await reconcile_checkpoints(who);
   for (auto& [name, p] : providers) {
     std::vector<SandboxListing> listing;

@@ -888,6 +888,12 @@ Environment parse_environment(std::string_view yaml_text, std::string_view sourc
       f->fail(fmt::format("at most {} sandboxes may be kept ahead of time, got {}", kMaxSpares, n));
     env.spares = static_cast<std::size_t>(n);
   }
+  if (auto f = fields.take("user"))
+    env.user = read_string(*f);
+  if (auto f = fields.take("start_cmd"))
+    env.start_cmd = read_string(*f);
+  if (auto f = fields.take("ready_cmd"))
+    env.ready_cmd = read_string(*f);
   fields.finish();
   return env;
 }

@@ -37,6 +37,7 @@
 #include "gateway/providers.hpp"
 #include "gateway/session_record.hpp"
 #include "gateway/session_table.hpp"
+#include "gateway/template_record.hpp"
 
 namespace rex::gateway {
 
@@ -47,6 +48,22 @@ struct Caller {
   std::string tenant;
   std::string actor;
   std::string request_id;
+};
+
+/// Where the SDK may PUT one file archive of a template's COPY steps, without a key.
+struct UploadTicket {
+  std::string tenant;
+  std::string hash;
+  double expires = 0;  // unix seconds
+};
+
+/// A template build under way, which builds of the same steps wait for.
+struct RunningBuild {
+  explicit RunningBuild(asio::any_io_executor ex) : done(std::move(ex)) {}
+  std::string build;
+  Event done;
+  std::string image;  // set when it succeeded
+  std::string reason, step;
 };
 
 struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
@@ -80,6 +97,13 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   Metrics metrics;
   std::map<std::string, CheckpointRecord, std::less<>> checkpoints;  // every tenant's, by id
   std::set<std::string> pinned_checkpoints;  // internal ones whose forks are being made
+  std::map<std::string, TemplateRecord, std::less<>> templates;  // every tenant's, by id
+  // Every template build's environment made so far, kept while the gateway runs (a launch holds
+  // a reference to its environment), and the one each name gives now.
+  std::list<Environment> template_environments;
+  std::map<std::string, const Environment*, std::less<>> template_env;
+  std::map<std::string, std::shared_ptr<RunningBuild>> builds_by_key;
+  std::map<std::string, UploadTicket> upload_tickets;  // by ticket
 
   // --- database (gateway.cpp) ---
   template <class F>
@@ -175,6 +199,30 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
                                std::optional<IdempotencyKey> key_row, Caller who,
                                const CheckpointRecord* from, boost::json::value request_body);
 
+  // --- templates (templates.cpp) ---
+  /// The registry's environment of that name, else a template build's (by template id).
+  const Environment* find_environment(std::string_view name) const;
+  /// The template of that id or name (any tenant's); null when none.
+  TemplateRecord* template_named(std::string_view name_or_id);
+  /// The environment name of the caller's template `name` ("name" or "name:tag", or its id)
+  /// for a create; nullopt when the caller has no such template; an ApiError when it has no
+  /// finished build.
+  std::optional<std::string> template_environment(const Caller& who, std::string_view name);
+  /// Makes the template's current build the environment of its id.
+  void publish_template(const TemplateRecord& t);
+  asio::awaitable<void> save_template(const TemplateRecord& t, bool removed = false);
+  /// At start: the stored templates; builds cut off by a restart end failed.
+  asio::awaitable<void> load_templates();
+  /// Builds `bid` of template `tid` (or takes a ready or running build of the same steps).
+  asio::awaitable<void> run_build(std::string tid, std::string bid, DockerfilePlan plan,
+                                  std::string base);
+  /// Deletes the caller's template and its unused images; false when it has none of that name.
+  asio::awaitable<bool> delete_template(const Caller& who, std::string id);
+  /// Where the archive of `hash` uploaded by `tenant` is kept.
+  fs::path template_file(const std::string& tenant, const std::string& hash) const;
+  /// Runs the environment's start_cmd in the new sandbox and waits for its ready_cmd.
+  asio::awaitable<void> start_commands(Entry& e, const Environment& env);
+
   // --- checkpoints (checkpoints.cpp) ---
   /// The caller's checkpoint; 404 checkpoint.not_found for another tenant's or none.
   CheckpointRecord& checkpoint_for(const Caller& who, std::string_view id);
@@ -229,6 +277,8 @@ std::string request_id_of(const server::Request& r);
 void add_swerex_proxy_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
 /// Checkpoints, rewinds, pauses and metrics of sessions (checkpoints.cpp).
 void add_checkpoint_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
+/// E2B's template build API (templates.cpp).
+void add_template_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
 /// The E2B-compatible control API (e2b_api.cpp): /sandboxes and /v2/sandboxes.
 void add_e2b_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
 /// The E2B-compatible in-sandbox API (e2b_envd.cpp): /health, /files, filesystem.Filesystem and

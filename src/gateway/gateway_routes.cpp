@@ -245,7 +245,7 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     env_name = provider_name && (*provider_name == "docker" || *provider_name == "podman")
                    ? "Python3"
                    : "local";
-  const Environment* env = registry.find(*env_name);
+  const Environment* env = find_environment(*env_name);
   if (env == nullptr) {
     std::vector<std::string> names;
     for (const auto* e : registry.environments())
@@ -412,6 +412,31 @@ asio::awaitable<void> Gateway::Impl::launch(Entry& e, Provider& prov, const Envi
           std::min(rec.max_lifetime + std::min(60.0, std::max(2.0, rec.max_lifetime / 10)),
                    server::Lifetime::kLongest);
       address = co_await prov.create(std::move(spec));
+    }
+    // A session whose start commands fail is one whose sandbox goes.
+    const SandboxAddress made = address;
+    std::string start_failure;
+    try {
+      rec.url = address.url;
+      rec.token = address.token;
+      rec.headers = address.headers;
+      rec.working_dir = address.working_dir;
+      rec.scratch_dir = address.scratch_dir;
+      auto starting = start_commands(e, env);
+      co_await std::move(starting);
+    } catch (const std::exception& x) {
+      start_failure = x.what();
+    }
+    if (!start_failure.empty()) {
+      e.live.reset();
+      try {
+        auto removing = prov.destroy(made.sandbox_id);
+        co_await std::move(removing);
+      } catch (const std::exception& x) {
+        logging::warn("gateway: cannot remove sandbox {} whose start failed: {}", made.sandbox_id,
+                      x.what());
+      }
+      throw std::runtime_error(start_failure);
     }
     rec.sandbox_id = address.sandbox_id;
     rec.url = address.url;
@@ -946,6 +971,7 @@ server::RouteTable Gateway::Impl::routes() {
     json_at(verb::get, "/api/" + kind + "/{name}", handler);
   }
 
+  add_template_routes(t, self);
   add_e2b_routes(t, self);
   add_e2b_envd_routes(t, self);
   add_e2b_port_routing(t, self);  // before all of these: E2b-Sandbox-Port names another server

@@ -596,8 +596,8 @@ asio::awaitable<SandboxAddress> LocalProvider::create(SandboxSpec spec) {
 
 // --- checkpoints, pauses, metrics --------------------------------------------------------
 
-bool LocalProvider::can(SandboxOperation) const noexcept {
-  return true;
+bool LocalProvider::can(SandboxOperation operation) const noexcept {
+  return operation != SandboxOperation::build;  // a local sandbox runs no image
 }
 
 asio::awaitable<std::string> LocalProvider::checkpoint(std::string sandbox_id,

@@ -48,6 +48,11 @@ asio::awaitable<void> Provider::resume(std::string) {
   co_return;
 }
 
+asio::awaitable<std::string> Provider::build_image(ImageBuild) {
+  unsupported(*this, "build an image");
+  co_return std::string();
+}
+
 asio::awaitable<SandboxMetrics> Provider::metrics(std::string) {
   unsupported(*this, "measure a sandbox");
   co_return SandboxMetrics{};

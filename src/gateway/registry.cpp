@@ -108,6 +108,9 @@ json::object Environment::to_json() const {
       {"max_lifetime", max_lifetime},
       {"collect", strings(collect)},
       {"spares", spares},
+      {"user", user},
+      {"start_cmd", start_cmd},
+      {"ready_cmd", ready_cmd},
   };
 }
 

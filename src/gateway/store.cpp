@@ -19,7 +19,7 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr int kSchemaVersion = 2;
+constexpr int kSchemaVersion = 3;
 // PRAGMA application_id: marks the file as a rex gateway database ("rexg"), so a database of
 // another program is refused instead of being written into.
 constexpr std::int64_t kApplicationId = 0x72657867;
@@ -83,8 +83,19 @@ CREATE TABLE checkpoints (
 ) STRICT;
 )sql";
 
-constexpr std::string_view kTables[] = {"meta",        "sessions",  "events",
-                                        "idempotency", "artifacts", "checkpoints"};
+// Version 3 adds the templates built on the gateway's engine (E2B's template builds).
+constexpr const char* kSchemaV3 = R"sql(
+CREATE TABLE templates (
+  id TEXT PRIMARY KEY,
+  seq INTEGER NOT NULL UNIQUE,
+  tenant TEXT NOT NULL,
+  state TEXT NOT NULL,
+  record TEXT NOT NULL
+) STRICT;
+)sql";
+
+constexpr std::string_view kTables[] = {"meta",      "sessions",    "events",   "idempotency",
+                                        "artifacts", "checkpoints", "templates"};
 
 // The open connection and the file it serves, for error messages.
 struct Db {
@@ -250,7 +261,7 @@ void check_identity(const Db& db, const Identity& identity) {
     throw_problem(db, fmt::format("is not a rex gateway database (an SQLite database of another "
                                   "program: application_id {}, {} schema objects)",
                                   identity.application_id, identity.schema_objects));
-  if (identity.user_version == 1)
+  if (identity.user_version == 1 || identity.user_version == 2)
     return;  // migrated by migrate_schema()
   if (identity.user_version > kSchemaVersion)
     throw_problem(db, fmt::format("has schema version {}, newer than this rex understands ({}): "
@@ -271,6 +282,8 @@ bool is_gateway_id(std::string_view id) {
 void migrate_schema(const Db& db, std::int64_t from) {
   if (from < 2 && sqlite3_exec(db.handle, kSchemaV2, nullptr, nullptr, nullptr) != SQLITE_OK)
     throw_error(db, "add the checkpoints table");
+  if (from < 3 && sqlite3_exec(db.handle, kSchemaV3, nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw_error(db, "add the templates table");
   Statement(db, "mark the database", fmt::format("PRAGMA user_version = {}", kSchemaVersion)).run();
 }
 
@@ -278,6 +291,8 @@ void create_schema(const Db& db) {
   if (sqlite3_exec(db.handle, kSchema, nullptr, nullptr, nullptr) != SQLITE_OK)
     throw_error(db, "create the schema");
   if (sqlite3_exec(db.handle, kSchemaV2, nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw_error(db, "create the schema");
+  if (sqlite3_exec(db.handle, kSchemaV3, nullptr, nullptr, nullptr) != SQLITE_OK)
     throw_error(db, "create the schema");
   Statement(db, "store the gateway id", "INSERT INTO meta (key, value) VALUES (?1, ?2)")
       .bind_text(1, kGatewayIdKey)
@@ -422,7 +437,8 @@ sqlite3* Store::connection() const {
 void Store::commit(Change& change) {
   const Db db{connection(), file_};
   if (!change.session && change.events.empty() && !change.idempotency && change.artifacts.empty() &&
-      change.checkpoints.empty() && change.removed_checkpoints.empty())
+      change.checkpoints.empty() && change.removed_checkpoints.empty() &&
+      change.templates.empty() && change.removed_templates.empty())
     return;
   Transaction transaction(db);
 
@@ -454,6 +470,24 @@ void Store::commit(Change& change) {
   }
   for (const std::string& id : change.removed_checkpoints) {
     Statement(db, fmt::format("remove checkpoint {}", id), "DELETE FROM checkpoints WHERE id = ?1")
+        .bind_text(1, id)
+        .run();
+  }
+
+  for (const StoredTemplate& t : change.templates) {
+    Statement(db, fmt::format("store template {}", t.id),
+              "INSERT INTO templates (id, seq, tenant, state, record) "
+              "VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM templates), ?2, ?3, ?4) "
+              "ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, "
+              "state = excluded.state, record = excluded.record")
+        .bind_text(1, t.id)
+        .bind_text(2, t.tenant)
+        .bind_text(3, t.state)
+        .bind_json(4, t.record)
+        .run();
+  }
+  for (const std::string& id : change.removed_templates) {
+    Statement(db, fmt::format("remove template {}", id), "DELETE FROM templates WHERE id = ?1")
         .bind_text(1, id)
         .run();
   }
@@ -539,6 +573,22 @@ std::vector<StoredCheckpoint> Store::load_checkpoints() const {
     c.state = select.text(2);
     c.record = select.object(3);
     out.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<StoredTemplate> Store::load_templates() const {
+  const Db db{connection(), file_};
+  Statement select(db, "load the templates",
+                   "SELECT id, tenant, state, record FROM templates ORDER BY seq");
+  std::vector<StoredTemplate> out;
+  while (select.step()) {
+    StoredTemplate t;
+    t.id = select.text(0);
+    t.tenant = select.text(1);
+    t.state = select.text(2);
+    t.record = select.object(3);
+    out.push_back(std::move(t));
   }
   return out;
 }

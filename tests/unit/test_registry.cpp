@@ -49,7 +49,8 @@ void put(const test::TempDir& dir, const std::string& relative, const std::strin
 
 constexpr std::string_view kKnownEnvironments =
     "known: name, description, provider, image, template, memory, cpus, network, env, "
-    "working_dir, mounts, idle_timeout, max_lifetime, collect, spares";
+    "working_dir, mounts, idle_timeout, max_lifetime, collect, spares, user, start_cmd, "
+    "ready_cmd";
 constexpr std::string_view kNameRule =
     "1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit";
 
@@ -98,6 +99,9 @@ idle_timeout: 300
 max_lifetime: 7200
 collect: ["/work/out/*.csv", "/work/report.html"]
 spares: 3
+user: analyst
+start_cmd: jupyter lab
+ready_cmd: curl -fs localhost:8888
 )");
   EXPECT_EQ(env.name, "python-data");
   EXPECT_EQ(env.description, "Python 3 with numpy");
@@ -116,6 +120,9 @@ spares: 3
   EXPECT_EQ(env.max_lifetime, 7200);
   EXPECT_EQ(env.collect, (std::vector<std::string>{"/work/out/*.csv", "/work/report.html"}));
   EXPECT_EQ(env.spares, 3u);
+  EXPECT_EQ(env.user, "analyst");
+  EXPECT_EQ(env.start_cmd, "jupyter lab");
+  EXPECT_EQ(env.ready_cmd, "curl -fs localhost:8888");
 
   // Every field under its own name (json::object compares regardless of order).
   EXPECT_EQ(env.to_json(), json::parse(R"({
@@ -125,7 +132,8 @@ spares: 3
     "env": {"DEBUG": "true", "EMPTY": "", "LEVEL": "3", "PYTHONUNBUFFERED": "1"},
     "working_dir": "/work", "mounts": ["/data:/data:ro"], "idle_timeout": 300.0,
     "max_lifetime": 7200.0, "collect": ["/work/out/*.csv", "/work/report.html"],
-    "spares": 3})")
+    "spares": 3, "user": "analyst", "start_cmd": "jupyter lab",
+    "ready_cmd": "curl -fs localhost:8888"})")
                                .as_object());
 }
 

@@ -147,7 +147,7 @@ TEST(Store, RunsWalWithFullSyncForeignKeysAndABusyTimeout) {
 
   RawDatabase raw(file);
   EXPECT_EQ(raw.query("PRAGMA journal_mode"), "wal");  // kept in the file itself
-  EXPECT_EQ(raw.query("PRAGMA user_version"), "2");
+  EXPECT_EQ(raw.query("PRAGMA user_version"), "3");
   EXPECT_EQ(raw.query("PRAGMA application_id"), std::to_string(0x72657867));
 }
 
@@ -161,7 +161,7 @@ TEST(Store, MigratesAVersionOneFileAndRoundTripsCheckpoints) {
     change.session = make_session("s1", "acme", "ready");
     store.commit(change);
   }
-  RawDatabase(file).exec("DROP TABLE checkpoints; PRAGMA user_version = 1");
+  RawDatabase(file).exec("DROP TABLE checkpoints; DROP TABLE templates; PRAGMA user_version = 1");
   {
     Store store(file);
     EXPECT_EQ(store.load_sessions().size(), 1u);
@@ -174,7 +174,7 @@ TEST(Store, MigratesAVersionOneFileAndRoundTripsCheckpoints) {
     removal.removed_checkpoints.push_back("ckpt-2");
     store.commit(removal);
   }
-  EXPECT_EQ(RawDatabase(file).query("PRAGMA user_version"), "2");
+  EXPECT_EQ(RawDatabase(file).query("PRAGMA user_version"), "3");
   Store store(file);
   const auto checkpoints = store.load_checkpoints();
   ASSERT_EQ(checkpoints.size(), 1u);
@@ -182,6 +182,38 @@ TEST(Store, MigratesAVersionOneFileAndRoundTripsCheckpoints) {
   EXPECT_EQ(checkpoints[0].tenant, "acme");
   EXPECT_EQ(checkpoints[0].state, "ready");
   EXPECT_EQ(checkpoints[0].record.at("session").as_string(), "s1");
+}
+
+// A file of version 2 (before templates) gains the templates table; templates round-trip.
+TEST(Store, MigratesAVersionTwoFileAndRoundTripsTemplates) {
+  test::TempDir dir;
+  const fs::path file = fs::path(dir.path()) / "sessions";
+  {
+    Store store(file);
+    Change change;
+    change.session = make_session("s1", "acme", "ready");
+    store.commit(change);
+  }
+  RawDatabase(file).exec("DROP TABLE templates; PRAGMA user_version = 2");
+  {
+    Store store(file);
+    EXPECT_EQ(store.load_sessions().size(), 1u);
+    Change change;
+    change.templates.push_back(StoredTemplate{
+        "tpl-1", "acme", "ready", json::parse(R"({"id":"tpl-1","names":["t"]})").as_object()});
+    change.templates.push_back(StoredTemplate{"tpl-2", "acme", "building", {}});
+    store.commit(change);
+    Change removal;
+    removal.removed_templates.push_back("tpl-2");
+    store.commit(removal);
+  }
+  EXPECT_EQ(RawDatabase(file).query("PRAGMA user_version"), "3");
+  Store store(file);
+  const auto templates = store.load_templates();
+  ASSERT_EQ(templates.size(), 1u);
+  EXPECT_EQ(templates[0].id, "tpl-1");
+  EXPECT_EQ(templates[0].state, "ready");
+  EXPECT_EQ(templates[0].record.at("names").as_array().at(0).as_string(), "t");
 }
 
 TEST(Store, RoundTripsSessionRecords) {

@@ -53,6 +53,7 @@ enum class SandboxOperation {
   checkpoint,  // save its file system as an image a new sandbox can start from
   pause,       // freeze its processes, keeping their memory, and thaw them
   metrics,     // its CPU, memory and disk use
+  build,       // build an image from a Dockerfile (a template's) that sandboxes start from
 };
 
 /// "checkpoint", "pause", "metrics".
@@ -61,6 +62,16 @@ std::string_view operation_name(SandboxOperation operation) noexcept;
 /// A sandbox's file system, saved by SandboxBackend::checkpoint.
 struct SandboxSnapshot {
   std::string image;  // a request's image for a sandbox that starts from it (the image's id)
+};
+
+/// An image to build (SandboxBackend::build_image).
+struct ImageBuild {
+  std::string context_tar;  // a tar file: the Dockerfile at `dockerfile` and the files it copies
+  std::string dockerfile = "Dockerfile";
+  std::string base;  // the image it starts FROM: present on the backend already, never pulled
+  std::string tag;   // the name the image gets ("repo:tag")
+  std::map<std::string, std::string> labels;
+  std::function<void(std::string_view)> on_line;  // each line of the build's output
 };
 
 /// Told each stage of a sandbox's start (creating, pulling with its bytes, starting, waiting).
@@ -157,6 +168,10 @@ class SandboxBackend {
   virtual asio::awaitable<void> resume(std::string id);
   /// Its CPU, memory and disk use now.
   virtual asio::awaitable<SandboxMetrics> metrics(std::string id);
+  /// Builds the image; returns its id (a request's image with own_image set starts a sandbox
+  /// from it). DeploymentStartupError naming the failed step with the build's own words. The
+  /// image is removed with remove_checkpoint().
+  virtual asio::awaitable<std::string> build_image(ImageBuild build);
 
   /// Prepares the client that reaches a sandbox of this backend at `url` (the TLS material and
   /// credentials of a proxy in front of it). Most need nothing.

@@ -32,6 +32,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rex::docker {
@@ -139,6 +140,15 @@ class Engine {
   /// the container's own; the container is frozen while it is written. Returns the image's id.
   asio::awaitable<std::string> commit_container(std::string id, std::string repo, std::string tag,
                                                 std::map<std::string, std::string> labels);
+  /// POST /build?t=..&labels=..&rm=1&forcerm=1 with the build context (a tar file streamed from
+  /// disk, its Dockerfile at `dockerfile`): each line of the build's output, as the engine
+  /// streams it ("Step 2/5 : RUN ...", the commands' own output), goes to on_line (may be empty).
+  /// Returns the image's id. A failed step or a refusal becomes EngineError with the engine's
+  /// message (the failing command and its exit code). No time limit: cancel to give up.
+  asio::awaitable<std::string> build_image(std::string context_tar, std::string dockerfile,
+                                           std::string tag,
+                                           std::map<std::string, std::string> labels,
+                                           std::function<void(std::string_view)> on_line);
   /// POST /containers/{id}/pause and /unpause: every process of the container frozen (cgroup
   /// freezer) or thawed. Pausing a paused container, or unpausing a running one, is no error.
   asio::awaitable<void> pause_container(std::string id);

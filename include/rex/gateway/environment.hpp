@@ -42,6 +42,14 @@ struct Environment {
   // can hand a running sandbox to a session: local). Only creates that add no env variables of
   // their own take a spare; the others start a sandbox as usual.
   std::size_t spares = 0;
+  // Who commands run as when a call names nobody ("": the sandbox's own user, root in a
+  // container); a template's is its last USER step's, else E2B's `user`.
+  std::string user;
+  // Started in the background once the sandbox's server answers (as `user`, in working_dir),
+  // and awaited until ready_cmd exits 0 before the sandbox is ready (E2B's startCmd, readyCmd).
+  std::string start_cmd;
+  std::string ready_cmd;
+  bool own_image = false;  // the image is the gateway's (a template's build): never pulled
 
   /// Every field under its own name (memory and cpus null when unset), for
   /// GET /api/environments.

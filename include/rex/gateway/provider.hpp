@@ -121,6 +121,9 @@ class Provider {
   virtual asio::awaitable<void> pause(std::string sandbox_id);
   virtual asio::awaitable<void> resume(std::string sandbox_id);
   virtual asio::awaitable<SandboxMetrics> metrics(std::string sandbox_id);
+  /// Builds a template's image (labelled with this gateway's id); its id. ProviderError with
+  /// the build's own words when a step fails.
+  virtual asio::awaitable<std::string> build_image(ImageBuild build);
 
   /// True when the sandbox has no boundary of its own but its working directory (local): the
   /// file calls then refuse paths that leave it.

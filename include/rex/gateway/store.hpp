@@ -77,6 +77,15 @@ struct StoredCheckpoint {
   boost::json::object record;
 };
 
+/// A template built on the gateway's engine: its record (opaque to the store) and its state
+/// (its newest build's status).
+struct StoredTemplate {
+  std::string id;
+  std::string tenant;
+  std::string state;
+  boost::json::object record;
+};
+
 struct IdempotencyKey {
   std::string tenant, key, body_hash, session_id;
 };
@@ -90,6 +99,8 @@ struct Change {
   std::vector<StoredArtifact> artifacts;         // inserted or replaced (by session_id + name)
   std::vector<StoredCheckpoint> checkpoints;     // inserted or replaced (by id)
   std::vector<std::string> removed_checkpoints;  // deleted (by id)
+  std::vector<StoredTemplate> templates;         // inserted or replaced (by id)
+  std::vector<std::string> removed_templates;    // deleted (by id)
 };
 
 /// The connection's settings as SQLite reports them (for tests and diagnostics).
@@ -104,7 +115,7 @@ class Store {
  public:
   /// Opens or creates the database at `file` (parent directory must exist): WAL journal,
   /// synchronous=FULL, foreign keys on, a busy timeout of 5 s, schema created or checked
-  /// (PRAGMA user_version = 2, a version 1 file gaining the checkpoints table; a newer version, or
+  /// (PRAGMA user_version = 3, an older file gaining the checkpoints and templates tables; a newer version, or
   /// a file that is not a rex gateway database, is a StoreError naming the file and saying what is
   /// wrong).
   explicit Store(const std::filesystem::path& file);
@@ -129,6 +140,8 @@ class Store {
   std::optional<StoredSession> session(std::string_view id) const;
   /// All checkpoints, in creation order.
   std::vector<StoredCheckpoint> load_checkpoints() const;
+  /// All templates, in creation order.
+  std::vector<StoredTemplate> load_templates() const;
   std::optional<IdempotencyKey> idempotency(std::string_view tenant, std::string_view key) const;
   /// Every idempotency key, with the hash of the request body it was first used with.
   std::vector<IdempotencyKey> idempotency_keys() const;

@@ -134,6 +134,31 @@ class DockerBackend final : public SandboxBackend {
         fmt::format("{}: cannot checkpoint container {}: {}", name(), id, failure));
   }
 
+  asio::awaitable<std::string> build_image(ImageBuild build) override {
+    std::string failure;
+    try {
+      // No registry is asked for the base: a FROM the engine lacks fails here, in words.
+      auto inspecting = engine_->inspect_image(build.base);
+      if (!(co_await std::move(inspecting)))
+        failure = fmt::format(
+            "the base image '{}' is not on the engine (images are not pulled for a build: "
+            "build or load it there first)",
+            build.base);
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (failure.empty()) {
+      try {
+        auto building = engine_->build_image(build.context_tar, build.dockerfile, build.tag,
+                                             std::move(build.labels), std::move(build.on_line));
+        co_return co_await std::move(building);
+      } catch (const std::exception& e) {
+        failure = e.what();
+      }
+    }
+    throw DeploymentStartupError(fmt::format("{}: {}", name(), failure));
+  }
+
   asio::awaitable<void> remove_checkpoint(std::string image) override {
     std::optional<docker::EngineError> refused;
     try {

@@ -62,7 +62,9 @@ class E2BBackend final : public SandboxBackend {
   }
 
   // E2B's snapshots, pauses and metrics, as its SDKs call them.
-  bool can(SandboxOperation) const noexcept override { return true; }
+  bool can(SandboxOperation operation) const noexcept override {
+    return operation != SandboxOperation::build;
+  }
 
   asio::awaitable<SandboxSnapshot> checkpoint(std::string id,
                                               std::map<std::string, std::string> labels) override {

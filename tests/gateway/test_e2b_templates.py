@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""E2B's Python SDK (pinned in tests/swerex/requirements.txt), unchanged, building templates on a
+rex gateway whose sandboxes are containers: Template.build of steps (ENV, COPY, RUN as root and
+as a user, WORKDIR, USER, a start command with its ready command) and of a Dockerfile, from the
+project's local image; Sandbox.create of the template; the second build of the same steps taken
+from the cache; concurrent builds of one name made once; a failing step, a missing base image
+and a bad request reported as the SDK reports E2B's; aliases; deletion.
+
+Usage: PYTHON test_e2b_templates.py PATH/TO/rex [unittest arguments]
+(PYTHON: one with the `e2b` package; without it the test exits 77, skipped, saying why.)
+"""
+
+import json
+import os
+import sys
+import tempfile
+import threading
+import urllib.request
+import uuid
+
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import test_gateway_docker as tgd  # noqa: E402
+
+try:
+    from e2b import Sandbox, Template, wait_for_file
+    from e2b.exceptions import BuildException
+except ImportError as e:  # pragma: no cover - the environment decides
+    print(f"skipped: E2B's Python SDK is not installed in {sys.executable}: {e}")
+    sys.exit(77)
+
+KEY = "e2b-tpl-" + uuid.uuid4().hex[:8]
+OTHER_KEY = "e2b-tpl-other-" + uuid.uuid4().hex[:8]
+
+
+def unique(prefix):
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+class Templates(tgd.ContainerGatewayTestCase):
+    tenant_keys = {"team-a": KEY, "team-b": OTHER_KEY}
+    default_key = KEY
+
+    def setUp(self):
+        super().setUp()
+        os.environ["E2B_API_URL"] = self.gw.url
+        os.environ["E2B_API_KEY"] = KEY
+        os.environ["E2B_SANDBOX_URL"] = self.gw.url
+        os.environ.pop("E2B_DOMAIN", None)
+        os.environ.pop("E2B_DEBUG", None)
+        self.context = tempfile.TemporaryDirectory()
+        self.addCleanup(self.context.cleanup)
+        app = os.path.join(self.context.name, "app")
+        os.makedirs(app)
+        with open(os.path.join(app, "hello.txt"), "w") as f:
+            f.write("hello from the context\n")
+        with open(os.path.join(app, "run.sh"), "w") as f:
+            f.write("#!/bin/sh\necho run-ok\n")
+        os.chmod(os.path.join(app, "run.sh"), 0o755)
+        self.images = []
+        self.addCleanup(self.remove_images)
+
+    def remove_images(self):
+        # Images the test's templates made and did not delete (a failure part way).
+        for ref in tgd.engine("docker", "images", "--filter", "label=rex.template",
+                              "--format", "{{.ID}}", check=False).split():
+            labels = json.loads(tgd.engine("docker", "inspect", "--format",
+                                           "{{json .Config.Labels}}", ref, check=False) or "{}")
+            if labels.get("rex.gateway") == getattr(self, "gateway_id", None):
+                tgd.engine("docker", "rmi", "-f", ref, check=False)
+
+    def sandbox(self, template, **kwargs):
+        sbx = Sandbox.create(template, timeout=300, **kwargs)
+        self.known_sids.add(sbx.sandbox_id)
+        return sbx
+
+    def steps(self, marker):
+        return (Template(file_context_path=self.context.name)
+                .from_image(tgd.IMAGE)
+                .set_envs({"GREETING": "hello world", "MARKER": marker})
+                .copy("app", "/opt/app/")
+                .run_cmd("echo built-as-$(whoami) > /opt/built.txt")
+                .run_cmd("whoami > /home/user/whoami.txt", user="user")
+                .set_workdir("/opt/app")
+                .set_user("user")
+                .set_start_cmd("touch /tmp/started-by-$(whoami); exec sleep 100000",
+                               wait_for_file("/tmp/started-by-user")))
+
+    def test_build_create_cache_and_delete(self):
+        name = unique("tpl")
+        logs = []
+        info = Template.build(self.steps(name), name, on_build_logs=logs.append)
+        self.assertEqual(info.name, name)
+        messages = "\n".join(str(entry.message) for entry in logs)
+        self.assertIn("Step", messages)  # the engine's own build output reached the SDK
+        self.assertTrue(Template.exists(name))
+        self.assertFalse(Template.exists(unique("absent")))
+
+        sbx = self.sandbox(name)
+        out = sbx.commands.run(
+            "cat hello.txt; echo $GREETING; pwd; cat /opt/built.txt; cat /home/user/whoami.txt; "
+            "./run.sh; ls /tmp/started-by-user", user="root")
+        self.assertEqual(out.exit_code, 0, out)
+        self.assertEqual(out.stdout.split("\n")[:7],
+                         ["hello from the context", "hello world", "/opt/app", "built-as-root",
+                          "user", "run-ok", "/tmp/started-by-user"], out.stdout)
+        sbx.kill()
+
+        # The same steps again: the cache's image, no new build.
+        logs = []
+        Template.build(self.steps(name), name, on_build_logs=logs.append)
+        messages = "\n".join(str(entry.message) for entry in logs)
+        self.assertIn("CACHED", messages)
+        self.assertNotIn("Step 2/", messages)
+
+        # Another team cannot see it, or take its name.
+        req = urllib.request.Request(f"{self.gw.url}/templates/aliases/{name}",
+                                     headers={"X-API-Key": OTHER_KEY})
+        with self.assertRaises(urllib.error.HTTPError) as cm:
+            urllib.request.urlopen(req, timeout=30)
+        self.assertEqual(cm.exception.code, 403)
+        self.assertIn("another team", json.loads(cm.exception.read())["message"])
+
+        # Deleted: its name is free and sandboxes of it can no longer be made.
+        template_id = Template.get_tags  # noqa: F841 (the SDK has no delete: the API's)
+        req = urllib.request.Request(f"{self.gw.url}/templates/{name}", method="DELETE",
+                                     headers={"X-API-Key": KEY})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            self.assertEqual(r.status, 204)
+        self.assertFalse(Template.exists(name))
+
+    def test_dockerfile_template(self):
+        name = unique("dockerfile")
+        dockerfile = (f"FROM {tgd.IMAGE}\n"
+                      "ENV APP_HOME=/srv/app\n"
+                      "WORKDIR /srv/app\n"
+                      "COPY app/hello.txt ./\n"
+                      "RUN echo from-dockerfile > made.txt\n")
+        t = Template(file_context_path=self.context.name).from_dockerfile(dockerfile)
+        Template.build(t, name)
+        sbx = self.sandbox(name)
+        out = sbx.commands.run("cat /srv/app/hello.txt /srv/app/made.txt; echo $APP_HOME",
+                               user="root")
+        self.assertEqual(out.stdout.split("\n")[:3],
+                         ["hello from the context", "from-dockerfile", "/srv/app"], out.stdout)
+        sbx.kill()
+
+    def test_concurrent_builds_of_one_name_build_once(self):
+        name = unique("together")
+        t = (Template().from_image(tgd.IMAGE)
+             .run_cmd(f"sleep 2; echo {name} > /opt/once.txt"))
+        results, errors, logs = [], [], [[], []]
+
+        def build(i):
+            try:
+                results.append(Template.build(t, name, on_build_logs=logs[i].append))
+            except Exception as e:  # reported below
+                errors.append(e)
+
+        threads = [threading.Thread(target=build, args=(i,)) for i in range(2)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(timeout=240)
+        self.assertEqual(errors, [])
+        self.assertEqual(len(results), 2)
+        texts = ["\n".join(str(e.message) for e in entries) for entries in logs]
+        waited = [("waiting for build" in x) or ("CACHED" in x) for x in texts]
+        self.assertEqual(sorted(waited), [False, True], texts)
+
+    def test_failures_are_reported_as_e2b_does(self):
+        # A failing step: its number and the engine's words, nothing made.
+        bad = Template().from_image(tgd.IMAGE).run_cmd("true").run_cmd(
+            "echo about-to-fail; exit 3")
+        with self.assertRaises(BuildException) as cm:
+            Template.build(bad, unique("failing"))
+        self.assertIn("step 2 failed", str(cm.exception))
+        self.assertIn("3", str(cm.exception))
+        # A base image the engine does not have (no registry is reached).
+        missing = Template().from_image("rex-no-such-image:never").run_cmd("true")
+        with self.assertRaises(BuildException) as cm:
+            Template.build(missing, unique("nobase"))
+        self.assertIn("rex-no-such-image:never", str(cm.exception))
+        self.assertIn("not on the engine", str(cm.exception))
+        # A template that never finished a build cannot start a sandbox.
+        with self.assertRaises(Exception) as cm:
+            self.sandbox(unique("never-built"))
+        # The gateway serves on.
+        self.assertTrue(Template.exists(unique("x")) is False)
+
+
+if __name__ == "__main__":
+    tgd.tg.main()
