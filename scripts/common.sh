@@ -334,6 +334,16 @@ _rex_recipe_bookworm() {
     bookworm "$1" "$REX_DEBIAN_SOURCES"
 }
 
+_rex_recipe_code_interpreter() {
+  # The gateway's code-interpreter-v1 environment: Python with matplotlib, numpy and pandas for
+  # E2B's code interpreter (its kernel is the gateway's, started in the sandbox), bash and procps.
+  mmdebstrap --quiet --variant=minbase \
+    --include=python3,python3-matplotlib,python3-numpy,python3-pandas,procps --format=tar \
+    --dpkgopt='path-exclude=/usr/share/doc/*' --dpkgopt='path-exclude=/usr/share/man/*' \
+    --dpkgopt='path-exclude=/usr/share/locale/*' \
+    bookworm "$1" "$REX_DEBIAN_SOURCES"
+}
+
 _rex_recipe_nopython() {
   # busybox (every applet linked into /bin) and a static bash, nothing else: no Python, no libc.
   local root
@@ -453,8 +463,10 @@ rex_docker_setup() {
       _rex_image "$cli" rex-test-nopython:latest _rex_recipe_nopython
       _rex_image "$cli" rex-test-bookworm:latest _rex_recipe_bookworm
     done
+    _rex_image docker rex-code-interpreter:latest _rex_recipe_code_interpreter
     # Roots of earlier recipes are of no more use.
-    local keep=("$(_rex_recipe_hash _rex_recipe_nopython).tar" "$(_rex_recipe_hash _rex_recipe_bookworm).tar")
+    local keep=("$(_rex_recipe_hash _rex_recipe_nopython).tar" "$(_rex_recipe_hash _rex_recipe_bookworm).tar"
+      "$(_rex_recipe_hash _rex_recipe_code_interpreter).tar")
     local f
     for f in "$REX_IMAGE_CACHE"/*.tar; do
       [[ ! -e $f || " ${keep[*]} " == *" $(basename "$f") "* ]] || rm -f "$f"

@@ -101,6 +101,9 @@ struct E2bApi {
                         {"clientID", s->gateway_id},
                         {"envdVersion", kEnvdVersion},
                         {"envdAccessToken", envd_access_token(rec)},
+                        // The same token proves calls to the sandbox's ports (E2B's SDKs send
+                        // it as E2B-Traffic-Access-Token where they send no envd token).
+                        {"trafficAccessToken", envd_access_token(rec)},
                         {"alias", rec.environment},
                         {"domain", nullptr}};
   }

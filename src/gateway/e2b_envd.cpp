@@ -198,7 +198,27 @@ struct Call {
   Entry* entry = nullptr;
   std::shared_ptr<Live> live;
   Caller who;
+  std::string user;  // who the call asks to act as (E2B's Basic user); empty: the default
 };
+
+// The user of E2B's `Authorization: Basic base64(user:)`; empty without one.
+std::string basic_user(const Request& r) {
+  const auto header = r.field("Authorization");
+  constexpr std::string_view kBasic = "Basic ";
+  if (!header || !header->starts_with(kBasic))
+    return {};
+  const Base64Decoded decoded = base64_decode(header->substr(kBasic.size()));
+  if (!decoded.error.empty())
+    throw ConnectError("invalid_argument", "Authorization: not valid base64");
+  std::string user = decoded.bytes.substr(0, decoded.bytes.find(':'));
+  const bool plain = std::all_of(user.begin(), user.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           ch == '_' || ch == '-' || ch == '.';
+  });
+  if (!plain || user.size() > 32)
+    throw ConnectError("invalid_argument", "Authorization: the user is not a valid user name");
+  return user;
+}
 
 // One line of `stat -c '%F|%s|%Y|%a|%A|%U|%G|%n'` as E2B's EntryInfo.
 std::optional<json::object> entry_of(std::string_view line) {
@@ -259,6 +279,7 @@ struct Envd {
                          fmt::format("a valid X-Access-Token for sandbox {} is required", *id));
     Call c;
     c.entry = &e;
+    c.user = basic_user(r);
     c.who.tenant = e.rec.tenant;
     c.who.actor = e.rec.tenant;
     c.who.request_id = request_id_of(r);
@@ -422,6 +443,20 @@ struct Envd {
                                       : cwd)
                      .lexically_normal()
                      .string();
+    // As the user the call names, else the environment's (a template's last USER). A
+    // container's server runs as root and switches; a local sandbox has no accounts to switch
+    // to, and runs every command as the gateway's user.
+    std::string user = c.user;
+    if (user.empty()) {
+      if (const Environment* env = s->find_environment(c.entry->rec.environment))
+        user = env->user;
+    }
+    const std::string& provider = c.entry->rec.provider;
+    if (!user.empty() && user != "root" && provider != "local") {
+      std::vector<std::string> argv{"runuser", "-u", user, "--"};
+      argv.insert(argv.end(), config.argv.begin(), config.argv.end());
+      config.argv = std::move(argv);
+    }
     config.tag = text(message, "tag");
     if (const auto* in = message.if_contains("stdin"); in != nullptr && in->is_bool())
       config.stdin_pipe = in->get_bool();

@@ -359,6 +359,16 @@ std::string read_string(const Field& field) {
   return field.node.Scalar();
 }
 
+bool read_bool(const Field& field) {
+  const std::string text = field.node.IsScalar() ? field.node.Scalar() : std::string();
+  if (text == "true" || text == "True" || text == "TRUE")
+    return true;
+  if (text == "false" || text == "False" || text == "FALSE")
+    return false;
+  field.expected("true or false");
+  return false;
+}
+
 std::string read_nonempty_string(const Field& field) {
   std::string text = read_string(field);
   if (text.empty())
@@ -894,6 +904,8 @@ Environment parse_environment(std::string_view yaml_text, std::string_view sourc
     env.start_cmd = read_string(*f);
   if (auto f = fields.take("ready_cmd"))
     env.ready_cmd = read_string(*f);
+  if (auto f = fields.take("code_interpreter"))
+    env.code_interpreter = read_bool(*f);
   fields.finish();
   return env;
 }

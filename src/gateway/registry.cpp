@@ -111,6 +111,7 @@ json::object Environment::to_json() const {
       {"user", user},
       {"start_cmd", start_cmd},
       {"ready_cmd", ready_cmd},
+      {"code_interpreter", code_interpreter},
   };
 }
 
@@ -126,6 +127,14 @@ Registry::Registry(std::string python_image) {
   python.image = std::move(python_image);
   environments_.emplace(local.name, std::move(local));
   environments_.emplace(python.name, std::move(python));
+  Environment interpreter = built_in(
+      "code-interpreter-v1", "docker",
+      fmt::format("E2B's code interpreter: run_code of its SDKs on port 49999, Python (with "
+                  "matplotlib, numpy and pandas) and bash, in a container of {}",
+                  kCodeInterpreterImage));
+  interpreter.image = std::string(kCodeInterpreterImage);
+  interpreter.code_interpreter = true;
+  environments_.emplace(interpreter.name, std::move(interpreter));
 }
 
 Registry Registry::load(const fs::path& dir, std::string python_image) {

@@ -35,6 +35,7 @@
 
 #include "gateway/api_error.hpp"
 #include "gateway/gateway_impl.hpp"
+#include "gateway/notebook_kernel_py.hpp"
 #include "gateway/template_record.hpp"
 
 namespace rex::gateway {
@@ -50,6 +51,7 @@ constexpr std::size_t kMaxLogLines = 20000;
 constexpr std::size_t kMaxLogLine = 4096;
 constexpr std::size_t kStatusPage = 100;
 constexpr double kTicketLifetime = 3600;
+constexpr int kCodeInterpreterPort = 49999;
 
 Answer e2b_json(unsigned status, const json::value& body) {
   return server::json_answer(status, body);
@@ -792,62 +794,93 @@ asio::awaitable<bool> Gateway::Impl::delete_template(const Caller& who, std::str
 }
 
 asio::awaitable<void> Gateway::Impl::start_commands(Entry& e, const Environment& env) {
-  if (env.start_cmd.empty() && env.ready_cmd.empty())
+  if (env.start_cmd.empty() && env.ready_cmd.empty() && !env.code_interpreter)
     co_return;
   auto live = live_of(e);
   const std::string home = env.working_dir.empty() ? std::string(".") : env.working_dir;
   // As the template's user, in its directory, with the sandbox's environment.
   auto as_user = [&](const std::string& command) {
+    if (command.empty())
+      return std::string();
     const std::string inner = fmt::format("cd {} 2>/dev/null; {}", shell_quote(home), command);
     if (env.user.empty() || env.user == "root")
       return fmt::format("/bin/bash -c {}", shell_quote(inner));
     return fmt::format("runuser -u {} -- /bin/bash -c {}", shell_quote(env.user),
                        shell_quote(inner));
   };
+  // Each command started on its own, then its ready command awaited.
+  std::vector<std::pair<std::string, std::string>> starts;
+  if (env.code_interpreter) {
+    // E2B's code interpreter: the notebook kernel's http mode on port 49999, started first.
+    const std::string dir =
+        e.rec.scratch_dir.empty() ? std::string(kSandboxScratchDir) : e.rec.scratch_dir;
+    const std::string script = dir + "/code_interpreter.py";
+    Command mkdir;
+    mkdir.command = fmt::format("mkdir -p {0} && chmod 755 {0}", shell_quote(dir));
+    mkdir.shell = true;
+    mkdir.timeout = 30;
+    auto making = live->runtime->execute(std::move(mkdir));
+    co_await std::move(making);
+    WriteFileRequest write;
+    write.path = script;
+    write.content = std::string(kNotebookKernel);
+    auto writing = live->runtime->write_file(std::move(write));
+    co_await std::move(writing);
+    starts.emplace_back(
+        fmt::format("python3 {} http --port {}", shell_quote(script), kCodeInterpreterPort),
+        fmt::format("python3 -c \"import socket; socket.create_connection(('127.0.0.1', {}), 1)\"",
+                    kCodeInterpreterPort));
+  }
+  if (!env.start_cmd.empty() || !env.ready_cmd.empty())
+    starts.emplace_back(env.start_cmd, env.ready_cmd);
   constexpr std::string_view kStartLog = "/tmp/.rex-start-cmd.log";
-  if (!env.start_cmd.empty()) {
-    Command start;
-    // On its own, its output in a file: the call returns while it runs.
-    start.command =
-        fmt::format("setsid nohup {} >{} 2>&1 </dev/null &", as_user(env.start_cmd), kStartLog);
-    start.shell = true;
-    start.timeout = 30;
-    auto starting = live->runtime->execute(std::move(start));
-    const CommandResponse started = co_await std::move(starting);
-    if (started.exit_code.value_or(1) != 0)
-      throw std::runtime_error(fmt::format("the start command could not be started: {}{}",
-                                           started.stdout_, started.stderr_));
+  for (const auto& [start_cmd, ready_cmd] : starts) {
+    if (!start_cmd.empty()) {
+      Command start;
+      // On its own, its output in a file: the call returns while it runs.
+      start.command =
+          fmt::format("setsid nohup {} >>{} 2>&1 </dev/null &", as_user(start_cmd), kStartLog);
+      start.shell = true;
+      start.timeout = 30;
+      auto starting = live->runtime->execute(std::move(start));
+      const CommandResponse started = co_await std::move(starting);
+      if (started.exit_code.value_or(1) != 0)
+        throw std::runtime_error(fmt::format("the start command could not be started: {}{}",
+                                             started.stdout_, started.stderr_));
+    }
+    if (ready_cmd.empty())
+      continue;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    auto pause = std::chrono::milliseconds(50);
+    CommandResponse last;
+    bool ready = false;
+    while (!ready) {
+      Command probe;
+      probe.command = as_user(ready_cmd);
+      probe.shell = true;
+      probe.timeout = 30;
+      auto checking = live->runtime->execute(std::move(probe));
+      last = co_await std::move(checking);
+      ready = last.exit_code && *last.exit_code == 0;
+      if (ready || std::chrono::steady_clock::now() >= give_up)
+        break;
+      asio::steady_timer timer(ex, pause);
+      co_await timer.async_wait(asio::use_awaitable);
+      pause = std::min(pause * 2, std::chrono::milliseconds(1000));
+    }
+    if (ready)
+      continue;
+    Command tail;
+    tail.command = fmt::format("tail -c 2000 {} 2>/dev/null", kStartLog);
+    tail.shell = true;
+    tail.timeout = 10;
+    auto reading = live->runtime->execute(std::move(tail));
+    const CommandResponse log = co_await std::move(reading);
+    throw std::runtime_error(fmt::format(
+        "the ready command {:?} did not succeed within 120 s (last exit code {}; {}){}", ready_cmd,
+        last.exit_code.value_or(-1), last.stderr_.substr(0, 500),
+        log.stdout_.empty() ? std::string() : "; the start command's output: " + log.stdout_));
   }
-  if (env.ready_cmd.empty())
-    co_return;
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(120);
-  auto pause = std::chrono::milliseconds(50);
-  CommandResponse last;
-  while (true) {
-    Command ready;
-    ready.command = as_user(env.ready_cmd);
-    ready.shell = true;
-    ready.timeout = 30;
-    auto checking = live->runtime->execute(std::move(ready));
-    last = co_await std::move(checking);
-    if (last.exit_code && *last.exit_code == 0)
-      co_return;
-    if (std::chrono::steady_clock::now() >= give_up)
-      break;
-    asio::steady_timer timer(ex, pause);
-    co_await timer.async_wait(asio::use_awaitable);
-    pause = std::min(pause * 2, std::chrono::milliseconds(1000));
-  }
-  Command tail;
-  tail.command = fmt::format("tail -c 2000 {} 2>/dev/null", kStartLog);
-  tail.shell = true;
-  tail.timeout = 10;
-  auto reading = live->runtime->execute(std::move(tail));
-  const CommandResponse log = co_await std::move(reading);
-  throw std::runtime_error(fmt::format(
-      "the ready command {:?} did not succeed within 120 s (last exit code {}; {}){}",
-      env.ready_cmd, last.exit_code.value_or(-1), last.stderr_.substr(0, 500),
-      log.stdout_.empty() ? std::string() : "; the start command's output: " + log.stdout_));
 }
 
 void add_template_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s) {

@@ -104,6 +104,9 @@ class Templates(tgd.ContainerGatewayTestCase):
         self.assertEqual(out.stdout.split("\n")[:7],
                          ["hello from the context", "hello world", "/opt/app", "built-as-root",
                           "user", "run-ok", "/tmp/started-by-user"], out.stdout)
+        # Commands run as the template's user unless they name another (Harbor names root).
+        self.assertEqual(sbx.commands.run("whoami; pwd").stdout, "user\n/opt/app\n")
+        self.assertEqual(sbx.commands.run("whoami", user="root").stdout, "root\n")
         sbx.kill()
 
         # The same steps again: the cache's image, no new build.

@@ -50,7 +50,7 @@ void put(const test::TempDir& dir, const std::string& relative, const std::strin
 constexpr std::string_view kKnownEnvironments =
     "known: name, description, provider, image, template, memory, cpus, network, env, "
     "working_dir, mounts, idle_timeout, max_lifetime, collect, spares, user, start_cmd, "
-    "ready_cmd";
+    "ready_cmd, code_interpreter";
 constexpr std::string_view kNameRule =
     "1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit";
 
@@ -74,9 +74,12 @@ TEST(Registry, BuiltInsWithoutADirectory) {
   EXPECT_EQ(registry.find("python3"), nullptr);  // exact names
   EXPECT_EQ(registry.find(""), nullptr);
   const auto all = registry.environments();
-  ASSERT_EQ(all.size(), 2u);
+  ASSERT_EQ(all.size(), 3u);
   EXPECT_EQ(all[0]->name, "Python3");
-  EXPECT_EQ(all[1]->name, "local");
+  EXPECT_EQ(all[1]->name, "code-interpreter-v1");
+  EXPECT_EQ(all[2]->name, "local");
+  EXPECT_TRUE(all[1]->code_interpreter);
+  EXPECT_EQ(all[1]->image, "rex-code-interpreter:latest");
   for (std::string_view kind : {"agents", "tools", "prompts", "other"})
     EXPECT_TRUE(registry.data(kind).empty()) << kind;
 
@@ -102,6 +105,7 @@ spares: 3
 user: analyst
 start_cmd: jupyter lab
 ready_cmd: curl -fs localhost:8888
+code_interpreter: true
 )");
   EXPECT_EQ(env.name, "python-data");
   EXPECT_EQ(env.description, "Python 3 with numpy");
@@ -133,7 +137,7 @@ ready_cmd: curl -fs localhost:8888
     "working_dir": "/work", "mounts": ["/data:/data:ro"], "idle_timeout": 300.0,
     "max_lifetime": 7200.0, "collect": ["/work/out/*.csv", "/work/report.html"],
     "spares": 3, "user": "analyst", "start_cmd": "jupyter lab",
-    "ready_cmd": "curl -fs localhost:8888"})")
+    "ready_cmd": "curl -fs localhost:8888", "code_interpreter": true})")
                                .as_object());
 }
 
@@ -257,11 +261,12 @@ TEST(Registry, LoadsADirectory) {
 
   const Registry registry = Registry::load(dir.path(), "img:1");
   const auto all = registry.environments();
-  ASSERT_EQ(all.size(), 4u);
+  ASSERT_EQ(all.size(), 5u);
   EXPECT_EQ(all[0]->name, "Python3");
-  EXPECT_EQ(all[1]->name, "local");
-  EXPECT_EQ(all[2]->name, "python-data");
-  EXPECT_EQ(all[3]->name, "shell");
+  EXPECT_EQ(all[1]->name, "code-interpreter-v1");
+  EXPECT_EQ(all[2]->name, "local");
+  EXPECT_EQ(all[3]->name, "python-data");
+  EXPECT_EQ(all[4]->name, "shell");
   EXPECT_EQ(registry.find("Python3")->image, "img:1");
   EXPECT_EQ(registry.find("python-data")->memory, "2g");
   EXPECT_EQ(registry.find("shell")->description, "a plain shell");
@@ -286,7 +291,7 @@ TEST(Registry, AFileReplacesABuiltIn) {
       "name: Python3\nprovider: podman\nimage: my-python\nidle_timeout: 60\n");
   put(dir, "environments/local.yaml", "working_dir: /srv/work\n");  // named by its stem
   const Registry registry = Registry::load(dir.path());
-  ASSERT_EQ(registry.environments().size(), 2u);
+  ASSERT_EQ(registry.environments().size(), 3u);
   EXPECT_EQ(registry.find("Python3")->provider, "podman");
   EXPECT_EQ(registry.find("Python3")->image, "my-python");
   EXPECT_EQ(registry.find("Python3")->idle_timeout, 60);
@@ -297,7 +302,7 @@ TEST(Registry, AFileReplacesABuiltIn) {
 TEST(Registry, MissingPartsAndDirectoryErrors) {
   const test::TempDir dir;
   const Registry empty = Registry::load(dir.path());  // no subfolders: the built-ins
-  EXPECT_EQ(empty.environments().size(), 2u);
+  EXPECT_EQ(empty.environments().size(), 3u);
 
   EXPECT_EQ(error_of([&] { Registry::load(dir.path() + "/nope"); }),
             dir.path() + "/nope: the registry directory does not exist");

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rex::gateway {
@@ -20,6 +21,8 @@ namespace rex::gateway {
 /// `local` environment keeps.
 inline constexpr std::size_t kMaxSpares = 64;
 inline constexpr std::size_t kBuiltInLocalSpares = 2;
+/// The image of the built-in `code-interpreter-v1` environment (the project's scripts build it).
+inline constexpr std::string_view kCodeInterpreterImage = "rex-code-interpreter:latest";
 
 struct Environment {
   std::string name;         // from the file's `name`, else the file's stem
@@ -50,6 +53,9 @@ struct Environment {
   std::string start_cmd;
   std::string ready_cmd;
   bool own_image = false;  // the image is the gateway's (a template's build): never pulled
+  // The sandbox serves E2B's code interpreter on port 49999 (the gateway's notebook kernel,
+  // started in it as `user` before start_cmd): run_code of E2B's code-interpreter SDKs.
+  bool code_interpreter = false;
 
   /// Every field under its own name (memory and cpus null when unset), for
   /// GET /api/environments.
