@@ -116,7 +116,11 @@ rex_harbor_env() {
       "$venv/bin/python" -m pip check >/dev/null || { "$venv/bin/python" -m pip check; return 1; }
       echo "$want" >"$stamp"
     fi
-    REX_HARBOR_BIN="$venv/bin"
+    # One place for both ways: $REX_HARBOR_DIR/bin (the trixie way's wrappers live there too).
+    mkdir -p "$REX_HARBOR_DIR/bin"
+    ln -sfn "$venv/bin/harbor" "$REX_HARBOR_DIR/bin/harbor"
+    ln -sfn "$venv/bin/python" "$REX_HARBOR_DIR/bin/python"
+    REX_HARBOR_BIN="$REX_HARBOR_DIR/bin"
     REX_HARBOR_PYTHON_EXE="$venv/bin/python"
   else
     _rex_harbor_say "no usable host CPython 3.13: using a Debian trixie root file system"

@@ -20,6 +20,7 @@
 # containers and pods more than they compute).
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$REX_ROOT/scripts/k8s.sh"
+source "$REX_ROOT/scripts/harbor.sh"
 rex_timed "installing packages" rex_install_packages "${REX_PACKAGES[@]}" "${REX_K8S_PACKAGES[@]}"
 
 # rex_test_environments: everything the tests use beyond the build, one after the other (the
@@ -40,6 +41,8 @@ rex_test_environments() {
   rex_timed "SWE-bench's harness" rex_swebench_env
   # Node.js, and E2B's JavaScript SDK, pinned, for the tests labelled e2b.
   rex_timed "E2B's JavaScript SDK" rex_e2b_js_env
+  # Harbor, pinned, in a Python 3.13 of its own, for the test labelled harbor.
+  rex_timed "Harbor" rex_harbor_env
   # Daytona's TypeScript SDK, Prism and Daytona's OpenAPI documents, for the tests labelled
   # daytona.
   rex_timed "Daytona's SDK and OpenAPI documents" rex_daytona_env

@@ -5,7 +5,9 @@ mkdir -p /logs/verifier
 expected=$(cat /tests/expected_sum.txt)
 got=$(cat /app/out/sum.txt 2>/dev/null || true)
 echo "expected=$expected got=$got build-marker=$(cat /app/build-marker 2>/dev/null) REX_TASK=${REX_TASK:-unset}"
-if [[ $got == "$expected" ]]; then
+# The template's steps must have run too: its RUN's marker, its ENV in the sandbox.
+if [[ $got == "$expected" && $(cat /app/build-marker 2>/dev/null) == "built for sum" &&
+  ${REX_TASK:-} == sum ]]; then
   echo 1 > /logs/verifier/reward.txt
 else
   echo 0 > /logs/verifier/reward.txt
