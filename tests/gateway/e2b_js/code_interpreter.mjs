@@ -5,6 +5,8 @@
 // Sandbox made with it and no control plane talks to the server.
 //
 //   REX_CI_URL=http://127.0.0.1:PORT REX_E2B_JS=DIR node code_interpreter.mjs
+// Without REX_CI_URL, the sandbox is Sandbox.create()'s (E2B_API_URL and E2B_SANDBOX_URL naming a
+// rex gateway: its code-interpreter-v1 environment), killed at the end.
 import assert from "node:assert/strict";
 import { createRequire } from "node:module";
 import path from "node:path";
@@ -13,7 +15,6 @@ import { pathToFileURL } from "node:url";
 const sdkDir = process.env.REX_E2B_JS;
 const url = process.env.REX_CI_URL;
 assert.ok(sdkDir, "REX_E2B_JS must name the directory the SDK is installed in");
-assert.ok(url, "REX_CI_URL must name the code interpreter's URL");
 const require = createRequire(path.join(sdkDir, "package.json"));
 const load = async (name) => import(pathToFileURL(require.resolve(name)).href);
 const { Sandbox } = await load("@e2b/code-interpreter");
@@ -21,8 +22,10 @@ const { NotFoundError, SandboxError, TimeoutError } = await load("e2b");
 
 // apiUrl: on connection errors the SDK asks the control plane whether the sandbox still runs;
 // nothing listens there, so it cannot, and reports the original error.
-const sbx = new Sandbox({ sandboxId: "rex-local", sandboxUrl: url, apiUrl: "http://127.0.0.1:9",
-                          apiKey: "e2b_unused", envdVersion: "0.4.0" });
+const sbx = url
+  ? new Sandbox({ sandboxId: "rex-local", sandboxUrl: url, apiUrl: "http://127.0.0.1:9",
+                  apiKey: "e2b_unused", envdVersion: "0.4.0" })
+  : await Sandbox.create({ timeoutMs: 300_000 });
 
 // State across cells, the last expression, the execution count.
 const first = await sbx.runCode("x = 41");
@@ -113,6 +116,8 @@ assert.deepEqual(raw.logs.stdout, ["\ufffd\ufffd ok\n"]);
 await assert.rejects(sbx.runCode("console.log(1)", { language: "js" }),
   (e) => e instanceof SandboxError && /400/.test(e.message));
 
+if (!url)
+  await sbx.kill();
 console.log("ok: E2B JavaScript code-interpreter SDK");
 // runCode leaves its request timer (60 s) armed when it throws on a status: do not wait for it.
 process.exit(0);
