@@ -29,11 +29,16 @@
 #include <boost/beast/http.hpp>
 #include <boost/json.hpp>
 
+#include <sys/socket.h>
+
 #include <array>
+#include <cerrno>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gateway/api_error.hpp"
 #include "gateway/gateway_impl.hpp"
@@ -204,6 +209,55 @@ PortHost port_host(const SessionRecord& rec, const Environment* env) {
   return {url.host, {}};
 }
 
+}  // namespace
+
+// Idle connections to sandboxes' ports whose last answer allowed another request (keep-alive),
+// by session and address: a relayed request takes one before it connects, and its connection
+// comes back once its answer has been read whole. A connection the server has closed meanwhile
+// is seen (a peek finds its end) and dropped; so are a session's once it is not ready.
+struct PortConnections {
+  static constexpr std::size_t kPerAddress = 8;
+  std::map<std::string, std::vector<std::unique_ptr<beast::tcp_stream>>>
+      idle;  // "session address:port"
+
+  static bool still_open(beast::tcp_stream& stream) {
+    char byte = 0;
+    const auto fd = stream.socket().native_handle();
+    const ssize_t n = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);  // nothing to read: open
+  }
+
+  std::unique_ptr<beast::tcp_stream> take(const std::string& key) {
+    const auto it = idle.find(key);
+    if (it == idle.end())
+      return nullptr;
+    while (!it->second.empty()) {
+      std::unique_ptr<beast::tcp_stream> stream = std::move(it->second.back());
+      it->second.pop_back();
+      if (still_open(*stream))
+        return stream;
+    }
+    idle.erase(it);
+    return nullptr;
+  }
+
+  void give_back(const std::string& key, std::unique_ptr<beast::tcp_stream> stream,
+                 const SessionTable& sessions) {
+    // Those of sessions that went: closed (their streams' destructors).
+    std::erase_if(idle, [&](const auto& kv) {
+      const Entry* e = sessions.find(kv.first.substr(0, kv.first.find(' ')));
+      return e == nullptr || e->rec.state != state::ready;
+    });
+    auto& list = idle[key];
+    if (list.size() < kPerAddress) {
+      stream->expires_never();
+      list.push_back(std::move(stream));
+    }
+  }
+};
+
+namespace {
+
 // One request relayed to a sandbox's port: the connection to it, and the transcript line it
 // leaves when it ends, however it ends (the answer complete, a failure, or the caller gone).
 struct Relay {
@@ -212,7 +266,7 @@ struct Relay {
         session_id(std::move(id)),
         who(std::move(caller)),
         line(std::move(l)),
-        stream(s->ex) {}
+        stream(std::make_unique<beast::tcp_stream>(s->ex)) {}
   Relay(const Relay&) = delete;
   Relay& operator=(const Relay&) = delete;
   ~Relay() {
@@ -250,12 +304,20 @@ struct Relay {
 
   asio::awaitable<std::optional<std::string>> next_piece() {
     auto& p = *parser;
-    if (p.is_done())
+    if (p.is_done()) {
+      // Read whole: its connection may serve the next request.
+      if (p.keep_alive() && !pool_key.empty() && !returned) {
+        returned = true;
+        if (!s->port_connections)
+          s->port_connections = std::make_shared<PortConnections>();
+        s->port_connections->give_back(pool_key, std::move(stream), s->sessions);
+      }
       co_return std::nullopt;
+    }
     std::string piece(kPiece, '\0');
     p.get().body().data = piece.data();
     p.get().body().size = piece.size();
-    auto [ec, n] = co_await bhttp::async_read_some(stream, buffer, p, use_tuple);
+    auto [ec, n] = co_await bhttp::async_read_some(*stream, buffer, p, use_tuple);
     (void)n;
     if (ec == bhttp::error::need_buffer)
       ec = {};
@@ -277,12 +339,14 @@ struct Relay {
   std::string session_id;
   Caller who;
   json::object line;
-  beast::tcp_stream stream;
+  std::unique_ptr<beast::tcp_stream> stream;
   beast::flat_buffer buffer;
   std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;
   std::uint64_t bytes = 0;
   double touched = 0;
   std::string error;
+  std::string pool_key;   // where its connection goes back to ("session address:port")
+  bool returned = false;  // its connection went back to the pool
 };
 
 struct PortRouting {
@@ -373,72 +437,105 @@ struct PortRouting {
         up.insert(field.name_string(), field.value());
     }
     up.set(bhttp::field::host, host_port);
-    up.keep_alive(false);  // one request per connection: the relay's end is the connection's
+    up.keep_alive(true);  // the connection serves the next request once the answer is read
     up.body() = std::move(r.body);
     up.prepare_payload();
 
-    relay->stream.expires_after(kConnectTimeout);
-    const tcp::endpoint endpoint(address, *port);
-    auto [connect_ec] = co_await relay->stream.async_connect(endpoint, use_tuple);
-    if (connect_ec == asio::error::operation_aborted)
-      throw boost::system::system_error(connect_ec);
-    if (connect_ec == asio::error::connection_refused)
-      relay->fail(502, "sandbox.port_unreachable",
-                  fmt::format("nothing listens on port {} of sandbox {} (connection refused at {})",
-                              *port, id, host_port));
-    if (connect_ec == beast::error::timeout)
-      relay->fail(502, "sandbox.port_unreachable",
-                  fmt::format("port {} of sandbox {} ({}) accepted no connection within {} s",
-                              *port, id, host_port, kConnectTimeout.count()));
-    if (connect_ec)
-      relay->fail(502, "sandbox.port_unreachable",
-                  fmt::format("cannot connect to port {} of sandbox {} at {}: {}", *port, id,
-                              host_port, connect_ec.message()));
-
-    // From here on a command may run for as long as its session lives.
+    relay->pool_key = fmt::format("{} {}", id, host_port);
+    std::unique_ptr<beast::tcp_stream> reused;
+    if (s->port_connections)
+      reused = s->port_connections->take(relay->pool_key);
+    // From the write on, a command may run for as long as its session lives.
     const double left = std::max(e.rec.deadline() - unix_now(), 0.0) + kDeadlineSlack;
-    relay->stream.expires_after(duration_from_seconds(left));
-    auto [write_ec, written] = co_await bhttp::async_write(relay->stream, up, use_tuple);
-    (void)written;
-    if (write_ec == asio::error::operation_aborted)
-      throw boost::system::system_error(write_ec);
-    if (write_ec)
-      relay->fail(502, "sandbox.port_unreachable",
-                  fmt::format("port {} of sandbox {} did not take the request: {}", *port, id,
-                              write_ec.message()));
     const bool head = r.header.method() == bhttp::verb::head;
-    // Interim answers (100 Continue) are not relayed: the request went whole.
-    for (int interim = 0;; ++interim) {
-      auto& p = relay->parser.emplace();
-      p.header_limit(kHeaderLimit);
-      p.body_limit(boost::none);  // passed on as it comes, never held
-      p.skip(head);
-      auto [read_ec, n] =
-          co_await bhttp::async_read_header(relay->stream, relay->buffer, p, use_tuple);
-      (void)n;
-      if (read_ec == asio::error::operation_aborted)
-        throw boost::system::system_error(read_ec);
-      if (read_ec == beast::error::timeout)
-        relay->fail(504, "sandbox.port_timeout",
-                    fmt::format("port {} of sandbox {} did not answer before the session's "
-                                "deadline",
-                                *port, id));
-      if (read_ec == bhttp::error::end_of_stream)
+    // A kept connection the server closed as the request went out (its idle limit) fails
+    // before any answer: the request goes again, once, on a new connection.
+    for (int attempt = 0;; ++attempt) {
+      const bool on_kept = attempt == 0 && reused != nullptr;
+      boost::system::error_code connect_ec;
+      if (on_kept) {
+        relay->stream = std::move(reused);
+      } else {
+        relay->stream = std::make_unique<beast::tcp_stream>(s->ex);
+        relay->buffer.clear();
+        relay->stream->expires_after(kConnectTimeout);
+        const tcp::endpoint endpoint(address, *port);
+        auto [ec_connect] = co_await relay->stream->async_connect(endpoint, use_tuple);
+        connect_ec = ec_connect;
+        if (!connect_ec) {
+          // The request goes in one write, but a streamed answer's pieces are small writes.
+          boost::system::error_code ignored;
+          relay->stream->socket().set_option(tcp::no_delay(true), ignored);
+        }
+      }
+      if (connect_ec == asio::error::operation_aborted)
+        throw boost::system::system_error(connect_ec);
+      if (connect_ec == asio::error::connection_refused)
+        relay->fail(
+            502, "sandbox.port_unreachable",
+            fmt::format("nothing listens on port {} of sandbox {} (connection refused at {})",
+                        *port, id, host_port));
+      if (connect_ec == beast::error::timeout)
         relay->fail(502, "sandbox.port_unreachable",
-                    fmt::format("port {} of sandbox {} closed the connection without answering",
-                                *port, id));
-      if (read_ec)
+                    fmt::format("port {} of sandbox {} ({}) accepted no connection within {} s",
+                                *port, id, host_port, kConnectTimeout.count()));
+      if (connect_ec)
         relay->fail(502, "sandbox.port_unreachable",
-                    fmt::format("port {} of sandbox {} gave no valid HTTP answer: {}", *port, id,
-                                read_ec.message()));
-      const unsigned status = p.get().result_int();
-      if (status / 100 != 1)
+                    fmt::format("cannot connect to port {} of sandbox {} at {}: {}", *port, id,
+                                host_port, connect_ec.message()));
+
+      relay->stream->expires_after(duration_from_seconds(left));
+      auto [write_ec, written] = co_await bhttp::async_write(*relay->stream, up, use_tuple);
+      (void)written;
+      if (write_ec == asio::error::operation_aborted)
+        throw boost::system::system_error(write_ec);
+      if (write_ec && on_kept)
+        continue;
+      if (write_ec)
+        relay->fail(502, "sandbox.port_unreachable",
+                    fmt::format("port {} of sandbox {} did not take the request: {}", *port, id,
+                                write_ec.message()));
+      bool again = false;
+      // Interim answers (100 Continue) are not relayed: the request went whole.
+      for (int interim = 0;; ++interim) {
+        auto& p = relay->parser.emplace();
+        p.header_limit(kHeaderLimit);
+        p.body_limit(boost::none);  // passed on as it comes, never held
+        p.skip(head);
+        auto [read_ec, n] =
+            co_await bhttp::async_read_header(*relay->stream, relay->buffer, p, use_tuple);
+        if (read_ec == asio::error::operation_aborted)
+          throw boost::system::system_error(read_ec);
+        if (on_kept && interim == 0 && n == 0 &&
+            (read_ec == bhttp::error::end_of_stream || read_ec == asio::error::connection_reset ||
+             read_ec == asio::error::broken_pipe)) {
+          again = true;
+          break;
+        }
+        if (read_ec == beast::error::timeout)
+          relay->fail(504, "sandbox.port_timeout",
+                      fmt::format("port {} of sandbox {} did not answer before the session's "
+                                  "deadline",
+                                  *port, id));
+        if (read_ec == bhttp::error::end_of_stream)
+          relay->fail(502, "sandbox.port_unreachable",
+                      fmt::format("port {} of sandbox {} closed the connection without answering",
+                                  *port, id));
+        if (read_ec)
+          relay->fail(502, "sandbox.port_unreachable",
+                      fmt::format("port {} of sandbox {} gave no valid HTTP answer: {}", *port, id,
+                                  read_ec.message()));
+        const unsigned status = p.get().result_int();
+        if (status / 100 != 1)
+          break;
+        // Upgrade is not sent on, so no server has cause to switch protocols.
+        if (status == 101 || interim == 8)
+          relay->fail(502, "sandbox.port_unreachable",
+                      fmt::format("port {} of sandbox {} answered {} where a final answer was due",
+                                  *port, id, status));
+      }
+      if (!again)
         break;
-      // Upgrade is not sent on, so no server has cause to switch protocols.
-      if (status == 101 || interim == 8)
-        relay->fail(502, "sandbox.port_unreachable",
-                    fmt::format("port {} of sandbox {} answered {} where a final answer was due",
-                                *port, id, status));
     }
 
     auto& p = *relay->parser;

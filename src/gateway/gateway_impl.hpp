@@ -66,6 +66,9 @@ struct RunningBuild {
   std::string reason, step;
 };
 
+/// Connections to sandboxes' ports kept open between relayed requests (e2b_ports.cpp).
+struct PortConnections;
+
 struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   Impl(asio::any_io_executor executor, GatewayConfig config, Registry registry,
        std::string server_executable);
@@ -104,6 +107,9 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   std::map<std::string, const Environment*, std::less<>> template_env;
   std::map<std::string, std::shared_ptr<RunningBuild>> builds_by_key;
   std::map<std::string, UploadTicket> upload_tickets;  // by ticket
+  std::shared_ptr<PortConnections> port_connections;   // made at the first relayed request
+  // The builds under way, by build id: set when each ends (a status call waits for it).
+  std::map<std::string, std::shared_ptr<Event>> build_done;
 
   // --- database (gateway.cpp) ---
   template <class F>
@@ -216,6 +222,9 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   /// Builds `bid` of template `tid` (or takes a ready or running build of the same steps).
   asio::awaitable<void> run_build(std::string tid, std::string bid, DockerfilePlan plan,
                                   std::string base);
+  /// run_build(), then the build's build_done event set and dropped, however it ended.
+  asio::awaitable<void> build_and_signal(std::string tid, std::string bid, DockerfilePlan plan,
+                                         std::string base);
   /// Deletes the caller's template and its unused images; false when it has none of that name.
   asio::awaitable<bool> delete_template(const Caller& who, std::string id);
   /// Where the archive of `hash` uploaded by `tenant` is kept.

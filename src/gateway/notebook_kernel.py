@@ -1221,6 +1221,12 @@ class CodeInterpreter:
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        # An answer is several small writes (its head, then each NDJSON line): without this,
+        # Nagle's algorithm holds each write for the client's delayed ACK, 40 ms a time.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     server_version = "rex-code-interpreter"
 
     def log_message(self, format, *args):  # requests are not logged; failures are

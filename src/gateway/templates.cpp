@@ -20,6 +20,7 @@
 #include <rex/core/log.hpp>
 #include <rex/core/random.hpp>
 #include <rex/core/text.hpp>
+#include <rex/core/timeout.hpp>
 #include <rex/protocol/python_text.hpp>
 #include <rex/runtime/archive.hpp>
 
@@ -438,7 +439,8 @@ struct TemplatesApi {
     const std::string bid = b->id;
     auto saving = s->save_template(t);
     co_await std::move(saving);
-    s->spawn(s->run_build(tid, bid, std::move(plan), base), "building template " + tid);
+    s->build_done[bid] = std::make_shared<Event>(s->ex);
+    s->spawn(s->build_and_signal(tid, bid, std::move(plan), base), "building template " + tid);
     Answer a;
     a.status = 202;
     co_return a;
@@ -454,6 +456,16 @@ struct TemplatesApi {
   }
 
   asio::awaitable<Answer> status(Caller who, Request r) {
+    // A build under way answers when it ends, or after a second with the lines so far: the
+    // SDKs poll with a pause between calls, and an answer held until the end saves that pause.
+    if (const TemplateBuild& running = build_of(who, r);
+        running.status == "building" || running.status == "waiting") {
+      if (const auto it = s->build_done.find(running.id); it != s->build_done.end()) {
+        const std::shared_ptr<Event> done = it->second;
+        auto waiting = with_timeout(done->wait(), std::chrono::seconds(1));
+        co_await std::move(waiting);
+      }
+    }
     const TemplateBuild& b = build_of(who, r);
     std::size_t offset = 0;
     std::size_t limit = kStatusPage;
@@ -600,6 +612,23 @@ server::JsonRoute upload_route(std::shared_ptr<Gateway::Impl> s) {
 }
 
 }  // namespace
+
+asio::awaitable<void> Gateway::Impl::build_and_signal(std::string tid, std::string bid,
+                                                      DockerfilePlan plan, std::string base) {
+  std::exception_ptr failure;
+  try {
+    auto building = run_build(tid, bid, std::move(plan), std::move(base));
+    co_await std::move(building);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  if (const auto it = build_done.find(bid); it != build_done.end()) {
+    it->second->set();
+    build_done.erase(it);
+  }
+  if (failure)
+    std::rethrow_exception(failure);
+}
 
 asio::awaitable<void> Gateway::Impl::run_build(std::string tid, std::string bid,
                                                DockerfilePlan plan, std::string base) {

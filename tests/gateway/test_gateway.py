@@ -2192,6 +2192,40 @@ class TestE2bPortRouting(GatewayTestCase):
             sid, f"python3 -m http.server {port} --bind 127.0.0.1 --directory {work}/www", port)
         return sid, token, port
 
+    def test_connections_to_a_port_are_kept_between_requests(self):
+        # An HTTP/1.1 server that answers with its client's port and closes a connection idle
+        # for 0.5 s: the gateway's second request comes on the first's connection, and a
+        # connection the server closed meanwhile is not used.
+        sid, token, work = self.sandbox()
+        server = (
+            "import http.server, sys\n"
+            "class H(http.server.BaseHTTPRequestHandler):\n"
+            "    protocol_version = 'HTTP/1.1'\n"
+            "    timeout = 0.5\n"
+            "    def do_GET(self):\n"
+            "        body = str(self.client_address[1]).encode()\n"
+            "        self.send_response(200)\n"
+            "        self.send_header('Content-Length', str(len(body)))\n"
+            "        self.end_headers()\n"
+            "        self.wfile.write(body)\n"
+            "    def log_message(self, *args):\n"
+            "        pass\n"
+            "http.server.ThreadingHTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n")
+        status, data = self.gw.json("POST", f"/api/sessions/{sid}/files",
+                                    {"path": "keep.py", "content": server})
+        self.assertEqual(status, 200, data)
+        port = free_port()
+        self.serve_in_sandbox(sid, f"python3 {work}/keep.py {port}", port)
+        h = self.port_headers(sid, token, port)
+        first = self.gw.request("GET", "/", headers=h)
+        second = self.gw.request("GET", "/", headers=h)
+        self.assertEqual((first[0], second[0]), (200, 200))
+        self.assertEqual(first[2], second[2], "the second request came on a new connection")
+        time.sleep(1.0)  # the server closes the idle connection
+        third = self.gw.request("GET", "/", headers=h)
+        self.assertEqual(third[0], 200, third)
+        self.assertNotEqual(third[2], first[2])
+
     def test_requests_and_answers_pass_through(self):
         sid, token, port = self.file_server()
         h = self.port_headers(sid, token, port)
