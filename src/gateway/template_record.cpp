@@ -1,10 +1,16 @@
 #include "gateway/template_record.hpp"
 
+#include <rex/runtime/archive.hpp>
+
 #include <fmt/format.h>
+#include <openssl/evp.h>
 #include <boost/json.hpp>
+
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <charconv>
+#include <memory>
 
 #include "gateway/api_error.hpp"
 
@@ -331,6 +337,7 @@ DockerfilePlan plan_dockerfile(const json::object& request, std::string_view bas
       if (!mode.empty() &&
           (mode.size() > 5 || mode.find_first_not_of("01234567") != std::string::npos))
         throw TemplateError(fmt::format("step {}: COPY: invalid mode {:?}", name, mode), name);
+      plan.copies.push_back(DockerfilePlan::Copy{hash, args[0], args[1], name});
       if (std::find(plan.file_hashes.begin(), plan.file_hashes.end(), hash) ==
           plan.file_hashes.end())
         plan.file_hashes.push_back(hash);
@@ -409,6 +416,47 @@ std::string build_key(const json::object& request, std::string_view base_id) {
       what[field] = *v;
   }
   return sha256_hex(json::serialize(what));
+}
+
+std::optional<std::string> e2b_files_hash(const std::filesystem::path& archive,
+                                          std::string_view src, std::string_view dest) {
+  std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
+  if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr) != 1)
+    throw std::runtime_error("cannot hash: no SHA-256");
+  auto update = [&](std::string_view bytes) {
+    EVP_DigestUpdate(ctx.get(), bytes.data(), bytes.size());
+  };
+  update(fmt::format("COPY {} {}", src, dest));
+  bool unverifiable = false;
+  read_archive_entries(
+      archive,
+      [&](const ArchiveEntry& e) {
+        std::string path = e.path;
+        while (path.starts_with("./"))
+          path.erase(0, 2);
+        while (path.size() > 1 && path.ends_with('/'))
+          path.pop_back();
+        update(path);
+        unverifiable = unverifiable || e.hard_link;
+        const unsigned type = e.mode & S_IFMT;
+        update(std::to_string(e.mode));
+        if (type == S_IFLNK) {
+          update(std::to_string(e.link_target.size()));
+          update(e.link_target);
+        } else if (type != S_IFDIR) {
+          update(std::to_string(e.size));
+        }
+      },
+      update);
+  if (unverifiable)
+    return std::nullopt;
+  unsigned char digest[EVP_MAX_MD_SIZE];
+  unsigned int length = 0;
+  EVP_DigestFinal_ex(ctx.get(), digest, &length);
+  std::string hex;
+  for (unsigned int i = 0; i < length; ++i)
+    hex += fmt::format("{:02x}", digest[i]);
+  return hex;
 }
 
 std::optional<std::string> step_of_line(const DockerfilePlan& plan, std::string_view line) {

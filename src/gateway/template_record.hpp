@@ -13,6 +13,7 @@
 #include <boost/json/object.hpp>
 
 #include <cstddef>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -83,6 +84,10 @@ struct TemplateRecord {
 struct DockerfilePlan {
   std::string dockerfile;
   std::vector<std::string> file_hashes;  // the COPY steps' uploads, under files/<hash>/
+  struct Copy {
+    std::string hash, src, dest, step;  // as the step names them
+  };
+  std::vector<Copy> copies;
   // The Dockerfile's instruction numbers ("Step N/M" of the engine, 1-based) -> E2B's step.
   std::vector<std::string> step_of_instruction;
   std::string user = "user";
@@ -99,6 +104,13 @@ DockerfilePlan plan_dockerfile(const boost::json::object& request, std::string_v
 
 /// The cache key of a build: the base image's id and every step, command and uploaded file.
 std::string build_key(const boost::json::object& request, std::string_view base_id);
+
+/// E2B's hash of a COPY step's files (its SDKs' calculate_files_hash: "COPY src dest", then
+/// each file's path, type and mode, size and content, or a link's target) from the archive the
+/// SDK uploaded for it; nullopt when the archive holds what the hash cannot be told from (a
+/// hard link). Throws what read_archive_entries() throws.
+std::optional<std::string> e2b_files_hash(const std::filesystem::path& archive,
+                                          std::string_view src, std::string_view dest);
 
 /// E2B's step of a build output line "Step N/M : ..." (Docker's; Podman's "STEP N/M: ...") per
 /// the plan;

@@ -52,6 +52,7 @@ constexpr std::size_t kMaxLogLines = 20000;
 constexpr std::size_t kMaxLogLine = 4096;
 constexpr std::size_t kStatusPage = 100;
 constexpr double kTicketLifetime = 3600;
+constexpr std::uint64_t kMaxTemplateUpload = 2ull << 30;  // one COPY step's files, compressed
 constexpr int kCodeInterpreterPort = 49999;
 
 Answer e2b_json(unsigned status, const json::value& body) {
@@ -568,46 +569,108 @@ server::JsonRoute route(std::shared_ptr<Gateway::Impl> s, std::string pattern,
   };
 }
 
-// PUT /template-uploads/{ticket}: the archive of one hash, as the SDK sends it (no key: the
-// ticket names the tenant and the hash).
-server::JsonRoute upload_route(std::shared_ptr<Gateway::Impl> s) {
-  return [s](Request r) -> asio::awaitable<Answer> {
-    s->metrics.count_request("/template-uploads/{ticket}");
-    const std::string ticket(r.param("ticket"));
-    const auto it = s->upload_tickets.find(ticket);
-    if (it == s->upload_tickets.end() || it->second.expires < unix_now())
-      co_return e2b_error(404, "this upload link is unknown or has expired: ask for a new one");
-    const UploadTicket t = it->second;
-    const std::string_view body = r.body;
-    const bool gzip = body.size() >= 2 && static_cast<unsigned char>(body[0]) == 0x1f &&
-                      static_cast<unsigned char>(body[1]) == 0x8b;
-    const bool tar = body.size() >= 262 && body.substr(257, 5) == "ustar";
-    if (!gzip && !tar)
-      co_return e2b_error(400, "the upload is not a tar archive (plain or gzip-compressed)");
-    const fs::path file = s->template_file(t.tenant, t.hash);
+// The archive of one hash as it arrives, into a file beside where it is kept; renamed into
+// place once it is whole and is a tar. Too big, not a tar, a broken write: removed.
+class TemplateUpload final : public server::BodyReceiver {
+ public:
+  TemplateUpload(std::shared_ptr<Gateway::Impl> s, std::string ticket, fs::path file)
+      : s_(std::move(s)),
+        ticket_(std::move(ticket)),
+        file_(std::move(file)),
+        part_(file_.string() + ".part-" + random_hex(4)) {}
+  ~TemplateUpload() override {
+    if (!done_) {
+      std::error_code ec;
+      fs::remove(part_, ec);
+    }
+  }
+
+  asio::awaitable<std::optional<Answer>> receive(std::string_view piece, bool) override {
+    size_ += piece.size();
+    if (size_ > kMaxTemplateUpload)
+      co_return e2b_error(
+          413, fmt::format("the upload is larger than {} MiB", kMaxTemplateUpload >> 20));
+    if (head_.size() < 262)
+      head_.append(piece.substr(0, 262 - head_.size()));
     std::string failure;
-    auto write = [file, data = std::string(body)] {
-      fs::create_directories(file.parent_path());
-      const fs::path part = file.string() + ".part-" + random_hex(4);
-      {
-        std::ofstream out(part, std::ios::binary);
-        out.write(data.data(), static_cast<std::streamsize>(data.size()));
-        if (!out.flush())
-          throw std::runtime_error("cannot write " + part.string());
+    auto write = [this, data = std::string(piece)] {
+      if (!out_.is_open()) {
+        fs::create_directories(part_.parent_path());
+        out_.open(part_, std::ios::binary | std::ios::trunc);
       }
-      fs::rename(part, file);
+      out_.write(data.data(), static_cast<std::streamsize>(data.size()));
+      if (!out_)
+        throw std::runtime_error("cannot write " + part_.string());
     };
     try {
-      co_await rex::detail::offload(s->file_threads, s->ex, std::move(write));
+      co_await rex::detail::offload(s_->file_threads, s_->ex, std::move(write));
     } catch (const std::exception& e) {
       failure = e.what();
     }
     if (!failure.empty())
       co_return e2b_error(500, "cannot keep the upload: " + failure);
-    s->upload_tickets.erase(ticket);
+    co_return std::nullopt;
+  }
+
+  asio::awaitable<Answer> finish() override {
+    const bool gzip = head_.size() >= 2 && static_cast<unsigned char>(head_[0]) == 0x1f &&
+                      static_cast<unsigned char>(head_[1]) == 0x8b;
+    const bool tar = head_.size() >= 262 && std::string_view(head_).substr(257, 5) == "ustar";
+    if (!gzip && !tar)
+      co_return e2b_error(400, "the upload is not a tar archive (plain or gzip-compressed)");
+    std::string failure;
+    auto keep = [this] {
+      if (!out_.is_open()) {
+        fs::create_directories(part_.parent_path());
+        out_.open(part_, std::ios::binary | std::ios::trunc);
+      }
+      out_.close();
+      if (!out_)
+        throw std::runtime_error("cannot write " + part_.string());
+      fs::rename(part_, file_);
+    };
+    try {
+      co_await rex::detail::offload(s_->file_threads, s_->ex, std::move(keep));
+    } catch (const std::exception& e) {
+      failure = e.what();
+    }
+    if (!failure.empty())
+      co_return e2b_error(500, "cannot keep the upload: " + failure);
+    done_ = true;
+    s_->upload_tickets.erase(ticket_);
     Answer a;
     a.status = 200;
     co_return a;
+  }
+
+ private:
+  std::shared_ptr<Gateway::Impl> s_;
+  std::string ticket_;
+  fs::path file_;
+  fs::path part_;
+  std::ofstream out_;
+  std::string head_;  // the first bytes: what kind of archive it is
+  std::uint64_t size_ = 0;
+  bool done_ = false;
+};
+
+// PUT /template-uploads/{ticket}: the archive of one hash, as the SDK sends it (no key: the
+// ticket names the tenant and the hash).
+server::UploadRoute upload_route(std::shared_ptr<Gateway::Impl> s) {
+  return [s](const Request& r) -> std::variant<Answer, std::unique_ptr<server::BodyReceiver>> {
+    s->metrics.count_request("/template-uploads/{ticket}");
+    const std::string ticket(r.param("ticket"));
+    const auto it = s->upload_tickets.find(ticket);
+    if (it == s->upload_tickets.end() || it->second.expires < unix_now())
+      return e2b_error(404, "this upload link is unknown or has expired: ask for a new one");
+    if (const auto length = r.field("Content-Length")) {
+      const auto size = std::strtoull(std::string(*length).c_str(), nullptr, 10);
+      if (size > kMaxTemplateUpload)
+        return e2b_error(413, fmt::format("the upload is larger than {} MiB ({} bytes)",
+                                          kMaxTemplateUpload >> 20, size));
+    }
+    return std::make_unique<TemplateUpload>(s, ticket,
+                                            s->template_file(it->second.tenant, it->second.hash));
   };
 }
 
@@ -719,6 +782,33 @@ asio::awaitable<void> Gateway::Impl::run_build(std::string tid, std::string bid,
     std::vector<std::pair<std::string, fs::path>> uploads;
     for (const auto& hash : plan.file_hashes)
       uploads.emplace_back(hash, template_file(tenant, hash));
+    std::vector<std::pair<DockerfilePlan::Copy, fs::path>> copies;
+    for (const auto& copy : plan.copies)
+      copies.emplace_back(copy, template_file(tenant, copy.hash));
+    // Each COPY step's upload is the files its hash names (E2B's hash, recomputed from the
+    // archive): one that is not fails the build at that step, before the engine is asked.
+    auto verify = [copies]() -> std::optional<std::pair<std::string, std::string>> {
+      for (const auto& [copy, file] : copies) {
+        const auto found = e2b_files_hash(file, copy.src, copy.dest);
+        if (found && *found != copy.hash)
+          return std::pair(copy.step,
+                           fmt::format("step {}: COPY {} {}: the upload of hash {} holds other "
+                                       "files (they hash to {}): upload them again",
+                                       copy.step, copy.src, copy.dest, copy.hash, *found));
+      }
+      return std::nullopt;
+    };
+    std::optional<std::pair<std::string, std::string>> mismatch;
+    try {
+      mismatch = co_await rex::detail::offload(file_threads, ex, std::move(verify));
+    } catch (const std::exception& e) {
+      failed_step = "base";
+      throw std::runtime_error(fmt::format("cannot read an upload: {}", e.what()));
+    }
+    if (mismatch) {
+      failed_step = mismatch->first;
+      throw std::runtime_error(mismatch->second);
+    }
     auto prepare = [dir, tar, uploads, dockerfile = plan.dockerfile] {
       std::error_code ec;
       fs::remove_all(dir, ec);

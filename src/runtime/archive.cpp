@@ -704,6 +704,40 @@ void extract_archive(const std::filesystem::path& archive_path,
   extract(source, target);
 }
 
+void read_archive_entries(const std::filesystem::path& archive_path,
+                          const std::function<void(const ArchiveEntry&)>& on_entry,
+                          const std::function<void(std::string_view)>& on_data) {
+  const std::string path = archive_path.string();
+  ArchiveReader reader;
+  open_for_reading(reader, path);
+  archive_entry* entry = nullptr;
+  while (next_entry(reader, entry, path)) {
+    ArchiveEntry e;
+    e.path = entry_name(entry);
+    e.mode = static_cast<unsigned>(archive_entry_filetype(entry)) |
+             static_cast<unsigned>(archive_entry_perm(entry) & 07777);
+    e.hard_link = !entry_hardlink(entry).empty();
+    e.link_target = e.hard_link ? entry_hardlink(entry) : entry_symlink(entry);
+    if (archive_entry_filetype(entry) == AE_IFREG && !e.hard_link &&
+        archive_entry_size_is_set(entry) != 0)
+      e.size = static_cast<std::uint64_t>(archive_entry_size(entry));
+    on_entry(e);
+    if (archive_entry_filetype(entry) != AE_IFREG || e.hard_link)
+      continue;
+    while (true) {
+      const void* block = nullptr;
+      std::size_t size = 0;
+      la_int64_t offset = 0;
+      const int rc = archive_read_data_block(reader.a, &block, &size, &offset);
+      if (rc == ARCHIVE_EOF)
+        break;
+      if (rc != ARCHIVE_OK)
+        throw_read_error(reader.a, path);
+      on_data(std::string_view(static_cast<const char*>(block), size));
+    }
+  }
+}
+
 }  // namespace rex
 
 // libarchive keeps one small internal helper of its tar, pax and zip writers in the object file

@@ -10,11 +10,17 @@ Usage: PYTHON test_e2b_templates.py PATH/TO/rex [unittest arguments]
 (PYTHON: one with the `e2b` package; without it the test exits 77, skipped, saying why.)
 """
 
+import http.client
+import io
 import json
 import os
 import sys
+import tarfile
 import tempfile
 import threading
+import time
+import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 
@@ -191,6 +197,85 @@ class Templates(tgd.ContainerGatewayTestCase):
         # The gateway serves on.
         self.assertTrue(Template.exists(unique("x")) is False)
 
+
+    def api(self, method, path, body=None, key=KEY, raw=None, headers=None):
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        h = {"X-API-Key": key, **(headers or {})}
+        if body is not None:
+            h["Content-Type"] = "application/json"
+        url = path if path.startswith("http") else f"{self.gw.url}{path}"
+        req = urllib.request.Request(url, data=data, method=method, headers=h)
+        try:
+            with urllib.request.urlopen(req, timeout=60) as r:
+                text = r.read()
+                return r.status, json.loads(text) if text.strip() else None
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    @staticmethod
+    def tar_of(files):
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+            for name, data in files.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                info.mode = 0o644
+                tar.addfile(info, io.BytesIO(data))
+        return buf.getvalue()
+
+    def test_uploads_are_checked(self):
+        status, made = self.api("POST", "/v3/templates", {"name": unique("uploads")})
+        self.assertEqual(status, 202, made)
+        tid, bid = made["templateID"], made["buildID"]
+        fake = "ab" * 32
+        status, link = self.api("GET", f"/templates/{tid}/files/{fake}")
+        self.assertEqual((status, link["present"]), (201, False), link)
+
+        # Not a tar: refused, nothing kept.
+        status, body = self.api("PUT", link["url"], raw=b"not an archive", key="")
+        self.assertEqual(status, 400, body)
+        self.assertIn("not a tar archive", body["message"])
+        # Larger than the limit, by its Content-Length: refused before its body.
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=30)
+        conn.putrequest("PUT", urllib.parse.urlsplit(link["url"]).path)
+        conn.putheader("Content-Length", str(3 << 30))
+        conn.endheaders()
+        answer = conn.getresponse()
+        self.assertEqual(answer.status, 413)
+        self.assertIn("larger than", json.loads(answer.read())["message"])
+        conn.close()
+
+        # A COPY step whose hash names no upload: refused at once.
+        step = {"type": "COPY", "args": ["data.txt", "/opt/", "", ""], "filesHash": fake,
+                "force": False}
+        build = {"fromImage": tgd.IMAGE, "steps": [step]}
+        status, body = self.api("POST", f"/v2/templates/{tid}/builds/{bid}", build)
+        self.assertEqual(status, 400, body)
+        self.assertIn("were not uploaded", body["message"])
+
+        # An upload whose files are not those of its hash: the build fails at that step.
+        status, _ = self.api("PUT", link["url"], raw=self.tar_of({"data.txt": b"other\n"}), key="")
+        self.assertEqual(status, 200)
+        status, link = self.api("GET", f"/templates/{tid}/files/{fake}")
+        self.assertEqual(link, {"present": True})
+        status, body = self.api("POST", f"/v2/templates/{tid}/builds/{bid}", build)
+        self.assertEqual(status, 202, body)
+        deadline = time.monotonic() + 60
+        while True:
+            status, st = self.api("GET", f"/templates/{tid}/builds/{bid}/status")
+            if st["status"] not in ("waiting", "building") or time.monotonic() > deadline:
+                break
+        self.assertEqual(st["status"], "error", st)
+        self.assertEqual(st["reason"]["step"], "1", st)
+        self.assertIn("holds other files", st["reason"]["message"])
+
+        # Another team's uploads are not seen, nor its template.
+        status, body = self.api("GET", f"/templates/{tid}/files/{fake}", key=OTHER_KEY)
+        self.assertEqual(status, 404, body)
+        status, made = self.api("POST", "/v3/templates", {"name": unique("theirs")}, key=OTHER_KEY)
+        status, link = self.api("GET", f"/templates/{made['templateID']}/files/{fake}",
+                                key=OTHER_KEY)
+        self.assertEqual((status, link["present"]), (201, False), link)
 
 if __name__ == "__main__":
     tgd.tg.main()

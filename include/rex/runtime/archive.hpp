@@ -11,7 +11,10 @@
 // FileNotFoundError, PermissionError, OSError and the other OSError kinds of throw_os_error.
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <string>
 #include <string_view>
 
 namespace rex {
@@ -56,5 +59,21 @@ void create_archive(const std::filesystem::path& source, const std::filesystem::
 /// included when it made them; files the archive replaced keep their new content.
 void extract_archive(const std::filesystem::path& archive_path,
                      const std::filesystem::path& target_dir);
+
+/// One entry of an archive as read_archive_entries() meets it.
+struct ArchiveEntry {
+  std::string path;         // as the archive names it
+  unsigned mode = 0;        // the file type and permission bits, as st_mode
+  std::uint64_t size = 0;   // a file's bytes (0 for the others)
+  std::string link_target;  // a symbolic link's target, or the file a hard link names
+  bool hard_link = false;
+};
+
+/// Calls on_entry for each entry of a zip, tar or tar.gz archive in the archive's order, then
+/// on_data with a file's content piece by piece (nothing is written anywhere). The same
+/// errors as extract_archive's for an archive that cannot be read.
+void read_archive_entries(const std::filesystem::path& archive_path,
+                          const std::function<void(const ArchiveEntry&)>& on_entry,
+                          const std::function<void(std::string_view)>& on_data);
 
 }  // namespace rex
