@@ -512,6 +512,87 @@ struct TemplatesApi {
     co_return e2b_json(200, json::object{{"logs", std::move(entries)}});
   }
 
+  // The caller's template named in `target` ("name" or "name:tag") and its build of that tag.
+  std::pair<TemplateRecord*, const TemplateBuild*> tagged(const Caller& who,
+                                                          std::string_view target) const {
+    std::string_view name = target;
+    std::string_view tag = "default";
+    if (const auto colon = target.rfind(':'); colon != std::string_view::npos) {
+      name = target.substr(0, colon);
+      tag = target.substr(colon + 1);
+    }
+    TemplateRecord& t = mine(who, name);
+    const TemplateBuild* b = nullptr;
+    if (const auto it = t.tags.find(std::string(tag)); it != t.tags.end())
+      b = t.build(it->second);
+    else if (tag == "default")
+      b = t.current();
+    if (b == nullptr || b->status != "ready")
+      throw ApiError(404, "template.not_found",
+                     fmt::format("template '{}' has no finished build tagged '{}'", name, tag));
+    return {&t, b};
+  }
+
+  static std::vector<std::string> tag_list(const json::object& body) {
+    std::vector<std::string> out;
+    const auto* tags = body.if_contains("tags");
+    if (tags == nullptr || !tags->is_array() || tags->get_array().empty())
+      throw ApiError(400, "request.invalid", "tags: expected a list of tags");
+    for (const auto& v : tags->get_array()) {
+      if (!v.is_string() || !valid_name(v.get_string()))
+        throw ApiError(400, "request.invalid",
+                       "tags: expected letters, digits, '-', '_' and '.' (at most 128)");
+      out.emplace_back(v.get_string());
+    }
+    return out;
+  }
+
+  // POST /templates/tags {"target": "name[:tag]", "tags"}: the target's build gets the tags.
+  asio::awaitable<Answer> assign_tags(Caller who, Request r) {
+    const json::object body = parse_body(r.body);
+    const auto [t, b] = tagged(who, text_field(body, "target"));
+    const std::vector<std::string> tags = tag_list(body);
+    json::array given;
+    for (const auto& tag : tags) {
+      t->tags[tag] = b->id;
+      given.emplace_back(tag);
+    }
+    const std::string build_id = b->id;
+    t->updated_at = unix_now();
+    if (std::find(tags.begin(), tags.end(), "default") != tags.end())
+      s->publish_template(*t);
+    auto saving = s->save_template(*t);
+    co_await std::move(saving);
+    co_return e2b_json(201, json::object{{"buildID", build_id}, {"tags", std::move(given)}});
+  }
+
+  // DELETE /templates/tags {"name", "tags"}: the tags go (their builds stay).
+  asio::awaitable<Answer> remove_tags(Caller who, Request r) {
+    const json::object body = parse_body(r.body);
+    TemplateRecord& t = mine(who, text_field(body, "name"));
+    for (const auto& tag : tag_list(body))
+      t.tags.erase(tag);
+    t.updated_at = unix_now();
+    auto saving = s->save_template(t);
+    co_await std::move(saving);
+    Answer a;
+    a.status = 204;
+    co_return a;
+  }
+
+  asio::awaitable<Answer> list_tags(Caller who, Request r) {
+    const TemplateRecord& t = mine(who, r.param("id"));
+    json::array out;
+    for (const auto& [tag, build_id] : t.tags) {
+      const TemplateBuild* b = t.build(build_id);
+      out.push_back(json::object{
+          {"tag", tag},
+          {"buildID", build_id},
+          {"createdAt", iso_time(b != nullptr ? std::max(b->finished_at, b->created_at) : 0)}});
+    }
+    co_return e2b_json(200, out);
+  }
+
   asio::awaitable<Answer> alias(Caller who, Request r) {
     const std::string name(r.param("alias"));
     TemplateRecord* t = s->template_named(name);
@@ -1019,6 +1100,14 @@ void add_template_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s
       [](TemplatesApi& a, Caller w, Request r) { return a.status(std::move(w), std::move(r)); });
   add(verb::get, "/templates/{id}/builds/{build}/logs",
       [](TemplatesApi& a, Caller w, Request r) { return a.logs(std::move(w), std::move(r)); });
+  add(verb::post, "/templates/tags", [](TemplatesApi& a, Caller w, Request r) {
+    return a.assign_tags(std::move(w), std::move(r));
+  });
+  add(verb::delete_, "/templates/tags", [](TemplatesApi& a, Caller w, Request r) {
+    return a.remove_tags(std::move(w), std::move(r));
+  });
+  add(verb::get, "/templates/{id}/tags",
+      [](TemplatesApi& a, Caller w, Request r) { return a.list_tags(std::move(w), std::move(r)); });
   add(verb::get, "/templates/aliases/{alias}",
       [](TemplatesApi& a, Caller w, Request r) { return a.alias(std::move(w), std::move(r)); });
   add(verb::get, "/templates",

@@ -130,8 +130,19 @@ class Templates(tgd.ContainerGatewayTestCase):
         self.assertEqual(cm.exception.code, 403)
         self.assertIn("another team", json.loads(cm.exception.read())["message"])
 
+        # Tags: another for the build, a sandbox of a tag, the tags listed and removed.
+        info = Template.assign_tags(name, ["stable"])
+        self.assertEqual(info.tags, ["stable"])
+        self.assertEqual(sorted(t.tag for t in Template.get_tags(name)), ["default", "stable"])
+        tagged = self.sandbox(f"{name}:stable")
+        self.assertEqual(tagged.commands.run("cat /opt/built.txt").stdout, "built-as-root\n")
+        tagged.kill()
+        Template.remove_tags(name, ["stable"])
+        self.assertEqual([t.tag for t in Template.get_tags(name)], ["default"])
+        with self.assertRaises(Exception):
+            self.sandbox(f"{name}:stable")
+
         # Deleted: its name is free and sandboxes of it can no longer be made.
-        template_id = Template.get_tags  # noqa: F841 (the SDK has no delete: the API's)
         req = urllib.request.Request(f"{self.gw.url}/templates/{name}", method="DELETE",
                                      headers={"X-API-Key": KEY})
         with urllib.request.urlopen(req, timeout=60) as r:
