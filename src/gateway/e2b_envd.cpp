@@ -597,8 +597,10 @@ struct Envd {
     if (given && parts.size() != 1)
       throw ConnectError("invalid_argument", "?path= names one file, and the body has several");
     json::array written;
+    std::string owned;  // the files written, for their owner
     for (auto& part : parts) {
       const std::string path = path_of(c, given ? std::string_view(*given) : part.filename);
+      owned += " " + shell_quote(path);
       const std::size_t size = part.data.size();
       co_await s->write_bytes(*c.live, path, std::move(part.data), true);
       s->append_log(c.entry->rec, c.who,
@@ -608,6 +610,20 @@ struct Envd {
           json::object{{"name", slash == std::string::npos ? path : path.substr(slash + 1)},
                        {"type", "file"},
                        {"path", path}});
+    }
+    // Owned by the user the call names (?username= or its Basic user), else the environment's;
+    // a container's server writes as root. A local sandbox has no accounts to give them to.
+    std::string user = c.user;
+    if (const auto named = r.query("username"); user.empty() && named)
+      user = std::string(*named);
+    if (user.empty()) {
+      if (const Environment* env = s->find_environment(c.entry->rec.environment))
+        user = env->user;
+    }
+    if (!user.empty() && user != "root" && c.entry->rec.provider != "local") {
+      auto owning = sh(c, fmt::format("chown {}:{}{} 2>&1 || chown {}{} 2>&1", shell_quote(user),
+                                      shell_quote(user), owned, shell_quote(user), owned));
+      co_await std::move(owning);
     }
     co_return server::json_answer(200, written);
   }

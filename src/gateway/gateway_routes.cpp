@@ -246,6 +246,13 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
                    ? "Python3"
                    : "local";
   const Environment* env = find_environment(*env_name);
+  if (env == nullptr && from == nullptr) {
+    // A template the caller built on this gateway, by its name (or name:tag).
+    if (const auto built = template_environment(who, *env_name)) {
+      env_name = *built;
+      env = find_environment(*built);
+    }
+  }
   if (env == nullptr) {
     std::vector<std::string> names;
     for (const auto* e : registry.environments())

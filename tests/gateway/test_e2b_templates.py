@@ -113,7 +113,22 @@ class Templates(tgd.ContainerGatewayTestCase):
         # Commands run as the template's user unless they name another (Harbor names root).
         self.assertEqual(sbx.commands.run("whoami; pwd").stdout, "user\n/opt/app\n")
         self.assertEqual(sbx.commands.run("whoami", user="root").stdout, "root\n")
+        # Files are the template's user's too, unless the call names another.
+        sbx.files.write("/home/user/mine.txt", "x")
+        sbx.files.write("/opt/theirs.txt", "x", user="root")
+        owners = sbx.commands.run("stat -c %U /home/user/mine.txt /opt/theirs.txt").stdout
+        self.assertEqual(owners, "user\nroot\n")
         sbx.kill()
+
+        # The gateway's own API starts one by the template's name too.
+        status, rec = self.gw.json("POST", "/api/sessions", {"environment": name})
+        self.assertEqual(status, 201, rec)
+        self.known_sids.add(rec["session_id"])
+        status, out = self.gw.json("POST", f"/api/sessions/{rec['session_id']}/execute",
+                                   {"code": "cat /opt/built.txt; whoami", "language": "bash"})
+        self.assertEqual(status, 200, out)
+        self.assertEqual(out["stdout"], "built-as-root\nroot\n", out)  # its own API: root
+        self.gw.json("DELETE", f"/api/sessions/{rec['session_id']}")
 
         # The same steps again: the cache's image, no new build.
         logs = []
