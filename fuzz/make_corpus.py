@@ -586,6 +586,31 @@ def deployment_config_seeds():
               bytes([1, backend]) + json.dumps(fields).encode())
 
 
+# --- template_plan: E2B's TemplateBuildStartV2 JSON ----------------------------------------------
+
+def template_plan_seeds():
+    h = "0123456789abcdef" * 4
+    requests = {
+        "steps": {"fromImage": "rex-test-bookworm", "force": False, "steps": [
+            {"type": "USER", "args": ["root"], "force": False},
+            {"type": "WORKDIR", "args": ["/"], "force": False},
+            {"type": "ENV", "args": ["A", "x \"y\" $HOME", "B", ""], "force": False},
+            {"type": "COPY", "args": ["app/", "/opt/app/", "user", "0755"], "filesHash": h,
+             "force": False},
+            {"type": "RUN", "args": ["echo hi && whoami", "user"], "force": False},
+            {"type": "USER", "args": ["builder"], "force": False}],
+            "startCmd": "serve", "readyCmd": "sleep 1"},
+        "template": {"fromTemplate": "base", "steps": [{"type": "RUN", "args": ["true"]}]},
+        "empty": {"fromImage": "x"},
+        "bad_type": {"steps": [{"type": "ADD", "args": ["a", "b"]}]},
+        "bad_env": {"steps": [{"type": "ENV", "args": ["A"]}]},
+        "newline": {"steps": [{"type": "WORKDIR", "args": ["/a\nRUN x"]}]},
+        "bad_hash": {"steps": [{"type": "COPY", "args": ["a", "/b"], "filesHash": "zz"}]},
+    }
+    for name, request in requests.items():
+        write("template_plan", name, json.dumps(request).encode())
+
+
 if __name__ == "__main__":
     http_seeds()
     json_seeds()
@@ -599,3 +624,4 @@ if __name__ == "__main__":
     aws_config_seeds()
     modal_toml_seeds()
     deployment_config_seeds()
+    template_plan_seeds()
