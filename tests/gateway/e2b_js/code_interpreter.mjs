@@ -35,14 +35,24 @@ assert.equal(second.text, "42");
 assert.equal(second.executionCount, first.executionCount + 1);
 assert.deepEqual(second.results.map((r) => r.isMainResult), [true]);
 
-// Output streams line by line while the cell runs.
+// Output streams line by line while the cell runs: the cell prints its second line only once
+// this side has seen the first (a file that another context makes when the first line arrives).
+const heard = `/tmp/rex-heard-${process.pid}-${Date.now()}`;
+const helper = await sbx.createCodeContext();
 const stamped = [];
+let told;
 const streamed = await sbx.runCode(
-  "import sys, time\nprint('first')\nprint('warn', file=sys.stderr)\ntime.sleep(1.5)\n" +
-    "print('second')",
-  { onStdout: (m) => stamped.push([performance.now(), m.line]) });
-assert.deepEqual(stamped.map(([, line]) => line), ["first\n", "second\n"]);
-assert.ok(stamped[1][0] - stamped[0][0] > 1000, JSON.stringify(stamped));
+  "import os, sys, time\nprint('first')\nprint('warn', file=sys.stderr)\n" +
+    `for _ in range(600):\n    if os.path.exists(${JSON.stringify(heard)}): break\n` +
+    "    time.sleep(0.05)\n" +
+    `print('second' if os.path.exists(${JSON.stringify(heard)}) else 'not streamed')`,
+  { onStdout: (m) => {
+      stamped.push(m.line);
+      if (m.line === "first\n")
+        told = sbx.runCode(`open(${JSON.stringify(heard)}, 'w').close()`, { context: helper });
+    } });
+await told;
+assert.deepEqual(stamped, ["first\n", "second\n"]);
 assert.deepEqual(streamed.logs, { stdout: ["first\n", "second\n"], stderr: ["warn\n"] });
 
 // An exception: name, value, traceback; the state stays.
