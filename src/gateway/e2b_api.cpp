@@ -31,6 +31,15 @@ namespace bhttp = boost::beast::http;
 using server::Answer;
 using server::Request;
 
+Caller admit_e2b_caller(Gateway::Impl& s, const Request& r) {
+  Caller who = s.authenticate(r);
+  if (!s.reconciled)
+    throw ApiError(503, "gateway.reconciling",
+                   "the gateway is reconciling its sessions; try again shortly", true, 1.0);
+  who.request_id = request_id_of(r);
+  return who;
+}
+
 // The message may quote what the request held (an id from the path): kept valid UTF-8.
 Answer e2b_error(unsigned status, std::string_view message) {
   return server::json_answer(
@@ -77,15 +86,6 @@ std::optional<long> megabytes(const std::string& size) {
 
 struct E2bApi {
   std::shared_ptr<Gateway::Impl> s;
-
-  // The caller, as every gateway route admits it; an E2B error when it is not admitted.
-  Caller admit(const Request& r) const {
-    Caller who = s->authenticate(r);
-    if (!s->reconciled)
-      throw ApiError(503, "gateway.reconciling",
-                     "the gateway is reconciling its sessions; try again shortly", true, 1.0);
-    return who;
-  }
 
   // endAt: when the session ends if nothing renews it.
   static double end_at(const SessionRecord& rec) {
@@ -484,26 +484,6 @@ struct E2bApi {
   }
 };
 
-server::JsonRoute route(std::shared_ptr<Gateway::Impl> s, std::string pattern,
-                        std::function<asio::awaitable<Answer>(E2bApi&, Caller, Request)> h) {
-  return [s, pattern = std::move(pattern), h = std::move(h)](Request r) -> asio::awaitable<Answer> {
-    s->metrics.count_request(pattern);
-    E2bApi api{s};
-    std::optional<ApiError> failure;
-    try {
-      Caller who = api.admit(r);
-      who.request_id = request_id_of(r);
-      co_return co_await h(api, std::move(who), std::move(r));
-    } catch (const std::exception& e) {
-      failure = api_error_of(e);
-    }
-    s->metrics.count_error(failure->code());
-    // E2B's clients read 400 for what the gateway calls 422.
-    const unsigned status = failure->status() == 422 ? 400 : failure->status();
-    co_return e2b_error(status, failure->what());
-  };
-}
-
 }  // namespace
 
 void add_e2b_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s) {
@@ -534,7 +514,7 @@ void add_e2b_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s) {
         return e2b_error(404, fmt::format("{} is not found on this E2B-compatible endpoint", path));
       });
   auto add = [&](verb method, const std::string& pattern, auto fn) {
-    t.add(method, pattern, route(s, pattern, fn));
+    t.add(method, pattern, e2b_route<E2bApi>(s, pattern, fn));
   };
   auto create = [](E2bApi& a, Caller w, Request r) { return a.create(std::move(w), std::move(r)); };
   add(verb::post, "/sandboxes", create);

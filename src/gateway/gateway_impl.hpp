@@ -300,6 +300,32 @@ std::string envd_access_token(const SessionRecord& rec);
 void add_e2b_port_routing(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
 /// E2B's error shape, {"code": status, "message"} (the message kept valid UTF-8).
 server::Answer e2b_error(unsigned status, std::string_view message);
+/// The caller of an E2B control-API call, authenticated once the gateway has reconciled; an
+/// ApiError otherwise (e2b_api.cpp).
+Caller admit_e2b_caller(Gateway::Impl& s, const server::Request& r);
+
+/// A route of E2B's control API: the caller admitted, `handler` called on an `Api{s}`, and
+/// what it throws answered in E2B's shape (E2B's clients read 400 for the gateway's 422).
+template <class Api>
+server::JsonRoute e2b_route(
+    std::shared_ptr<Gateway::Impl> s, std::string pattern,
+    std::function<asio::awaitable<server::Answer>(Api&, Caller, server::Request)> handler) {
+  return [s, pattern = std::move(pattern),
+          handler = std::move(handler)](server::Request r) -> asio::awaitable<server::Answer> {
+    s->metrics.count_request(pattern);
+    Api api{s};
+    std::optional<ApiError> failure;
+    try {
+      Caller who = admit_e2b_caller(*s, r);
+      co_return co_await handler(api, std::move(who), std::move(r));
+    } catch (const std::exception& e) {
+      failure = api_error_of(e);
+    }
+    s->metrics.count_error(failure->code());
+    const unsigned status = failure->status() == 422 ? 400 : failure->status();
+    co_return e2b_error(status, failure->what());
+  };
+}
 
 /// sha256 of a string, lowercase hex.
 std::string sha256_hex(std::string_view data);

@@ -434,6 +434,51 @@ sqlite3* Store::connection() const {
   return db_;
 }
 
+namespace {
+
+// Inserts or replaces `rows` in `table` (a new id takes the next place in creation order, a
+// replaced one keeps its place) and deletes the ids in `removed`; `kind` names them in errors.
+void store_records(const Db& db, std::string_view kind, std::string_view table,
+                   const std::vector<StoredRecord>& rows, const std::vector<std::string>& removed) {
+  for (const StoredRecord& row : rows) {
+    Statement(db, fmt::format("store {} {}", kind, row.id),
+              fmt::format("INSERT INTO {0} (id, seq, tenant, state, record) "
+                          "VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM {0}), ?2, ?3, ?4) "
+                          "ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, "
+                          "state = excluded.state, record = excluded.record",
+                          table))
+        .bind_text(1, row.id)
+        .bind_text(2, row.tenant)
+        .bind_text(3, row.state)
+        .bind_json(4, row.record)
+        .run();
+  }
+  for (const std::string& id : removed) {
+    Statement(db, fmt::format("remove {} {}", kind, id),
+              fmt::format("DELETE FROM {} WHERE id = ?1", table))
+        .bind_text(1, id)
+        .run();
+  }
+}
+
+// Every row of `table`, in creation order.
+std::vector<StoredRecord> load_records(const Db& db, std::string_view table) {
+  Statement select(db, fmt::format("load the {}", table),
+                   fmt::format("SELECT id, tenant, state, record FROM {} ORDER BY seq", table));
+  std::vector<StoredRecord> out;
+  while (select.step()) {
+    StoredRecord row;
+    row.id = select.text(0);
+    row.tenant = select.text(1);
+    row.state = select.text(2);
+    row.record = select.object(3);
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+}  // namespace
+
 void Store::commit(Change& change) {
   const Db db{connection(), file_};
   if (!change.session && change.events.empty() && !change.idempotency && change.artifacts.empty() &&
@@ -456,41 +501,8 @@ void Store::commit(Change& change) {
         .run();
   }
 
-  for (const StoredCheckpoint& checkpoint : change.checkpoints) {
-    Statement(db, fmt::format("store checkpoint {}", checkpoint.id),
-              "INSERT INTO checkpoints (id, seq, tenant, state, record) "
-              "VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM checkpoints), ?2, ?3, ?4) "
-              "ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, "
-              "state = excluded.state, record = excluded.record")
-        .bind_text(1, checkpoint.id)
-        .bind_text(2, checkpoint.tenant)
-        .bind_text(3, checkpoint.state)
-        .bind_json(4, checkpoint.record)
-        .run();
-  }
-  for (const std::string& id : change.removed_checkpoints) {
-    Statement(db, fmt::format("remove checkpoint {}", id), "DELETE FROM checkpoints WHERE id = ?1")
-        .bind_text(1, id)
-        .run();
-  }
-
-  for (const StoredTemplate& t : change.templates) {
-    Statement(db, fmt::format("store template {}", t.id),
-              "INSERT INTO templates (id, seq, tenant, state, record) "
-              "VALUES (?1, (SELECT coalesce(max(seq), 0) + 1 FROM templates), ?2, ?3, ?4) "
-              "ON CONFLICT (id) DO UPDATE SET tenant = excluded.tenant, "
-              "state = excluded.state, record = excluded.record")
-        .bind_text(1, t.id)
-        .bind_text(2, t.tenant)
-        .bind_text(3, t.state)
-        .bind_json(4, t.record)
-        .run();
-  }
-  for (const std::string& id : change.removed_templates) {
-    Statement(db, fmt::format("remove template {}", id), "DELETE FROM templates WHERE id = ?1")
-        .bind_text(1, id)
-        .run();
-  }
+  store_records(db, "checkpoint", "checkpoints", change.checkpoints, change.removed_checkpoints);
+  store_records(db, "template", "templates", change.templates, change.removed_templates);
 
   std::vector<std::int64_t> event_ids;
   if (!change.events.empty()) {
@@ -562,35 +574,11 @@ std::vector<StoredSession> Store::load_sessions() const {
 }
 
 std::vector<StoredCheckpoint> Store::load_checkpoints() const {
-  const Db db{connection(), file_};
-  Statement select(db, "load the checkpoints",
-                   "SELECT id, tenant, state, record FROM checkpoints ORDER BY seq");
-  std::vector<StoredCheckpoint> out;
-  while (select.step()) {
-    StoredCheckpoint c;
-    c.id = select.text(0);
-    c.tenant = select.text(1);
-    c.state = select.text(2);
-    c.record = select.object(3);
-    out.push_back(std::move(c));
-  }
-  return out;
+  return load_records(Db{connection(), file_}, "checkpoints");
 }
 
 std::vector<StoredTemplate> Store::load_templates() const {
-  const Db db{connection(), file_};
-  Statement select(db, "load the templates",
-                   "SELECT id, tenant, state, record FROM templates ORDER BY seq");
-  std::vector<StoredTemplate> out;
-  while (select.step()) {
-    StoredTemplate t;
-    t.id = select.text(0);
-    t.tenant = select.text(1);
-    t.state = select.text(2);
-    t.record = select.object(3);
-    out.push_back(std::move(t));
-  }
-  return out;
+  return load_records(Db{connection(), file_}, "templates");
 }
 
 std::optional<StoredSession> Store::session(std::string_view id) const {

@@ -228,14 +228,6 @@ namespace {
 struct TemplatesApi {
   std::shared_ptr<Gateway::Impl> s;
 
-  Caller admit(const Request& r) const {
-    Caller who = s->authenticate(r);
-    if (!s->reconciled)
-      throw ApiError(503, "gateway.reconciling",
-                     "the gateway is reconciling its sessions; try again shortly", true, 1.0);
-    return who;
-  }
-
   TemplateRecord& mine(const Caller& who, std::string_view id) const {
     TemplateRecord* t = s->template_named(id);
     if (t == nullptr || t->tenant != who.tenant)
@@ -630,25 +622,6 @@ struct TemplatesApi {
     co_return e2b_json(200, out);
   }
 };
-
-server::JsonRoute route(std::shared_ptr<Gateway::Impl> s, std::string pattern,
-                        std::function<asio::awaitable<Answer>(TemplatesApi&, Caller, Request)> h) {
-  return [s, pattern = std::move(pattern), h = std::move(h)](Request r) -> asio::awaitable<Answer> {
-    s->metrics.count_request(pattern);
-    TemplatesApi api{s};
-    std::optional<ApiError> failure;
-    try {
-      Caller who = api.admit(r);
-      who.request_id = request_id_of(r);
-      co_return co_await h(api, std::move(who), std::move(r));
-    } catch (const std::exception& e) {
-      failure = api_error_of(e);
-    }
-    s->metrics.count_error(failure->code());
-    const unsigned status = failure->status() == 422 ? 400 : failure->status();
-    co_return e2b_error(status, failure->what());
-  };
-}
 
 // The archive of one hash as it arrives, into a file beside where it is kept; renamed into
 // place once it is whole and is a tar. Too big, not a tar, a broken write: removed.
@@ -1086,7 +1059,7 @@ asio::awaitable<void> Gateway::Impl::start_commands(Entry& e, const Environment&
 void add_template_routes(server::RouteTable& t, std::shared_ptr<Gateway::Impl> s) {
   using bhttp::verb;
   auto add = [&](verb method, const std::string& pattern, auto fn) {
-    t.add(method, pattern, route(s, pattern, fn));
+    t.add(method, pattern, e2b_route<TemplatesApi>(s, pattern, fn));
   };
   add(verb::post, "/v3/templates", [](TemplatesApi& a, Caller w, Request r) {
     return a.request_build(std::move(w), std::move(r));

@@ -68,23 +68,18 @@ struct StoredArtifact {
   double created_at = 0;   // unix seconds
 };
 
-/// A checkpoint of a session's sandbox: its record (opaque to the store) and its state
-/// ("creating" until its image exists, then "ready").
-struct StoredCheckpoint {
+/// A record the store keeps whole in a table of its own: its id, tenant and state as columns,
+/// the rest opaque to the store. A checkpoint of a session's sandbox (state "creating" until its
+/// image exists, then "ready"); a template built on the gateway's engine (its newest build's
+/// status).
+struct StoredRecord {
   std::string id;
   std::string tenant;
   std::string state;
   boost::json::object record;
 };
-
-/// A template built on the gateway's engine: its record (opaque to the store) and its state
-/// (its newest build's status).
-struct StoredTemplate {
-  std::string id;
-  std::string tenant;
-  std::string state;
-  boost::json::object record;
-};
+using StoredCheckpoint = StoredRecord;
+using StoredTemplate = StoredRecord;
 
 struct IdempotencyKey {
   std::string tenant, key, body_hash, session_id;
@@ -115,9 +110,9 @@ class Store {
  public:
   /// Opens or creates the database at `file` (parent directory must exist): WAL journal,
   /// synchronous=FULL, foreign keys on, a busy timeout of 5 s, schema created or checked
-  /// (PRAGMA user_version = 3, an older file gaining the checkpoints and templates tables; a newer version, or
-  /// a file that is not a rex gateway database, is a StoreError naming the file and saying what is
-  /// wrong).
+  /// (PRAGMA user_version = 3, an older file gaining the checkpoints and templates tables; a newer
+  /// version, or a file that is not a rex gateway database, is a StoreError naming the file and
+  /// saying what is wrong).
   explicit Store(const std::filesystem::path& file);
   ~Store();
   Store(Store&& other) noexcept;
