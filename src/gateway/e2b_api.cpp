@@ -179,8 +179,6 @@ struct E2bApi {
     if (const auto it = s->checkpoints.find(tmpl);
         it != s->checkpoints.end() && it->second.tenant == who.tenant)
       native["checkpoint"] = tmpl;
-    else if (const auto built = s->template_environment(who, tmpl))
-      native["environment"] = *built;  // a template built on the gateway
     else
       native["environment"] = tmpl == kDefaultTemplate ? "local" : tmpl;
     if (const auto* m = body.if_contains("metadata"); m != nullptr && !m->is_null())

@@ -206,7 +206,9 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
                                const CheckpointRecord* from, boost::json::value request_body);
 
   // --- templates (templates.cpp) ---
-  /// The registry's environment of that name, else a template build's (by template id).
+  /// The registry's environment of that name, else a template build's (by template id, any
+  /// tenant's, deleted ones' too): for a session's own environment. A create reaches a
+  /// template through template_environment(), which checks the tenant.
   const Environment* find_environment(std::string_view name) const;
   /// The template of that id or name (any tenant's); null when none.
   TemplateRecord* template_named(std::string_view name_or_id);

@@ -245,7 +245,9 @@ asio::awaitable<Answer> Gateway::Impl::create(Caller who, Request r) {
     env_name = provider_name && (*provider_name == "docker" || *provider_name == "podman")
                    ? "Python3"
                    : "local";
-  const Environment* env = find_environment(*env_name);
+  // A template's environment only through the caller's own template (its name, id or
+  // name:tag); a checkpoint's is its own, the tenant checked with it.
+  const Environment* env = from != nullptr ? find_environment(*env_name) : registry.find(*env_name);
   if (env == nullptr && from == nullptr) {
     // A template the caller built on this gateway, by its name (or name:tag).
     if (const auto built = template_environment(who, *env_name)) {

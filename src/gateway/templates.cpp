@@ -939,6 +939,7 @@ asio::awaitable<bool> Gateway::Impl::delete_template(const Caller& who, std::str
     co_return false;
   const TemplateRecord gone = *t;
   templates.erase(gone.id);
+  // Its environments stay for its sessions (a create reaches a template only by its record).
   auto saving = save_template(gone, true);
   co_await std::move(saving);
   // Its images go where nothing uses them; the engine keeps one a sandbox still runs.

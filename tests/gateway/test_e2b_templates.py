@@ -157,12 +157,24 @@ class Templates(tgd.ContainerGatewayTestCase):
         with self.assertRaises(Exception):
             self.sandbox(f"{name}:stable")
 
+        # Another team cannot start it by its id through either API.
+        template_id = self.api("GET", f"/templates/aliases/{name}")[1]["templateID"]
+        status, body = self.api("POST", "/sandboxes", {"templateID": template_id}, key=OTHER_KEY)
+        self.assertEqual(status, 400, body)
+        status, body = self.gw.json("POST", "/api/sessions", {"environment": template_id},
+                                    headers={"Authorization": f"Bearer {OTHER_KEY}"})
+        self.assertEqual(status, 422, body)
+
         # Deleted: its name is free and sandboxes of it can no longer be made.
         req = urllib.request.Request(f"{self.gw.url}/templates/{name}", method="DELETE",
                                      headers={"X-API-Key": KEY})
         with urllib.request.urlopen(req, timeout=60) as r:
             self.assertEqual(r.status, 204)
         self.assertFalse(Template.exists(name))
+        with self.assertRaises(Exception):
+            self.sandbox(name)
+        status, body = self.api("POST", "/sandboxes", {"templateID": template_id})
+        self.assertEqual(status, 400, body)
 
     def test_dockerfile_template(self):
         name = unique("dockerfile")
