@@ -72,6 +72,11 @@ asio::awaitable<std::string> SandboxBackend::build_image(ImageBuild) {
   co_return std::string();
 }
 
+asio::awaitable<std::vector<SandboxInfo>> SandboxBackend::list_built_images(
+    std::map<std::string, std::string>) {
+  co_return std::vector<SandboxInfo>{};  // none: it builds none
+}
+
 asio::awaitable<void> SandboxBackend::pause(std::string) {
   unsupported(*this, "pause a sandbox");
   co_return;

@@ -131,6 +131,13 @@ asio::awaitable<std::string> BackendProvider::build_image(ImageBuild build) {
   co_return co_await std::move(built);
 }
 
+asio::awaitable<std::vector<SandboxInfo>> BackendProvider::list_built_images() {
+  std::map<std::string, std::string> mine{{std::string(labels::gateway), gateway_id_}};
+  auto listing = backend_->list_built_images(std::move(mine));
+  auto listed = rex::detail::failing_as<ProviderError>("", std::move(listing));
+  co_return co_await std::move(listed);
+}
+
 void BackendProvider::configure_client(const std::string& url, http::ClientConfig& client) const {
   backend_->configure_client(url, client);
 }

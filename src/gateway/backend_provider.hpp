@@ -34,6 +34,7 @@ class BackendProvider final : public Provider {
   asio::awaitable<void> resume(std::string sandbox_id) override;
   asio::awaitable<SandboxMetrics> metrics(std::string sandbox_id) override;
   asio::awaitable<std::string> build_image(ImageBuild build) override;
+  asio::awaitable<std::vector<SandboxInfo>> list_built_images() override;
 
  private:
   std::unique_ptr<SandboxBackend> backend_;

@@ -32,6 +32,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <system_error>
 
 #include "gateway/api_error.hpp"
@@ -219,6 +220,41 @@ asio::awaitable<void> Gateway::Impl::load_templates() {
       }
     } catch (const std::exception& x) {
       logging::error("gateway: skipping the damaged record of template {}: {}", row.id, x.what());
+    }
+  }  // Images of this gateway's builds that no template records (a template deleted while the
+  // engine was out of reach, a build the gateway was killed in): removed.
+  std::set<std::string> recorded;
+  for (const auto& [id, t] : templates) {
+    for (const auto& b : t.builds) {
+      if (!b.image.empty())
+        recorded.insert(b.image);
+    }
+  }
+  for (auto& [name, p] : providers) {
+    if (!p->can(SandboxOperation::build))
+      continue;
+    std::vector<SandboxInfo> images;
+    try {
+      auto listing = p->list_built_images();
+      images = co_await std::move(listing);
+    } catch (const std::exception& x) {
+      logging::warn("gateway: cannot list the template images of {}: {}", name, x.what());
+      continue;
+    }
+    for (const auto& image : images) {
+      if (recorded.contains(image.id))
+        continue;
+      std::string failure;
+      try {
+        auto removing = p->remove_checkpoint(image.id);
+        co_await std::move(removing);
+      } catch (const std::exception& x) {
+        failure = x.what();
+      }
+      if (failure.empty())
+        logging::info("gateway: removed template image {} that no template records", image.id);
+      else
+        logging::warn("gateway: cannot remove template image {}: {}", image.id, failure);
     }
   }
 }

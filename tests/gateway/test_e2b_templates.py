@@ -14,6 +14,7 @@ import http.client
 import io
 import json
 import os
+import subprocess
 import sys
 import tarfile
 import tempfile
@@ -235,6 +236,30 @@ class Templates(tgd.ContainerGatewayTestCase):
         # The gateway serves on.
         self.assertTrue(Template.exists(unique("x")) is False)
 
+
+    def test_template_images_no_template_records_go_at_start(self):
+        name = unique("kept")
+        Template.build(Template().from_image(tgd.IMAGE).run_cmd("echo kept > /kept"), name)
+        # An image of this gateway's templates that no template records (as a build the
+        # gateway was killed in leaves): removed when the gateway starts again; the recorded
+        # one stays and still starts sandboxes.
+        orphan = f"rex-orphan-{uuid.uuid4().hex[:8]}:1"
+        made = subprocess.run(
+            ["docker", "build", "-q", "-t", orphan, "--label", "rex.template=gone",
+             "--label", f"rex.gateway={self.gateway_id}", "-"],
+            input=f"FROM {tgd.IMAGE}\nLABEL built=orphan\n", capture_output=True, text=True,
+            timeout=120)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        self.gw.kill9()
+        self.gw = self.start_gateway()
+        os.environ["E2B_API_URL"] = os.environ["E2B_SANDBOX_URL"] = self.gw.url
+        deadline = time.monotonic() + 30
+        while tgd.engine("docker", "images", "-q", orphan) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        self.assertEqual(tgd.engine("docker", "images", "-q", orphan), "", "the orphan stayed")
+        sbx = self.sandbox(name)
+        self.assertEqual(sbx.commands.run("cat /kept").stdout, "kept\n")
+        sbx.kill()
 
     def api(self, method, path, body=None, key=KEY, raw=None, headers=None):
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)

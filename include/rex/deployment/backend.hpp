@@ -172,6 +172,9 @@ class SandboxBackend {
   /// from it). DeploymentStartupError naming the failed step with the build's own words. The
   /// image is removed with remove_checkpoint().
   virtual asio::awaitable<std::string> build_image(ImageBuild build);
+  /// The images build_image() made that carry all of `labels`, each as its id and labels.
+  virtual asio::awaitable<std::vector<SandboxInfo>> list_built_images(
+      std::map<std::string, std::string> labels);
 
   /// Prepares the client that reaches a sandbox of this backend at `url` (the TLS material and
   /// credentials of a proxy in front of it). Most need nothing.

@@ -124,6 +124,10 @@ class Provider {
   /// Builds a template's image (labelled with this gateway's id); its id. ProviderError with
   /// the build's own words when a step fails.
   virtual asio::awaitable<std::string> build_image(ImageBuild build);
+  /// This gateway's template images (build_image's), each with its labels.
+  virtual asio::awaitable<std::vector<SandboxInfo>> list_built_images() {
+    co_return std::vector<SandboxInfo>{};
+  }
 
   /// True when the sandbox has no boundary of its own but its working directory (local): the
   /// file calls then refuse paths that leave it.

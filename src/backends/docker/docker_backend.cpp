@@ -159,6 +159,21 @@ class DockerBackend final : public SandboxBackend {
     throw DeploymentStartupError(fmt::format("{}: {}", name(), failure));
   }
 
+  asio::awaitable<std::vector<SandboxInfo>> list_built_images(
+      std::map<std::string, std::string> labels) override {
+    std::vector<SandboxInfo> out;
+    if (engine_absent())
+      co_return out;
+    std::vector<std::string> filter{"rex.template"};
+    for (const auto& [k, v] : labels)
+      filter.push_back(fmt::format("{}={}", k, v));
+    auto images = co_await engine_->list_images(filter);
+    for (auto& image : images)
+      out.push_back(SandboxInfo{image.id, std::move(image.labels), false,
+                                static_cast<double>(image.created)});
+    co_return out;
+  }
+
   asio::awaitable<void> remove_checkpoint(std::string image) override {
     std::optional<docker::EngineError> refused;
     try {
