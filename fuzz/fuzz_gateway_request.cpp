@@ -70,16 +70,22 @@ Fixture& fixture() {
 }
 
 // How an error answer is shaped: the gateway's own {"error": {...}}; the E2B-compatible control
-// API's and its /files' {"code": status, "message"}; Connect's {"code": "not_found", "message"}
-// for the in-sandbox RPCs.
+// API's (sandboxes, templates, snapshots) and its /files' {"code": status, "message"}; Connect's
+// {"code": "not_found", "message"} for the in-sandbox RPCs.
 enum class Shape { gateway, e2b, connect };
 
 Shape shape_of(std::string_view target) {
   const std::string_view path = target.substr(0, target.find('?'));
   if (path.starts_with("/filesystem.") || path.starts_with("/process."))
     return Shape::connect;
-  if (path.starts_with("/sandboxes") || path.starts_with("/v2/sandboxes") || path == "/files" ||
-      path == "/health")
+  static constexpr std::string_view kE2b[] = {"/sandboxes",    "/v2/sandboxes", "/templates",
+                                              "/v2/templates", "/v3/templates", "/template-uploads",
+                                              "/snapshots"};
+  for (const std::string_view prefix : kE2b) {
+    if (path == prefix || (path.starts_with(prefix) && path[prefix.size()] == '/'))
+      return Shape::e2b;
+  }
+  if (path == "/files" || path == "/health")
     return Shape::e2b;
   return Shape::gateway;
 }
