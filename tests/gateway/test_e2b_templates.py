@@ -340,5 +340,35 @@ class Templates(tgd.ContainerGatewayTestCase):
                                 key=OTHER_KEY)
         self.assertEqual((status, link["present"]), (201, False), link)
 
+
+class OnPodmanAlone(tgd.ContainerGatewayTestCase):
+    """A gateway whose Docker engine is out of reach builds templates on Podman."""
+    tenant_keys = {"team-a": KEY}
+    default_key = KEY
+    config = {"docker_engine": "unix:///nonexistent/docker.sock"}
+
+    def setUp(self):
+        super().setUp()
+        os.environ["E2B_API_URL"] = os.environ["E2B_SANDBOX_URL"] = self.gw.url
+        os.environ["E2B_API_KEY"] = KEY
+        self.addCleanup(self.remove_images)
+
+    def remove_images(self):
+        for ref in tgd.engine("podman", "images", "-q", "--filter",
+                              f"label=rex.gateway={self.gateway_id}", check=False).split():
+            tgd.engine("podman", "rmi", "-f", ref, check=False)
+
+    def test_build_and_start_on_podman(self):
+        name = unique("podman")
+        t = (Template().from_image(tgd.IMAGE).set_envs({"WHERE": "podman"})
+             .run_cmd("echo built > /built.txt"))
+        Template.build(t, name)
+        sbx = Sandbox.create(name, timeout=300)
+        self.known_sids.add(sbx.sandbox_id)
+        self.assertEqual(sbx.commands.run("cat /built.txt; echo $WHERE; whoami").stdout,
+                         "built\npodman\nuser\n")
+        self.assertEqual(self.get(sbx.sandbox_id)["provider"], "podman")
+        sbx.kill()
+
 if __name__ == "__main__":
     tgd.tg.main()

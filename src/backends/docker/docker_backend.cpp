@@ -116,7 +116,11 @@ class DockerBackend final : public SandboxBackend {
     co_return fmt::format("container {} is {}", id, status);
   }
 
-  bool can(SandboxOperation) const noexcept override { return true; }
+  // A build needs the engine at once: an engine whose socket is not there builds nothing (and
+  // a gateway with Podman alone builds there).
+  bool can(SandboxOperation operation) const noexcept override {
+    return operation != SandboxOperation::build || !engine_absent();
+  }
 
   asio::awaitable<SandboxSnapshot> checkpoint(std::string id,
                                               std::map<std::string, std::string> labels) override {
