@@ -175,12 +175,20 @@ std::optional<std::string> Gateway::Impl::template_environment(const Caller& who
 }
 
 void Gateway::Impl::publish_template(const TemplateRecord& t) {
-  if (const TemplateBuild* b = t.current()) {
-    const auto it = template_env.find(t.id);
-    if (it == template_env.end() || it->second->image != b->image) {
-      template_environments.push_back(t.environment(*b, t.id));
-      template_env[t.id] = &template_environments.back();
+  auto publish = [&](const TemplateBuild& b, const std::string& name) {
+    const auto it = template_env.find(name);
+    if (it == template_env.end() || it->second->image != b.image) {
+      template_environments.push_back(t.environment(b, name));
+      template_env[name] = &template_environments.back();
     }
+  };
+  if (const TemplateBuild* b = t.current())
+    publish(*b, t.id);
+  // Each tag's too, so a session of a tagged build knows its environment after a restart.
+  for (const auto& [tag, build_id] : t.tags) {
+    const TemplateBuild* b = t.build(build_id);
+    if (b != nullptr && b->status == "ready" && tag != "default")
+      publish(*b, t.id + ":" + tag);
   }
 }
 
@@ -587,8 +595,7 @@ struct TemplatesApi {
     }
     const std::string build_id = b->id;
     t->updated_at = unix_now();
-    if (std::find(tags.begin(), tags.end(), "default") != tags.end())
-      s->publish_template(*t);
+    s->publish_template(*t);
     auto saving = s->save_template(*t);
     co_await std::move(saving);
     co_return e2b_json(201, json::object{{"buildID", build_id}, {"tags", std::move(given)}});

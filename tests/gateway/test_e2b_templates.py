@@ -250,9 +250,16 @@ class Templates(tgd.ContainerGatewayTestCase):
             input=f"FROM {tgd.IMAGE}\nLABEL built=orphan\n", capture_output=True, text=True,
             timeout=120)
         self.assertEqual(made.returncode, 0, made.stderr)
+        # A sandbox of a tagged build, from before the restart: its template's user still
+        # applies after it (the tag's environment is known again at start).
+        Template.assign_tags(name, ["stable"])
+        tagged = self.sandbox(f"{name}:stable")
         self.gw.kill9()
         self.gw = self.start_gateway()
         os.environ["E2B_API_URL"] = os.environ["E2B_SANDBOX_URL"] = self.gw.url
+        tagged = Sandbox.connect(tagged.sandbox_id)
+        self.assertEqual(tagged.commands.run("whoami").stdout, "user\n")
+        tagged.kill()
         deadline = time.monotonic() + 30
         while tgd.engine("docker", "images", "-q", orphan) and time.monotonic() < deadline:
             time.sleep(0.2)
