@@ -292,24 +292,34 @@ struct timespec entry_mtime(archive_entry* entry) {
   return {static_cast<time_t>(archive_entry_mtime(entry)), archive_entry_mtime_nsec(entry)};
 }
 
-void extract_file_data(ArchiveReader& reader, archive_entry* entry, int fd,
-                       const std::string& archive_path, const std::string& path) {
+// The current entry's data, block by block, each at its offset in the file (a sparse entry's
+// blocks leave holes between them).
+void for_each_data_block(ArchiveReader& reader, const std::string& archive_path,
+                         const std::function<void(std::uint64_t, std::string_view)>& on_block) {
   while (true) {
     const void* block = nullptr;
     std::size_t size = 0;
     la_int64_t offset = 0;
     const int rc = archive_read_data_block(reader.a, &block, &size, &offset);
     if (rc == ARCHIVE_EOF)
-      break;
+      return;
     // A warning here is damaged data (a zip entry whose CRC-32 does not match): refused, as
     // Python's zipfile refuses it, rather than written as if whole.
     if (rc != ARCHIVE_OK)
       throw_read_error(reader.a, archive_path);
+    on_block(static_cast<std::uint64_t>(offset),
+             std::string_view(static_cast<const char*>(block), size));
+  }
+}
+
+void extract_file_data(ArchiveReader& reader, archive_entry* entry, int fd,
+                       const std::string& archive_path, const std::string& path) {
+  for_each_data_block(reader, archive_path, [&](std::uint64_t offset, std::string_view data) {
     // Sparse entries come as blocks at offsets; the holes stay holes.
     if (::lseek(fd, static_cast<off_t>(offset), SEEK_SET) < 0)
       throw_os_error(errno, path);
-    detail::write_all(fd, std::string_view(static_cast<const char*>(block), size), path);
-  }
+    detail::write_all(fd, data, path);
+  });
   if (archive_entry_size_is_set(entry) != 0 &&
       ::ftruncate(fd, static_cast<off_t>(archive_entry_size(entry))) != 0) {
     throw_os_error(errno, path);
@@ -724,17 +734,19 @@ void read_archive_entries(const std::filesystem::path& archive_path,
     on_entry(e);
     if (archive_entry_filetype(entry) != AE_IFREG || e.hard_link)
       continue;
-    while (true) {
-      const void* block = nullptr;
-      std::size_t size = 0;
-      la_int64_t offset = 0;
-      const int rc = archive_read_data_block(reader.a, &block, &size, &offset);
-      if (rc == ARCHIVE_EOF)
-        break;
-      if (rc != ARCHIVE_OK)
-        throw_read_error(reader.a, path);
-      on_data(std::string_view(static_cast<const char*>(block), size));
-    }
+    // A sparse entry's holes are its zeros.
+    std::uint64_t at = 0;
+    auto zeros_to = [&](std::uint64_t end) {
+      static constexpr char kZeros[4096] = {};
+      for (; at < end; at += std::min<std::uint64_t>(end - at, sizeof kZeros))
+        on_data(std::string_view(kZeros, std::min<std::uint64_t>(end - at, sizeof kZeros)));
+    };
+    for_each_data_block(reader, path, [&](std::uint64_t offset, std::string_view data) {
+      zeros_to(offset);
+      on_data(data);
+      at = offset + data.size();
+    });
+    zeros_to(e.size);
   }
 }
 

@@ -34,11 +34,7 @@ class CodeInterpreter(tgd.ContainerGatewayTestCase):
 
     def setUp(self):
         super().setUp()
-        os.environ["E2B_API_URL"] = self.gw.url
-        os.environ["E2B_API_KEY"] = KEY
-        os.environ["E2B_SANDBOX_URL"] = self.gw.url
-        os.environ.pop("E2B_DOMAIN", None)
-        os.environ.pop("E2B_DEBUG", None)
+        tgd.point_e2b_sdks_at(self.gw.url, KEY)
 
     def test_run_code_through_the_gateway(self):
         sbx = Sandbox.create(timeout=300)  # the SDK's default template, code-interpreter-v1

@@ -33,11 +33,7 @@ class Checkpoints:
 
     def setUp(self):
         super().setUp()
-        os.environ["E2B_API_URL"] = self.gw.url
-        os.environ["E2B_API_KEY"] = KEY
-        os.environ["E2B_SANDBOX_URL"] = self.gw.url  # envd calls go through the gateway
-        os.environ.pop("E2B_DOMAIN", None)
-        os.environ.pop("E2B_DEBUG", None)
+        tgd.point_e2b_sdks_at(self.gw.url, KEY)  # envd calls go through the gateway too
 
     def sandbox(self, template=None, **kwargs):
         sbx = Sandbox.create(template or self.template, timeout=300, **kwargs)

@@ -35,6 +35,14 @@ DOCKER = {"provider": "docker", "environment": "Python3"}
 PODMAN = {"provider": "podman", "environment": "Python3"}
 
 
+def point_e2b_sdks_at(url, key):
+    """E2B's SDKs, pointed at an E2B-compatible endpoint as their users do it: its control API
+    and every sandbox's envd calls at `url`, with the API key `key`."""
+    os.environ.update(E2B_API_URL=url, E2B_SANDBOX_URL=url, E2B_API_KEY=key)
+    os.environ.pop("E2B_DOMAIN", None)
+    os.environ.pop("E2B_DEBUG", None)
+
+
 def engine(cli, *args, check=True):
     done = subprocess.run([cli, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True, timeout=120)

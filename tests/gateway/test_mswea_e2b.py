@@ -38,10 +38,7 @@ class MiniSweAgentOnE2B(tgd.ContainerGatewayTestCase):
 
     def setUp(self):
         super().setUp()
-        os.environ["E2B_API_URL"] = self.gw.url
-        os.environ["E2B_API_KEY"] = KEY
-        os.environ["E2B_SANDBOX_URL"] = self.gw.url
-        os.environ.pop("E2B_DOMAIN", None)
+        tgd.point_e2b_sdks_at(self.gw.url, KEY)
 
     def environment(self):
         env = E2BEnvironment(image=task.BASE, cwd=task.WORKDIR, timeout=30)
