@@ -72,6 +72,10 @@ asio::awaitable<std::string> SandboxBackend::build_image(ImageBuild) {
   co_return std::string();
 }
 
+asio::awaitable<std::optional<std::string>> SandboxBackend::image_id(std::string) {
+  co_return std::nullopt;  // it keeps no images
+}
+
 asio::awaitable<std::vector<SandboxInfo>> SandboxBackend::list_built_images(
     std::map<std::string, std::string>) {
   co_return std::vector<SandboxInfo>{};  // none: it builds none

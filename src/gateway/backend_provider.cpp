@@ -131,6 +131,12 @@ asio::awaitable<std::string> BackendProvider::build_image(ImageBuild build) {
   co_return co_await std::move(built);
 }
 
+asio::awaitable<std::optional<std::string>> BackendProvider::image_id(std::string name) {
+  auto asking = backend_->image_id(std::move(name));
+  auto asked = rex::detail::failing_as<ProviderError>("", std::move(asking));
+  co_return co_await std::move(asked);
+}
+
 asio::awaitable<std::vector<SandboxInfo>> BackendProvider::list_built_images() {
   std::map<std::string, std::string> mine{{std::string(labels::gateway), gateway_id_}};
   auto listing = backend_->list_built_images(std::move(mine));

@@ -35,6 +35,7 @@ class BackendProvider final : public Provider {
   asio::awaitable<SandboxMetrics> metrics(std::string sandbox_id) override;
   asio::awaitable<std::string> build_image(ImageBuild build) override;
   asio::awaitable<std::vector<SandboxInfo>> list_built_images() override;
+  asio::awaitable<std::optional<std::string>> image_id(std::string name) override;
 
  private:
   std::unique_ptr<SandboxBackend> backend_;

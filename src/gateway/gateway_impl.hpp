@@ -222,10 +222,11 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   /// At start: the stored templates; builds cut off by a restart end failed.
   asio::awaitable<void> load_templates();
   /// Builds `bid` of template `tid` (or takes a ready or running build of the same steps).
-  asio::awaitable<void> run_build(std::string tid, std::string bid, DockerfilePlan plan,
-                                  std::string base);
+  asio::awaitable<void> run_build(std::string tid, std::string bid, boost::json::object request,
+                                  DockerfilePlan plan, std::string base);
   /// run_build(), then the build's build_done event set and dropped, however it ended.
-  asio::awaitable<void> build_and_signal(std::string tid, std::string bid, DockerfilePlan plan,
+  asio::awaitable<void> build_and_signal(std::string tid, std::string bid,
+                                         boost::json::object request, DockerfilePlan plan,
                                          std::string base);
   /// Deletes the caller's template and its unused images; false when it has none of that name.
   asio::awaitable<bool> delete_template(const Caller& who, std::string id);

@@ -471,13 +471,13 @@ struct TemplatesApi {
     b->working_dir = plan.working_dir;
     b->start_cmd = plan.start_cmd;
     b->ready_cmd = plan.ready_cmd;
-    b->key = build_key(body, base);
     const std::string tid = t.id;
     const std::string bid = b->id;
     auto saving = s->save_template(t);
     co_await std::move(saving);
     s->build_done[bid] = std::make_shared<Event>(s->ex);
-    s->spawn(s->build_and_signal(tid, bid, std::move(plan), base), "building template " + tid);
+    s->spawn(s->build_and_signal(tid, bid, body, std::move(plan), base),
+             "building template " + tid);
     Answer a;
     a.status = 202;
     co_return a;
@@ -716,11 +716,8 @@ class TemplateUpload final : public server::BodyReceiver {
     if (!gzip && !tar)
       co_return e2b_error(400, "the upload is not a tar archive (plain or gzip-compressed)");
     std::string failure;
+    // A tar's first bytes came (262 of them), so the file is open.
     auto keep = [this] {
-      if (!out_.is_open()) {
-        fs::create_directories(part_.parent_path());
-        out_.open(part_, std::ios::binary | std::ios::trunc);
-      }
       out_.close();
       if (!out_)
         throw std::runtime_error("cannot write " + part_.string());
@@ -774,10 +771,11 @@ server::UploadRoute upload_route(std::shared_ptr<Gateway::Impl> s) {
 }  // namespace
 
 asio::awaitable<void> Gateway::Impl::build_and_signal(std::string tid, std::string bid,
-                                                      DockerfilePlan plan, std::string base) {
+                                                      json::object request, DockerfilePlan plan,
+                                                      std::string base) {
   std::exception_ptr failure;
   try {
-    auto building = run_build(tid, bid, std::move(plan), std::move(base));
+    auto building = run_build(tid, bid, std::move(request), std::move(plan), std::move(base));
     co_await std::move(building);
   } catch (...) {
     failure = std::current_exception();
@@ -791,7 +789,8 @@ asio::awaitable<void> Gateway::Impl::build_and_signal(std::string tid, std::stri
 }
 
 asio::awaitable<void> Gateway::Impl::run_build(std::string tid, std::string bid,
-                                               DockerfilePlan plan, std::string base) {
+                                               json::object request, DockerfilePlan plan,
+                                               std::string base) {
   auto log = [this, tid, bid](std::string message, std::string level = "info",
                               std::string step = {}) {
     const auto it = templates.find(tid);
@@ -826,16 +825,24 @@ asio::awaitable<void> Gateway::Impl::run_build(std::string tid, std::string bid,
     }
   };
 
-  std::string key;
-  std::string provider_name;
-  {
-    const TemplateBuild* b = templates.at(tid).build(bid);
-    key = b->key;
-    provider_name = b->provider;
-  }
+  const std::string provider_name = templates.at(tid).build(bid)->provider;
   const std::string tenant = templates.at(tid).tenant;
+  // The key names the base by its image's id: a base tagged anew is another build. A base the
+  // engine lacks has no id; its build fails, saying so.
+  std::optional<std::string> base_id;
+  if (Provider* p = provider(provider_name)) {
+    try {
+      auto asking = p->image_id(base);
+      base_id = co_await std::move(asking);
+    } catch (const std::exception& e) {
+      logging::warn("gateway: template {}: cannot look base image {} up: {}", tid, base, e.what());
+    }
+  }
+  const std::string key = build_key(request, base_id.value_or(base));
+  if (TemplateBuild* b = templates.at(tid).build(bid))
+    b->key = key;
   // A ready build of the same steps: its image, at once.
-  if (!plan.force) {
+  if (!plan.force && base_id) {
     for (const auto& [id, t] : templates) {
       if (t.tenant != tenant)
         continue;

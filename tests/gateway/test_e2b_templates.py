@@ -50,11 +50,7 @@ class Templates(tgd.ContainerGatewayTestCase):
 
     def setUp(self):
         super().setUp()
-        os.environ["E2B_API_URL"] = self.gw.url
-        os.environ["E2B_API_KEY"] = KEY
-        os.environ["E2B_SANDBOX_URL"] = self.gw.url
-        os.environ.pop("E2B_DOMAIN", None)
-        os.environ.pop("E2B_DEBUG", None)
+        tgd.point_e2b_sdks_at(self.gw.url, KEY)
         self.context = tempfile.TemporaryDirectory()
         self.addCleanup(self.context.cleanup)
         app = os.path.join(self.context.name, "app")
@@ -256,7 +252,7 @@ class Templates(tgd.ContainerGatewayTestCase):
         tagged = self.sandbox(f"{name}:stable")
         self.gw.kill9()
         self.gw = self.start_gateway()
-        os.environ["E2B_API_URL"] = os.environ["E2B_SANDBOX_URL"] = self.gw.url
+        tgd.point_e2b_sdks_at(self.gw.url, KEY)
         tagged = Sandbox.connect(tagged.sandbox_id)
         self.assertEqual(tagged.commands.run("whoami").stdout, "user\n")
         tagged.kill()
@@ -266,6 +262,28 @@ class Templates(tgd.ContainerGatewayTestCase):
         self.assertEqual(tgd.engine("docker", "images", "-q", orphan), "", "the orphan stayed")
         sbx = self.sandbox(name)
         self.assertEqual(sbx.commands.run("cat /kept").stdout, "kept\n")
+        sbx.kill()
+
+    def test_a_base_tagged_anew_is_built_anew(self):
+        # The cache knows a base by its image, not its name: the same steps on a tag that now
+        # names another image build again, on that image.
+        base = f"rex-tpl-base-{uuid.uuid4().hex[:8]}:1"
+        # The templates' images first: the base is their parent.
+        self.addCleanup(lambda: (self.remove_images(),
+                                 tgd.engine("docker", "rmi", "-f", base, check=False)))
+        tgd.engine("docker", "tag", tgd.IMAGE, base)
+        steps = lambda: Template().from_image(base).run_cmd("cat /marker 2>/dev/null; true")
+        name = unique("rebased")
+        Template.build(steps(), name)
+        made = subprocess.run(["docker", "build", "-q", "-t", base, "-"],
+                              input=f"FROM {tgd.IMAGE}\nRUN echo second > /marker\n",
+                              capture_output=True, text=True, timeout=120)
+        self.assertEqual(made.returncode, 0, made.stderr)
+        logs = []
+        Template.build(steps(), name, on_build_logs=logs.append)
+        self.assertNotIn("CACHED", "\n".join(str(e.message) for e in logs))
+        sbx = self.sandbox(name)
+        self.assertEqual(sbx.commands.run("cat /marker").stdout, "second\n")
         sbx.kill()
 
     def api(self, method, path, body=None, key=KEY, raw=None, headers=None):
@@ -356,8 +374,7 @@ class OnPodmanAlone(tgd.ContainerGatewayTestCase):
 
     def setUp(self):
         super().setUp()
-        os.environ["E2B_API_URL"] = os.environ["E2B_SANDBOX_URL"] = self.gw.url
-        os.environ["E2B_API_KEY"] = KEY
+        tgd.point_e2b_sdks_at(self.gw.url, KEY)
         self.addCleanup(self.remove_images)
 
     def remove_images(self):

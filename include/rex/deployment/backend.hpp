@@ -172,6 +172,8 @@ class SandboxBackend {
   /// from it). DeploymentStartupError naming the failed step with the build's own words. The
   /// image is removed with remove_checkpoint().
   virtual asio::awaitable<std::string> build_image(ImageBuild build);
+  /// The id of the image `name` on the backend; nullopt when it has none by that name.
+  virtual asio::awaitable<std::optional<std::string>> image_id(std::string name);
   /// The images build_image() made that carry all of `labels`, each as its id and labels.
   virtual asio::awaitable<std::vector<SandboxInfo>> list_built_images(
       std::map<std::string, std::string> labels);

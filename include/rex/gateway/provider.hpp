@@ -124,6 +124,11 @@ class Provider {
   /// Builds a template's image (labelled with this gateway's id); its id. ProviderError with
   /// the build's own words when a step fails.
   virtual asio::awaitable<std::string> build_image(ImageBuild build);
+  /// The id of the image `name` where build_image() builds; nullopt when there is none.
+  virtual asio::awaitable<std::optional<std::string>> image_id(std::string name) {
+    (void)name;
+    co_return std::nullopt;
+  }
   /// This gateway's template images (build_image's), each with its labels.
   virtual asio::awaitable<std::vector<SandboxInfo>> list_built_images() {
     co_return std::vector<SandboxInfo>{};

@@ -163,19 +163,18 @@ class DockerBackend final : public SandboxBackend {
     throw DeploymentStartupError(fmt::format("{}: {}", name(), failure));
   }
 
+  asio::awaitable<std::optional<std::string>> image_id(std::string name) override {
+    auto inspecting = engine_->inspect_image(std::move(name));
+    const auto found = co_await std::move(inspecting);
+    const auto* id = found ? found->if_contains("Id") : nullptr;
+    if (id == nullptr || !id->is_string())
+      co_return std::nullopt;
+    co_return std::string(id->get_string());
+  }
+
   asio::awaitable<std::vector<SandboxInfo>> list_built_images(
       std::map<std::string, std::string> labels) override {
-    std::vector<SandboxInfo> out;
-    if (engine_absent())
-      co_return out;
-    std::vector<std::string> filter{"rex.template"};
-    for (const auto& [k, v] : labels)
-      filter.push_back(fmt::format("{}={}", k, v));
-    auto images = co_await engine_->list_images(filter);
-    for (auto& image : images)
-      out.push_back(SandboxInfo{image.id, std::move(image.labels), false,
-                                static_cast<double>(image.created)});
-    co_return out;
+    return images_labelled("rex.template", std::move(labels));
   }
 
   asio::awaitable<void> remove_checkpoint(std::string image) override {
@@ -198,17 +197,7 @@ class DockerBackend final : public SandboxBackend {
 
   asio::awaitable<std::vector<SandboxInfo>> list_checkpoints(
       std::map<std::string, std::string> labels) override {
-    std::vector<SandboxInfo> out;
-    if (engine_absent())
-      co_return out;
-    std::vector<std::string> filter{"rex.checkpoint"};
-    for (const auto& [k, v] : labels)
-      filter.push_back(fmt::format("{}={}", k, v));
-    auto images = co_await engine_->list_images(filter);
-    for (auto& image : images)
-      out.push_back(SandboxInfo{image.id, std::move(image.labels), false,
-                                static_cast<double>(image.created)});
-    co_return out;
+    return images_labelled("rex.checkpoint", std::move(labels));
   }
 
   asio::awaitable<void> pause(std::string id) override {
@@ -257,6 +246,23 @@ class DockerBackend final : public SandboxBackend {
 
  private:
   // No engine installed here: its unix socket does not exist.
+  // The engine's images that carry the label `kind` and all of `labels`, each as its id and
+  // labels (none when the engine's socket is not there).
+  asio::awaitable<std::vector<SandboxInfo>> images_labelled(
+      std::string kind, std::map<std::string, std::string> labels) {
+    std::vector<SandboxInfo> out;
+    if (engine_absent())
+      co_return out;
+    std::vector<std::string> filter{std::move(kind)};
+    for (const auto& [k, v] : labels)
+      filter.push_back(fmt::format("{}={}", k, v));
+    auto images = co_await engine_->list_images(filter);
+    for (auto& image : images)
+      out.push_back(SandboxInfo{image.id, std::move(image.labels), false,
+                                static_cast<double>(image.created)});
+    co_return out;
+  }
+
   bool engine_absent() const {
     const std::string endpoint = engine_->endpoint();
     constexpr std::string_view unix_scheme = "unix://";
