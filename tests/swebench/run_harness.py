@@ -17,13 +17,16 @@ instance that runs ends as an error; a Podman service whose containers.conf sets
 default_ulimits within the limits runs them all.
 
 Prints a table of the verdicts and exits 1 when one differs from expected.json, when the
-command of the harness's patch chain that applied a patch is not the expected one, or when the
-harness's run report (WORK_DIR/reports/) disagrees.
+command of the harness's patch chain that applied a patch is not the expected one, when the
+harness's run report (WORK_DIR/reports/) disagrees, or when the harness found an instance's git
+diff changed by its eval script (no eval script of the dataset changes it: such a run is not a
+reference; its two diffs are printed).
 """
 
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -42,6 +45,8 @@ APPLIED = ">>>>> Applied Patch"
 ALREADY_APPLIED = ">>>>> Applied Patch: verified already applied"
 APPLY_FAIL = ">>>>> Patch Apply Failed"
 TIMED_OUT = "Timeout error: "
+DIFF_CHANGED = "Git diff changed after running eval script"
+LOG_LINE = re.compile(r"\n\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ - ")
 
 
 def harness_env(engine):
@@ -133,6 +138,21 @@ def verdict(log_dir, instance_id, prediction):
     return "ERROR", apply, "no report.json"
 
 
+def diff_changes(run_dir):
+    """A problem for each instance whose git diff the harness found changed by the eval script,
+    with the two diffs it logged."""
+    problems = []
+    for log in sorted(run_dir.glob("*/*/run_instance.log")):
+        text = read(log)
+        if DIFF_CHANGED not in text:
+            continue
+        before, after = (LOG_LINE.split(text.partition(f"Git diff {when}:\n")[2])[0]
+                         for when in ("before", "after"))
+        problems.append(f"{log.parent.name}: {DIFF_CHANGED}\n--- before\n{before}\n--- after\n"
+                        f"{after}")
+    return problems
+
+
 def check_run_report(path, expected):
     """The harness's summary must put each instance in the list its verdict implies."""
     report = json.loads(path.read_text())
@@ -197,6 +217,7 @@ def main():
     run_report = report_dir / f"{model_dir}.{args.run_id}.json"
     problems = check_run_report(run_report, expected) if run_report.exists() else [
         f"no run report at {run_report}"]
+    problems += diff_changes(run_dir)
     for problem in problems:
         print(f"run report: {problem}")
     print(f"run_harness: {args.engine}, {len(rows)} instances, the harness took {wall:.1f} s; "
