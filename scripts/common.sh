@@ -244,6 +244,25 @@ rex_e2b_js_env() {
   touch "$REX_E2B_JS_DIR/.complete-$hash"
 }
 
+# rex_ui_test_env: Playwright's library (playwright-core) and axe-core, exactly as
+# tests/ui/package-lock.json pins them, installed with `npm ci` into build/ui-test-env (CMake's
+# REX_UI_TEST_ENV) for the tests labelled ui, which drive Debian's chromium (REX_PACKAGES) through
+# the gateway's web console; again only when the lock file or Node changes. playwright-core
+# downloads no browser; --ignore-scripts and PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD keep it so.
+REX_UI_TEST_ENV_DIR="$REX_ROOT/build/ui-test-env"
+rex_ui_test_env() {
+  local src="$REX_ROOT/tests/ui" hash
+  rex_node || return 1
+  hash=$( { node --version; cat "$src/package.json" "$src/package-lock.json"; } | sha256sum | cut -c1-16)
+  [[ -e $REX_UI_TEST_ENV_DIR/.complete-$hash ]] && return 0
+  rm -rf "$REX_UI_TEST_ENV_DIR"
+  mkdir -p "$REX_UI_TEST_ENV_DIR"
+  cp "$src/package.json" "$src/package-lock.json" "$REX_UI_TEST_ENV_DIR/"
+  (cd "$REX_UI_TEST_ENV_DIR" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
+    npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || return 1
+  touch "$REX_UI_TEST_ENV_DIR/.complete-$hash"
+}
+
 # rex_daytona_env: Daytona's TypeScript SDK and Stoplight Prism (an OpenAPI validator), as
 # tests/daytona/package-lock.json pins them (`npm ci` into build/daytona-env, CMake's
 # REX_DAYTONA_ENV), and Daytona's OpenAPI documents rebuilt from its Python API clients

@@ -41,6 +41,9 @@ rex_test_environments() {
   rex_timed "SWE-bench's harness" rex_swebench_env
   # Node.js, and E2B's JavaScript SDK, pinned, for the tests labelled e2b.
   rex_timed "E2B's JavaScript SDK" rex_e2b_js_env
+  # Playwright's library and axe-core, pinned, for the tests labelled ui (the web console in
+  # Debian's chromium).
+  rex_timed "Playwright and axe-core" rex_ui_test_env
   # Harbor, pinned, in a Python 3.13 of its own, for the test labelled harbor.
   rex_timed "Harbor" rex_harbor_env
   # Daytona's TypeScript SDK, Prism and Daytona's OpenAPI documents, for the tests labelled

@@ -283,7 +283,8 @@ struct Envd {
     c.who.tenant = e.rec.tenant;
     c.who.actor = e.rec.tenant;
     c.who.request_id = request_id_of(r);
-    s->touch(e);
+    c.who.since = unix_now();
+    s->touch(e, fmt::format("e2b{}", r.path()));
     c.live = s->live_of(e);
     return c;
   }

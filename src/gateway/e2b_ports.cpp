@@ -299,7 +299,7 @@ struct Relay {
     touched = now;
     Entry* e = s->sessions.find(session_id);
     if (e != nullptr && e->rec.state == state::ready)
-      s->touch(*e, false);
+      s->touch(*e, "port " + json::serialize(line.at("port")), false);
   }
 
   asio::awaitable<std::optional<std::string>> next_piece() {
@@ -403,8 +403,8 @@ struct PortRouting {
                      fmt::format("{}: expected a port number from 1 to 65535, got {:?}",
                                  target->by_host ? "the Host's port" : kPortHeader, target->port));
     Entry& e = admit(r, *target, *port);
-    s->touch(e);
-    Caller who{e.rec.tenant, e.rec.tenant, request_id_of(r)};
+    s->touch(e, fmt::format("port {}", *port));
+    Caller who{e.rec.tenant, e.rec.tenant, request_id_of(r), unix_now()};
     const std::string method(view(r.header.method_string()));
     const std::string path(view(r.header.target()));
     auto relay = std::make_shared<Relay>(

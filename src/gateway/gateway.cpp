@@ -178,7 +178,8 @@ std::shared_ptr<Live> Gateway::Impl::live_of(Entry& e) {
   return e.live;
 }
 
-void Gateway::Impl::touch(Entry& e, bool new_call) {
+void Gateway::Impl::touch(Entry& e, std::string_view call, bool new_call) {
+  e.rec.last_call = call;
   if (lifecycle::note_activity(e.rec, unix_now(), new_call, e.persisted_activity)) {
     e.persisted_activity = e.rec.last_active;
     spawn(persist_activity(e.rec.id), "recording activity");
@@ -205,7 +206,7 @@ void Gateway::Impl::append_log(const std::string& session_id, const Caller& who,
 void Gateway::Impl::append_log_members(const std::string& session_id, const Caller& who,
                                        std::string text) {
   run_after_answer();  // the lines of calls answered before this one go first
-  end_line(text, unix_now(), who.request_id, who.actor);
+  end_line(text, unix_now(), who.request_id, who.actor, who.since);
   // A ready session keeps its log open (with its connection); others open it for the line.
   Entry* entry = sessions.find(session_id);
   Live* live = entry != nullptr ? entry->live.get() : nullptr;

@@ -48,6 +48,7 @@ struct Caller {
   std::string tenant;
   std::string actor;
   std::string request_id;
+  double since = 0;  // when its request arrived (unix seconds); 0: the gateway's own doing
 };
 
 /// Where the SDK may PUT one file archive of a template's COPY steps, without a key.
@@ -173,7 +174,9 @@ struct Gateway::Impl : std::enable_shared_from_this<Gateway::Impl> {
   std::shared_ptr<Live> live_of(Entry& e);
   /// Activity of the session: resets its idle clock, and counts a call unless `new_call` is
   /// false (a long answer still flowing).
-  void touch(Entry& e, bool new_call = true);
+  // A call reached the session's sandbox: its idle clock starts again, and `call` names what
+  // last kept it alive (the record's last_call).
+  void touch(Entry& e, std::string_view call, bool new_call = true);
   asio::awaitable<void> persist_activity(std::string id);
   fs::path log_path(const std::string& id) const { return storage / "logs" / (id + ".jsonl"); }
   fs::path artifact_path(const std::string& sha256) const { return storage / "artifacts" / sha256; }
@@ -287,6 +290,8 @@ std::string request_id_of(const server::Request& r);
 /// The SWE-ReX protocol of each session's sandbox, under /api/sessions/{id}/swerex
 /// (swerex_proxy.cpp).
 void add_swerex_proxy_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
+// The web console: / and /ui/ (console.cpp).
+void add_console_routes(server::RouteTable& table);
 /// Checkpoints, rewinds, pauses and metrics of sessions (checkpoints.cpp).
 void add_checkpoint_routes(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
 /// E2B's template build API (templates.cpp).

@@ -72,6 +72,7 @@ std::string request_id_of(const Request& r) {
 
 Caller Gateway::Impl::authenticate(const Request& r, bool needs_key) const {
   Caller who;
+  who.since = unix_now();
   bool any_key = false;
   for (const auto& t : cfg.tenants)
     any_key = any_key || !t.keys.empty();
@@ -569,6 +570,7 @@ asio::awaitable<Answer> keepalive(std::shared_ptr<Gateway::Impl> s, Caller who, 
   json::object body = parse_body(r.body);
   only_fields(body, {"timeout"});
   lifecycle::renew(e.rec, unix_now(), seconds_field(body, "timeout"));
+  e.rec.last_call = "keepalive";
   json::object data{{"timeout", e.rec.idle_timeout},
                     {"expires_at", iso_time(e.rec.idle_deadline())}};
   co_await s->record(e.rec, "keepalive", who, std::move(data));
@@ -592,7 +594,7 @@ asio::awaitable<Answer> execute(std::shared_ptr<Gateway::Impl> s, Caller who, Re
   const std::string language = string_field(body, "language").value_or("python");
   const auto timeout = seconds_field(body, "timeout");
   Entry& e = s->ready_session(who, id);
-  s->touch(e);
+  s->touch(e, "execute");
   auto live = s->live_of(e);
   const SessionRecord rec = e.rec;
   json::object result = co_await live->notebook->execute(*code, language, timeout);
@@ -655,7 +657,7 @@ asio::awaitable<std::variant<Answer, FileAnswer>> get_files(std::shared_ptr<Gate
     id = std::string(r.param("session_id"));
   Entry& e = s->ready_session(who, id);
   const std::string path = s->resolve_path(e, r.query("path").value_or("."));
-  s->touch(e);
+  s->touch(e, "files");
   auto live = s->live_of(e);
   const SessionRecord rec = e.rec;
   Command probe;
@@ -749,7 +751,7 @@ asio::awaitable<Answer> write_files(std::shared_ptr<Gateway::Impl> s, Caller who
     throw ApiError(422, "request.invalid", "session_id: required");
   Entry& e = s->ready_session(who, id);
   const std::string target = s->resolve_path(e, path.value_or(""));
-  s->touch(e);
+  s->touch(e, "files");
   auto live = s->live_of(e);
   const SessionRecord rec = e.rec;
   const std::size_t size = content.size();
@@ -806,7 +808,7 @@ asio::awaitable<Answer> save_artifacts_route(std::shared_ptr<Gateway::Impl> s, C
                      fmt::format("tenant {:?} stores {} bytes of artifacts, its limit", tenant,
                                  q.max_storage_bytes));
   }
-  s->touch(e);
+  s->touch(e, "artifacts");
   const std::string id = e.rec.id;
   auto saved = co_await s->save_artifacts(e, paths, who);
   json::array out;
@@ -1016,6 +1018,7 @@ server::RouteTable Gateway::Impl::routes() {
         }));
 
   add_swerex_proxy_routes(t, self);
+  add_console_routes(t);
   return t;
 }
 

@@ -49,6 +49,7 @@ json::object SessionRecord::to_json() const {
                       {"ready_at", ready_at},
                       {"ended_at", ended_at},
                       {"last_active", last_active},
+                      {"last_call", last_call},
                       {"idle_timeout", idle_timeout},
                       {"max_lifetime", max_lifetime},
                       {"idempotency_key", idempotency_key},
@@ -82,6 +83,7 @@ json::object SessionRecord::public_json() const {
                  {"created_at", iso_time(created_at)},
                  {"ready_at", iso_time(ready_at)},
                  {"last_active_at", iso_time(last_active)},
+                 {"last_call", last_call.empty() ? json::value(nullptr) : json::value(last_call)},
                  {"timeout", seconds_value(idle_timeout)},
                  {"max_lifetime", seconds_value(max_lifetime)},
                  {"expires_at", iso_time(active() ? idle_deadline() : 0)},
@@ -182,6 +184,7 @@ SessionRecord SessionRecord::from_json(const json::object& o) {
   r.started_from = optional_text("started_from");
   r.paused = optional_text("paused");
   r.pause_checkpoint = optional_text("pause_checkpoint");
+  r.last_call = optional_text("last_call");
   return r;
 }
 

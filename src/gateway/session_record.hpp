@@ -52,6 +52,7 @@ struct SessionRecord {
   double ready_at = 0;
   double ended_at = 0;
   double last_active = 0;
+  std::string last_call;  // what last kept it alive: "execute", "swerex/run_in_session", ...
   // Seconds; idle_timeout 0: never idle-expires. max_lifetime is always set (> 0).
   double idle_timeout = 0;
   double max_lifetime = 0;

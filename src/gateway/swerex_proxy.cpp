@@ -75,7 +75,7 @@ struct ProxyTarget {
 ProxyTarget proxy_target(Gateway::Impl& s, const Caller& who, const Request& r,
                          const SwerexEndpoint& endpoint) {
   Entry& e = s.ready_session(who, r.param("id"));
-  s.touch(e);
+  s.touch(e, "swerex" + endpoint.path);
   auto live = s.live_of(e);
   if (!live->swerex) {
     server::ServerConfig sc;
@@ -125,7 +125,7 @@ asio::awaitable<Answer> proxy_json(std::shared_ptr<Gateway::Impl> s, SwerexEndpo
   if (endpoint.method == bhttp::verb::get)  // is_alive's own limits and answers; the listings
     co_return co_await proxy_typed(std::move(s), std::move(endpoint), std::move(who), std::move(r));
   Entry& e = s->ready_session(who, r.param("id"));
-  s->touch(e);
+  s->touch(e, "swerex" + endpoint.path);
   const std::shared_ptr<Live> live = s->live_of(e);
   const std::string session_id = e.rec.id;  // `e` may be gone after the call
   // The body goes in the transcript after the answer; its parse is not on the call's path.

@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -57,9 +58,11 @@ void LoggedBody::append_to(std::string& line) const {
 }
 
 void end_line(std::string& text, double unix_seconds, std::string_view request_id,
-              std::string_view actor) {
+              std::string_view actor, double since) {
   if (text.size() > 1)
     text.push_back(',');
+  if (since > 0)
+    text.append(fmt::format(R"("duration":{:.3f},)", std::max(0.0, unix_seconds - since)));
   text.append(R"("time":")").append(iso_time(unix_seconds)).append(R"(","request_id":)");
   text.append(json::serialize(json::string_view(request_id))).append(R"(,"actor":)");
   text.append(json::serialize(json::string_view(actor))).append("}\n");

@@ -42,9 +42,10 @@ class LoggedBody {
 };
 
 /// Ends a line whose text is a JSON object's without its closing brace ("{" and its members):
-/// adds the time (ISO 8601), the request's id and the actor, the brace and the newline.
+/// adds the seconds the call took since its request arrived at `since` (none when `since` is
+/// 0), the time (ISO 8601), the request's id and the actor, the brace and the newline.
 void end_line(std::string& text, double unix_seconds, std::string_view request_id,
-              std::string_view actor);
+              std::string_view actor, double since = 0);
 
 /// Appends a whole line to the transcript at `path` with one write; `file` is the transcript
 /// held open (opened here, O_APPEND, when it is not). False (logged) when it cannot be opened.

@@ -65,6 +65,12 @@ TEST(Transcript, ALineEndsWithTheTimeTheRequestsIdAndTheActor) {
                   "\n");
   json::parse(line);  // it is one JSON value
 
+  std::string timed = R"({"call":"execute")";
+  rex::gateway::end_line(timed, 1'800'000'002.5, "r-2", "a", 1'800'000'000.25);
+  EXPECT_EQ(timed, R"({"call":"execute","duration":2.250,"time":"2027-01-15T08:00:02.500Z",)"
+                   R"("request_id":"r-2","actor":"a"})"
+                   "\n");
+
   std::string empty = "{";
   rex::gateway::end_line(empty, 1'800'000'000, "", "");
   EXPECT_EQ(empty.substr(0, 9), R"({"time":")");
