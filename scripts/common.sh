@@ -43,8 +43,9 @@ rex_timed() {
   echo "rex: $what took $((SECONDS - start)) s"
 }
 
-# rex_node: Node.js and npm, for E2B's JavaScript SDK and Daytona's SDK and Prism; Debian's when
-# the machine has none.
+# rex_node: Node.js and npm, for building the gateway's web console (scripts/ui.sh), E2B's
+# JavaScript SDK, Daytona's SDK and Prism, and the console's browser tests; Debian's when the
+# machine has none.
 rex_node() {
   command -v node >/dev/null && command -v npm >/dev/null && return 0
   rex_install_packages nodejs npm

@@ -22,6 +22,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 source "$REX_ROOT/scripts/k8s.sh"
 source "$REX_ROOT/scripts/harbor.sh"
 rex_timed "installing packages" rex_install_packages "${REX_PACKAGES[@]}" "${REX_K8S_PACKAGES[@]}"
+rex_node  # before any build: the gateway's console is built with npm (scripts/ui.sh)
 
 # rex_test_environments: everything the tests use beyond the build, one after the other (the
 # steps that install Debian packages must not run at once).

@@ -18,7 +18,12 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
   exit 1
 fi
 hash=$( { node --version; cat "$SRC/package.json" "$SRC/package-lock.json"; } | sha256sum | cut -c1-16)
-modules=${REX_UI_CACHE:-$HOME/.cache/rex-ui}/$hash
+cache=${REX_UI_CACHE:-$HOME/.cache/rex-ui}
+modules=$cache/$hash
+mkdir -p "$cache"
+# Builds made at once (release, asan, tsan) install once: the others wait, then copy.
+exec 9>"$cache/.lock"
+flock 9
 if [[ ! -e $modules/.complete ]]; then
   rm -rf "$modules"
   mkdir -p "$modules"
@@ -30,6 +35,7 @@ if [[ ! -e $modules/.complete ]]; then
   fi
   touch "$modules/.complete"
 fi
+flock -u 9
 
 assets=$OUT/assets
 rm -rf "$assets.new"

@@ -100,6 +100,64 @@ class TestConsole(tg.GatewayTestCase):
         self.assertIn(f"ok: console {self.mode}", self.browse("console.mjs"))
 
 
+class TestConsoleFiles(tg.GatewayTestCase):
+    """The console's files as the gateway serves them (no browser): without a key, under the
+    security headers, revalidated by ETag; the rest of the gateway is untouched."""
+    tenant_keys = {"team-a": KEY_A}
+    default_key = KEY_A
+
+    def get(self, path, headers=None):
+        return self.gw.request("GET", path, headers={"Authorization": "", **(headers or {})})
+
+    def assert_secured(self, headers):
+        csp = headers.get("content-security-policy", "")
+        for part in ("default-src 'none'", "script-src 'self'", "connect-src 'self'",
+                     "frame-ancestors 'none'", "base-uri 'none'", "form-action 'none'"):
+            self.assertIn(part, csp)
+        self.assertNotIn("unsafe-eval", csp)
+        self.assertNotIn("script-src 'self' 'unsafe-inline'", csp)
+        self.assertEqual(headers.get("x-frame-options"), "DENY")
+        self.assertEqual(headers.get("x-content-type-options"), "nosniff")
+        self.assertEqual(headers.get("referrer-policy"), "no-referrer")
+
+    def test_the_page_and_its_files(self):
+        status, headers, body = self.get("/ui/")
+        self.assertEqual(status, 200)
+        self.assertTrue(headers["content-type"].startswith("text/html"))
+        self.assert_secured(headers)
+        # No inline script: every script is a file of the console.
+        self.assertNotRegex(body.decode(), r"<script(?![^>]*\bsrc=)[^>]*>")
+        self.assertNotIn(b"http://", body.replace(b"http://www.w3.org", b""))
+        for path, kind in [("/ui/main.js", "text/javascript"), ("/ui/style.css", "text/css"),
+                           ("/ui/vendor/xterm.mjs", "text/javascript"),
+                           ("/ui/vendor/xterm.css", "text/css")]:
+            status, headers, body = self.get(path)
+            self.assertEqual(status, 200, path)
+            self.assertTrue(headers["content-type"].startswith(kind), (path, headers))
+            self.assertGreater(len(body), 100, path)
+            self.assert_secured(headers)
+        # Revalidation: the same ETag is a 304 without a body.
+        _, headers, _ = self.get("/ui/main.js")
+        status, _, body = self.get("/ui/main.js", {"If-None-Match": headers["etag"]})
+        self.assertEqual((status, body), (304, b""))
+        status, _, body = self.get("/ui/main.js", {"If-None-Match": '"other"'})
+        self.assertEqual(status, 200)
+
+    def test_addresses_around_it(self):
+        for path in ("/", "/ui"):
+            status, headers, _ = self.get(path)
+            self.assertEqual((status, headers.get("location")), (308, "/ui/"), path)
+        status, headers, body = self.get("/ui/no-such-file.js")
+        self.assertEqual(status, 404)
+        self.assertIn(b"no-such-file.js", body)
+        self.assert_secured(headers)
+        status, _, _ = self.get("/ui/../api/sessions")
+        self.assertIn(status, (400, 404))
+        # The API still wants its key: the console's files are the only thing served without.
+        status, _, _ = self.get("/api/sessions")
+        self.assertEqual(status, 401)
+
+
 class TestConsoleWithoutKeys(TestConsole):
     """A gateway without keys (loopback only): the console needs no sign-in, as the API."""
     tenant_keys = {}

@@ -1,12 +1,10 @@
-// Overview: the gateway's own metrics (GET /metrics, across all tenants) sampled while the
-// console is open, the environments and the registry.
-import { getJson } from "./api.js";
+// Overview: the gateway's own metrics (GET /metrics, across all tenants), the tenant's sessions
+// over time (replayed from its event history), the environments and the registry.
+import { call, getJson, readEvents } from "./api.js";
+import { allSessions } from "./sessions.js";
 import { clear, errorText, h, span } from "./dom.js";
 
 const SAMPLE_MS = 5000;
-const KEEP = 360; // samples: half an hour
-const history = []; // {t, sessions: {"state/provider": n}, creates, createSum, errors}
-let sampler = null;
 
 // Prometheus' text format: [{name, labels: {...}, value}]
 export function parseMetrics(text) {
@@ -35,28 +33,26 @@ async function sample() {
     else if (m.name === "rex_gateway_errors_total") s.errors[m.labels.code] = m.value;
     else if (m.name === "rex_gateway_requests_total") s.requests += m.value;
   }
-  history.push(s);
-  if (history.length > KEEP) history.shift();
   return s;
 }
 
-// Samples go on in the background from the first visit, so the charts have a past.
-function ensureSampler(onSample) {
-  if (!sampler) {
-    sampler = { listeners: new Set() };
-    const tick = async () => {
-      try {
-        const s = await sample();
-        sampler.listeners.forEach((fn) => fn(s));
-      } catch (e) {
-        sampler.listeners.forEach((fn) => fn(null, e));
-      }
-    };
-    tick();
-    setInterval(tick, SAMPLE_MS);
-  }
-  sampler.listeners.add(onSample);
-  return () => sampler.listeners.delete(onSample);
+// Reads the metrics now and every SAMPLE_MS until stopped.
+function sampleEvery(onSample) {
+  let stopped = false;
+  const tick = async () => {
+    try {
+      const s = await sample();
+      if (!stopped) onSample(s);
+    } catch (e) {
+      if (!stopped) onSample(null, e);
+    }
+  };
+  tick();
+  const timer = setInterval(tick, SAMPLE_MS);
+  return () => {
+    stopped = true;
+    clearInterval(timer);
+  };
 }
 
 function quantile(buckets, q) {
@@ -70,7 +66,7 @@ const COLORS = ["#1f6feb", "#2da44e", "#bf8700", "#cf222e", "#8250df", "#0a7ea4"
 
 // A line chart of series {name: [[t, v], ...]} as SVG, with its data also as a table for
 // screen readers.
-function chart(title, series) {
+function chart(title, series, { floor = 1, unit = "" } = {}) {
   const names = Object.keys(series).sort();
   const W = 640;
   const H = 180;
@@ -78,7 +74,7 @@ function chart(title, series) {
   const all = names.flatMap((n) => series[n]);
   const t0 = Math.min(...all.map((p) => p[0]));
   const t1 = Math.max(...all.map((p) => p[0]), t0 + 1);
-  const vmax = Math.max(1, ...all.map((p) => p[1]));
+  const vmax = Math.max(floor, ...all.map((p) => p[1]));
   const x = (t) => P + ((t - t0) / (t1 - t0)) * (W - 2 * P);
   const y = (v) => H - P - (v / vmax) * (H - 2 * P);
   const ns = "http://www.w3.org/2000/svg";
@@ -95,18 +91,106 @@ function chart(title, series) {
   };
   el("line", { x1: P, y1: H - P, x2: W - P, y2: H - P, class: "axis" });
   el("line", { x1: P, y1: P, x2: P, y2: H - P, class: "axis" });
-  el("text", { x: 4, y: P + 4, class: "tick" }, String(vmax));
+  el("text", { x: 4, y: P + 4, class: "tick" }, `${Number(vmax.toPrecision(3))}${unit}`);
   el("text", { x: 4, y: H - P + 4, class: "tick" }, "0");
   el("text", { x: W - P, y: H - 8, class: "tick", "text-anchor": "end" }, `last ${span((t1 - t0) / 1000)}`);
   names.forEach((n, i) => {
-    const points = series[n].map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`).join(" ");
+    // Steps: a count holds until the next event changes it.
+    const points = series[n]
+      .flatMap(([t, v], k) => (k ? [[t, series[n][k - 1][1]], [t, v]] : [[t, v]]))
+      .map(([t, v]) => `${x(t).toFixed(1)},${y(v).toFixed(1)}`)
+      .join(" ");
     el("polyline", { points, fill: "none", stroke: COLORS[i % COLORS.length], "stroke-width": 2 });
   });
   const legend = h("ul", { class: "legend" }, names.map((n, i) => {
     const last = series[n][series[n].length - 1];
-    return h("li", {}, h("span", { class: "swatch", dataset: { color: String(i % COLORS.length) } }), `${n}: ${last ? last[1] : 0}`);
+    return h("li", {}, h("span", { class: "swatch", dataset: { color: String(i % COLORS.length) } }), `${n}: ${last ? Number(last[1].toPrecision(3)) : 0}${unit}`);
   }));
   return h("figure", { class: "card" }, h("figcaption", {}, title), svg, legend);
+}
+
+// The tenant's events from the first: the backlog comes at once, so the reading stops once the
+// stream has been quiet for a moment.
+async function pastEvents() {
+  const controller = new AbortController();
+  const out = [];
+  let timer;
+  const quiet = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => controller.abort(), 400);
+  };
+  try {
+    const response = await call("/api/events?after=0", { signal: controller.signal });
+    quiet();
+    await readEvents(response, (e) => {
+      quiet();
+      try {
+        out.push(JSON.parse(e.data));
+      } catch {
+        // not an event of the gateway's
+      }
+    });
+  } catch (e) {
+    if (!controller.signal.aborted) throw e;
+  } finally {
+    clearTimeout(timer);
+  }
+  return out;
+}
+
+const ENDS = new Set(["destroyed", "failed", "lost", "expired"]);
+const STATE_OF = { created: "creating", forked: "creating", ready: "ready", resumed: "ready", paused: "paused", stopping: "stopping" };
+
+// Sessions by state and active sessions by provider after each event, from the first on.
+async function showTimeline(box) {
+  let events;
+  let sessions;
+  try {
+    [events, sessions] = await Promise.all([pastEvents(), allSessions()]);
+  } catch (e) {
+    clear(box, h("p", { class: "error" }, `Cannot read the sessions' history: ${errorText(e)}`));
+    return;
+  }
+  const providerOf = new Map(sessions.map((s) => [s.session_id, s.provider]));
+  const stateOf = new Map();
+  const byState = {};
+  const byProvider = {};
+  const latency = {};
+  const count = () => {
+    const st = {};
+    const pr = {};
+    for (const [id, state] of stateOf) {
+      st[state] = (st[state] || 0) + 1;
+      const p = providerOf.get(id) || "unknown";
+      pr[p] = (pr[p] || 0) + 1;
+    }
+    return [st, pr];
+  };
+  const record = (t) => {
+    const [st, pr] = count();
+    for (const k of new Set([...Object.keys(byState), ...Object.keys(st)])) (byState[k] ||= []).push([t, st[k] || 0]);
+    for (const k of new Set([...Object.keys(byProvider), ...Object.keys(pr)])) (byProvider[k] ||= []).push([t, pr[k] || 0]);
+  };
+  for (const e of events.sort((a, b) => a.id - b.id)) {
+    if (!e.session_id) continue;
+    if (e.type === "ready" && e.data && typeof e.data.seconds === "number")
+      (latency[providerOf.get(e.session_id) || "unknown"] ||= []).push([Date.parse(e.time), e.data.seconds]);
+    if (ENDS.has(e.type)) stateOf.delete(e.session_id);
+    else if (STATE_OF[e.type]) stateOf.set(e.session_id, STATE_OF[e.type]);
+    else continue;
+    record(Date.parse(e.time));
+  }
+  record(Date.now());
+  if (!events.length) {
+    clear(box, h("p", { class: "hint" }, "No sessions yet: the charts start with the first."));
+    return;
+  }
+  clear(
+    box,
+    chart("Sessions by state (this key's tenant)", byState),
+    chart("Active sessions by provider (this key's tenant)", byProvider),
+    chart("Seconds from create to ready, by provider (each create)", latency, { floor: 0.001, unit: " s" }),
+  );
 }
 
 export function overviewPage(main) {
@@ -118,7 +202,7 @@ export function overviewPage(main) {
   clear(
     main,
     h("h1", {}, "Overview"),
-    h("p", { class: "hint" }, "From the gateway's metrics (all tenants), sampled every 5 s while the console is open."),
+    h("p", { class: "hint" }, "The cards: the gateway's metrics (all tenants), read every 5 s. The charts: this tenant's sessions over time, from its events."),
     cards,
     charts,
     h("h2", {}, "Environments"),
@@ -160,24 +244,10 @@ export function overviewPage(main) {
         errors.length ? h("dl", { class: "stats" }, errors.map(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))])) : h("p", {}, "None."),
         h("p", { class: "hint" }, `${s.requests} requests`)),
     );
-    const states = {};
-    const providers = {};
-    for (const sample of history) {
-      const st = {};
-      const pr = {};
-      for (const [k, v] of Object.entries(sample.sessions)) {
-        const [state, provider] = k.split("/");
-        st[state] = (st[state] || 0) + v;
-        if (["creating", "ready", "stopping"].includes(state)) pr[provider] = (pr[provider] || 0) + v;
-      }
-      for (const [k, v] of Object.entries(st)) (states[k] ||= []).push([sample.t, v]);
-      for (const [k, v] of Object.entries(pr)) (providers[k] ||= []).push([sample.t, v]);
-    }
-    clear(charts, chart("Sessions by state", states), chart("Active sessions by provider", providers));
   }
 
-  const unsubscribe = ensureSampler(show);
-  if (history.length) show(history[history.length - 1]);
+  const unsubscribe = sampleEvery(show);
+  showTimeline(charts);
 
   (async () => {
     try {
