@@ -229,39 +229,37 @@ rex_swebench_env() {
   rex_pinned_env swebench "$REX_SWEBENCH_REQUIREMENTS" "$REX_SWEBENCH_ENV_LINK"
 }
 
-# rex_e2b_js_env: E2B's JavaScript SDK, exactly as tests/gateway/e2b_js/package-lock.json pins
-# it, installed with `npm ci` into build/e2b-js (CMake's REX_E2B_JS) for the tests labelled e2b;
-# again only when the lock file or Node changes.
-REX_E2B_JS_DIR="$REX_ROOT/build/e2b-js"
-rex_e2b_js_env() {
-  local src="$REX_ROOT/tests/gateway/e2b_js" hash
+# rex_npm_env SRC DIR [NPM CI ARGUMENTS...]: SRC's package.json and package-lock.json installed
+# exactly with `npm ci` into DIR, again only when one of them or Node changes.
+rex_npm_env() {
+  local src=$1 dir=$2 hash
+  shift 2
   rex_node || return 1
   hash=$( { node --version; cat "$src/package.json" "$src/package-lock.json"; } | sha256sum | cut -c1-16)
-  [[ -e $REX_E2B_JS_DIR/.complete-$hash ]] && return 0
-  rm -rf "$REX_E2B_JS_DIR"
-  mkdir -p "$REX_E2B_JS_DIR"
-  cp "$src/package.json" "$src/package-lock.json" "$REX_E2B_JS_DIR/"
-  (cd "$REX_E2B_JS_DIR" && npm ci --no-audit --no-fund --loglevel=error) || return 1
-  touch "$REX_E2B_JS_DIR/.complete-$hash"
+  [[ -e $dir/.complete-$hash ]] && return 0
+  rm -rf "$dir"
+  mkdir -p "$dir"
+  cp "$src/package.json" "$src/package-lock.json" "$dir/"
+  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error "$@") || return 1
+  touch "$dir/.complete-$hash"
 }
 
-# rex_ui_test_env: Playwright's library (playwright-core) and axe-core, exactly as
-# tests/ui/package-lock.json pins them, installed with `npm ci` into build/ui-test-env (CMake's
-# REX_UI_TEST_ENV) for the tests labelled ui, which drive Debian's chromium (REX_PACKAGES) through
-# the gateway's web console; again only when the lock file or Node changes. playwright-core
-# downloads no browser; --ignore-scripts and PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD keep it so.
+# rex_e2b_js_env: E2B's JavaScript SDK, as tests/gateway/e2b_js/package-lock.json pins it, in
+# build/e2b-js (CMake's REX_E2B_JS) for the tests labelled e2b.
+REX_E2B_JS_DIR="$REX_ROOT/build/e2b-js"
+rex_e2b_js_env() {
+  rex_npm_env "$REX_ROOT/tests/gateway/e2b_js" "$REX_E2B_JS_DIR"
+}
+
+# rex_ui_test_env: Playwright's library (playwright-core) and axe-core, as
+# tests/ui/package-lock.json pins them, in build/ui-test-env (CMake's REX_UI_TEST_ENV) for the
+# tests labelled ui, which drive Debian's chromium (REX_PACKAGES) through the gateway's web
+# console. playwright-core downloads no browser; --ignore-scripts and
+# PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD keep it so.
 REX_UI_TEST_ENV_DIR="$REX_ROOT/build/ui-test-env"
 rex_ui_test_env() {
-  local src="$REX_ROOT/tests/ui" hash
-  rex_node || return 1
-  hash=$( { node --version; cat "$src/package.json" "$src/package-lock.json"; } | sha256sum | cut -c1-16)
-  [[ -e $REX_UI_TEST_ENV_DIR/.complete-$hash ]] && return 0
-  rm -rf "$REX_UI_TEST_ENV_DIR"
-  mkdir -p "$REX_UI_TEST_ENV_DIR"
-  cp "$src/package.json" "$src/package-lock.json" "$REX_UI_TEST_ENV_DIR/"
-  (cd "$REX_UI_TEST_ENV_DIR" && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 \
-    npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) || return 1
-  touch "$REX_UI_TEST_ENV_DIR/.complete-$hash"
+  PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 rex_npm_env "$REX_ROOT/tests/ui" "$REX_UI_TEST_ENV_DIR" \
+    --ignore-scripts
 }
 
 # rex_daytona_env: Daytona's TypeScript SDK and Stoplight Prism (an OpenAPI validator), as
