@@ -438,11 +438,18 @@ async function main() {
     await row.getByRole('button', { name: `Start sessions from ${cid}` }).click();
     await page.locator('dialog #fork-count').fill('1');
     await page.locator('dialog button[type=submit]').click();
-    await until('the fork', async () => (await api(KEY_A, 'GET', `/api/checkpoints/${cid}`)).sessions?.length > 0);
+    const forkOf = async () => (await api(KEY_A, 'GET', '/api/sessions?limit=1000')).sessions
+      .find((s) => s.origin_checkpoint === cid)?.session_id;
+    const fork = await until('the fork', forkOf);
     await page.reload();
-    await row.locator('a.chip').first().waitFor();
+    await row.locator(`td.forks a[href="#/sessions/${fork}"]`).waitFor();
     await shot(page, 'checkpoints');
     await axeCheck(page, 'checkpoints');
+    // The session's own page lists its checkpoint and the fork, which links to the new session.
+    await page.goto(`${UI}#/sessions/${sid}`);
+    await page.locator('#session-checkpoints li', { hasText: cid }).first().waitFor();
+    await page.locator(`#session-checkpoints a[href="#/sessions/${fork}"]`).click();
+    await page.locator('h1', { hasText: fork }).waitFor();
   });
 
   await step('overview', async () => {

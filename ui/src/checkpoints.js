@@ -1,7 +1,8 @@
-// Checkpoints: the tenant's checkpoints as a tree (each with its parent), the sessions started
-// from them, and starting new ones (forks) from a checkpoint.
+// Checkpoints: the tenant's checkpoints as a tree (each with its parent), the bash sessions each
+// carries, the sessions started from them (forks: their origin_checkpoint), and starting new ones.
 import { call, getJson } from "./api.js";
 import { clear, dialog, errorText, h, localTime, toast } from "./dom.js";
+import { allSessions } from "./sessions.js";
 
 export function checkpointsPage(main) {
   document.title = "Checkpoints · rex gateway";
@@ -48,8 +49,12 @@ export function checkpointsPage(main) {
 
   async function load() {
     let checkpoints;
+    let sessions;
     try {
-      checkpoints = (await getJson("/api/checkpoints")).checkpoints || [];
+      [checkpoints, sessions] = await Promise.all([
+        getJson("/api/checkpoints").then((a) => a.checkpoints || []),
+        allSessions(),
+      ]);
     } catch (e) {
       clear(list, h("p", { class: "error", role: "alert" }, errorText(e)));
       return;
@@ -59,14 +64,16 @@ export function checkpointsPage(main) {
       list,
       checkpoints.length
         ? h("table", { class: "data", id: "checkpoints" },
-            h("thead", {}, h("tr", {}, ["Checkpoint", "Of session", "Kind", "State", "Parent", "Forks", "Created", "Actions"].map((t) => h("th", { scope: "col" }, t)))),
+            h("thead", {}, h("tr", {}, ["Checkpoint", "Of session", "Kind", "State", "Parent", "Bash sessions", "Forks", "Created", "Actions"].map((t) => h("th", { scope: "col" }, t)))),
             h("tbody", {}, checkpoints.map((c) => h("tr", {},
               h("th", { scope: "row" }, h("code", {}, c.checkpoint_id)),
               h("td", {}, c.session_id ? h("a", { href: `#/sessions/${encodeURIComponent(c.session_id)}` }, c.session_id) : ""),
               h("td", {}, c.kind || ""),
               h("td", {}, c.state || ""),
               h("td", {}, c.parent ? h("code", {}, c.parent) : ""),
-              h("td", {}, (c.sessions || []).map((s) => h("a", { href: `#/sessions/${encodeURIComponent(s)}`, class: "chip" }, s))),
+              h("td", {}, (c.sessions || []).map((name) => h("span", { class: "chip" }, name))),
+              h("td", { class: "forks" }, sessions.filter((s) => s.origin_checkpoint === c.checkpoint_id).map((s) =>
+                h("a", { href: `#/sessions/${encodeURIComponent(s.session_id)}`, class: "chip" }, s.session_id))),
               h("td", {}, localTime(c.created_at)),
               h("td", { class: "actions" },
                 h("button", { type: "button", class: "small", "aria-label": `Start sessions from ${c.checkpoint_id}`, onclick: () => fork(c) }, "Fork"),

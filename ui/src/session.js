@@ -1,7 +1,7 @@
 // One session: its record, transcript, artifacts, events and a terminal into its sandbox.
 import { EventFeed, call, getJson, sessionPath } from "./api.js";
 import { bytes, clear, errorText, h, localTime, pretty, span, toast } from "./dom.js";
-import { destroySession, expiresText, extendSession, idleText, stateBadge } from "./sessions.js";
+import { allSessions, destroySession, expiresText, extendSession, idleText, stateBadge } from "./sessions.js";
 import { mountTerminal } from "./terminal.js";
 
 const TABS = [
@@ -106,17 +106,22 @@ export function sessionPage(main, id, tab, events) {
 
   async function showCheckpoints(box) {
     let list;
+    let sessions;
     try {
-      list = (await getJson(`/api/checkpoints?session_id=${encodeURIComponent(id)}`)).checkpoints || [];
+      [list, sessions] = await Promise.all([
+        getJson(`/api/checkpoints?session_id=${encodeURIComponent(id)}`).then((a) => a.checkpoints || []),
+        allSessions(),
+      ]);
     } catch {
       return; // a provider without checkpoints: nothing to show
     }
-    const forks = list.flatMap((c) => (c.sessions || []).map((s) => [c.checkpoint_id, s]));
+    const mine = new Set(list.map((c) => c.checkpoint_id));
+    const forks = sessions.filter((s) => mine.has(s.origin_checkpoint)).map((s) => [s.origin_checkpoint, s.session_id]);
     clear(
       box,
       h("h3", {}, "Checkpoints and forks"),
       list.length
-        ? h("ul", {}, list.map((c) => h("li", {}, h("code", {}, c.checkpoint_id), ` ${c.kind || ""} ${c.state || ""}, ${localTime(c.created_at)}`,
+        ? h("ul", { "aria-label": "Its checkpoints" }, list.map((c) => h("li", {}, h("code", {}, c.checkpoint_id), ` ${c.kind || ""} ${c.state || ""}, ${localTime(c.created_at)}`,
             c.parent ? [" (from ", h("code", {}, c.parent), ")"] : null)))
         : h("p", {}, "No checkpoints of this session."),
       forks.length
