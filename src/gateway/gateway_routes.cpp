@@ -879,9 +879,10 @@ Answer metrics_answer(const Gateway::Impl& s) {
 
 // --- events ------------------------------------------------------------------------------------
 
+// `session`: only that session's events (empty: all of the subscriber's).
 asio::awaitable<void> stream_events(std::shared_ptr<Gateway::Impl> s,
                                     std::shared_ptr<Subscriber> sub, std::int64_t cursor,
-                                    std::shared_ptr<server::EventStream> out) {
+                                    std::string session, std::shared_ptr<server::EventStream> out) {
   struct Leave {
     Gateway::Impl& s;
     std::shared_ptr<Subscriber> sub;
@@ -898,7 +899,8 @@ asio::awaitable<void> stream_events(std::shared_ptr<Gateway::Impl> s,
     auto query = [cursor, tenant](Store& st) { return st.events_after(cursor, tenant, 500); };
     auto rows = co_await s->on_db(std::move(query));
     for (const auto& e : rows) {
-      out->send(e.type, json::serialize(event_json(e)), std::to_string(e.id));
+      if (session.empty() || e.session_id == session)
+        out->send(e.type, json::serialize(event_json(e)), std::to_string(e.id));
       cursor = e.id;
     }
     if (rows.size() < 500)
@@ -912,7 +914,8 @@ asio::awaitable<void> stream_events(std::shared_ptr<Gateway::Impl> s,
       sub->queue.pop_front();
       if (e.id <= cursor)
         continue;
-      out->send(e.type, json::serialize(event_json(e)), std::to_string(e.id));
+      if (session.empty() || e.session_id == session)
+        out->send(e.type, json::serialize(event_json(e)), std::to_string(e.id));
       cursor = e.id;
     }
     const auto woken = co_await with_timeout(sub->wake.wait(), std::chrono::seconds(15));
@@ -1008,9 +1011,10 @@ server::RouteTable Gateway::Impl::routes() {
               any_key = any_key || !t.keys.empty();
             auto sub = self->event_hub.subscribe(
                 self->ex, any_key ? std::optional<std::string>(who.tenant) : std::nullopt);
+            std::string session = r.query("session_id").value_or("");
             return server::EventProducer(
-                [self, sub, cursor](std::shared_ptr<server::EventStream> out) {
-                  return stream_events(self, sub, cursor, std::move(out));
+                [self, sub, cursor, session](std::shared_ptr<server::EventStream> out) {
+                  return stream_events(self, sub, cursor, session, std::move(out));
                 });
           } catch (const std::exception& e) {
             return error_answer(api_error_of(e), rid);

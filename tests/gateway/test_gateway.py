@@ -1599,6 +1599,25 @@ class TestDrift(GatewayTestCase):
 
 class TestEvents(GatewayTestCase):
 
+    def test_one_sessions_events(self):
+        s1 = self.create()["session_id"]
+        s2 = self.create()["session_id"]
+        stream = EventStream(self.gw, path=f"/api/events?after=0&session_id={s1}")
+        self.addCleanup(stream.close)
+        self.assertEqual(stream.status, 200, getattr(stream, "body", b""))
+        got = stream.collect_until(lambda e: e["data"]["type"] == "ready", 10,
+                                   what=f"the ready event of {s1}")
+        # Live ones too: the other session's change is not sent, this one's is.
+        status, _ = self.gw.json("PATCH", f"/api/sessions/{s2}", {"metadata": {"k": "v"}})
+        self.assertEqual(status, 200)
+        status, _ = self.gw.json("PATCH", f"/api/sessions/{s1}", {"metadata": {"k": "v"}})
+        self.assertEqual(status, 200)
+        got += stream.collect_until(lambda e: e["data"]["type"] == "metadata_changed", 10,
+                                    what=f"the metadata_changed event of {s1}")
+        got += stream.drain(0.3)
+        self.assertEqual([(e["data"]["type"], e["data"]["session_id"]) for e in got],
+                         [("created", s1), ("ready", s1), ("metadata_changed", s1)])
+
     def test_resume_with_last_event_id(self):
         old = self.create()  # events before the stream opens are not sent to it
         stream = EventStream(self.gw)

@@ -115,10 +115,12 @@ export async function readEvents(response, onEvent) {
 
 // The gateway's event stream (GET /api/events), kept open: after a dropped connection it
 // connects again with Last-Event-ID, so no event is missed or seen twice. `after`: start from
-// the first event after that id (0: the whole history), else live events only.
+// the first event after that id (0: the whole history), else live events only; `session`: that
+// session's events only.
 export class EventFeed {
-  constructor({ after = null, onEvent, onStatus = () => {} }) {
+  constructor({ after = null, session = "", onEvent, onStatus = () => {} }) {
     this.lastId = after;
+    this.path = session ? `/api/events?session_id=${encodeURIComponent(session)}` : "/api/events";
     this.onEvent = onEvent;
     this.onStatus = onStatus;
     this.controller = new AbortController();
@@ -130,7 +132,7 @@ export class EventFeed {
     while (!this.controller.signal.aborted) {
       try {
         const headers = this.lastId !== null ? { "Last-Event-ID": String(this.lastId) } : {};
-        const response = await call("/api/events", { headers, signal: this.controller.signal });
+        const response = await call(this.path, { headers, signal: this.controller.signal });
         this.onStatus("live");
         wait = 500;
         await readEvents(response, (e) => {

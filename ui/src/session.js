@@ -272,6 +272,7 @@ export function sessionPage(main, id, tab, events) {
     // Its own stream from the first event on, this session's kept.
     const feed = new EventFeed({
       after: 0,
+      session: id,
       onEvent: (e) => {
         if (e.session_id !== id) return;
         tbody.appendChild(h("tr", {},
