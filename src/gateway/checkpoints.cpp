@@ -439,6 +439,7 @@ asio::awaitable<void> replace_sandbox(Gateway::Impl& s, Entry& e, const Checkpoi
   auto step1 = s.record(e.rec, type, who,
                         json::object{{"checkpoint", c.id}, {"sandbox_id", e.rec.sandbox_id}});
   co_await std::move(step1);
+  rex::detail::crash_point("replace.recorded");
   if (!old.empty())
     s.remove_sandbox(e.rec.provider, old);
 }
