@@ -432,6 +432,10 @@ def gateway_request_seeds():
                                  "E2b-Sandbox-Id: s1\nContent-Type: application/connect+json\n"
                                  "Keepalive-Ping-Interval: 5\n",
                                  "\x00\x00\x00\x00\x17" + json.dumps({"process": {"pid": 3}})),
+        "console_page": (0, "/ui/", "", ""),
+        "console_file_revalidated": (0, "/ui/main.js", 'If-None-Match: "x"\n', ""),
+        "console_root": (0, "/", "", ""),
+        "console_missing": (5, "/ui/vendor/none.mjs", "", ""),
     }
     for name, (method, target, headers, body) in seeds.items():
         write("gateway_request", name,
