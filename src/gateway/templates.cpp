@@ -18,6 +18,7 @@
 // build whose result each gets. A failed build names its step and keeps its log; it leaves no
 // image (the engine removes its intermediate containers) and no environment.
 #include <rex/core/log.hpp>
+#include <rex/core/outcome.hpp>
 #include <rex/core/random.hpp>
 #include <rex/core/text.hpp>
 #include <rex/core/timeout.hpp>
@@ -252,17 +253,13 @@ asio::awaitable<void> Gateway::Impl::load_templates() {
     for (const auto& image : images) {
       if (recorded.contains(image.id))
         continue;
-      std::string failure;
-      try {
-        auto removing = p->remove_checkpoint(image.id);
-        co_await std::move(removing);
-      } catch (const std::exception& x) {
-        failure = x.what();
-      }
-      if (failure.empty())
+      auto removing = capture(p->remove_checkpoint(image.id));
+      const auto removed = co_await std::move(removing);
+      if (removed)
         logging::info("gateway: removed template image {} that no template records", image.id);
       else
-        logging::warn("gateway: cannot remove template image {}: {}", image.id, failure);
+        logging::warn("gateway: cannot remove template image {}: {}", image.id,
+                      removed.error_message());
     }
   }
 }
@@ -1004,15 +1001,9 @@ asio::awaitable<bool> Gateway::Impl::delete_template(const Caller& who, std::str
     Provider* p = provider(b.provider);
     if (shared || p == nullptr)
       continue;
-    std::string failure;
-    try {
-      auto removing = p->remove_checkpoint(b.image);
-      co_await std::move(removing);
-    } catch (const std::exception& e) {
-      failure = e.what();
-    }
-    if (!failure.empty())
-      logging::warn("gateway: template {}: {}", gone.id, failure);
+    auto removing = capture(p->remove_checkpoint(b.image));
+    if (const auto removed = co_await std::move(removing); !removed)
+      logging::warn("gateway: template {}: {}", gone.id, removed.error_message());
   }
   co_return true;
 }
