@@ -159,8 +159,7 @@ struct E2bApi {
   // setTimeout and connect: the session expires `seconds` from now unless renewed.
   asio::awaitable<void> set_timeout(Entry& e, double seconds, const Caller& who,
                                     std::string_view why) {
-    lifecycle::set_timeout(e.rec, unix_now(), seconds);
-    e.rec.last_call = why;
+    lifecycle::set_timeout(e.rec, unix_now(), seconds, why);
     json::object data{{"timeout", e.rec.idle_timeout},
                       {"expires_at", iso_time(e.rec.idle_deadline())},
                       {"via", why}};

@@ -179,8 +179,7 @@ std::shared_ptr<Live> Gateway::Impl::live_of(Entry& e) {
 }
 
 void Gateway::Impl::touch(Entry& e, std::string_view call, bool new_call) {
-  e.rec.last_call = call;
-  if (lifecycle::note_activity(e.rec, unix_now(), new_call, e.persisted_activity)) {
+  if (lifecycle::note_activity(e.rec, unix_now(), call, new_call, e.persisted_activity)) {
     e.persisted_activity = e.rec.last_active;
     spawn(persist_activity(e.rec.id), "recording activity");
   }

@@ -570,7 +570,6 @@ asio::awaitable<Answer> keepalive(std::shared_ptr<Gateway::Impl> s, Caller who, 
   json::object body = parse_body(r.body);
   only_fields(body, {"timeout"});
   lifecycle::renew(e.rec, unix_now(), seconds_field(body, "timeout"));
-  e.rec.last_call = "keepalive";
   json::object data{{"timeout", e.rec.idle_timeout},
                     {"expires_at", iso_time(e.rec.idle_deadline())}};
   co_await s->record(e.rec, "keepalive", who, std::move(data));

@@ -70,8 +70,10 @@ std::optional<std::string_view> expiry(const SessionRecord& rec, double now) {
   return std::nullopt;
 }
 
-bool note_activity(SessionRecord& rec, double now, bool new_call, double persisted) {
+bool note_activity(SessionRecord& rec, double now, std::string_view call, bool new_call,
+                   double persisted) {
   rec.last_active = now;
+  rec.last_call = call;
   if (new_call)
     ++rec.calls;
   const double slack = std::max(1.0, rec.idle_timeout / 10);
@@ -82,10 +84,12 @@ void renew(SessionRecord& rec, double now, std::optional<double> timeout) {
   if (timeout)
     rec.idle_timeout = *timeout;
   rec.last_active = now;
+  rec.last_call = "keepalive";
 }
 
-void set_timeout(SessionRecord& rec, double now, double seconds) {
+void set_timeout(SessionRecord& rec, double now, double seconds, std::string_view call) {
   rec.last_active = now;
+  rec.last_call = call;
   rec.idle_timeout = std::min(seconds, std::max(1.0, rec.deadline() - now));
 }
 

@@ -43,16 +43,19 @@ std::optional<std::string_view> expiry(const SessionRecord& rec, double now);
 /// be committed now: it is committed lazily (a commit per call would cost every call a disk
 /// flush), at most max(1 s, a tenth of the idle timeout) behind `persisted`, the last activity
 /// committed; a restart may expire a session that much early, never late.
-bool note_activity(SessionRecord& rec, double now, bool new_call, double persisted);
+/// `call` names what it was (the record's last_call).
+bool note_activity(SessionRecord& rec, double now, std::string_view call, bool new_call,
+                   double persisted);
 
 /// A keepalive at `now`: the idle clock starts again, with `timeout` (seconds) as the session's
 /// idle timeout from now on when one is given. The idle deadline never passes the deadline
-/// (SessionRecord::idle_deadline).
+/// (SessionRecord::idle_deadline). Its last_call is "keepalive".
 void renew(SessionRecord& rec, double now, std::optional<double> timeout);
 
 /// E2B's setTimeout (and connect) at `now`: the session expires `seconds` from now unless
-/// renewed, and never after its deadline; its idle timeout becomes that, at least 1 s.
-void set_timeout(SessionRecord& rec, double now, double seconds);
+/// renewed, and never after its deadline; its idle timeout becomes that, at least 1 s. `call`
+/// names the E2B call that asked (the record's last_call).
+void set_timeout(SessionRecord& rec, double now, double seconds, std::string_view call);
 
 /// A create as admission sees it.
 struct CreateAsk {

@@ -129,7 +129,7 @@ TEST(LifecycleExpiry, IdleAfterItsTimeoutFromTheLastActivity) {
 
 // Activity at `now`, as the gateway notes it: a call (Gateway::Impl::touch), a keepalive.
 void call(SessionRecord& rec, double now) {
-  lc::note_activity(rec, now, true, rec.last_active);
+  lc::note_activity(rec, now, "execute", true, rec.last_active);
 }
 void keepalive(SessionRecord& rec, double now, std::optional<double> timeout = std::nullopt) {
   lc::renew(rec, now, timeout);
@@ -186,30 +186,34 @@ TEST(LifecycleExpiry, AKeepaliveNeverReachesPastTheDeadline) {
 
 TEST(LifecycleActivity, ACallIsCountedAndAnAnswerStillFlowingIsNot) {
   SessionRecord rec = ready_session(60, 3600);
-  lc::note_activity(rec, kT0 + 10, true, kT0);
-  lc::note_activity(rec, kT0 + 11, false, kT0);
+  lc::note_activity(rec, kT0 + 10, "execute", true, kT0);
+  lc::note_activity(rec, kT0 + 11, "port 8080", false, kT0);
   EXPECT_EQ(rec.calls, 1u);
-  EXPECT_EQ(rec.last_active, kT0 + 11);  // both start the idle clock again
+  EXPECT_EQ(rec.last_active, kT0 + 11);   // both start the idle clock again
+  EXPECT_EQ(rec.last_call, "port 8080");  // and name what kept it alive
+  lc::renew(rec, kT0 + 12, std::nullopt);
+  EXPECT_EQ(rec.last_call, "keepalive");
 }
 
 TEST(LifecycleActivity, ActivityIsCommittedOnceItIsATenthOfTheIdleTimeoutBehind) {
   SessionRecord rec = ready_session(60, 3600);  // a tenth: 6 s
-  EXPECT_FALSE(lc::note_activity(rec, kT0 + 5.9, true, kT0));
-  EXPECT_TRUE(lc::note_activity(rec, kT0 + 6, true, kT0));
+  EXPECT_FALSE(lc::note_activity(rec, kT0 + 5.9, "files", true, kT0));
+  EXPECT_TRUE(lc::note_activity(rec, kT0 + 6, "files", true, kT0));
   // Never less than a second behind, however short the timeout.
   SessionRecord short_lived = ready_session(3, 3600);
-  EXPECT_FALSE(lc::note_activity(short_lived, kT0 + 0.9, true, kT0));
-  EXPECT_TRUE(lc::note_activity(short_lived, kT0 + 1, true, kT0));
+  EXPECT_FALSE(lc::note_activity(short_lived, kT0 + 0.9, "files", true, kT0));
+  EXPECT_TRUE(lc::note_activity(short_lived, kT0 + 1, "files", true, kT0));
 }
 
 TEST(LifecycleActivity, SetTimeoutCountsFromNowAndStopsAtTheDeadline) {
   SessionRecord rec = ready_session(60, 300);
-  lc::set_timeout(rec, kT0 + 100, 30);
+  lc::set_timeout(rec, kT0 + 100, 30, "e2b.set_timeout");
   EXPECT_EQ(rec.idle_deadline(), kT0 + 130);
-  lc::set_timeout(rec, kT0 + 100, 1000);  // past the deadline: up to it
+  EXPECT_EQ(rec.last_call, "e2b.set_timeout");
+  lc::set_timeout(rec, kT0 + 100, 1000, "e2b.set_timeout");  // past the deadline: up to it
   EXPECT_EQ(rec.idle_timeout, 200);
   EXPECT_EQ(rec.idle_deadline(), kT0 + 300);
-  lc::set_timeout(rec, kT0 + 299.5, 1000);  // never below a second
+  lc::set_timeout(rec, kT0 + 299.5, 1000, "e2b.connect");  // never below a second
   EXPECT_EQ(rec.idle_timeout, 1);
   EXPECT_EQ(rec.idle_deadline(), kT0 + 300);
 }
