@@ -1,7 +1,7 @@
 // Overview: the gateway's own metrics (GET /metrics, across all tenants), the tenant's sessions
 // over time (replayed from its event history), the environments and the registry.
 import { call, getJson, readEvents } from "./api.js";
-import { allSessions } from "./sessions.js";
+import { ACTIVE, allSessions } from "./sessions.js";
 import { clear, errorText, h, span } from "./dom.js";
 
 const SAMPLE_MS = 5000;
@@ -221,7 +221,7 @@ export function overviewPage(main) {
     for (const [k, v] of Object.entries(s.sessions)) {
       const [state, provider] = k.split("/");
       byState[state] = (byState[state] || 0) + v;
-      if (["creating", "ready", "stopping"].includes(state)) byProvider[provider] = (byProvider[provider] || 0) + v;
+      if (ACTIVE.has(state)) byProvider[provider] = (byProvider[provider] || 0) + v;
     }
     const errors = Object.entries(s.errors).filter(([, v]) => v > 0).sort((a, b) => b[1] - a[1]);
     const mean = s.creates ? s.createSum / s.creates : NaN;

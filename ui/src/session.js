@@ -1,7 +1,7 @@
 // One session: its record, transcript, artifacts, events and a terminal into its sandbox.
 import { EventFeed, call, getJson, sessionPath } from "./api.js";
 import { bytes, clear, errorText, h, localTime, pretty, span, toast } from "./dom.js";
-import { allSessions, destroySession, expiresText, extendSession, idleText, stateBadge } from "./sessions.js";
+import { ACTIVE, allSessions, destroySession, expiresText, extendSession, idleText, stateBadge } from "./sessions.js";
 import { mountTerminal } from "./terminal.js";
 
 const TABS = [
@@ -41,7 +41,7 @@ export function sessionPage(main, id, tab, events) {
   function showHead() {
     if (!record) return;
     clear(state, stateBadge(record));
-    const active = ["creating", "ready", "stopping"].includes(record.state);
+    const active = ACTIVE.has(record.state);
     clear(
       actions,
       record.state === "ready"

@@ -2,7 +2,8 @@
 import { ApiError, call, getJson, sessionPath } from "./api.js";
 import { clear, dialog, errorText, h, localTime, secondsSince, span, toast } from "./dom.js";
 
-const ACTIVE = new Set(["creating", "ready", "stopping"]);
+// The states of a session that holds a sandbox (and its tenant's quota).
+export const ACTIVE = new Set(["creating", "ready", "stopping"]);
 const STATES = ["creating", "ready", "stopping", "destroyed", "failed", "lost"];
 
 // Every session of the tenant (all pages of the list).
