@@ -230,18 +230,24 @@ rex_swebench_env() {
 }
 
 # rex_npm_env SRC DIR [NPM CI ARGUMENTS...]: SRC's package.json and package-lock.json installed
-# exactly with `npm ci` into DIR, again only when one of them or Node changes.
+# exactly with `npm ci` into DIR, again only when one of them or Node changes. Calls made at once
+# (builds in parallel) install once: the others wait on DIR.lock.
 rex_npm_env() {
   local src=$1 dir=$2 hash
   shift 2
   rex_node || return 1
   hash=$( { node --version; cat "$src/package.json" "$src/package-lock.json"; } | sha256sum | cut -c1-16)
   [[ -e $dir/.complete-$hash ]] && return 0
-  rm -rf "$dir"
-  mkdir -p "$dir"
-  cp "$src/package.json" "$src/package-lock.json" "$dir/"
-  (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error "$@") || return 1
-  touch "$dir/.complete-$hash"
+  mkdir -p "$(dirname "$dir")"
+  (
+    flock 9
+    [[ -e $dir/.complete-$hash ]] && exit 0
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    cp "$src/package.json" "$src/package-lock.json" "$dir/"
+    (cd "$dir" && npm ci --no-audit --no-fund --loglevel=error "$@") || exit 1
+    touch "$dir/.complete-$hash"
+  ) 9>"$dir.lock"
 }
 
 # rex_e2b_js_env: E2B's JavaScript SDK, as tests/gateway/e2b_js/package-lock.json pins it, in

@@ -17,25 +17,16 @@ if ! command -v node >/dev/null || ! command -v npm >/dev/null; then
     "rex_node installs them; or configure with -DREX_UI=OFF for a gateway without it)" >&2
   exit 1
 fi
+source "$ROOT/scripts/common.sh"
+# A folder per lock file and Node version: builds of checkouts whose lock files differ share
+# the cache without taking each other's folder away.
 hash=$( { node --version; cat "$SRC/package.json" "$SRC/package-lock.json"; } | sha256sum | cut -c1-16)
-cache=${REX_UI_CACHE:-$HOME/.cache/rex-ui}
-modules=$cache/$hash
-mkdir -p "$cache"
-# Builds made at once (release, asan, tsan) install once: the others wait, then copy.
-exec 9>"$cache/.lock"
-flock 9
-if [[ ! -e $modules/.complete ]]; then
-  rm -rf "$modules"
-  mkdir -p "$modules"
-  cp "$SRC/package.json" "$SRC/package-lock.json" "$modules/"
-  if ! (cd "$modules" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >&2); then
-    echo "scripts/ui.sh: npm ci failed in $modules (the console's libraries come from the npm" \
-      "registry; or configure with -DREX_UI=OFF)" >&2
-    exit 1
-  fi
-  touch "$modules/.complete"
+modules=${REX_UI_CACHE:-$HOME/.cache/rex-ui}/$hash
+if ! rex_npm_env "$SRC" "$modules" --ignore-scripts >&2; then
+  echo "scripts/ui.sh: npm ci failed in $modules (the console's libraries come from the npm" \
+    "registry; or configure with -DREX_UI=OFF)" >&2
+  exit 1
 fi
-flock -u 9
 
 assets=$OUT/assets
 rm -rf "$assets.new"
