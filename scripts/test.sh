@@ -82,6 +82,15 @@ fi
 echo "rex: the release build and the test environments took $((SECONDS - start)) s"
 
 cd "$REX_ROOT"
+# What an earlier run on this machine left (a run stopped half-way, or one whose test failed):
+# the sandboxes of rex processes that are gone. This run's own leftovers are what
+# docker.no_leftovers and its kin look for, so they must not be an earlier run's.
+rex_remove_leftovers() {
+  build/release/rex gc --docker
+  build/release/rex gc --podman
+  build/release/rex gc --kubernetes --kubeconfig "$REX_KUBECONFIG"
+}
+rex_timed "removing what earlier runs left" rex_remove_leftovers
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 # Two tests per processor: most of a test's time is spent waiting (on its processes, servers,
 # containers, pods and timers). Fails on any test that skipped or did not run unless

@@ -112,37 +112,46 @@ std::string socket_dir_of(const json::object& info) {
   return {};
 }
 
-// Removes the container `id` (killing it). An engine that cannot be reached may be restarting
-// (a daemon upgrade, a crash): the removal is retried for a while, so a stop during the gap
-// still removes the container. A refusal is final and leaves the container to `rex gc`.
-// Returns why the container is still there, or nothing when it is gone.
-asio::awaitable<std::optional<std::string>> remove_patiently(docker::Engine& engine,
-                                                             std::string id) {
+// An engine call that failed because the engine is out of reach (0) or still recovering from a
+// restart (409 "removal in progress", 5xx): worth trying again.
+bool transient_engine_failure(unsigned status) {
+  return status == 0 || status == 409 || status >= 500;
+}
+
+// Runs the engine call `call` until it succeeds, a failure is final, or kUnreachableEngineGrace
+// has passed. An engine that cannot be reached may be restarting (a daemon upgrade, a crash): a
+// removal during the gap still removes the container once it is back.
+template <class Call>
+auto patiently(Call call) -> decltype(call()) {
   const auto give_up = Clock::now() + kUnreachableEngineGrace;
   auto delay = std::chrono::milliseconds(250);
   while (true) {
-    unsigned status = 1;
-    std::string failure;
     try {
-      co_await engine.remove_container(id, true);
-      co_return std::nullopt;
+      co_return co_await call();
     } catch (const docker::EngineError& e) {
-      status = e.status();
-      failure = e.what();
-    } catch (const std::exception& e) {
-      failure = e.what();
+      if (!transient_engine_failure(e.status()) || Clock::now() + delay > give_up)
+        throw;
     }
-    if (status == 404)  // already gone
-      co_return std::nullopt;
-    // Unreachable (0), or an engine still recovering from a restart (409 "removal in
-    // progress", 5xx): both pass, so the removal is tried again within the grace period.
-    const bool transient = status == 0 || status == 409 || status >= 500;
-    if (!transient || Clock::now() + delay > give_up)
-      co_return failure;
     asio::steady_timer pause(co_await asio::this_coro::executor, delay);
     co_await pause.async_wait(asio::use_awaitable);
     delay = std::min(delay * 2, std::chrono::milliseconds(2000));
   }
+}
+
+// Removes the container `id` (killing it), patiently. A refusal is final and leaves the container
+// to `rex gc`. Returns why the container is still there, or nothing when it is gone.
+asio::awaitable<std::optional<std::string>> remove_patiently(docker::Engine& engine,
+                                                             std::string id) {
+  try {
+    co_await patiently([&] { return engine.remove_container(id, true); });
+  } catch (const docker::EngineError& e) {
+    if (e.status() == 404)  // already gone
+      co_return std::nullopt;
+    co_return std::string(e.what());
+  } catch (const std::exception& e) {
+    co_return std::string(e.what());
+  }
+  co_return std::nullopt;
 }
 
 // Completes when the container stops, with its exit code. A lost watch connection never ends
@@ -564,7 +573,7 @@ asio::awaitable<void> remove_docker_container(docker::Engine& engine, std::strin
   std::string image;
   bool gone = false;
   try {
-    const json::object info = co_await engine.inspect_container(id);
+    const json::object info = co_await patiently([&] { return engine.inspect_container(id); });
     socket_dir = socket_dir_of(info);
     image = field_text(info, {"Config", "Image"});
     if (!field_text(info, {"Config", "Labels", "rex.checkpoint"}).empty())
