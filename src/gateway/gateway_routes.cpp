@@ -895,11 +895,13 @@ asio::awaitable<void> stream_events(std::shared_ptr<Gateway::Impl> s,
   // What was committed before (or while) subscribing, from the database...
   while (!out->closed() && !s->stopping) {
     const auto tenant = sub->tenant;
-    auto query = [cursor, tenant](Store& st) { return st.events_after(cursor, tenant, 500); };
+    const auto only = session.empty() ? std::nullopt : std::optional<std::string>(session);
+    auto query = [cursor, tenant, only](Store& st) {
+      return st.events_after(cursor, tenant, 500, only);
+    };
     auto rows = co_await s->on_db(std::move(query));
     for (const auto& e : rows) {
-      if (session.empty() || e.session_id == session)
-        out->send(e.type, json::serialize(event_json(e)), std::to_string(e.id));
+      out->send(e.type, json::serialize(event_json(e)), std::to_string(e.id));
       cursor = e.id;
     }
     if (rows.size() < 500)

@@ -19,7 +19,7 @@ namespace json = boost::json;
 
 namespace {
 
-constexpr int kSchemaVersion = 3;
+constexpr int kSchemaVersion = 4;
 // PRAGMA application_id: marks the file as a rex gateway database ("rexg"), so a database of
 // another program is refused instead of being written into.
 constexpr std::int64_t kApplicationId = 0x72657867;
@@ -92,6 +92,12 @@ CREATE TABLE templates (
   state TEXT NOT NULL,
   record TEXT NOT NULL
 ) STRICT;
+)sql";
+
+// Version 4 indexes the events by session, for one session's events (the console's Events tab,
+// `GET /api/events?session_id=`) without reading its tenant's.
+constexpr const char* kSchemaV4 = R"sql(
+CREATE INDEX events_session ON events (session_id, id);
 )sql";
 
 constexpr std::string_view kTables[] = {"meta",      "sessions",    "events",   "idempotency",
@@ -261,7 +267,7 @@ void check_identity(const Db& db, const Identity& identity) {
     throw_problem(db, fmt::format("is not a rex gateway database (an SQLite database of another "
                                   "program: application_id {}, {} schema objects)",
                                   identity.application_id, identity.schema_objects));
-  if (identity.user_version == 1 || identity.user_version == 2)
+  if (identity.user_version >= 1 && identity.user_version < kSchemaVersion)
     return;  // migrated by migrate_schema()
   if (identity.user_version > kSchemaVersion)
     throw_problem(db, fmt::format("has schema version {}, newer than this rex understands ({}): "
@@ -284,6 +290,8 @@ void migrate_schema(const Db& db, std::int64_t from) {
     throw_error(db, "add the checkpoints table");
   if (from < 3 && sqlite3_exec(db.handle, kSchemaV3, nullptr, nullptr, nullptr) != SQLITE_OK)
     throw_error(db, "add the templates table");
+  if (from < 4 && sqlite3_exec(db.handle, kSchemaV4, nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw_error(db, "index the events by session");
   Statement(db, "mark the database", fmt::format("PRAGMA user_version = {}", kSchemaVersion)).run();
 }
 
@@ -293,6 +301,8 @@ void create_schema(const Db& db) {
   if (sqlite3_exec(db.handle, kSchemaV2, nullptr, nullptr, nullptr) != SQLITE_OK)
     throw_error(db, "create the schema");
   if (sqlite3_exec(db.handle, kSchemaV3, nullptr, nullptr, nullptr) != SQLITE_OK)
+    throw_error(db, "create the schema");
+  if (sqlite3_exec(db.handle, kSchemaV4, nullptr, nullptr, nullptr) != SQLITE_OK)
     throw_error(db, "create the schema");
   Statement(db, "store the gateway id", "INSERT INTO meta (key, value) VALUES (?1, ?2)")
       .bind_text(1, kGatewayIdKey)
@@ -612,21 +622,25 @@ std::vector<IdempotencyKey> Store::idempotency_keys() const {
 
 std::vector<StoredEvent> Store::events_after(std::int64_t after,
                                              const std::optional<std::string>& tenant,
-                                             std::size_t limit) const {
+                                             std::size_t limit,
+                                             const std::optional<std::string>& session) const {
   const Db db{connection(), file_};
   std::vector<StoredEvent> events;
   if (limit == 0)
     return events;
   const auto bounded = static_cast<std::int64_t>(
       std::min<std::size_t>(limit, std::numeric_limits<std::int64_t>::max()));
-  // Two statements rather than "?3 IS NULL OR tenant = ?3", which would keep SQLite from
-  // using the tenant index.
-  Statement select(db, "read events",
-                   fmt::format("{}WHERE id > ?1{} ORDER BY id LIMIT ?2", kEventColumns,
-                               tenant ? " AND tenant = ?3" : ""));
+  // Conditions written only when given, rather than "?3 IS NULL OR tenant = ?3", which would keep
+  // SQLite from using the indexes (by session, else by tenant).
+  Statement select(
+      db, "read events",
+      fmt::format("{}WHERE id > ?1{}{} ORDER BY id LIMIT ?2", kEventColumns,
+                  tenant ? " AND tenant = ?3" : "", session ? " AND session_id = ?4" : ""));
   select.bind_int(1, after).bind_int(2, bounded);
   if (tenant)
     select.bind_text(3, *tenant);
+  if (session)
+    select.bind_text(4, *session);
   while (select.step())
     events.push_back(read_event(select));
   return events;

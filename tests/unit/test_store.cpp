@@ -61,6 +61,19 @@ class RawDatabase {
     sqlite3_finalize(statement);
     return value;
   }
+  /// How SQLite would run `sql`: the detail column of EXPLAIN QUERY PLAN, a line per step.
+  std::string plan(const std::string& sql) {
+    sqlite3_stmt* statement = nullptr;
+    const std::string explain = "EXPLAIN QUERY PLAN " + sql;
+    if (sqlite3_prepare_v2(db_, explain.c_str(), -1, &statement, nullptr) != SQLITE_OK)
+      throw std::runtime_error(sql + ": " + sqlite3_errmsg(db_));
+    std::string steps;
+    while (sqlite3_step(statement) == SQLITE_ROW)
+      if (const unsigned char* detail = sqlite3_column_text(statement, 3))
+        steps += std::string(reinterpret_cast<const char*>(detail)) + '\n';
+    sqlite3_finalize(statement);
+    return steps;
+  }
 
  private:
   sqlite3* db_ = nullptr;
@@ -147,7 +160,7 @@ TEST(Store, RunsWalWithFullSyncForeignKeysAndABusyTimeout) {
 
   RawDatabase raw(file);
   EXPECT_EQ(raw.query("PRAGMA journal_mode"), "wal");  // kept in the file itself
-  EXPECT_EQ(raw.query("PRAGMA user_version"), "3");
+  EXPECT_EQ(raw.query("PRAGMA user_version"), "4");
   EXPECT_EQ(raw.query("PRAGMA application_id"), std::to_string(0x72657867));
 }
 
@@ -161,7 +174,9 @@ TEST(Store, MigratesAVersionOneFileAndRoundTripsCheckpoints) {
     change.session = make_session("s1", "acme", "ready");
     store.commit(change);
   }
-  RawDatabase(file).exec("DROP TABLE checkpoints; DROP TABLE templates; PRAGMA user_version = 1");
+  RawDatabase(file).exec(
+      "DROP TABLE checkpoints; DROP TABLE templates; DROP INDEX events_session; "
+      "PRAGMA user_version = 1");
   {
     Store store(file);
     EXPECT_EQ(store.load_sessions().size(), 1u);
@@ -174,7 +189,7 @@ TEST(Store, MigratesAVersionOneFileAndRoundTripsCheckpoints) {
     removal.removed_checkpoints.push_back("ckpt-2");
     store.commit(removal);
   }
-  EXPECT_EQ(RawDatabase(file).query("PRAGMA user_version"), "3");
+  EXPECT_EQ(RawDatabase(file).query("PRAGMA user_version"), "4");
   Store store(file);
   const auto checkpoints = store.load_checkpoints();
   ASSERT_EQ(checkpoints.size(), 1u);
@@ -194,7 +209,8 @@ TEST(Store, MigratesAVersionTwoFileAndRoundTripsTemplates) {
     change.session = make_session("s1", "acme", "ready");
     store.commit(change);
   }
-  RawDatabase(file).exec("DROP TABLE templates; PRAGMA user_version = 2");
+  RawDatabase(file).exec(
+      "DROP TABLE templates; DROP INDEX events_session; PRAGMA user_version = 2");
   {
     Store store(file);
     EXPECT_EQ(store.load_sessions().size(), 1u);
@@ -207,7 +223,7 @@ TEST(Store, MigratesAVersionTwoFileAndRoundTripsTemplates) {
     removal.removed_templates.push_back("tpl-2");
     store.commit(removal);
   }
-  EXPECT_EQ(RawDatabase(file).query("PRAGMA user_version"), "3");
+  EXPECT_EQ(RawDatabase(file).query("PRAGMA user_version"), "4");
   Store store(file);
   const auto templates = store.load_templates();
   ASSERT_EQ(templates.size(), 1u);
@@ -333,6 +349,57 @@ TEST(Store, EventsAfterFiltersByTenantAndLimitAndResumes) {
   EXPECT_EQ(ids(store.events_after(all[1], std::string("other"), 100)),
             (std::vector{all[3], all[5]}));
   EXPECT_TRUE(store.events_after(0, std::string("nobody"), 100).empty());
+}
+
+// One session's events, through the index by session (not by reading the tenant's).
+TEST(Store, EventsAfterFiltersBySessionThroughItsIndex) {
+  test::TempDir dir;
+  const fs::path file = fs::path(dir.path()) / "sessions";
+  Store store(file);
+  Change change;
+  for (int i = 0; i < 6; ++i)
+    change.events.push_back(
+        make_event(std::to_string(i), i < 4 ? "acme" : "other", i % 2 == 0 ? "s1" : "s2"));
+  store.commit(change);
+  const auto all = ids(change.events);
+  const std::optional<std::string> s1 = "s1";
+  EXPECT_EQ(ids(store.events_after(0, std::nullopt, 100, s1)),
+            (std::vector{all[0], all[2], all[4]}));
+  EXPECT_EQ(ids(store.events_after(0, std::string("acme"), 100, s1)),
+            (std::vector{all[0], all[2]}));
+  EXPECT_EQ(ids(store.events_after(all[0], std::string("acme"), 1, s1)), (std::vector{all[2]}));
+  EXPECT_EQ(ids(store.events_after(0, std::string("other"), 100, std::string("s2"))),
+            (std::vector{all[5]}));
+  EXPECT_TRUE(store.events_after(0, std::nullopt, 100, std::string("s3")).empty());
+
+  RawDatabase raw(file);
+  const std::string plan = raw.plan(
+      "SELECT id FROM events WHERE id > 0 AND tenant = 'acme' AND "
+      "session_id = 's1' ORDER BY id LIMIT 500");
+  EXPECT_NE(plan.find("events_session"), std::string::npos) << plan;
+}
+
+// A file of version 3 (before the events' index by session) gains it, and keeps its events.
+TEST(Store, MigratesAVersionThreeFileAndIndexesEventsBySession) {
+  test::TempDir dir;
+  const fs::path file = fs::path(dir.path()) / "sessions";
+  {
+    Store store(file);
+    Change change;
+    change.session = make_session("s1", "acme", "ready");
+    change.events = {make_event("created", "acme", "s1")};
+    store.commit(change);
+  }
+  RawDatabase(file).exec("DROP INDEX events_session; PRAGMA user_version = 3");
+  EXPECT_EQ(
+      RawDatabase(file).query("SELECT count(*) FROM sqlite_schema WHERE name = 'events_session'"),
+      "0");
+  Store store(file);
+  EXPECT_EQ(RawDatabase(file).query("PRAGMA user_version"), "4");
+  EXPECT_EQ(
+      RawDatabase(file).query("SELECT count(*) FROM sqlite_schema WHERE name = 'events_session'"),
+      "1");
+  EXPECT_EQ(store.events_after(0, std::nullopt, 10, std::string("s1")).size(), 1u);
 }
 
 TEST(Store, EventIdsAreNeverReused) {

@@ -140,10 +140,11 @@ class Store {
   std::optional<IdempotencyKey> idempotency(std::string_view tenant, std::string_view key) const;
   /// Every idempotency key, with the hash of the request body it was first used with.
   std::vector<IdempotencyKey> idempotency_keys() const;
-  /// Events with id > after, oldest first, at most `limit`; only `tenant`'s when given.
+  /// Events with id > after, oldest first, at most `limit`; only `tenant`'s and only
+  /// `session`'s when given.
   std::vector<StoredEvent> events_after(std::int64_t after,
-                                        const std::optional<std::string>& tenant,
-                                        std::size_t limit) const;
+                                        const std::optional<std::string>& tenant, std::size_t limit,
+                                        const std::optional<std::string>& session = {}) const;
   /// The newest event's id; 0 when there are none.
   std::int64_t last_event_id() const;
   /// A session's artifacts, by name.
