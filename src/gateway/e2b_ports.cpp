@@ -214,7 +214,8 @@ PortHost port_host(const SessionRecord& rec, const Environment* env) {
 // Idle connections to sandboxes' ports whose last answer allowed another request (keep-alive),
 // by session and address: a relayed request takes one before it connects, and its connection
 // comes back once its answer has been read whole. A connection the server has closed meanwhile
-// is seen (a peek finds its end) and dropped; so are a session's once it is not ready.
+// is seen (a peek finds its end) and dropped; so are a session's once it is not ready (the
+// sweeper's pass, close_idle_port_connections).
 struct PortConnections {
   static constexpr std::size_t kPerAddress = 8;
   std::map<std::string, std::vector<std::unique_ptr<beast::tcp_stream>>>
@@ -241,20 +242,27 @@ struct PortConnections {
     return nullptr;
   }
 
-  void give_back(const std::string& key, std::unique_ptr<beast::tcp_stream> stream,
-                 const SessionTable& sessions) {
-    // Those of sessions that went: closed (their streams' destructors).
-    std::erase_if(idle, [&](const auto& kv) {
-      const Entry* e = sessions.find(kv.first.substr(0, kv.first.find(' ')));
-      return e == nullptr || e->rec.state != state::ready;
-    });
+  void give_back(const std::string& key, std::unique_ptr<beast::tcp_stream> stream) {
     auto& list = idle[key];
     if (list.size() < kPerAddress) {
       stream->expires_never();
       list.push_back(std::move(stream));
     }
   }
+
+  // Those of sessions that went or are not ready: closed (their streams' destructors).
+  void prune(const SessionTable& sessions) {
+    std::erase_if(idle, [&](const auto& kv) {
+      const Entry* e = sessions.find(kv.first.substr(0, kv.first.find(' ')));
+      return e == nullptr || e->rec.state != state::ready;
+    });
+  }
 };
+
+void close_idle_port_connections(Gateway::Impl& s) {
+  if (s.port_connections)
+    s.port_connections->prune(s.sessions);
+}
 
 namespace {
 
@@ -310,7 +318,7 @@ struct Relay {
         returned = true;
         if (!s->port_connections)
           s->port_connections = std::make_shared<PortConnections>();
-        s->port_connections->give_back(pool_key, std::move(stream), s->sessions);
+        s->port_connections->give_back(pool_key, std::move(stream));
       }
       co_return std::nullopt;
     }

@@ -501,6 +501,7 @@ asio::awaitable<void> Gateway::Impl::sweep_loop() {
       who.tenant = e.rec.tenant;
       spawn(destroy(id, std::string(*reason), who), "expiring " + id);
     }
+    close_idle_port_connections(*this);
     if (std::chrono::steady_clock::now() - last_drift >=
         duration_from_seconds(cfg.drift_interval)) {
       last_drift = std::chrono::steady_clock::now();

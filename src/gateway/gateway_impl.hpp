@@ -306,6 +306,8 @@ std::string envd_access_token(const SessionRecord& rec);
 /// E2B's port routing (e2b_ports.cpp): a request naming a port of a sandbox other than envd's
 /// (E2b-Sandbox-Port, or a Host of `P-<id>.<domain>`) is relayed to that port, before any route.
 void add_e2b_port_routing(server::RouteTable& table, std::shared_ptr<Gateway::Impl> self);
+/// Closes the kept port connections of sessions that are gone or no longer ready (the sweeper's).
+void close_idle_port_connections(Gateway::Impl& s);
 /// E2B's error shape, {"code": status, "message"} (the message kept valid UTF-8).
 server::Answer e2b_error(unsigned status, std::string_view message);
 /// The caller of an E2B control-API call, authenticated once the gateway has reconciled; an

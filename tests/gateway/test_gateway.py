@@ -2211,16 +2211,14 @@ class TestE2bPortRouting(GatewayTestCase):
             sid, f"python3 -m http.server {port} --bind 127.0.0.1 --directory {work}/www", port)
         return sid, token, port
 
-    def test_connections_to_a_port_are_kept_between_requests(self):
-        # An HTTP/1.1 server that answers with its client's port and closes a connection idle
-        # for 0.5 s: the gateway's second request comes on the first's connection, and a
-        # connection the server closed meanwhile is not used.
-        sid, token, work = self.sandbox()
+    def keep_alive_server(self, sid, work, idle_timeout):
+        """An HTTP/1.1 server in the sandbox that answers with its client's port and closes a
+        connection idle for `idle_timeout` seconds (None: never): its port."""
         server = (
             "import http.server, sys\n"
             "class H(http.server.BaseHTTPRequestHandler):\n"
             "    protocol_version = 'HTTP/1.1'\n"
-            "    timeout = 0.5\n"
+            f"    timeout = {idle_timeout}\n"
             "    def do_GET(self):\n"
             "        body = str(self.client_address[1]).encode()\n"
             "        self.send_response(200)\n"
@@ -2235,6 +2233,13 @@ class TestE2bPortRouting(GatewayTestCase):
         self.assertEqual(status, 200, data)
         port = free_port()
         self.serve_in_sandbox(sid, f"python3 {work}/keep.py {port}", port)
+        return port
+
+    def test_connections_to_a_port_are_kept_between_requests(self):
+        # The gateway's second request comes on the first's connection, and a connection the
+        # server closed meanwhile (idle for 0.5 s) is not used.
+        sid, token, work = self.sandbox()
+        port = self.keep_alive_server(sid, work, 0.5)
         h = self.port_headers(sid, token, port)
         first = self.gw.request("GET", "/", headers=h)
         second = self.gw.request("GET", "/", headers=h)
@@ -2244,6 +2249,30 @@ class TestE2bPortRouting(GatewayTestCase):
         third = self.gw.request("GET", "/", headers=h)
         self.assertEqual(third[0], 200, third)
         self.assertNotEqual(third[2], first[2])
+
+    def test_a_sessions_kept_connections_close_when_it_ends(self):
+        # The gateway's end of a kept connection to a port (the remote address is the port):
+        # once the session is destroyed its server is gone, and the sweeper closes that end
+        # instead of holding it half-closed until some other relayed request.
+        def gateway_ends(port):
+            ends = []
+            with open("/proc/net/tcp") as table:
+                for line in table.readlines()[1:]:
+                    fields = line.split()
+                    # The state: 01 established, 08 close-wait (its peer gone).
+                    if int(fields[2].split(":")[1], 16) == port and fields[3] in ("01", "08"):
+                        ends.append(fields[3])
+            return ends
+
+        sid, token, work = self.sandbox()
+        port = self.keep_alive_server(sid, work, None)
+        status, _, _ = self.gw.request("GET", "/", headers=self.port_headers(sid, token, port))
+        self.assertEqual(status, 200)
+        self.assertEqual(gateway_ends(port), ["01"], "the connection to the port was not kept")
+        status, _, body = self.gw.request("DELETE", f"/api/sessions/{sid}")
+        self.assertIn(status, (200, 204), body)
+        wait_until(lambda: not gateway_ends(port), 10, interval=0.05,
+                   what=f"the gateway's connections to port {port} closed")
 
     def test_requests_and_answers_pass_through(self):
         sid, token, port = self.file_server()
