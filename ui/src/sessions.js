@@ -154,7 +154,22 @@ export function sessionsPage(main, events) {
     tbody,
   );
   let environments = [];
-  const newButton = h("button", { type: "button", class: "primary", id: "new-session", onclick: () => createSession(environments) }, "New session");
+  // The dialog lists the environments: a click before they have come waits for them.
+  const listEnvironments = () => {
+    const listing = getJson("/api/environments").then((answer) => answer.environments);
+    listing.catch(() => {}); // its failure is told where it is awaited
+    return listing;
+  };
+  let environmentsReady = listEnvironments();
+  const openCreate = async () => {
+    try {
+      await createSession(await environmentsReady);
+    } catch (e) {
+      environmentsReady = listEnvironments();
+      toast(`Cannot list the environments: ${errorText(e)}`, "error");
+    }
+  };
+  const newButton = h("button", { type: "button", class: "primary", id: "new-session", onclick: openCreate }, "New session");
 
   clear(
     main,
@@ -281,8 +296,8 @@ export function sessionsPage(main, events) {
 
   (async () => {
     try {
-      const [list, envs] = await Promise.all([allSessions(), getJson("/api/environments")]);
-      environments = envs.environments;
+      const [list, envs] = await Promise.all([allSessions(), environmentsReady]);
+      environments = envs;
       for (const r of list) if (!records.has(r.session_id)) records.set(r.session_id, r);
       if (!disposed) renderAll();
     } catch (e) {
