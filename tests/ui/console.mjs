@@ -401,6 +401,35 @@ async function main() {
     await page.locator('#terminal').click();
     await typeLine(page, 'echo "back-$KEPT"');
     await waitScreen(page, /^back-still-here$/m, 'back-still-here (the same shell after the drop)');
+    // The keyboard: Tab goes to the shell (completion); Escape then Tab or Shift+Tab leaves,
+    // and an Escape followed by another key still reaches the shell, before that key.
+    const inTerminal = () => page.evaluate(() => document.getElementById('terminal').contains(document.activeElement));
+    await page.keyboard.type('ech');
+    await page.keyboard.press('Tab');
+    await typeLine(page, 'tab-ok');
+    await waitScreen(page, /^tab-ok$/m, 'tab-ok (Tab completed "ech" in the shell)');
+    check(await inTerminal(), 'Tab took the focus out of the terminal');
+    await waitPrompt(page);
+    await page.keyboard.type('echo again-');
+    await page.keyboard.press('Escape');
+    await page.keyboard.type('.');
+    await page.keyboard.press('Enter');
+    await waitScreen(page, /^again-tab-ok$/m, 'again-tab-ok (Escape then "." in the shell: the last argument)');
+    await waitPrompt(page);
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Tab');
+    check(!(await inTerminal()), 'Escape then Tab did not leave the terminal');
+    await page.keyboard.press('Shift+Tab');
+    check(await inTerminal(), 'Shift+Tab did not come back to the terminal');
+    await typeLine(page, 'echo clean-$((2 + 3))');
+    await waitScreen(page, /^clean-5$/m, 'clean-5 (nothing of the Escape left in the shell)');
+    await waitPrompt(page);
+    await page.keyboard.press('Escape');
+    await page.keyboard.press('Shift+Tab');
+    check(!(await inTerminal()), 'Escape then Shift+Tab did not leave the terminal');
+    check((await page.evaluate(() => document.activeElement.id)) === 'attach', 'Escape then Shift+Tab did not reach the control before the terminal');
+    check((await page.locator('#terminal textarea').getAttribute('aria-describedby')) === 'terminal-keys', 'the terminal does not say how to leave it');
+    await page.locator('#terminal').click();
     await page.setViewportSize({ width: 1280, height: 800 });
     await axeCheck(page, 'terminal');
     // The cut streams are reported in the browser's console: those are expected.

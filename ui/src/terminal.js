@@ -36,8 +36,9 @@ export function mountTerminal(panel, sid) {
     h("button", { type: "submit", id: "attach" }, "Attach"),
   );
   const newShell = h("button", { type: "button", id: "new-shell" }, "New shell");
+  const keysHint = h("span", { id: "terminal-keys", class: "hint" }, "Tab goes to the shell; Esc then Tab (or Shift+Tab) leaves the terminal.");
   const screen = h("div", { id: "terminal", class: "terminal", role: "application", "aria-label": "Terminal" });
-  panel.append(h("div", { class: "terminal-bar" }, status, newShell, attachForm), screen);
+  panel.append(h("div", { class: "terminal-bar" }, status, newShell, attachForm), keysHint, screen);
 
   const term = new Terminal({
     cursorBlink: true,
@@ -49,6 +50,34 @@ export function mountTerminal(panel, sid) {
   const fit = new FitAddon();
   term.loadAddon(fit);
   term.open(screen);
+  term.textarea?.setAttribute("aria-describedby", "terminal-keys");
+  // Tab belongs to the shell (completion), so the keyboard leaves the terminal as it leaves a
+  // code editor: Escape, then Tab or Shift+Tab, which the browser gets and moves the focus with.
+  // An Escape is held back until the next key (half a second at most): followed by Tab it is
+  // dropped, so the shell is not left waiting for the rest of a Meta sequence; followed by any
+  // other key, or by nothing, it goes to the shell first.
+  let heldEscape = null;
+  const releaseEscape = () => {
+    if (heldEscape === null) return;
+    clearTimeout(heldEscape);
+    heldEscape = null;
+    send("\x1b");
+  };
+  term.attachCustomKeyEventHandler((event) => {
+    if (event.type !== "keydown" || ["Shift", "Control", "Alt", "Meta"].includes(event.key)) return true;
+    const plain = !event.ctrlKey && !event.altKey && !event.metaKey;
+    if (event.key === "Tab" && plain && heldEscape !== null) {
+      clearTimeout(heldEscape);
+      heldEscape = null;
+      return false;
+    }
+    releaseEscape();
+    if (event.key === "Escape" && plain && !event.shiftKey) {
+      heldEscape = setTimeout(releaseEscape, 500);
+      return false;
+    }
+    return true;
+  });
   fit.fit();
   screen.dataset.cols = String(term.cols);
   screen.dataset.rows = String(term.rows);
