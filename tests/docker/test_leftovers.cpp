@@ -1,12 +1,13 @@
 // Run by CTest after every other test of the docker label (a fixture cleanup, see
 // tests/CMakeLists.txt): no container with rex's labels may remain once the suite is done, on a
-// machine where nothing else runs rex, nor a checkpoint's image. Disabled for gtest's own runs,
-// which would find the containers of tests still running.
+// machine where nothing else runs rex, nor a checkpoint's or a template's image. Disabled for
+// gtest's own runs, which would find the containers of tests still running.
 #include <rex/backends/docker/docker_gc.hpp>
 #include <rex/docker/engine.hpp>
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "support/async_test.hpp"
@@ -15,6 +16,12 @@ namespace rex {
 namespace {
 
 using namespace std::chrono_literals;
+
+template <class Image>
+std::string label_of(const Image& image, const char* key) {
+  const auto it = image.labels.find(key);
+  return it == image.labels.end() ? std::string("?") : it->second;
+}
 
 TEST(Leftovers, DISABLED_NoRexContainerRemains) {
   asio::io_context io;
@@ -30,18 +37,29 @@ TEST(Leftovers, DISABLED_NoRexContainerRemains) {
                   << c.state << ", image " << c.image << ", owner pid " << owner(labels::owner_pid)
                   << ", test label " << owner("rex.test") << ")";
   }
-  // Nor a checkpoint's image, on either engine.
+  // Nor a checkpoint's image, nor a template's (the tests' gateways go for good, and their
+  // templates' images with them), on either engine. A template's image is a real gateway's to
+  // keep: when scripts/test.sh says when its tests started (REX_TESTS_STARTED, unix seconds),
+  // only those made since count.
+  std::int64_t since = 0;
+  if (const char* started = std::getenv("REX_TESTS_STARTED"))
+    since = std::strtoll(started, nullptr, 10);
   for (const char* runtime : {"docker", "podman"}) {
     docker::Engine each(io.get_executor(), docker::engine_config_from_environment(runtime));
-    const auto images = test::run_async(io, each.list_images({"rex.checkpoint"}), 60s);
-    for (const auto& image : images) {
-      auto label = [&](const char* key) {
-        auto it = image.labels.find(key);
-        return it == image.labels.end() ? std::string("?") : it->second;
-      };
+    const auto checkpoints = test::run_async(io, each.list_images({"rex.checkpoint"}), 60s);
+    const auto templates = test::run_async(io, each.list_images({"rex.template"}), 60s);
+    for (const auto& image : checkpoints) {
       ADD_FAILURE() << runtime << ": checkpoint image left behind: " << image.id << " ("
-                    << label("rex.checkpoint") << " of sandbox " << label("rex.checkpoint.sandbox")
-                    << ", test label " << label("rex.test") << ")";
+                    << label_of(image, "rex.checkpoint") << " of sandbox "
+                    << label_of(image, "rex.checkpoint.sandbox") << ", test label "
+                    << label_of(image, "rex.test") << ")";
+    }
+    for (const auto& image : templates) {
+      if (image.created < since)
+        continue;
+      ADD_FAILURE() << runtime << ": template image left behind: " << image.id << " (template "
+                    << label_of(image, "rex.template") << " of gateway "
+                    << label_of(image, "rex.gateway") << ")";
     }
   }
 }

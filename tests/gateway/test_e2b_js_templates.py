@@ -54,9 +54,6 @@ class JsOnGateway(tgd.ContainerGatewayTestCase):
             f.write("hello from the context\n")
         out = self.node("templates.mjs", REX_E2B_IMAGE=tgd.IMAGE, REX_E2B_CONTEXT=context)
         self.assertIn("ok: E2B JavaScript SDK templates", out)
-        for ref in tgd.engine("docker", "images", "--filter", f"label=rex.gateway={self.gateway_id}",
-                              "--format", "{{.ID}}", check=False).split():
-            tgd.engine("docker", "rmi", "-f", ref, check=False)
 
     def test_code_interpreter(self):
         out = self.node("code_interpreter.mjs")

@@ -60,17 +60,6 @@ class Templates(tgd.ContainerGatewayTestCase):
         with open(os.path.join(app, "run.sh"), "w") as f:
             f.write("#!/bin/sh\necho run-ok\n")
         os.chmod(os.path.join(app, "run.sh"), 0o755)
-        self.images = []
-        self.addCleanup(self.remove_images)
-
-    def remove_images(self):
-        # Images the test's templates made and did not delete (a failure part way).
-        for ref in tgd.engine("docker", "images", "--filter", "label=rex.template",
-                              "--format", "{{.ID}}", check=False).split():
-            labels = json.loads(tgd.engine("docker", "inspect", "--format",
-                                           "{{json .Config.Labels}}", ref, check=False) or "{}")
-            if labels.get("rex.gateway") == getattr(self, "gateway_id", None):
-                tgd.engine("docker", "rmi", "-f", ref, check=False)
 
     def sandbox(self, template, **kwargs):
         sbx = Sandbox.create(template, timeout=300, **kwargs)
@@ -269,7 +258,7 @@ class Templates(tgd.ContainerGatewayTestCase):
         # names another image build again, on that image.
         base = f"rex-tpl-base-{uuid.uuid4().hex[:8]}:1"
         # The templates' images first: the base is their parent.
-        self.addCleanup(lambda: (self.remove_images(),
+        self.addCleanup(lambda: (self.remove_template_images(),
                                  tgd.engine("docker", "rmi", "-f", base, check=False)))
         tgd.engine("docker", "tag", tgd.IMAGE, base)
         steps = lambda: Template().from_image(base).run_cmd("cat /marker 2>/dev/null; true")
@@ -375,12 +364,6 @@ class OnPodmanAlone(tgd.ContainerGatewayTestCase):
     def setUp(self):
         super().setUp()
         tgd.point_e2b_sdks_at(self.gw.url, KEY)
-        self.addCleanup(self.remove_images)
-
-    def remove_images(self):
-        for ref in tgd.engine("podman", "images", "-q", "--filter",
-                              f"label=rex.gateway={self.gateway_id}", check=False).split():
-            tgd.engine("podman", "rmi", "-f", ref, check=False)
 
     def test_build_and_start_on_podman(self):
         name = unique("podman")

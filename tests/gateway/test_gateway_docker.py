@@ -66,15 +66,28 @@ def exists(cli, container):
 
 class ContainerGatewayTestCase(tg.GatewayTestCase):
     """A gateway whose Python3 environment runs IMAGE; after each test, no container of any of
-    its gateways is left (the test fails if one was)."""
+    its gateways is left (the test fails if one was), and the template images its gateway built
+    are removed with it."""
 
     gateway_args = ("--python-image", IMAGE)
 
     def setUp(self):
-        # Registered first, so it runs last: after the base class's cleanup has destroyed every
-        # session it could list and stopped the gateways.
+        # Registered first, so they run last (the images after the containers): after the base
+        # class's cleanup has destroyed every session it could list and stopped the gateways.
+        self.addCleanup(self.remove_template_images)
         self.addCleanup(self.check_no_containers_left)
         super().setUp()
+
+    def remove_template_images(self):
+        # A gateway keeps its templates' images across its restarts (its database names them);
+        # a test's gateway goes for good with its storage, and its images go with it.
+        if not getattr(self, "gateway_id", None):
+            return
+        for cli in ("docker", "podman"):
+            refs = engine(cli, "images", "-q", "--filter", f"label=rex.gateway={self.gateway_id}",
+                          "--filter", "label=rex.template", check=False)
+            for ref in refs.split():
+                engine(cli, "rmi", "-f", ref, check=False)
 
     def check_no_containers_left(self):
         if not getattr(self, "gateway_id", None):

@@ -43,13 +43,6 @@ class Harbor(tgd.ContainerGatewayTestCase):
                       "scripts/harbor.sh's rex_harbor_env (the README's test command does)")
         self.harbor = harbor
         super().setUp()
-        self.addCleanup(self.remove_template_images)
-
-    def remove_template_images(self):
-        for ref in tgd.engine("docker", "images", "--filter", f"label=rex.gateway={self.gateway_id}",
-                              "--filter", "label=rex.template", "--format", "{{.ID}}",
-                              check=False).split():
-            tgd.engine("docker", "rmi", "-f", ref, check=False)
 
     def run_task(self, task):
         """Runs Harbor's oracle on a copy of the task (named after this test, so that the
