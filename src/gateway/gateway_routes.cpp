@@ -893,9 +893,9 @@ asio::awaitable<void> stream_events(std::shared_ptr<Gateway::Impl> s,
     cursor = co_await s->on_db(std::move(query));
   }
   // What was committed before (or while) subscribing, from the database...
+  const auto only = session.empty() ? std::nullopt : std::optional<std::string>(session);
   while (!out->closed() && !s->stopping) {
     const auto tenant = sub->tenant;
-    const auto only = session.empty() ? std::nullopt : std::optional<std::string>(session);
     auto query = [cursor, tenant, only](Store& st) {
       return st.events_after(cursor, tenant, 500, only);
     };

@@ -8,6 +8,7 @@
 #include <boost/json/serialize.hpp>
 
 #include <algorithm>
+#include <iterator>
 #include <limits>
 #include <memory>
 #include <set>
@@ -99,6 +100,19 @@ CREATE TABLE templates (
 constexpr const char* kSchemaV4 = R"sql(
 CREATE INDEX events_session ON events (session_id, id);
 )sql";
+
+// What each version after the first adds, in order: a new file is made of them all, an older
+// file gains those after its own version.
+struct SchemaStep {
+  int version;
+  const char* sql;
+  const char* what;  // for the error when it fails: "cannot <what>"
+};
+constexpr SchemaStep kSchemaSteps[] = {{2, kSchemaV2, "add the checkpoints table"},
+                                       {3, kSchemaV3, "add the templates table"},
+                                       {4, kSchemaV4, "index the events by session"}};
+static_assert(static_cast<int>(std::size(kSchemaSteps)) + 1 == kSchemaVersion,
+              "a schema version without its step");
 
 constexpr std::string_view kTables[] = {"meta",      "sessions",    "events",   "idempotency",
                                         "artifacts", "checkpoints", "templates"};
@@ -284,26 +298,24 @@ bool is_gateway_id(std::string_view id) {
          });
 }
 
+// Runs the schema's steps after version `from`; a failure is told as `what`, else as the step's.
+void run_schema_steps(const Db& db, std::int64_t from, const char* what = nullptr) {
+  for (const SchemaStep& step : kSchemaSteps)
+    if (step.version > from &&
+        sqlite3_exec(db.handle, step.sql, nullptr, nullptr, nullptr) != SQLITE_OK)
+      throw_error(db, what != nullptr ? what : step.what);
+}
+
 // Brings a file of an earlier version up to this one (inside the opening transaction).
 void migrate_schema(const Db& db, std::int64_t from) {
-  if (from < 2 && sqlite3_exec(db.handle, kSchemaV2, nullptr, nullptr, nullptr) != SQLITE_OK)
-    throw_error(db, "add the checkpoints table");
-  if (from < 3 && sqlite3_exec(db.handle, kSchemaV3, nullptr, nullptr, nullptr) != SQLITE_OK)
-    throw_error(db, "add the templates table");
-  if (from < 4 && sqlite3_exec(db.handle, kSchemaV4, nullptr, nullptr, nullptr) != SQLITE_OK)
-    throw_error(db, "index the events by session");
+  run_schema_steps(db, from);
   Statement(db, "mark the database", fmt::format("PRAGMA user_version = {}", kSchemaVersion)).run();
 }
 
 void create_schema(const Db& db) {
   if (sqlite3_exec(db.handle, kSchema, nullptr, nullptr, nullptr) != SQLITE_OK)
     throw_error(db, "create the schema");
-  if (sqlite3_exec(db.handle, kSchemaV2, nullptr, nullptr, nullptr) != SQLITE_OK)
-    throw_error(db, "create the schema");
-  if (sqlite3_exec(db.handle, kSchemaV3, nullptr, nullptr, nullptr) != SQLITE_OK)
-    throw_error(db, "create the schema");
-  if (sqlite3_exec(db.handle, kSchemaV4, nullptr, nullptr, nullptr) != SQLITE_OK)
-    throw_error(db, "create the schema");
+  run_schema_steps(db, 1, "create the schema");
   Statement(db, "store the gateway id", "INSERT INTO meta (key, value) VALUES (?1, ?2)")
       .bind_text(1, kGatewayIdKey)
       .bind_text(2, random_hex(8))

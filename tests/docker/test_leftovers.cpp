@@ -17,10 +17,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-template <class Image>
-std::string label_of(const Image& image, const char* key) {
-  const auto it = image.labels.find(key);
-  return it == image.labels.end() ? std::string("?") : it->second;
+// A label of a container or an image, "?" when it has none.
+template <class Listed>
+std::string label_of(const Listed& listed, const std::string& key) {
+  const auto it = listed.labels.find(key);
+  return it == listed.labels.end() ? std::string("?") : it->second;
 }
 
 TEST(Leftovers, DISABLED_NoRexContainerRemains) {
@@ -29,13 +30,10 @@ TEST(Leftovers, DISABLED_NoRexContainerRemains) {
   std::vector<std::string> filter{std::string(labels::managed)};
   const auto containers = test::run_async(io, engine.list_containers(filter, true), 60s);
   for (const auto& c : containers) {
-    auto owner = [&](std::string_view key) {
-      auto it = c.labels.find(std::string(key));
-      return it == c.labels.end() ? std::string("?") : it->second;
-    };
     ADD_FAILURE() << "left behind: " << (c.names.empty() ? c.id : c.names.front()) << " ("
-                  << c.state << ", image " << c.image << ", owner pid " << owner(labels::owner_pid)
-                  << ", test label " << owner("rex.test") << ")";
+                  << c.state << ", image " << c.image << ", owner pid "
+                  << label_of(c, std::string(labels::owner_pid)) << ", test label "
+                  << label_of(c, "rex.test") << ")";
   }
   // Nor a checkpoint's image, nor a template's (the tests' gateways go for good, and their
   // templates' images with them), on either engine. A template's image is a real gateway's to

@@ -18,6 +18,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gateway/session_record.hpp"
@@ -164,19 +165,32 @@ TEST(Store, RunsWalWithFullSyncForeignKeysAndABusyTimeout) {
   EXPECT_EQ(raw.query("PRAGMA application_id"), std::to_string(0x72657867));
 }
 
-// A file of version 1 (before checkpoints) gains the checkpoints table and keeps its sessions.
-TEST(Store, MigratesAVersionOneFileAndRoundTripsCheckpoints) {
-  test::TempDir dir;
-  const fs::path file = fs::path(dir.path()) / "sessions";
+// A file as a rex of schema `version` left it: session s1 of acme and its `created` event,
+// without what the later versions add.
+void write_file_of_version(const fs::path& file, int version) {
   {
     Store store(file);
     Change change;
     change.session = make_session("s1", "acme", "ready");
+    change.events = {make_event("created", "acme", "s1")};
     store.commit(change);
   }
-  RawDatabase(file).exec(
-      "DROP TABLE checkpoints; DROP TABLE templates; DROP INDEX events_session; "
-      "PRAGMA user_version = 1");
+  // What each version after the first added, undone.
+  const std::pair<int, const char*> added[] = {{2, "DROP TABLE checkpoints;"},
+                                               {3, "DROP TABLE templates;"},
+                                               {4, "DROP INDEX events_session;"}};
+  std::string sql;
+  for (const auto& [since, undo] : added)
+    if (since > version)
+      sql += undo;
+  RawDatabase(file).exec(sql + "PRAGMA user_version = " + std::to_string(version));
+}
+
+// A file of version 1 (before checkpoints) gains the checkpoints table and keeps its sessions.
+TEST(Store, MigratesAVersionOneFileAndRoundTripsCheckpoints) {
+  test::TempDir dir;
+  const fs::path file = fs::path(dir.path()) / "sessions";
+  write_file_of_version(file, 1);
   {
     Store store(file);
     EXPECT_EQ(store.load_sessions().size(), 1u);
@@ -203,14 +217,7 @@ TEST(Store, MigratesAVersionOneFileAndRoundTripsCheckpoints) {
 TEST(Store, MigratesAVersionTwoFileAndRoundTripsTemplates) {
   test::TempDir dir;
   const fs::path file = fs::path(dir.path()) / "sessions";
-  {
-    Store store(file);
-    Change change;
-    change.session = make_session("s1", "acme", "ready");
-    store.commit(change);
-  }
-  RawDatabase(file).exec(
-      "DROP TABLE templates; DROP INDEX events_session; PRAGMA user_version = 2");
+  write_file_of_version(file, 2);
   {
     Store store(file);
     EXPECT_EQ(store.load_sessions().size(), 1u);
@@ -383,14 +390,7 @@ TEST(Store, EventsAfterFiltersBySessionThroughItsIndex) {
 TEST(Store, MigratesAVersionThreeFileAndIndexesEventsBySession) {
   test::TempDir dir;
   const fs::path file = fs::path(dir.path()) / "sessions";
-  {
-    Store store(file);
-    Change change;
-    change.session = make_session("s1", "acme", "ready");
-    change.events = {make_event("created", "acme", "s1")};
-    store.commit(change);
-  }
-  RawDatabase(file).exec("DROP INDEX events_session; PRAGMA user_version = 3");
+  write_file_of_version(file, 3);
   EXPECT_EQ(
       RawDatabase(file).query("SELECT count(*) FROM sqlite_schema WHERE name = 'events_session'"),
       "0");

@@ -269,12 +269,11 @@ export function sessionPage(main, id, tab, events) {
       h("thead", {}, h("tr", {}, ["#", "Time", "Event", "Actor", "Request", "Data"].map((t) => h("th", { scope: "col" }, t)))),
       tbody);
     clear(panel, h("h2", { id: "tab-title" }, "Events"), h("p", { class: "hint" }, "Everything that happened to the session, from its creation on; new events appear as they happen."), table);
-    // Its own stream from the first event on, this session's kept.
+    // Its own stream of this session's events (the gateway keeps only those), from the first on.
     const feed = new EventFeed({
       after: 0,
       session: id,
       onEvent: (e) => {
-        if (e.session_id !== id) return;
         tbody.appendChild(h("tr", {},
           h("td", { class: "num" }, String(e.id)),
           h("td", { title: e.time }, localTime(e.time)),

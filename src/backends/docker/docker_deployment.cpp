@@ -3,6 +3,7 @@
 #include <rex/backends/docker/docker_deployment.hpp>
 
 #include <rex/backends/docker/docker_gc.hpp>
+#include <rex/core/backoff.hpp>
 #include <rex/core/object_fields.hpp>
 #include <rex/core/outcome.hpp>
 #include <rex/core/random.hpp>
@@ -123,9 +124,12 @@ bool transient_engine_failure(unsigned status) {
 // removal during the gap still removes the container once it is back.
 template <class Call>
 auto patiently(Call call) -> decltype(call()) {
+  // 250 ms doubling to 2 s, without jitter: one caller waits for one engine.
+  const Backoff backoff{std::chrono::milliseconds(250), std::chrono::seconds(2), 2.0, 0.0};
   const auto give_up = Clock::now() + kUnreachableEngineGrace;
-  auto delay = std::chrono::milliseconds(250);
-  while (true) {
+  for (unsigned retry = 1;; ++retry) {
+    const auto delay =
+        std::chrono::duration_cast<Clock::duration>(backoff_delay(backoff, retry, 0));
     try {
       co_return co_await call();
     } catch (const docker::EngineError& e) {
@@ -134,7 +138,6 @@ auto patiently(Call call) -> decltype(call()) {
     }
     asio::steady_timer pause(co_await asio::this_coro::executor, delay);
     co_await pause.async_wait(asio::use_awaitable);
-    delay = std::min(delay * 2, std::chrono::milliseconds(2000));
   }
 }
 
